@@ -1,0 +1,120 @@
+//! Command line: `ipshadow check` (one shot) and, later, `ipshadow agent`.
+//! Every flag has an environment fallback so a DaemonSet can set it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::inventory::{DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ipshadow",
+    version,
+    about = "Finds pod IPs shadowed by addresses the node itself holds (Cilium router/ingress/health IPs, other local addresses) and host routes that blackhole pods."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check this node once and print the findings. Exit 0: none; 1: findings; 2: error.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `ipshadow=debug`).
+    #[arg(long, env = "IPSHADOW_LOG", default_value = "info", global = true)]
+    pub log_level: String,
+    /// Log format on stderr.
+    #[arg(long, env = "IPSHADOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// This node's name as Kubernetes knows it (`spec.nodeName`). Default: the hostname.
+    #[arg(long, env = "NODE_NAME")]
+    pub node: Option<String>,
+    /// The device that carries Cilium's router IP.
+    #[arg(long, env = "IPSHADOW_ROUTER_DEVICE", default_value = DEFAULT_ROUTER_DEVICE)]
+    pub router_device: String,
+    /// Pod annotation(s) holding the IP a CNI assigned before the pod has a status IP
+    /// (comma-separated values are dual stack). Repeat or comma-separate the flag for several keys.
+    #[arg(
+        long = "pod-ip-annotation",
+        env = "IPSHADOW_POD_IP_ANNOTATIONS",
+        value_delimiter = ',',
+        default_value = DEFAULT_POD_IP_ANNOTATION
+    )]
+    pub pod_ip_annotations: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// Pods as `kubectl get pods -A -o json` prints them (all namespaces, so pods on
+    /// other nodes holding this node's addresses are seen too).
+    #[arg(long, env = "IPSHADOW_PODS_FILE")]
+    pub pods: PathBuf,
+    /// CiliumNodes as `kubectl get ciliumnodes -o json` prints them. Without it only
+    /// what this node's kernel shows is checked.
+    #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE")]
+    pub ciliumnodes: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// Output format.
+    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn annotation_keys_split_on_commas() {
+        let cli = Cli::try_parse_from([
+            "ipshadow",
+            "check",
+            "--pods",
+            "p.json",
+            "--pod-ip-annotation",
+            "a/ip,b/ip",
+        ])
+        .expect("parses");
+        let Command::Check(c) = cli.command;
+        assert_eq!(c.node.pod_ip_annotations, ["a/ip", "b/ip"]);
+        assert_eq!(c.node.router_device, "cilium_host");
+        assert_eq!(c.output, OutputFormat::Table);
+    }
+}

@@ -1,0 +1,282 @@
+//! Conversions from Kubernetes objects to inventory types.
+//!
+//! Outside input is never trusted: a field that is not what it should be is
+//! reported as an [`Invalid`] naming the object and field, and the rest of the
+//! object is still used where it makes sense.
+
+use std::{fmt, net::IpAddr};
+
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use serde_json::Value;
+
+use crate::inventory::{CiliumNode, IpSource, Pod, PodIp};
+
+/// Longest value quoted back in a warning: annotations can be megabytes.
+const QUOTE_MAX: usize = 64;
+
+/// A problem with one object from outside, for a warning and a metric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// `pods`, `ciliumnodes`, `subnets`.
+    pub resource: &'static str,
+    /// `namespace/name`, `name`, or `items[i]` when the object has no name.
+    pub object: String,
+    pub problem: String,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.resource, self.object, self.problem)
+    }
+}
+
+/// A string quoted for a message, cut to a readable length.
+pub fn quote(s: &str) -> String {
+    if s.len() <= QUOTE_MAX {
+        format!("{s:?}")
+    } else {
+        let mut end = QUOTE_MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{:?}… ({} bytes)", &s[..end], s.len())
+    }
+}
+
+/// The inventory view of a pod. Its IPs come from `status.podIPs` (or
+/// `status.podIP`), and only when it has none from the first of
+/// `annotation_keys` present (kube-ovn's `ovn.kubernetes.io/ip_address`,
+/// comma-separated for dual stack).
+pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) -> Pod {
+    let namespace = p.metadata.namespace.clone().unwrap_or_default();
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let object = format!("{namespace}/{name}");
+    let mut bad = |problem: String| {
+        problems.push(Invalid {
+            resource: "pods",
+            object: object.clone(),
+            problem,
+        })
+    };
+    let spec = p.spec.as_ref();
+    let status = p.status.as_ref();
+    let mut ips: Vec<PodIp> = Vec::new();
+    let push = |ips: &mut Vec<PodIp>, raw: &str, source: IpSource, field: &str, bad: &mut dyn FnMut(String)| {
+        match raw.trim().parse::<IpAddr>() {
+            Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
+            Ok(_) => {}
+            Err(_) => bad(format!("{field} {} is not an IP address", quote(raw))),
+        }
+    };
+    if let Some(status) = status {
+        let listed = status.pod_ips.as_deref().unwrap_or_default();
+        for (i, pip) in listed.iter().enumerate() {
+            push(&mut ips, &pip.ip, IpSource::Status, &format!("status.podIPs[{i}].ip"), &mut bad);
+        }
+        if listed.is_empty()
+            && let Some(single) = status.pod_ip.as_deref().filter(|s| !s.is_empty())
+        {
+            push(&mut ips, single, IpSource::Status, "status.podIP", &mut bad);
+        }
+    }
+    let have_status_ips = !ips.is_empty();
+    if !have_status_ips
+        && let Some(annotations) = p.metadata.annotations.as_ref()
+        && let Some((key, value)) = annotation_keys
+            .iter()
+            .find_map(|k| annotations.get(k).map(|v| (k, v)))
+    {
+        for part in value.split(',').filter(|s| !s.trim().is_empty()) {
+            push(&mut ips, part, IpSource::Annotation, &format!("annotation {key}"), &mut bad);
+        }
+    }
+    Pod {
+        namespace,
+        name,
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        node: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        ips,
+        host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
+        phase: status.and_then(|s| s.phase.clone()),
+    }
+}
+
+/// The infrastructure addresses of a `cilium.io/v2` CiliumNode, read from JSON.
+/// `Err` when the object is unusable (no name); field problems go to `problems`.
+pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode, Invalid> {
+    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+        return Err(Invalid {
+            resource: "ciliumnodes",
+            object: "(unnamed)".to_owned(),
+            problem: "metadata.name is missing or not a string; object skipped".to_owned(),
+        });
+    };
+    let mut bad = |problem: String| {
+        problems.push(Invalid {
+            resource: "ciliumnodes",
+            object: name.to_owned(),
+            problem,
+        })
+    };
+    let mut node = CiliumNode {
+        name: name.to_owned(),
+        ..Default::default()
+    };
+    match v.pointer("/spec/addresses") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(addrs)) => {
+            for (i, a) in addrs.iter().enumerate() {
+                if a.get("type").and_then(Value::as_str) != Some("CiliumInternalIP") {
+                    continue;
+                }
+                let field = format!("spec.addresses[{i}].ip");
+                if let Some(ip) = ip_field(a.get("ip"), &field, None, &mut bad) {
+                    push_unique(&mut node.router, ip);
+                }
+            }
+        }
+        Some(_) => bad("spec.addresses is not a list".to_owned()),
+    }
+    for (section, target) in [("ingress", &mut node.ingress), ("health", &mut node.health)] {
+        match v.pointer(&format!("/spec/{section}")) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => {
+                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
+                    let field = format!("spec.{section}.{family}");
+                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), &mut bad) {
+                        push_unique(target, ip);
+                    }
+                }
+            }
+            Some(_) => bad(format!("spec.{section} is not an object")),
+        }
+    }
+    Ok(node)
+}
+
+fn push_unique(list: &mut Vec<IpAddr>, ip: IpAddr) {
+    if !list.contains(&ip) {
+        list.push(ip);
+    }
+}
+
+/// An optional IP field: absent or empty is fine, anything else must parse
+/// (and be of the family the field names, if it names one).
+fn ip_field(
+    v: Option<&Value>,
+    field: &str,
+    want_v6: Option<bool>,
+    bad: &mut dyn FnMut(String),
+) -> Option<IpAddr> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => match s.parse::<IpAddr>() {
+            Ok(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
+                bad(format!("{field} {} is of the wrong address family; ignored", quote(s)));
+                None
+            }
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                bad(format!("{field} {} is not an IP address; ignored", quote(s)));
+                None
+            }
+        },
+        Some(other) => {
+            let json = other.to_string();
+            bad(format!("{field} is {}, not a string; ignored", quote(&json)));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn k8s_pod(v: Value) -> K8sPod {
+        serde_json::from_value(v).expect("test pod")
+    }
+
+    fn keys() -> Vec<String> {
+        vec![crate::inventory::DEFAULT_POD_IP_ANNOTATION.to_owned()]
+    }
+
+    #[test]
+    fn pod_ips_come_from_status_and_the_annotation_only_without_them() {
+        let mut problems = vec![];
+        let running = k8s_pod(json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1",
+                         "annotations": {"ovn.kubernetes.io/ip_address": "10.244.9.9"}},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Running", "podIP": "10.244.0.5",
+                       "podIPs": [{"ip": "10.244.0.5"}, {"ip": "fd00::5"}]}
+        }));
+        let p = pod(&running, &keys(), &mut problems);
+        assert_eq!(p.ips.iter().map(|i| i.ip.to_string()).collect::<Vec<_>>(), ["10.244.0.5", "fd00::5"]);
+        assert!(p.ips.iter().all(|i| i.source == IpSource::Status));
+        assert_eq!(p.node.as_deref(), Some("n1"));
+
+        let pending = k8s_pod(json!({
+            "metadata": {"name": "b", "namespace": "ns",
+                         "annotations": {"ovn.kubernetes.io/ip_address": "10.244.1.12,fd00::c"}},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Pending"}
+        }));
+        let p = pod(&pending, &keys(), &mut problems);
+        assert_eq!(p.ips.len(), 2);
+        assert!(p.ips.iter().all(|i| i.source == IpSource::Annotation));
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn a_bad_annotation_is_reported_by_object_and_cut_short() {
+        let mut problems = vec![];
+        let huge = "x".repeat(1 << 20);
+        let p = k8s_pod(json!({
+            "metadata": {"name": "c", "namespace": "ns", "annotations": {"ovn.kubernetes.io/ip_address": huge}},
+            "spec": {"containers": []}
+        }));
+        let p = pod(&p, &keys(), &mut problems);
+        assert!(p.ips.is_empty());
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].object, "ns/c");
+        assert!(problems[0].problem.contains("not an IP address"));
+        assert!(problems[0].problem.len() < 200, "{}", problems[0].problem.len());
+    }
+
+    #[test]
+    fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
+        let mut problems = vec![];
+        let v = json!({
+            "metadata": {"name": "node-a"},
+            "spec": {
+                "addresses": [
+                    {"type": "InternalIP", "ip": "192.168.100.11"},
+                    {"type": "CiliumInternalIP", "ip": "10.244.4.251"},
+                    {"type": "CiliumInternalIP", "ip": "not-an-ip"}
+                ],
+                "ingress": {"ipv4": "10.244.4.12", "ipv6": "10.244.4.13"},
+                "health": {"ipv4": 42}
+            }
+        });
+        let n = cilium_node(&v, &mut problems).expect("named node");
+        assert_eq!(n.router, vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]);
+        assert_eq!(n.ingress, vec!["10.244.4.12".parse::<IpAddr>().expect("ip")]);
+        assert!(n.health.is_empty());
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 3, "{text:?}");
+        assert!(text[0].contains("ciliumnodes node-a: spec.addresses[2].ip \"not-an-ip\""), "{text:?}");
+        assert!(text[1].contains("spec.ingress.ipv6 \"10.244.4.13\" is of the wrong address family"), "{text:?}");
+        assert!(text[2].contains("spec.health.ipv4 is \"42\", not a string"), "{text:?}");
+    }
+
+    #[test]
+    fn a_cilium_node_without_a_name_is_rejected() {
+        let mut problems = vec![];
+        let err = cilium_node(&json!({"spec": {}}), &mut problems).expect_err("no name");
+        assert!(err.problem.contains("metadata.name"));
+    }
+}

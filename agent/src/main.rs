@@ -1,0 +1,67 @@
+//! The `ipshadow` binary: parses the command line, sets up logging, runs.
+//! Exit codes of `check`: 0 no findings, 1 findings, 2 error.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use ipshadow::{
+    check,
+    cli::{CheckArgs, Cli, Command, LogArgs, LogFormat, OutputFormat},
+    output,
+};
+use tracing_subscriber::EnvFilter;
+
+const EXIT_ERROR: u8 = 2;
+
+fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_new(&args.log_level)
+        .with_context(|| format!("invalid --log-level {:?}", args.log_level))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
+}
+
+async fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let report = check::run(&args.node, &args.sources)
+        .await
+        .context("ipshadow check failed")?;
+    for bad in &report.invalid {
+        tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
+    }
+    let text = match args.output {
+        OutputFormat::Json => output::json(&report).context("encoding the report as JSON")?,
+        OutputFormat::Table => output::table(&report),
+    };
+    println!("{}", text.trim_end());
+    Ok(ExitCode::from(u8::from(!report.findings.is_empty())))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli.log) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(EXIT_ERROR);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime failed: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Check(args) => run_check(args).await,
+        }
+    });
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::from(EXIT_ERROR)
+    })
+}

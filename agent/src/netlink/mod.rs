@@ -1,0 +1,136 @@
+//! Netlink adapter: reads this node's links, addresses, routes and FIB answers
+//! into a [`HostNetwork`]. No shelling out to `ip`: everything goes over one
+//! rtnetlink socket.
+
+mod convert;
+
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
+
+use futures::{StreamExt as _, TryStreamExt as _, stream};
+use netlink_packet_route::route::RouteMessage;
+use rtnetlink::{Handle, RouteMessageBuilder};
+
+pub use convert::{address, fib_answer, link, route, route_kind};
+
+use crate::inventory::{FibResult, HostNetwork};
+
+/// How many FIB lookups are in flight on the socket at once.
+const FIB_PIPELINE: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "opening an rtnetlink socket failed: {source}; ipshadow must run on the node itself \
+         (hostNetwork: true in Kubernetes) on Linux"
+    )]
+    Connect {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {what} over netlink failed: {source}")]
+    Dump {
+        what: &'static str,
+        #[source]
+        source: rtnetlink::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One rtnetlink connection, driven by a task on the current tokio runtime.
+pub struct Netlink {
+    handle: Handle,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Netlink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Netlink {
+    /// Opens the socket in the calling thread's network namespace.
+    pub fn connect() -> Result<Self> {
+        let (conn, handle, _) = rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
+        let task = tokio::spawn(conn);
+        Ok(Self { handle, task })
+    }
+
+    /// Links, addresses and routes of every table, plus a FIB lookup for each of `lookups`.
+    pub async fn read_host(&self, lookups: &[IpAddr]) -> Result<HostNetwork> {
+        let links: Vec<_> = self
+            .handle
+            .link()
+            .get()
+            .execute()
+            .try_filter_map(|m| async move { Ok(convert::link(&m)) })
+            .try_collect()
+            .await
+            .map_err(|source| Error::Dump { what: "links", source })?;
+        let addr_msgs: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|source| Error::Dump { what: "addresses", source })?;
+        let addresses = addr_msgs.iter().filter_map(|m| convert::address(m, &links)).collect();
+        let mut routes = Vec::new();
+        for (what, msg) in [
+            ("IPv4 routes", RouteMessageBuilder::<Ipv4Addr>::new().build()),
+            ("IPv6 routes", RouteMessageBuilder::<Ipv6Addr>::new().build()),
+        ] {
+            let mut dump = self.handle.route().get(msg).execute();
+            while let Some(m) = dump.try_next().await.map_err(|source| Error::Dump { what, source })? {
+                routes.extend(convert::route(&m));
+            }
+        }
+        let fib = self.lookup(lookups).await;
+        Ok(HostNetwork {
+            links,
+            addresses,
+            routes,
+            fib,
+        })
+    }
+
+    /// FIB lookups (`ip route get`) for `ips`, pipelined on this one socket.
+    pub async fn lookup(&self, ips: &[IpAddr]) -> BTreeMap<IpAddr, FibResult> {
+        let mut unique: Vec<IpAddr> = ips.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        stream::iter(unique)
+            .map(|ip| {
+                let handle = self.handle.clone();
+                async move { (ip, fib_lookup(&handle, ip).await) }
+            })
+            .buffer_unordered(FIB_PIPELINE)
+            .collect()
+            .await
+    }
+}
+
+async fn fib_lookup(handle: &Handle, ip: IpAddr) -> FibResult {
+    let full = match ip {
+        IpAddr::V4(_) => 32,
+        IpAddr::V6(_) => 128,
+    };
+    let msg: RouteMessage = match RouteMessageBuilder::<IpAddr>::new().destination_prefix(ip, full) {
+        Ok(b) => b.build(),
+        Err(e) => return FibResult::Other(format!("bad lookup for {ip}: {e:?}")),
+    };
+    let mut replies = handle.route().get(msg).execute();
+    match replies.next().await {
+        Some(Ok(m)) => convert::fib_answer(Ok(&m)),
+        Some(Err(rtnetlink::Error::NetlinkError(e))) => {
+            convert::fib_answer(Err(e.code.map_or(0, |c| c.get())))
+        }
+        Some(Err(e)) => FibResult::Other(format!("lookup failed: {e}")),
+        None => FibResult::Other("no answer".to_owned()),
+    }
+}

@@ -1,0 +1,108 @@
+//! Types shared between the ipshadow eBPF program and the agent.
+//!
+//! Everything here is `#[repr(C)]`, `Copy` and free of implicit padding, because
+//! the kernel copies these bytes between the program and userspace verbatim.
+#![no_std]
+
+/// Name of the per-CPU hash map of shadowed IPs (key [`IpKey`], value [`IpCounters`]).
+pub const SHADOWED_MAP: &str = "SHADOWED";
+/// Name of the TC classifier program attached to `lo`.
+pub const PROGRAM_NAME: &str = "ipshadow_lo";
+/// Upper bound on shadowed IPs the map can hold. A node has a handful of
+/// infrastructure addresses; this leaves room for pathological clusters.
+pub const SHADOWED_MAX_ENTRIES: u32 = 131_072;
+
+/// An IP address as the map key: IPv6 as is, IPv4 as an IPv4-mapped IPv6
+/// address (`::ffff:a.b.c.d`), so one map serves both families.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IpKey {
+    pub addr: [u8; 16],
+}
+
+impl IpKey {
+    /// The key of an IPv4 address given in network byte order.
+    #[inline(always)]
+    pub const fn from_v4_octets(o: [u8; 4]) -> Self {
+        Self {
+            addr: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3]],
+        }
+    }
+
+    /// The key of an IPv6 address.
+    #[inline(always)]
+    pub const fn from_v6_octets(addr: [u8; 16]) -> Self {
+        Self { addr }
+    }
+}
+
+/// Per-IP, per-CPU counters of locally delivered traffic to and from a shadowed IP.
+///
+/// "to" means the packet's destination is the shadowed IP (the host sending to
+/// what it believes is a pod); "from" means its source is (the local stack
+/// answering in the pod's name, e.g. the RST that refuses a probe).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IpCounters {
+    pub packets_to: u64,
+    pub bytes_to: u64,
+    /// TCP segments with SYN set and ACK clear: connection attempts.
+    pub tcp_syns_to: u64,
+    pub udp_to: u64,
+    pub icmp_to: u64,
+    pub packets_from: u64,
+    /// TCP segments with RST set whose source is the shadowed IP: refused connections.
+    pub tcp_rsts_from: u64,
+    /// `bpf_ktime_get_ns()` of the last packet seen (CLOCK_MONOTONIC).
+    pub last_seen_ns: u64,
+}
+
+impl IpCounters {
+    /// Adds `other` into `self`, as userspace does over the per-CPU values.
+    pub fn accumulate(&mut self, other: &Self) {
+        self.packets_to += other.packets_to;
+        self.bytes_to += other.bytes_to;
+        self.tcp_syns_to += other.tcp_syns_to;
+        self.udp_to += other.udp_to;
+        self.icmp_to += other.icmp_to;
+        self.packets_from += other.packets_from;
+        self.tcp_rsts_from += other.tcp_rsts_from;
+        if other.last_seen_ns > self.last_seen_ns {
+            self.last_seen_ns = other.last_seen_ns;
+        }
+    }
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: both are #[repr(C)], Copy, made only of integers and byte arrays,
+    // with no padding (16 bytes; 8 × u64), so any bit pattern is valid.
+    unsafe impl aya::Pod for super::IpKey {}
+    unsafe impl aya::Pod for super::IpCounters {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_types_have_no_padding() {
+        assert_eq!(core::mem::size_of::<IpKey>(), 16);
+        assert_eq!(core::mem::size_of::<IpCounters>(), 8 * 8);
+    }
+
+    #[test]
+    fn ipv4_keys_are_ipv4_mapped_ipv6() {
+        let k = IpKey::from_v4_octets([10, 244, 4, 251]);
+        assert_eq!(&k.addr[10..], &[0xff, 0xff, 10, 244, 4, 251]);
+        assert!(k.addr[..10].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn accumulate_sums_counters_and_keeps_the_latest_time() {
+        let mut a = IpCounters { packets_to: 1, tcp_syns_to: 1, last_seen_ns: 9, ..Default::default() };
+        let b = IpCounters { packets_to: 2, tcp_rsts_from: 3, last_seen_ns: 5, ..Default::default() };
+        a.accumulate(&b);
+        assert_eq!((a.packets_to, a.tcp_syns_to, a.tcp_rsts_from, a.last_seen_ns), (3, 1, 3, 9));
+    }
+}

@@ -1,0 +1,128 @@
+//! TC classifier on `lo`: counts locally delivered packets to and from shadowed IPs.
+//!
+//! Every packet the host delivers to itself crosses `lo`, including packets the
+//! host meant for a pod whose IP is also a local address. The program never
+//! drops or alters a packet: it always returns `TCX_NEXT`.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    bindings::TC_ACT_UNSPEC,
+    helpers::bpf_ktime_get_ns,
+    macros::{classifier, map},
+    maps::PerCpuHashMap,
+    programs::TcContext,
+};
+use ipshadow_common::{IpCounters, IpKey, SHADOWED_MAX_ENTRIES};
+
+/// `TCX_NEXT` and legacy `TC_ACT_UNSPEC` are both -1: pass the packet on.
+const PASS: i32 = TC_ACT_UNSPEC;
+
+const ETH_HLEN: usize = 14;
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86DD;
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_ICMPV6: u8 = 58;
+const TCP_FLAG_SYN: u8 = 0x02;
+const TCP_FLAG_RST: u8 = 0x04;
+const TCP_FLAG_ACK: u8 = 0x10;
+
+#[map(name = "SHADOWED")]
+static SHADOWED: PerCpuHashMap<IpKey, IpCounters> =
+    PerCpuHashMap::with_max_entries(SHADOWED_MAX_ENTRIES, 0);
+
+#[classifier]
+pub fn ipshadow_lo(ctx: TcContext) -> i32 {
+    // Parse errors only mean "not a packet we can read": pass it on untouched.
+    let _ = try_ipshadow_lo(&ctx);
+    PASS
+}
+
+struct L3 {
+    src: IpKey,
+    dst: IpKey,
+    proto: u8,
+    l4_off: usize,
+}
+
+#[inline(always)]
+fn parse_l3(ctx: &TcContext) -> Result<L3, i64> {
+    let ethertype = u16::from_be(ctx.load::<u16>(12)?);
+    match ethertype {
+        ETH_P_IP => {
+            let vihl: u8 = ctx.load(ETH_HLEN)?;
+            let ihl = ((vihl & 0x0f) as usize) * 4;
+            if ihl < 20 {
+                return Err(-1);
+            }
+            Ok(L3 {
+                proto: ctx.load(ETH_HLEN + 9)?,
+                src: IpKey::from_v4_octets(ctx.load::<[u8; 4]>(ETH_HLEN + 12)?),
+                dst: IpKey::from_v4_octets(ctx.load::<[u8; 4]>(ETH_HLEN + 16)?),
+                l4_off: ETH_HLEN + ihl,
+            })
+        }
+        ETH_P_IPV6 => Ok(L3 {
+            // Extension headers are not walked: such packets count as "other".
+            proto: ctx.load(ETH_HLEN + 6)?,
+            src: IpKey::from_v6_octets(ctx.load::<[u8; 16]>(ETH_HLEN + 8)?),
+            dst: IpKey::from_v6_octets(ctx.load::<[u8; 16]>(ETH_HLEN + 24)?),
+            l4_off: ETH_HLEN + 40,
+        }),
+        _ => Err(-1),
+    }
+}
+
+#[inline(always)]
+fn try_ipshadow_lo(ctx: &TcContext) -> Result<(), i64> {
+    let l3 = parse_l3(ctx)?;
+    let to = SHADOWED.get_ptr_mut(l3.dst);
+    let from = SHADOWED.get_ptr_mut(l3.src);
+    if to.is_none() && from.is_none() {
+        return Ok(());
+    }
+    let tcp_flags: u8 = if l3.proto == IPPROTO_TCP {
+        ctx.load(l3.l4_off + 13).unwrap_or(0)
+    } else {
+        0
+    };
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(c) = to {
+        // SAFETY: a per-CPU value is only touched by this CPU while the program runs.
+        let c = unsafe { &mut *c };
+        c.packets_to += 1;
+        c.bytes_to += u64::from(ctx.len());
+        match l3.proto {
+            IPPROTO_TCP if tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK) == TCP_FLAG_SYN => {
+                c.tcp_syns_to += 1
+            }
+            IPPROTO_UDP => c.udp_to += 1,
+            IPPROTO_ICMP | IPPROTO_ICMPV6 => c.icmp_to += 1,
+            _ => {}
+        }
+        c.last_seen_ns = now;
+    }
+    if let Some(c) = from {
+        // SAFETY: as above.
+        let c = unsafe { &mut *c };
+        c.packets_from += 1;
+        if l3.proto == IPPROTO_TCP && tcp_flags & TCP_FLAG_RST != 0 {
+            c.tcp_rsts_from += 1;
+        }
+        c.last_seen_ns = now;
+    }
+    Ok(())
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

@@ -1,0 +1,38 @@
+//! Helpers for integration tests that build simulated nodes out of network
+//! namespaces. Everything they create is removed when the guard drops, even
+//! when a test panics.
+//!
+//! Tests call `unwrap`/`panic!` on purpose: a failure keeps its stack trace.
+#![allow(clippy::unwrap_used)]
+
+pub mod netns;
+pub mod node;
+pub mod objects;
+
+use std::path::PathBuf;
+
+/// Whether this process may create network namespaces; tests print why they
+/// skip otherwise (CI runs as root, so they always run there).
+pub fn can_run_netns_tests(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipping {test}: needs root to create network namespaces (run `cargo xtask test` as root)");
+    }
+    root
+}
+
+/// The `ipshadow` binary under test: `$IPSHADOW_BIN`, else the workspace's debug build.
+pub fn ipshadow_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("IPSHADOW_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/ipshadow");
+    assert!(
+        p.exists(),
+        "{} does not exist: build it first (`cargo build -p ipshadow`, which `cargo xtask test` does) \
+         or point IPSHADOW_BIN at it",
+        p.display()
+    );
+    p
+}

@@ -1,0 +1,97 @@
+//! A network namespace that exists while its guard lives.
+
+use std::{
+    fs::File,
+    os::fd::AsRawFd as _,
+    process::{Command, Output},
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A named network namespace (`ip netns add`), deleted on drop. Deleting the
+/// namespace destroys the interfaces in it and their veth peers elsewhere.
+pub struct NetNs {
+    pub name: String,
+}
+
+impl NetNs {
+    /// A fresh namespace named `ips-<tag>-<pid>-<n>`, with `lo` up.
+    pub fn new(tag: &str) -> Self {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("ips-{tag}-{}-{n}", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Self { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n <ns> <args>`, which must succeed.
+    pub fn ip(&self, args: &[&str]) {
+        run(Command::new("ip").arg("-n").arg(&self.name).args(args));
+    }
+
+    /// `ip -n <ns> <args>`, its output whatever the status.
+    pub fn ip_output(&self, args: &[&str]) -> Output {
+        Command::new("ip")
+            .arg("-n")
+            .arg(&self.name)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// A command to run inside the namespace (`ip netns exec`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Moves the calling thread into the namespace until the guard drops.
+    /// Sockets the thread opens meanwhile (netlink, TCP, bpf attach by name) live there.
+    pub fn enter(&self) -> Entered {
+        let here = File::open("/proc/thread-self/ns/net").unwrap();
+        let there = File::open(format!("/var/run/netns/{}", self.name)).unwrap();
+        // SAFETY: setns on valid namespace fds; it only changes this thread.
+        let rc = unsafe { libc::setns(there.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns into {}: {}", self.name, std::io::Error::last_os_error());
+        Entered { back: here }
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let out = Command::new("ip").args(["netns", "del", &self.name]).output();
+        if !matches!(&out, Ok(o) if o.status.success()) {
+            eprintln!("warning: could not delete netns {}: {out:?}", self.name);
+        }
+    }
+}
+
+/// Returns the thread to its previous network namespace on drop.
+pub struct Entered {
+    back: File,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        // SAFETY: as in `enter`.
+        let rc = unsafe { libc::setns(self.back.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            eprintln!("warning: setns back failed: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
+/// Runs a command and panics with its output if it fails.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -1,0 +1,59 @@
+//! Kubernetes objects as `kubectl get … -o json` prints them, for `--pods` and
+//! `--ciliumnodes` files (and later the test API server).
+
+use serde_json::{Value, json};
+
+/// A running pod on `node` with `ips` in `status.podIPs`.
+pub fn pod(namespace: &str, name: &str, node: &str, ips: &[&str]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
+        "status": {
+            "phase": "Running",
+            "podIP": ips.first().copied().unwrap_or_default(),
+            "podIPs": ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>()
+        }
+    })
+}
+
+/// A pod stuck in ContainerCreating: no status IP, only kube-ovn's annotation.
+pub fn pending_pod(namespace: &str, name: &str, node: &str, annotated_ip: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+            "annotations": {
+                "ovn.kubernetes.io/allocated": "true",
+                "ovn.kubernetes.io/ip_address": annotated_ip,
+                "ovn.kubernetes.io/logical_switch": "ovn-default"
+            }
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
+        "status": {"phase": "Pending"}
+    })
+}
+
+/// A CiliumNode with its router (CiliumInternalIP), ingress and health IPv4 addresses.
+pub fn cilium_node(name: &str, router: &str, ingress: Option<&str>, health: Option<&str>) -> Value {
+    let mut spec = json!({
+        "addresses": [
+            {"type": "InternalIP", "ip": "192.168.100.10"},
+            {"type": "CiliumInternalIP", "ip": router}
+        ]
+    });
+    if let Some(i) = ingress {
+        spec["ingress"] = json!({"ipv4": i});
+    }
+    if let Some(h) = health {
+        spec["health"] = json!({"ipv4": h});
+    }
+    json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode", "metadata": {"name": name}, "spec": spec})
+}
+
+/// A `kind: List` around `items`.
+pub fn list(items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
