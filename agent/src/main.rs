@@ -48,7 +48,10 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::from(EXIT_ERROR);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime failed: {e}");

@@ -32,7 +32,14 @@ pub fn table(report: &Report) -> String {
         report.node,
         if n == 1 { "" } else { "s" }
     );
-    let header = ["KIND", "SCOPE", "IP", "POD", "POD NODE", "OWNER (node/role/device)"];
+    let header = [
+        "KIND",
+        "SCOPE",
+        "IP",
+        "POD",
+        "POD NODE",
+        "OWNER (node/role/device)",
+    ];
     let rows: Vec<[String; 6]> = report
         .findings
         .iter()
@@ -41,7 +48,9 @@ pub fn table(report: &Report) -> String {
                 f.kind.to_string(),
                 f.scope.to_string(),
                 f.ip.to_string(),
-                f.pod.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
+                f.pod
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ToString::to_string),
                 f.pod_node.clone().unwrap_or_else(|| "-".to_owned()),
                 format!(
                     "{}/{}/{}",

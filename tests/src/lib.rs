@@ -17,7 +17,9 @@ pub fn can_run_netns_tests(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipping {test}: needs root to create network namespaces (run `cargo xtask test` as root)");
+        eprintln!(
+            "skipping {test}: needs root to create network namespaces (run `cargo xtask test` as root)"
+        );
     }
     root
 }

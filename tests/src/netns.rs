@@ -55,14 +55,22 @@ impl NetNs {
         let there = File::open(format!("/var/run/netns/{}", self.name)).unwrap();
         // SAFETY: setns on valid namespace fds; it only changes this thread.
         let rc = unsafe { libc::setns(there.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns into {}: {}", self.name, std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "setns into {}: {}",
+            self.name,
+            std::io::Error::last_os_error()
+        );
         Entered { back: here }
     }
 }
 
 impl Drop for NetNs {
     fn drop(&mut self) {
-        let out = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let out = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
         if !matches!(&out, Ok(o) if o.status.success()) {
             eprintln!("warning: could not delete netns {}: {out:?}", self.name);
         }
@@ -79,14 +87,19 @@ impl Drop for Entered {
         // SAFETY: as in `enter`.
         let rc = unsafe { libc::setns(self.back.as_raw_fd(), libc::CLONE_NEWNET) };
         if rc != 0 {
-            eprintln!("warning: setns back failed: {}", std::io::Error::last_os_error());
+            eprintln!(
+                "warning: setns back failed: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }
 
 /// Runs a command and panics with its output if it fails.
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\n{}",
@@ -94,4 +107,26 @@ pub fn run(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Deletes every namespace whose name starts with `ips-<tag>`: what an earlier,
+/// interrupted run left behind.
+pub fn delete_leftovers(tag: &str) -> usize {
+    let prefix = format!("ips-{tag}");
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return 0;
+    };
+    let mut n = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if name.starts_with(&prefix)
+            && Command::new("ip")
+                .args(["netns", "del", name])
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            n += 1;
+        }
+    }
+    n
 }

@@ -14,6 +14,7 @@ pub const POD_CIDR: &str = "10.244.0.0/16";
 pub const POD_GATEWAY: &str = "10.244.0.1";
 
 pub struct SimNode {
+    tag: String,
     pub node: NetNs,
     pub ovn: NetNs,
     pub pods: Vec<NetNs>,
@@ -24,11 +25,28 @@ impl SimNode {
     pub fn kube_ovn(tag: &str, router_ip: &str) -> Self {
         let node = NetNs::new(&format!("{tag}n"));
         let ovn = NetNs::new(&format!("{tag}o"));
-        node.ip(&["link", "add", "cilium_host", "type", "veth", "peer", "name", "cilium_net"]);
+        node.ip(&[
+            "link",
+            "add",
+            "cilium_host",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "cilium_net",
+        ]);
         node.ip(&["link", "set", "cilium_host", "up"]);
         node.ip(&["link", "set", "cilium_net", "up"]);
-        node.ip(&["addr", "add", &format!("{router_ip}/32"), "dev", "cilium_host"]);
-        node.ip(&["link", "add", "ovn0", "type", "veth", "peer", "name", "ovn0p", "netns", &ovn.name]);
+        node.ip(&[
+            "addr",
+            "add",
+            &format!("{router_ip}/32"),
+            "dev",
+            "cilium_host",
+        ]);
+        node.ip(&[
+            "link", "add", "ovn0", "type", "veth", "peer", "name", "ovn0p", "netns", &ovn.name,
+        ]);
         node.ip(&["addr", "add", "100.64.0.2/16", "dev", "ovn0"]);
         node.ip(&["link", "set", "ovn0", "up"]);
         node.ip(&["route", "add", POD_CIDR, "via", "100.64.0.1", "dev", "ovn0"]);
@@ -39,6 +57,7 @@ impl SimNode {
         ovn.ip(&["link", "set", "br-int", "up"]);
         crate::netns::run(ovn.command("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
         Self {
+            tag: tag.to_owned(),
             node,
             ovn,
             pods: Vec::new(),
@@ -48,10 +67,13 @@ impl SimNode {
     /// A pod namespace with `ip`/16 on eth0, its veth on the OVN bridge.
     pub fn add_pod(&mut self, ip: &str) -> &NetNs {
         let n = self.pods.len();
-        let pod = NetNs::new(&format!("p{n}"));
+        let pod = NetNs::new(&format!("{}p{n}", self.tag));
         let host_side = format!("veth{n}");
-        self.ovn.ip(&["link", "add", &host_side, "type", "veth", "peer", "name", "eth0", "netns", &pod.name]);
-        self.ovn.ip(&["link", "set", &host_side, "master", "br-int", "up"]);
+        self.ovn.ip(&[
+            "link", "add", &host_side, "type", "veth", "peer", "name", "eth0", "netns", &pod.name,
+        ]);
+        self.ovn
+            .ip(&["link", "set", &host_side, "master", "br-int", "up"]);
         pod.ip(&["addr", "add", &format!("{ip}/16"), "dev", "eth0"]);
         pod.ip(&["link", "set", "eth0", "up"]);
         pod.ip(&["route", "add", "default", "via", POD_GATEWAY]);

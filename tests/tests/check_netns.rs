@@ -42,7 +42,8 @@ impl Drop for Files {
 
 fn check(sim: &SimNode, args: &[&str]) -> Output {
     let mut cmd = sim.node.command(ipshadow_bin().to_str().unwrap());
-    cmd.args(["check", "--node", ME, "--output", "json"]).args(args);
+    cmd.args(["check", "--node", ME, "--output", "json"])
+        .args(args);
     cmd.output().unwrap()
 }
 
@@ -75,12 +76,25 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
     sim.add_pod(ROUTER);
     // A stale host route that blackholes a third pod, and a /32 pod route
     // (Calico/Cilium style) shadowed by an address on kube-ipvs0.
-    sim.node.ip(&["route", "add", "blackhole", "10.244.0.99/32"]);
-    sim.node.ip(&["route", "add", "unreachable", "10.244.0.98/32"]);
+    sim.node
+        .ip(&["route", "add", "blackhole", "10.244.0.99/32"]);
+    sim.node
+        .ip(&["route", "add", "unreachable", "10.244.0.98/32"]);
     sim.node.ip(&["route", "add", "prohibit", "10.244.0.97/32"]);
-    sim.node.ip(&["link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "ipvs-peer"]);
-    sim.node.ip(&["addr", "add", "10.244.0.50/32", "dev", "kube-ipvs0"]);
-    sim.node.ip(&["route", "add", "10.244.0.50/32", "dev", "cilium_net"]);
+    sim.node.ip(&[
+        "link",
+        "add",
+        "kube-ipvs0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ipvs-peer",
+    ]);
+    sim.node
+        .ip(&["addr", "add", "10.244.0.50/32", "dev", "kube-ipvs0"]);
+    sim.node
+        .ip(&["route", "add", "10.244.0.50/32", "dev", "cilium_net"]);
 
     let files = Files::new("check");
     let pods = files.write(
@@ -105,33 +119,65 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
             cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
         ]),
     );
-    let out = check(&sim, &["--pods", pods.to_str().unwrap(), "--ciliumnodes", cns.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let out = check(
+        &sim,
+        &[
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fs = findings(&out);
     assert_eq!(fs.len(), 8, "{fs:#?}");
 
     let f = find(&fs, ROUTER);
-    assert_eq!((f["kind"].as_str(), f["scope"].as_str()), (Some("RouterIPCollision"), Some("same-node")));
+    assert_eq!(
+        (f["kind"].as_str(), f["scope"].as_str()),
+        (Some("RouterIPCollision"), Some("same-node"))
+    );
     assert_eq!(f["pod"]["name"], "postgres-0");
-    assert_eq!(f["owner"], serde_json::json!({"node": ME, "role": "router", "device": "cilium_host"}));
+    assert_eq!(
+        f["owner"],
+        serde_json::json!({"node": ME, "role": "router", "device": "cilium_host"})
+    );
     // No /32 for the pod in the main table (kube-ovn routes the /16): the kernel's
     // local-table answer is what shows the host never reaches this pod.
     assert_eq!(f["fib"], "local dev lo");
 
     let f = find(&fs, INGRESS);
-    assert_eq!((f["kind"].as_str(), f["scope"].as_str()), (Some("IngressIPCollision"), Some("same-node")));
+    assert_eq!(
+        (f["kind"].as_str(), f["scope"].as_str()),
+        (Some("IngressIPCollision"), Some("same-node"))
+    );
     assert_eq!(f["ip_source"], "annotation");
     assert_eq!(f["owner"]["device"], Value::Null);
 
     let f = find(&fs, OTHER_ROUTER);
-    assert_eq!((f["kind"].as_str(), f["scope"].as_str()), (Some("RouterIPCollision"), Some("cross-node")));
+    assert_eq!(
+        (f["kind"].as_str(), f["scope"].as_str()),
+        (Some("RouterIPCollision"), Some("cross-node"))
+    );
     assert_eq!(f["owner"]["node"], OTHER);
     assert!(f["fib"].as_str().unwrap().contains("dev ovn0"), "{f:#}");
 
     let f = find(&fs, OTHER_INGRESS);
-    assert_eq!((f["kind"].as_str(), f["scope"].as_str()), (Some("IngressIPCollision"), Some("cross-node")));
+    assert_eq!(
+        (f["kind"].as_str(), f["scope"].as_str()),
+        (Some("IngressIPCollision"), Some("cross-node"))
+    );
 
-    for (ip, word) in [("10.244.0.99", "blackhole"), ("10.244.0.98", "unreachable"), ("10.244.0.97", "prohibit")] {
+    for (ip, word) in [
+        ("10.244.0.99", "blackhole"),
+        ("10.244.0.98", "unreachable"),
+        ("10.244.0.97", "prohibit"),
+    ] {
         let f = find(&fs, ip);
         assert_eq!(f["kind"], "HostRouteBlackhole", "{f:#}");
         assert_eq!(f["fib"], word, "{f:#}");
@@ -145,22 +191,44 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
 
 #[test]
 fn a_local_route_without_an_address_is_found_only_through_the_fib_lookup() {
-    if !can_run_netns_tests("a_local_route_without_an_address_is_found_only_through_the_fib_lookup") {
+    if !can_run_netns_tests("a_local_route_without_an_address_is_found_only_through_the_fib_lookup")
+    {
         return;
     }
     let sim = SimNode::kube_ovn("fib", ROUTER);
     // A whole range routed locally (as a TPROXY or anycast setup does): no device
     // holds 10.244.7.7, no CiliumNode names it; only the FIB says "local".
-    sim.node.ip(&["route", "add", "local", "10.244.7.0/24", "dev", "cilium_host", "table", "local"]);
+    sim.node.ip(&[
+        "route",
+        "add",
+        "local",
+        "10.244.7.0/24",
+        "dev",
+        "cilium_host",
+        "table",
+        "local",
+    ]);
     let files = Files::new("fib");
-    let pods = files.write("pods.json", &list(vec![pod("tenant", "anycast-0", ME, &["10.244.7.7"])]));
+    let pods = files.write(
+        "pods.json",
+        &list(vec![pod("tenant", "anycast-0", ME, &["10.244.7.7"])]),
+    );
     let out = check(&sim, &["--pods", pods.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fs = findings(&out);
     assert_eq!(fs.len(), 1, "{fs:#?}");
     assert_eq!(fs[0]["kind"], "RouterIPCollision");
     assert_eq!(fs[0]["owner"]["device"], "cilium_host");
-    assert!(fs[0]["fib"].as_str().unwrap().starts_with("local"), "{:#}", fs[0]);
+    assert!(
+        fs[0]["fib"].as_str().unwrap().starts_with("local"),
+        "{:#}",
+        fs[0]
+    );
 }
 
 #[test]
@@ -170,10 +238,29 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
     }
     let sim = SimNode::kube_ovn("cln", ROUTER);
     let files = Files::new("clean");
-    let pods = files.write("pods.json", &list(vec![pod("tenant", "web-0", ME, &["10.244.0.35"])]));
-    let cns = files.write("cns.json", &list(vec![cilium_node(ME, ROUTER, Some(INGRESS), None)]));
-    let out = check(&sim, &["--pods", pods.to_str().unwrap(), "--ciliumnodes", cns.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let pods = files.write(
+        "pods.json",
+        &list(vec![pod("tenant", "web-0", ME, &["10.244.0.35"])]),
+    );
+    let cns = files.write(
+        "cns.json",
+        &list(vec![cilium_node(ME, ROUTER, Some(INGRESS), None)]),
+    );
+    let out = check(
+        &sim,
+        &[
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(findings(&out).is_empty());
 
     let broken = files.dir.join("broken.json");
@@ -181,7 +268,10 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
     let out = check(&sim, &["--pods", broken.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("broken.json") && err.contains("kubectl get pods -o json"), "{err}");
+    assert!(
+        err.contains("broken.json") && err.contains("kubectl get pods -o json"),
+        "{err}"
+    );
 
     // A malformed CiliumNode field is skipped with a warning naming it; the rest still works.
     let bad_cn = files.write(
@@ -191,10 +281,24 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
             "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "ten.two.four"}], "ingress": {"ipv4": INGRESS}}
         })]),
     );
-    let pods = files.write("pods2.json", &list(vec![pod("tenant", "gw", ME, &[INGRESS])]));
-    let out = check(&sim, &["--pods", pods.to_str().unwrap(), "--ciliumnodes", bad_cn.to_str().unwrap()]);
+    let pods = files.write(
+        "pods2.json",
+        &list(vec![pod("tenant", "gw", ME, &[INGRESS])]),
+    );
+    let out = check(
+        &sim,
+        &[
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            bad_cn.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("node-a") && err.contains("ten.two.four"), "{err}");
+    assert!(
+        err.contains("node-a") && err.contains("ten.two.four"),
+        "{err}"
+    );
     assert_eq!(findings(&out)[0]["kind"], "IngressIPCollision");
 }

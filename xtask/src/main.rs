@@ -1,1 +1,133 @@
-fn main() {}
+//! Project tasks. `cargo xtask <task>`; every task runs `setup` first.
+//!
+//! xtask itself depends on nothing that needs the eBPF toolchain, so it builds
+//! on a fresh machine and can install that toolchain.
+
+mod setup;
+
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "ipshadow project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what the build and the tests need (idempotent; quick when all is there).
+    Setup,
+    /// Build the agent (with its eBPF program) in release mode.
+    Build,
+    /// Everything CI checks: fmt, clippy (host and eBPF), unit tests, root-only network-namespace tests.
+    Test {
+        /// Skip fmt and clippy.
+        #[arg(long)]
+        no_lint: bool,
+        /// Extra arguments for `cargo test` (after `--`), e.g. a test name filter.
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
+    Demo,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    setup::run().context("setup failed")?;
+    match cli.task {
+        Task::Setup => Ok(()),
+        Task::Build => cargo(&["build", "--release", "--locked", "-p", "ipshadow"]),
+        Task::Test {
+            no_lint,
+            cargo_args,
+        } => test(no_lint, &cargo_args),
+        Task::Demo => {
+            cargo(&["build", "--locked", "-p", "ipshadow"])?;
+            cargo(&[
+                "run",
+                "--locked",
+                "-q",
+                "-p",
+                "ipshadow-tests",
+                "--bin",
+                "ipshadow-demo",
+            ])
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs `cargo <args>` in the workspace root, failing on a non-zero exit.
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    run(Command::new(env!("CARGO")).args(args))
+}
+
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    cmd.current_dir(workspace_root());
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn test(no_lint: bool, cargo_args: &[String]) -> anyhow::Result<()> {
+    if !no_lint {
+        cargo(&["fmt", "--all", "--", "--check"])?;
+        cargo(&[
+            "clippy",
+            "--locked",
+            "--workspace",
+            "--exclude",
+            "ipshadow-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
+        // The eBPF crate builds only for the BPF target, with nightly.
+        run(Command::new("rustup").args([
+            "run",
+            "nightly",
+            "cargo",
+            "clippy",
+            "--locked",
+            "-p",
+            "ipshadow-ebpf",
+            "--release",
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
+    // The network-namespace tests run the real binary.
+    cargo(&["build", "--locked", "-p", "ipshadow"])?;
+    let mut args = vec![
+        "test",
+        "--locked",
+        "--workspace",
+        "--exclude",
+        "ipshadow-ebpf",
+    ];
+    if !cargo_args.is_empty() {
+        args.push("--");
+        args.extend(cargo_args.iter().map(String::as_str));
+    }
+    cargo(&args)
+}

@@ -68,8 +68,14 @@ fn impact(f: &Finding) -> String {
 
 /// The message of an address collision.
 pub(super) fn collision(f: &Finding) -> String {
-    let mut m = format!("{} has IP {}, which is {}.", pod_name(f), f.ip, what_it_is(f));
-    if let Some(fib) = &f.fib {
+    let mut m = format!(
+        "{} has IP {}, which is {}.",
+        pod_name(f),
+        f.ip,
+        what_it_is(f)
+    );
+    // The kernel's answer is evidence only when it shows local delivery.
+    if let Some(fib) = f.fib.as_deref().filter(|t| t.starts_with("local")) {
         let _ = write!(m, " The host's route lookup says: {fib}.");
     }
     if let Some(route) = &f.shadowed_route {
@@ -103,7 +109,9 @@ pub(super) fn blackhole(f: &Finding, dead_end: &str, host: &HostNetwork) -> Stri
              subnet via ovn0; Cilium and Calico one per pod)."
         )
     } else {
-        format!("Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route.")
+        format!(
+            "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
+        )
     };
     format!(
         "{} has IP {}, but node {node}'s own route lookup for it ends in {dead_end}{route}: \

@@ -33,7 +33,12 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
             continue;
         };
         for pip in &pod.ips {
-            if !seen.insert((pod.uid.as_str(), pod.namespace.as_str(), pod.name.as_str(), pip.ip)) {
+            if !seen.insert((
+                pod.uid.as_str(),
+                pod.namespace.as_str(),
+                pod.name.as_str(),
+                pip.ip,
+            )) {
                 continue;
             }
             let finding = if pod_node == inv.node {

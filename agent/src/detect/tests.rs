@@ -63,7 +63,13 @@ fn host() -> HostNetwork {
             addr("10.96.0.10", 32, 6, "kube-ipvs0"),
         ],
         routes: vec![
-            route(254, "10.244.0.0/16", RouteKind::Unicast, Some(3), Some("10.244.0.1")),
+            route(
+                254,
+                "10.244.0.0/16",
+                RouteKind::Unicast,
+                Some(3),
+                Some("10.244.0.1"),
+            ),
             route(254, "192.168.100.0/24", RouteKind::Unicast, Some(2), None),
             route(255, "10.244.4.251/32", RouteKind::Local, Some(4), None),
             route(255, "10.96.0.10/32", RouteKind::Local, Some(6), None),
@@ -150,7 +156,15 @@ fn inventory(pods: Vec<Pod>) -> Inventory {
 }
 
 /// (kind, scope, ip, pod name, owner node, role, device) of each finding.
-type Row = (FindingKind, Scope, IpAddr, String, String, Role, Option<String>);
+type Row = (
+    FindingKind,
+    Scope,
+    IpAddr,
+    String,
+    String,
+    Role,
+    Option<String>,
+);
 
 fn rows(findings: &[Finding]) -> Vec<Row> {
     findings
@@ -178,7 +192,15 @@ fn row(
     role: Role,
     device: Option<&str>,
 ) -> Row {
-    (kind, scope, ip(a), pod.into(), owner.into(), role, device.map(Into::into))
+    (
+        kind,
+        scope,
+        ip(a),
+        pod.into(),
+        owner.into(),
+        role,
+        device.map(Into::into),
+    )
 }
 
 use FindingKind::*;
@@ -203,46 +225,116 @@ fn detector_table() {
     let cases = vec![
         Case {
             name: "clean node: pods off every infrastructure address",
-            inv: inventory(vec![pod("web", ME, &["10.244.0.35"]), pod("db", OTHER, &["10.244.0.65"])]),
+            inv: inventory(vec![
+                pod("web", ME, &["10.244.0.35"]),
+                pod("db", OTHER, &["10.244.0.65"]),
+            ]),
             want: vec![],
         },
         Case {
             name: "silent: pod on this node's router IP (cilium_host)",
             inv: inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]),
-            want: vec![row(RouterIpCollision, SameNode, "10.244.4.251", "postgres-0", ME, Router, Some("cilium_host"))],
+            want: vec![row(
+                RouterIpCollision,
+                SameNode,
+                "10.244.4.251",
+                "postgres-0",
+                ME,
+                Router,
+                Some("cilium_host"),
+            )],
         },
         Case {
             name: "loud: pending pod on this node's ingress IP, IP only in the kube-ovn annotation",
             inv: inventory(vec![pending_on_ingress]),
-            want: vec![row(IngressIpCollision, SameNode, "10.244.4.12", "pg-pending", ME, Ingress, None)],
+            want: vec![row(
+                IngressIpCollision,
+                SameNode,
+                "10.244.4.12",
+                "pg-pending",
+                ME,
+                Ingress,
+                None,
+            )],
         },
         Case {
             name: "pod here on another node's router IP",
             inv: inventory(vec![pod("api", ME, &["10.244.1.182"])]),
-            want: vec![row(RouterIpCollision, CrossNode, "10.244.1.182", "api", OTHER, Router, Some("cilium_host"))],
+            want: vec![row(
+                RouterIpCollision,
+                CrossNode,
+                "10.244.1.182",
+                "api",
+                OTHER,
+                Router,
+                Some("cilium_host"),
+            )],
         },
         Case {
             name: "pod here on another node's ingress IP",
             inv: inventory(vec![pod("api", ME, &["10.244.1.12"])]),
-            want: vec![row(IngressIpCollision, CrossNode, "10.244.1.12", "api", OTHER, Ingress, None)],
+            want: vec![row(
+                IngressIpCollision,
+                CrossNode,
+                "10.244.1.12",
+                "api",
+                OTHER,
+                Ingress,
+                None,
+            )],
         },
         Case {
             name: "health IP of this node and of another node",
-            inv: inventory(vec![pod("h1", ME, &["10.244.4.104"]), pod("h2", ME, &["10.244.1.243"])]),
+            inv: inventory(vec![
+                pod("h1", ME, &["10.244.4.104"]),
+                pod("h2", ME, &["10.244.1.243"]),
+            ]),
             want: vec![
-                row(HealthIpCollision, CrossNode, "10.244.1.243", "h2", OTHER, Health, Some("lxc_health")),
-                row(HealthIpCollision, SameNode, "10.244.4.104", "h1", ME, Health, Some("lxc_health")),
+                row(
+                    HealthIpCollision,
+                    CrossNode,
+                    "10.244.1.243",
+                    "h2",
+                    OTHER,
+                    Health,
+                    Some("lxc_health"),
+                ),
+                row(
+                    HealthIpCollision,
+                    SameNode,
+                    "10.244.4.104",
+                    "h1",
+                    ME,
+                    Health,
+                    Some("lxc_health"),
+                ),
             ],
         },
         Case {
             name: "pod elsewhere on this node's router IP: the owner node reports it",
             inv: inventory(vec![pod("webhook", OTHER, &["10.244.4.251"])]),
-            want: vec![row(RouterIpCollision, CrossNode, "10.244.4.251", "webhook", ME, Router, Some("cilium_host"))],
+            want: vec![row(
+                RouterIpCollision,
+                CrossNode,
+                "10.244.4.251",
+                "webhook",
+                ME,
+                Router,
+                Some("cilium_host"),
+            )],
         },
         Case {
             name: "pod elsewhere on this node's ingress IP",
             inv: inventory(vec![pod("webhook", OTHER, &["10.244.4.12"])]),
-            want: vec![row(IngressIpCollision, CrossNode, "10.244.4.12", "webhook", ME, Ingress, None)],
+            want: vec![row(
+                IngressIpCollision,
+                CrossNode,
+                "10.244.4.12",
+                "webhook",
+                ME,
+                Ingress,
+                None,
+            )],
         },
         Case {
             name: "pod elsewhere on another node's address is that node's business",
@@ -252,17 +344,41 @@ fn detector_table() {
         Case {
             name: "IPv6 router IP",
             inv: inventory(vec![pod("v6", ME, &["fd00:10:244:4::1f"])]),
-            want: vec![row(RouterIpCollision, SameNode, "fd00:10:244:4::1f", "v6", ME, Router, Some("cilium_host"))],
+            want: vec![row(
+                RouterIpCollision,
+                SameNode,
+                "fd00:10:244:4::1f",
+                "v6",
+                ME,
+                Router,
+                Some("cilium_host"),
+            )],
         },
         Case {
             name: "dual stack: v4 clean, v6 on the router IP gives one finding for the v6 IP",
             inv: inventory(vec![pod("ds", ME, &["10.244.0.77", "fd00:10:244:4::1f"])]),
-            want: vec![row(RouterIpCollision, SameNode, "fd00:10:244:4::1f", "ds", ME, Router, Some("cilium_host"))],
+            want: vec![row(
+                RouterIpCollision,
+                SameNode,
+                "fd00:10:244:4::1f",
+                "ds",
+                ME,
+                Router,
+                Some("cilium_host"),
+            )],
         },
         Case {
             name: "pod on another local address (kube-ipvs0)",
             inv: inventory(vec![pod("svc-clash", ME, &["10.96.0.10"])]),
-            want: vec![row(LocalAddressCollision, SameNode, "10.96.0.10", "svc-clash", ME, Local, Some("kube-ipvs0"))],
+            want: vec![row(
+                LocalAddressCollision,
+                SameNode,
+                "10.96.0.10",
+                "svc-clash",
+                ME,
+                Local,
+                Some("kube-ipvs0"),
+            )],
         },
         Case {
             name: "host-network and terminated pods are not findings",
@@ -298,11 +414,21 @@ fn pod_on_router_ip_is_found_through_the_fib_lookup_alone() {
     let mut inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
     inv.cilium_nodes.clear();
     inv.host.addresses.clear();
-    inv.host.fib.insert(ip("10.244.4.251"), FibResult::Local { oif: Some(4) });
+    inv.host
+        .fib
+        .insert(ip("10.244.4.251"), FibResult::Local { oif: Some(4) });
     let f = detect(&inv);
     assert_eq!(
         rows(&f),
-        vec![row(RouterIpCollision, SameNode, "10.244.4.251", "postgres-0", ME, Router, Some("cilium_host"))]
+        vec![row(
+            RouterIpCollision,
+            SameNode,
+            "10.244.4.251",
+            "postgres-0",
+            ME,
+            Router,
+            Some("cilium_host")
+        )]
     );
     assert_eq!(f[0].fib.as_deref(), Some("local dev cilium_host"));
 }
@@ -328,8 +454,16 @@ fn pod_route_shadowed_by_a_local_address_names_the_route() {
     let f = detect(&inv);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].kind, LocalAddressCollision);
-    assert_eq!(f[0].shadowed_route.as_deref(), Some("10.96.0.10/32 dev lxc1234"));
-    assert!(f[0].message.contains("10.96.0.10/32 dev lxc1234 is shadowed"), "{}", f[0].message);
+    assert_eq!(
+        f[0].shadowed_route.as_deref(),
+        Some("10.96.0.10/32 dev lxc1234")
+    );
+    assert!(
+        f[0].message
+            .contains("10.96.0.10/32 dev lxc1234 is shadowed"),
+        "{}",
+        f[0].message
+    );
 }
 
 #[test]
@@ -357,10 +491,22 @@ fn host_route_blackholes_of_every_kind_are_found() {
         let f = detect(&inv);
         assert_eq!(
             rows(&f),
-            vec![row(HostRouteBlackhole, SameNode, "10.244.0.99", "lost", ME, Local, None)],
+            vec![row(
+                HostRouteBlackhole,
+                SameNode,
+                "10.244.0.99",
+                "lost",
+                ME,
+                Local,
+                None
+            )],
             "{word}"
         );
-        assert!(f[0].message.contains(&format!("ends in {word}")), "{}", f[0].message);
+        assert!(
+            f[0].message.contains(&format!("ends in {word}")),
+            "{}",
+            f[0].message
+        );
         assert_eq!(f[0].fib.as_deref(), Some(word));
     }
 }
@@ -368,10 +514,21 @@ fn host_route_blackholes_of_every_kind_are_found() {
 #[test]
 fn a_collision_wins_over_a_blackhole_for_the_same_ip() {
     // Ingress IP is in no kernel table; suppose the lookup also fails: still one finding.
-    let inv = with_fib(inventory(vec![pod("p", ME, &["10.244.4.12"])]), &[("10.244.4.12", FibResult::Blackhole)]);
+    let inv = with_fib(
+        inventory(vec![pod("p", ME, &["10.244.4.12"])]),
+        &[("10.244.4.12", FibResult::Blackhole)],
+    );
     assert_eq!(
         rows(&detect(&inv)),
-        vec![row(IngressIpCollision, SameNode, "10.244.4.12", "p", ME, Ingress, None)]
+        vec![row(
+            IngressIpCollision,
+            SameNode,
+            "10.244.4.12",
+            "p",
+            ME,
+            Ingress,
+            None
+        )]
     );
 }
 
@@ -383,7 +540,10 @@ fn the_same_pod_ip_listed_twice_gives_one_finding() {
 
 #[test]
 fn messages_name_ip_owner_impact_and_fix() {
-    let inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"]), pod("api", ME, &["10.244.1.182"])]);
+    let inv = inventory(vec![
+        pod("postgres-0", ME, &["10.244.4.251"]),
+        pod("api", ME, &["10.244.1.182"]),
+    ]);
     let f = detect(&inv);
     let router_here = &f[1];
     assert_eq!(router_here.ip, ip("10.244.4.251"));
@@ -396,10 +556,20 @@ fn messages_name_ip_owner_impact_and_fix() {
         "Fix:",
         "excludeIps",
     ] {
-        assert!(router_here.message.contains(needle), "{needle:?} missing in {}", router_here.message);
+        assert!(
+            router_here.message.contains(needle),
+            "{needle:?} missing in {}",
+            router_here.message
+        );
     }
     let cross = &f[0];
-    assert!(cross.message.contains("host network of node node-b cannot reach it"), "{}", cross.message);
+    assert!(
+        cross
+            .message
+            .contains("host network of node node-b cannot reach it"),
+        "{}",
+        cross.message
+    );
 }
 
 #[test]

@@ -20,7 +20,9 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ip
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("this ipshadow binary was built without its eBPF program (AYA_BUILD_SKIP); rebuild without it")]
+    #[error(
+        "this ipshadow binary was built without its eBPF program (AYA_BUILD_SKIP); rebuild without it"
+    )]
     NotBuilt,
     #[error(
         "loading the eBPF object failed: {source}; the kernel needs BPF support and BTF, and the \
@@ -30,8 +32,13 @@ pub enum Error {
         #[source]
         source: aya::EbpfError,
     },
-    #[error("the eBPF object has no {what} named {name}; the binary and its program are out of step")]
-    Missing { what: &'static str, name: &'static str },
+    #[error(
+        "the eBPF object has no {what} named {name}; the binary and its program are out of step"
+    )]
+    Missing {
+        what: &'static str,
+        name: &'static str,
+    },
     #[error("{action} failed: {source}")]
     Program {
         action: &'static str,
@@ -107,7 +114,11 @@ impl Observer {
             source,
         })?;
         let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus { what, source })?;
-        Ok(Self { ebpf, shadowed, cpus })
+        Ok(Self {
+            ebpf,
+            shadowed,
+            cpus,
+        })
     }
 
     /// Attaches to the ingress of `iface` (TCX on kernels ≥ 6.6, else clsact).
@@ -140,10 +151,13 @@ impl Observer {
 
     /// Starts counting traffic to and from `ip` (counters start at zero).
     pub fn watch(&mut self, ip: IpAddr) -> Result<()> {
-        let zeros = PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(|e| Error::Cpus {
-            what: "per-CPU values",
-            source: e,
-        })?;
+        let zeros =
+            PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(|e| {
+                Error::Cpus {
+                    what: "per-CPU values",
+                    source: e,
+                }
+            })?;
         self.shadowed
             .insert(key(ip), zeros, 0)
             .map_err(|source| Error::Map {

@@ -17,7 +17,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not valid JSON ({source}); expected the output of `kubectl get {resource} -o json`")]
+    #[error(
+        "{path} is not valid JSON ({source}); expected the output of `kubectl get {resource} -o json`"
+    )]
     Json {
         path: PathBuf,
         resource: &'static str,
@@ -28,7 +30,10 @@ pub enum Error {
         "{path} holds neither a List (with `items`) nor a single object; expected the output of \
          `kubectl get {resource} -o json`"
     )]
-    Shape { path: PathBuf, resource: &'static str },
+    Shape {
+        path: PathBuf,
+        resource: &'static str,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -67,14 +72,21 @@ pub fn read_items(path: &Path, resource: &'static str) -> Result<Vec<Value>> {
 
 fn object_name(v: &Value, index: usize) -> String {
     let name = v.pointer("/metadata/name").and_then(Value::as_str);
-    match (v.pointer("/metadata/namespace").and_then(Value::as_str), name) {
+    match (
+        v.pointer("/metadata/namespace").and_then(Value::as_str),
+        name,
+    ) {
         (Some(ns), Some(n)) => format!("{ns}/{n}"),
         (None, Some(n)) => n.to_owned(),
         _ => format!("items[{index}]"),
     }
 }
 
-pub fn pods(path: &Path, annotation_keys: &[String], problems: &mut Vec<Invalid>) -> Result<Vec<Pod>> {
+pub fn pods(
+    path: &Path,
+    annotation_keys: &[String],
+    problems: &mut Vec<Invalid>,
+) -> Result<Vec<Pod>> {
     let items = read_items(path, "pods")?;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
@@ -123,7 +135,8 @@ mod tests {
             pub fn with(content: &str) -> Self {
                 static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let p = std::env::temp_dir().join(format!("ipshadow-files-{}-{n}.json", std::process::id()));
+                let p = std::env::temp_dir()
+                    .join(format!("ipshadow-files-{}-{n}.json", std::process::id()));
                 std::fs::write(&p, content).expect("write temp file");
                 Self(p)
             }
@@ -145,7 +158,9 @@ mod tests {
 
     #[test]
     fn a_list_or_a_single_object_is_accepted() {
-        let list = write(r#"{"kind":"List","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#);
+        let list = write(
+            r#"{"kind":"List","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
+        );
         assert_eq!(read_items(&list.0, "ciliumnodes").expect("list").len(), 2);
         let one = write(r#"{"kind":"CiliumNode","metadata":{"name":"a"}}"#);
         assert_eq!(read_items(&one.0, "ciliumnodes").expect("one").len(), 1);

@@ -61,7 +61,11 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     let spec = p.spec.as_ref();
     let status = p.status.as_ref();
     let mut ips: Vec<PodIp> = Vec::new();
-    let push = |ips: &mut Vec<PodIp>, raw: &str, source: IpSource, field: &str, bad: &mut dyn FnMut(String)| {
+    let push = |ips: &mut Vec<PodIp>,
+                raw: &str,
+                source: IpSource,
+                field: &str,
+                bad: &mut dyn FnMut(String)| {
         match raw.trim().parse::<IpAddr>() {
             Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
             Ok(_) => {}
@@ -71,7 +75,13 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     if let Some(status) = status {
         let listed = status.pod_ips.as_deref().unwrap_or_default();
         for (i, pip) in listed.iter().enumerate() {
-            push(&mut ips, &pip.ip, IpSource::Status, &format!("status.podIPs[{i}].ip"), &mut bad);
+            push(
+                &mut ips,
+                &pip.ip,
+                IpSource::Status,
+                &format!("status.podIPs[{i}].ip"),
+                &mut bad,
+            );
         }
         if listed.is_empty()
             && let Some(single) = status.pod_ip.as_deref().filter(|s| !s.is_empty())
@@ -87,14 +97,22 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .find_map(|k| annotations.get(k).map(|v| (k, v)))
     {
         for part in value.split(',').filter(|s| !s.trim().is_empty()) {
-            push(&mut ips, part, IpSource::Annotation, &format!("annotation {key}"), &mut bad);
+            push(
+                &mut ips,
+                part,
+                IpSource::Annotation,
+                &format!("annotation {key}"),
+                &mut bad,
+            );
         }
     }
     Pod {
         namespace,
         name,
         uid: p.metadata.uid.clone().unwrap_or_default(),
-        node: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        node: spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
         ips,
         host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         phase: status.and_then(|s| s.phase.clone()),
@@ -173,18 +191,27 @@ fn ip_field(
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => match s.parse::<IpAddr>() {
             Ok(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
-                bad(format!("{field} {} is of the wrong address family; ignored", quote(s)));
+                bad(format!(
+                    "{field} {} is of the wrong address family; ignored",
+                    quote(s)
+                ));
                 None
             }
             Ok(ip) => Some(ip),
             Err(_) => {
-                bad(format!("{field} {} is not an IP address; ignored", quote(s)));
+                bad(format!(
+                    "{field} {} is not an IP address; ignored",
+                    quote(s)
+                ));
                 None
             }
         },
         Some(other) => {
             let json = other.to_string();
-            bad(format!("{field} is {}, not a string; ignored", quote(&json)));
+            bad(format!(
+                "{field} is {}, not a string; ignored",
+                quote(&json)
+            ));
             None
         }
     }
@@ -215,7 +242,10 @@ mod tests {
                        "podIPs": [{"ip": "10.244.0.5"}, {"ip": "fd00::5"}]}
         }));
         let p = pod(&running, &keys(), &mut problems);
-        assert_eq!(p.ips.iter().map(|i| i.ip.to_string()).collect::<Vec<_>>(), ["10.244.0.5", "fd00::5"]);
+        assert_eq!(
+            p.ips.iter().map(|i| i.ip.to_string()).collect::<Vec<_>>(),
+            ["10.244.0.5", "fd00::5"]
+        );
         assert!(p.ips.iter().all(|i| i.source == IpSource::Status));
         assert_eq!(p.node.as_deref(), Some("n1"));
 
@@ -244,7 +274,11 @@ mod tests {
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].object, "ns/c");
         assert!(problems[0].problem.contains("not an IP address"));
-        assert!(problems[0].problem.len() < 200, "{}", problems[0].problem.len());
+        assert!(
+            problems[0].problem.len() < 200,
+            "{}",
+            problems[0].problem.len()
+        );
     }
 
     #[test]
@@ -263,14 +297,29 @@ mod tests {
             }
         });
         let n = cilium_node(&v, &mut problems).expect("named node");
-        assert_eq!(n.router, vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]);
-        assert_eq!(n.ingress, vec!["10.244.4.12".parse::<IpAddr>().expect("ip")]);
+        assert_eq!(
+            n.router,
+            vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]
+        );
+        assert_eq!(
+            n.ingress,
+            vec!["10.244.4.12".parse::<IpAddr>().expect("ip")]
+        );
         assert!(n.health.is_empty());
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(problems.len(), 3, "{text:?}");
-        assert!(text[0].contains("ciliumnodes node-a: spec.addresses[2].ip \"not-an-ip\""), "{text:?}");
-        assert!(text[1].contains("spec.ingress.ipv6 \"10.244.4.13\" is of the wrong address family"), "{text:?}");
-        assert!(text[2].contains("spec.health.ipv4 is \"42\", not a string"), "{text:?}");
+        assert!(
+            text[0].contains("ciliumnodes node-a: spec.addresses[2].ip \"not-an-ip\""),
+            "{text:?}"
+        );
+        assert!(
+            text[1].contains("spec.ingress.ipv6 \"10.244.4.13\" is of the wrong address family"),
+            "{text:?}"
+        );
+        assert!(
+            text[2].contains("spec.health.ipv4 is \"42\", not a string"),
+            "{text:?}"
+        );
     }
 
     #[test]

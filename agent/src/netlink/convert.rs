@@ -152,7 +152,10 @@ pub fn fib_answer(reply: Result<&RouteMessage, i32>) -> FibResult {
             libc::EHOSTUNREACH => FibResult::Unreachable,
             libc::EACCES => FibResult::Prohibit,
             libc::ENETUNREACH => FibResult::NoRoute,
-            e => FibResult::Other(format!("lookup failed: {}", std::io::Error::from_raw_os_error(e))),
+            e => FibResult::Other(format!(
+                "lookup failed: {}",
+                std::io::Error::from_raw_os_error(e)
+            )),
         },
     }
 }
@@ -180,7 +183,10 @@ mod tests {
         assert_eq!(fib_answer(Err(-libc::EHOSTUNREACH)), FibResult::Unreachable);
         assert_eq!(fib_answer(Err(-libc::EACCES)), FibResult::Prohibit);
         assert_eq!(fib_answer(Err(-libc::ENETUNREACH)), FibResult::NoRoute);
-        assert!(matches!(fib_answer(Err(-libc::ENODEV)), FibResult::Other(_)));
+        assert!(matches!(
+            fib_answer(Err(-libc::ENODEV)),
+            FibResult::Other(_)
+        ));
     }
 
     #[test]
@@ -198,11 +204,18 @@ mod tests {
     fn veth_links_keep_kind_and_peer() {
         let mut m = LinkMessage::default();
         m.header.index = 4;
-        m.attributes.push(LinkAttribute::IfName("cilium_host".into()));
+        m.attributes
+            .push(LinkAttribute::IfName("cilium_host".into()));
         m.attributes.push(LinkAttribute::Link(5));
-        m.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth)]));
+        m.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Veth,
+            )]));
         let l = link(&m).expect("named link");
-        assert_eq!((l.index, l.name.as_str(), l.kind.as_deref(), l.peer_index), (4, "cilium_host", Some("veth"), Some(5)));
+        assert_eq!(
+            (l.index, l.name.as_str(), l.kind.as_deref(), l.peer_index),
+            (4, "cilium_host", Some("veth"), Some(5))
+        );
     }
 
     #[test]
@@ -210,8 +223,10 @@ mod tests {
         let mut m = AddressMessage::default();
         m.header.index = 9;
         m.header.prefix_len = 32;
-        m.attributes.push(AddressAttribute::Address("10.0.0.2".parse().expect("ip")));
-        m.attributes.push(AddressAttribute::Local("10.0.0.1".parse().expect("ip")));
+        m.attributes
+            .push(AddressAttribute::Address("10.0.0.2".parse().expect("ip")));
+        m.attributes
+            .push(AddressAttribute::Local("10.0.0.1".parse().expect("ip")));
         let a = address(&m, &[]).expect("address");
         assert_eq!(a.ip, "10.0.0.1".parse::<IpAddr>().expect("ip"));
         assert_eq!(a.device, "if9");

@@ -55,7 +55,8 @@ impl Drop for Netlink {
 impl Netlink {
     /// Opens the socket in the calling thread's network namespace.
     pub fn connect() -> Result<Self> {
-        let (conn, handle, _) = rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
+        let (conn, handle, _) =
+            rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
         let task = tokio::spawn(conn);
         Ok(Self { handle, task })
     }
@@ -70,7 +71,10 @@ impl Netlink {
             .try_filter_map(|m| async move { Ok(convert::link(&m)) })
             .try_collect()
             .await
-            .map_err(|source| Error::Dump { what: "links", source })?;
+            .map_err(|source| Error::Dump {
+                what: "links",
+                source,
+            })?;
         let addr_msgs: Vec<_> = self
             .handle
             .address()
@@ -78,15 +82,31 @@ impl Netlink {
             .execute()
             .try_collect()
             .await
-            .map_err(|source| Error::Dump { what: "addresses", source })?;
-        let addresses = addr_msgs.iter().filter_map(|m| convert::address(m, &links)).collect();
+            .map_err(|source| Error::Dump {
+                what: "addresses",
+                source,
+            })?;
+        let addresses = addr_msgs
+            .iter()
+            .filter_map(|m| convert::address(m, &links))
+            .collect();
         let mut routes = Vec::new();
         for (what, msg) in [
-            ("IPv4 routes", RouteMessageBuilder::<Ipv4Addr>::new().build()),
-            ("IPv6 routes", RouteMessageBuilder::<Ipv6Addr>::new().build()),
+            (
+                "IPv4 routes",
+                RouteMessageBuilder::<Ipv4Addr>::new().build(),
+            ),
+            (
+                "IPv6 routes",
+                RouteMessageBuilder::<Ipv6Addr>::new().build(),
+            ),
         ] {
             let mut dump = self.handle.route().get(msg).execute();
-            while let Some(m) = dump.try_next().await.map_err(|source| Error::Dump { what, source })? {
+            while let Some(m) = dump
+                .try_next()
+                .await
+                .map_err(|source| Error::Dump { what, source })?
+            {
                 routes.extend(convert::route(&m));
             }
         }
@@ -120,7 +140,8 @@ async fn fib_lookup(handle: &Handle, ip: IpAddr) -> FibResult {
         IpAddr::V4(_) => 32,
         IpAddr::V6(_) => 128,
     };
-    let msg: RouteMessage = match RouteMessageBuilder::<IpAddr>::new().destination_prefix(ip, full) {
+    let msg: RouteMessage = match RouteMessageBuilder::<IpAddr>::new().destination_prefix(ip, full)
+    {
         Ok(b) => b.build(),
         Err(e) => return FibResult::Other(format!("bad lookup for {ip}: {e:?}")),
     };

@@ -25,7 +25,9 @@ impl IpKey {
     #[inline(always)]
     pub const fn from_v4_octets(o: [u8; 4]) -> Self {
         Self {
-            addr: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3]],
+            addr: [
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3],
+            ],
         }
     }
 
@@ -100,9 +102,22 @@ mod tests {
 
     #[test]
     fn accumulate_sums_counters_and_keeps_the_latest_time() {
-        let mut a = IpCounters { packets_to: 1, tcp_syns_to: 1, last_seen_ns: 9, ..Default::default() };
-        let b = IpCounters { packets_to: 2, tcp_rsts_from: 3, last_seen_ns: 5, ..Default::default() };
+        let mut a = IpCounters {
+            packets_to: 1,
+            tcp_syns_to: 1,
+            last_seen_ns: 9,
+            ..Default::default()
+        };
+        let b = IpCounters {
+            packets_to: 2,
+            tcp_rsts_from: 3,
+            last_seen_ns: 5,
+            ..Default::default()
+        };
         a.accumulate(&b);
-        assert_eq!((a.packets_to, a.tcp_syns_to, a.tcp_rsts_from, a.last_seen_ns), (3, 1, 3, 9));
+        assert_eq!(
+            (a.packets_to, a.tcp_syns_to, a.tcp_rsts_from, a.last_seen_ns),
+            (3, 1, 3, 9)
+        );
     }
 }

@@ -78,43 +78,53 @@ fn parse_l3(ctx: &TcContext) -> Result<L3, i64> {
 #[inline(always)]
 fn try_ipshadow_lo(ctx: &TcContext) -> Result<(), i64> {
     let l3 = parse_l3(ctx)?;
-    let to = SHADOWED.get_ptr_mut(l3.dst);
-    let from = SHADOWED.get_ptr_mut(l3.src);
-    if to.is_none() && from.is_none() {
-        return Ok(());
+    // Two independent lookups: the common case (neither IP shadowed) costs two
+    // hash lookups and nothing else. They stay separate branches because the
+    // verifier rejects code that combines the two map pointers.
+    if let Some(c) = SHADOWED.get_ptr_mut(l3.dst) {
+        // SAFETY: a per-CPU value is only touched by this CPU while the program runs.
+        count_to(ctx, &l3, unsafe { &mut *c });
     }
-    let tcp_flags: u8 = if l3.proto == IPPROTO_TCP {
+    if let Some(c) = SHADOWED.get_ptr_mut(l3.src) {
+        // SAFETY: as above.
+        count_from(ctx, &l3, unsafe { &mut *c });
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn tcp_flags(ctx: &TcContext, l3: &L3) -> u8 {
+    if l3.proto == IPPROTO_TCP {
         ctx.load(l3.l4_off + 13).unwrap_or(0)
     } else {
         0
-    };
+    }
+}
+
+#[inline(always)]
+fn count_to(ctx: &TcContext, l3: &L3, c: &mut IpCounters) {
+    c.packets_to += 1;
+    c.bytes_to += u64::from(ctx.len());
+    match l3.proto {
+        IPPROTO_TCP if tcp_flags(ctx, l3) & (TCP_FLAG_SYN | TCP_FLAG_ACK) == TCP_FLAG_SYN => {
+            c.tcp_syns_to += 1
+        }
+        IPPROTO_UDP => c.udp_to += 1,
+        IPPROTO_ICMP | IPPROTO_ICMPV6 => c.icmp_to += 1,
+        _ => {}
+    }
     // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(c) = to {
-        // SAFETY: a per-CPU value is only touched by this CPU while the program runs.
-        let c = unsafe { &mut *c };
-        c.packets_to += 1;
-        c.bytes_to += u64::from(ctx.len());
-        match l3.proto {
-            IPPROTO_TCP if tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK) == TCP_FLAG_SYN => {
-                c.tcp_syns_to += 1
-            }
-            IPPROTO_UDP => c.udp_to += 1,
-            IPPROTO_ICMP | IPPROTO_ICMPV6 => c.icmp_to += 1,
-            _ => {}
-        }
-        c.last_seen_ns = now;
+    c.last_seen_ns = unsafe { bpf_ktime_get_ns() };
+}
+
+#[inline(always)]
+fn count_from(ctx: &TcContext, l3: &L3, c: &mut IpCounters) {
+    c.packets_from += 1;
+    if tcp_flags(ctx, l3) & TCP_FLAG_RST != 0 {
+        c.tcp_rsts_from += 1;
     }
-    if let Some(c) = from {
-        // SAFETY: as above.
-        let c = unsafe { &mut *c };
-        c.packets_from += 1;
-        if l3.proto == IPPROTO_TCP && tcp_flags & TCP_FLAG_RST != 0 {
-            c.tcp_rsts_from += 1;
-        }
-        c.last_seen_ns = now;
-    }
-    Ok(())
+    // SAFETY: as above.
+    c.last_seen_ns = unsafe { bpf_ktime_get_ns() };
 }
 
 #[cfg(not(test))]

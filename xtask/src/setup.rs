@@ -1,0 +1,117 @@
+//! Installs the build and test toolchain on a Debian 12 machine, idempotently:
+//! nightly's rust-src (for `-Z build-std=core`), Debian's LLVM 22 (bpf-linker
+//! links against it), bpf-linker, and the network tools the tests use.
+//! See ../shared/TOOLCHAIN.md for why each piece is what it is.
+
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, bail};
+
+/// bpf-linker's LLVM major must be at least rustc's (22 for stable and nightly here).
+const LLVM_MAJOR: &str = "22";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// Debian packages: LLVM for bpf-linker; iproute2 and bpftool for the tests.
+const APT_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "zlib1g-dev",
+    "libzstd-dev",
+    "iproute2",
+    "bpftool",
+];
+
+pub fn run() -> anyhow::Result<()> {
+    rust_src()?;
+    apt()?;
+    bpf_linker()?;
+    Ok(())
+}
+
+fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.stderr(Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn checked(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("setup: running {cmd:?}");
+    let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn rust_src() -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))
+    .context(
+        "the `nightly` toolchain is not installed; the eBPF program needs it \
+             (`rustup toolchain install nightly --profile minimal`)",
+    )?;
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        return Ok(());
+    }
+    checked(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
+}
+
+fn apt() -> anyhow::Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_none_or(|s| !s.contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        bail!(
+            "missing Debian packages {missing:?}; run as root, or install them: \
+             apt-get update && apt-get install -y {}",
+            missing.join(" ")
+        );
+    }
+    checked(Command::new("apt-get").args(["update", "-qq"]))?;
+    checked(
+        Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing),
+    )
+}
+
+fn bpf_linker() -> anyhow::Result<()> {
+    if let Some(v) = output(Command::new("bpf-linker").arg("--version"))
+        && v.contains(BPF_LINKER_VERSION)
+    {
+        return Ok(());
+    }
+    let prefix = format!("/usr/lib/llvm-{LLVM_MAJOR}");
+    // Without LLVM_PREFIX the build script asks the first `llvm-config` on PATH,
+    // which is Debian's default LLVM 14 and fails with `-lLLVM` not found.
+    checked(
+        Command::new(env!("CARGO"))
+            .env("LLVM_PREFIX", &prefix)
+            .args([
+                "install",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                &format!("llvm-{LLVM_MAJOR}"),
+                "--locked",
+            ]),
+    )
+}
