@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::inventory::{DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE};
+use crate::{
+    ebpf::AttachMode,
+    inventory::{DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE},
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -74,11 +77,35 @@ pub struct SourceArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct EbpfArgs {
+    /// eBPF observer: `auto` uses it when the kernel and capabilities allow and
+    /// runs netlink-only otherwise; `required` fails without it; `off` never loads it.
+    #[arg(long = "ebpf", env = "IPSHADOW_EBPF", value_enum, default_value_t = EbpfMode::Auto)]
+    pub mode: EbpfMode,
+    /// How to attach the classifier to `lo`: `tcx` (kernel ≥ 6.6), `netlink` (legacy tc), or `auto`.
+    #[arg(long, env = "IPSHADOW_TC_ATTACH", value_enum, default_value_t = AttachMode::Auto)]
+    pub tc_attach: AttachMode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EbpfMode {
+    Auto,
+    Required,
+    Off,
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub node: NodeArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub ebpf: EbpfArgs,
+    /// Watch host traffic to the shadowed IPs for this many seconds with the eBPF
+    /// classifier and add what it saw to each finding. 0: do not watch.
+    #[arg(long, env = "IPSHADOW_WATCH_SECONDS", default_value_t = 0)]
+    pub watch_seconds: u64,
     /// Output format.
     #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,

@@ -1,7 +1,7 @@
 //! The `ipshadow` binary: parses the command line, sets up logging, runs.
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error.
 
-use std::process::ExitCode;
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser as _;
@@ -9,6 +9,7 @@ use ipshadow::{
     check,
     cli::{CheckArgs, Cli, Command, LogArgs, LogFormat, OutputFormat},
     output,
+    watch::{self, Outcome},
 };
 use tracing_subscriber::EnvFilter;
 
@@ -28,9 +29,34 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 }
 
 async fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let report = check::run(&args.node, &args.sources)
+    let mut report = check::run(&args.node, &args.sources)
         .await
         .context("ipshadow check failed")?;
+    if args.watch_seconds > 0 {
+        let window = Duration::from_secs(args.watch_seconds);
+        tracing::info!(
+            seconds = args.watch_seconds,
+            "watching host traffic to shadowed IPs"
+        );
+        let outcome = watch::watch(&mut report.findings, &report.node, window, &args.ebpf)
+            .await
+            .context("the eBPF observer is required (--ebpf=required) but failed")?;
+        match outcome {
+            Outcome::Watched { ips, stale } => {
+                if stale > 0 {
+                    tracing::warn!(
+                        removed = stale,
+                        "removed tc filters an earlier ipshadow left on lo"
+                    );
+                }
+                tracing::info!(ips, "eBPF observer detached");
+            }
+            Outcome::Off => tracing::info!("eBPF is off (--ebpf=off): no traffic evidence"),
+            Outcome::Unavailable(e) => {
+                tracing::warn!(reason = %e, "eBPF unavailable, running netlink-only: no traffic evidence")
+            }
+        }
+    }
     for bad in &report.invalid {
         tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
     }

@@ -130,3 +130,30 @@ pub fn delete_leftovers(tag: &str) -> usize {
     }
     n
 }
+
+/// How many programs named `name` are attached to the ingress of `iface` in the
+/// namespace, as the kernel lists them: TCX links (BPF_PROG_QUERY) plus legacy
+/// tc filters (`tc filter show`).
+pub fn attached_programs(ns: &NetNs, iface: &str, name: &str) -> usize {
+    let tcx = {
+        let _inside = ns.enter();
+        match aya::programs::SchedClassifier::query_tcx(iface, aya::programs::TcAttachType::Ingress)
+        {
+            Ok((_, progs)) => progs
+                .iter()
+                .filter(|p| p.name_as_str() == Some(name))
+                .count(),
+            Err(_) => 0,
+        }
+    };
+    let out = ns
+        .command("tc")
+        .args(["filter", "show", "dev", iface, "ingress"])
+        .output()
+        .unwrap();
+    let legacy = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("name {name}")) || l.contains(&format!("{name}:")))
+        .count();
+    tcx + legacy
+}

@@ -7,8 +7,11 @@ use std::{
     time::Duration,
 };
 
-use ipshadow::ebpf::Observer;
-use ipshadow_tests::{can_run_netns_tests, netns::NetNs};
+use ipshadow::ebpf::{AttachMode, Observer};
+use ipshadow_tests::{
+    can_run_netns_tests,
+    netns::{NetNs, attached_programs},
+};
 
 const ROUTER: &str = "10.244.4.251";
 /// Nothing listens here: every connect is refused with a RST by the local stack.
@@ -26,12 +29,8 @@ fn refused_connects(ip: &str, n: usize) {
     }
 }
 
-#[test]
-fn classifier_on_lo_counts_syns_and_rsts_of_a_shadowed_ip_only() {
-    if !can_run_netns_tests("classifier_on_lo_counts_syns_and_rsts_of_a_shadowed_ip_only") {
-        return;
-    }
-    let ns = NetNs::new("ebpf");
+fn node_with_router_ip(tag: &str) -> NetNs {
+    let ns = NetNs::new(tag);
     ns.ip(&[
         "link",
         "add",
@@ -44,13 +43,25 @@ fn classifier_on_lo_counts_syns_and_rsts_of_a_shadowed_ip_only() {
     ]);
     ns.ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
     ns.ip(&["link", "set", "cilium_host", "up"]);
-    let _inside = ns.enter();
+    ns
+}
 
+/// Probes the router IP and checks counters and samples; the same in either attach mode.
+fn counts_syns_rsts_and_samples(mode: AttachMode) {
+    let ns = node_with_router_ip("ebpf");
+    let inside = ns.enter();
     let mut obs = Observer::load().unwrap();
-    obs.attach("lo").unwrap();
+    assert_eq!(
+        obs.attach("lo", mode).unwrap(),
+        0,
+        "nothing stale in a fresh namespace"
+    );
     let router: IpAddr = ROUTER.parse().unwrap();
     obs.watch(router).unwrap();
     assert_eq!(obs.counters(router).unwrap().unwrap().packets_to, 0);
+    drop(inside);
+    assert_eq!(attached_programs(&ns, "lo", "ipshadow_lo"), 1, "{mode:?}");
+    let _inside = ns.enter();
 
     // 30 "kubelet probes" to the pod that has the router IP: each SYN is
     // delivered locally and refused.
@@ -58,9 +69,23 @@ fn classifier_on_lo_counts_syns_and_rsts_of_a_shadowed_ip_only() {
     let c = obs.counters(router).unwrap().unwrap();
     assert_eq!(c.tcp_syns_to, 30, "{c:?}");
     assert_eq!(c.tcp_rsts_from, 30, "{c:?}");
-    // SYN and RST both go to the router IP (the local stack answers itself).
+    // SYN and RST both have the router IP as destination (the host talks to
+    // itself). Exactly 60: lo's ingress hook sees each looped-back packet once,
+    // in both directions of the exchange.
     assert_eq!(c.packets_to, 60, "{c:?}");
-    assert!(c.bytes_to > 0 && c.last_seen_ns > 0, "{c:?}");
+    assert!(c.bytes_to >= 60 * 40 && c.last_seen_ns > 0, "{c:?}");
+
+    // Every SYN was either sampled to the ring buffer or held back by the rate limit.
+    let (samples, bad) = obs.drain_samples();
+    assert_eq!(bad, 0);
+    assert_eq!(samples.len() as u64, c.samples_sent, "{c:?}");
+    assert_eq!(c.samples_sent + c.samples_dropped, 30, "{c:?}");
+    assert!(c.samples_sent >= 1);
+    let s = &samples[0];
+    assert_eq!(
+        (s.dst, s.dport, s.protocol, s.tcp_flags.as_str()),
+        (router, CLOSED_PORT, "tcp", "SYN")
+    );
 
     // Traffic to an IP that is not in the map is not counted anywhere.
     refused_connects("127.0.0.1", 10);
@@ -70,10 +95,56 @@ fn classifier_on_lo_counts_syns_and_rsts_of_a_shadowed_ip_only() {
             .unwrap()
             .is_none()
     );
+    assert!(obs.drain_samples().0.is_empty());
 
     // Removing the IP returns its last counters and stops counting it.
     let last = obs.unwatch(router).unwrap().unwrap();
     assert_eq!(last, c);
     refused_connects(ROUTER, 5);
     assert!(obs.counters(router).unwrap().is_none());
+    assert!(obs.drain_samples().0.is_empty());
+
+    // Dropping the observer detaches it.
+    drop(obs);
+    drop(_inside);
+    assert_eq!(attached_programs(&ns, "lo", "ipshadow_lo"), 0, "{mode:?}");
+}
+
+#[test]
+fn tcx_classifier_counts_syns_rsts_and_samples_of_a_shadowed_ip_only() {
+    if can_run_netns_tests("tcx_classifier_counts_syns_rsts_and_samples_of_a_shadowed_ip_only") {
+        counts_syns_rsts_and_samples(AttachMode::Tcx);
+    }
+}
+
+#[test]
+fn legacy_tc_classifier_counts_the_same() {
+    if can_run_netns_tests("legacy_tc_classifier_counts_the_same") {
+        counts_syns_rsts_and_samples(AttachMode::Netlink);
+    }
+}
+
+#[test]
+fn a_udp_flood_is_rate_limited_in_the_kernel() {
+    if !can_run_netns_tests("a_udp_flood_is_rate_limited_in_the_kernel") {
+        return;
+    }
+    let ns = node_with_router_ip("ebpfrl");
+    let _inside = ns.enter();
+    let mut obs = Observer::load().unwrap();
+    obs.attach("lo", AttachMode::Auto).unwrap();
+    let router: IpAddr = ROUTER.parse().unwrap();
+    obs.watch(router).unwrap();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..2000 {
+        // Unanswered: nothing listens, the ICMP port-unreachable goes back to 127.0.0.1.
+        let _ = sock.send_to(b"probe", (ROUTER, 53));
+    }
+    let c = obs.counters(router).unwrap().unwrap();
+    assert_eq!(c.udp_to, 2000, "{c:?}");
+    let cpus = aya::util::nr_cpus().unwrap() as u64;
+    // At most 16 samples per CPU per one-second window; the loop may straddle a window edge.
+    assert!(c.samples_sent <= 2 * 16 * cpus, "{c:?}");
+    assert_eq!(c.samples_sent + c.samples_dropped, 2000, "{c:?}");
+    assert_eq!(obs.drain_samples().0.len() as u64, c.samples_sent);
 }

@@ -128,7 +128,7 @@ pub struct Owner {
     pub device: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
     pub kind: FindingKind,
     pub scope: Scope,
@@ -145,6 +145,8 @@ pub struct Finding {
     pub fib: Option<String>,
     /// A pod route that the local address shadows, e.g. `10.244.1.5/32 dev lxc1`.
     pub shadowed_route: Option<String>,
+    /// Host traffic to the IP that the eBPF classifier saw delivered locally.
+    pub evidence: Option<crate::evidence::Evidence>,
 }
 
 impl Finding {

@@ -136,6 +136,7 @@ fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Op
         ip_source: Some(pip.source.clone()),
         fib: fib_text.clone(),
         shadowed_route: None,
+        evidence: None,
     };
 
     // 1. The kernel delivers the IP locally: whatever holds it, host traffic never reaches the pod.
@@ -207,6 +208,7 @@ fn check_foreign_pod(owners: &Owners, pod: &Pod, pod_node: &str, pip: &PodIp) ->
         ip_source: Some(pip.source.clone()),
         fib: None,
         shadowed_route: None,
+        evidence: None,
     };
     f.message = message::collision(&f);
     Some(f)

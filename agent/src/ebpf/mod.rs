@@ -1,32 +1,43 @@
-//! eBPF observer: the TC classifier on `lo` and its `SHADOWED` map.
+//! eBPF observer: the TC classifier on `lo`, its `SHADOWED` map and `SAMPLES`
+//! ring buffer.
 //!
-//! Lifecycle: [`Observer::load`] (verifier), [`Observer::attach`] (to the
-//! ingress of `lo`: on `lo` every packet passes egress and then ingress, so one
-//! hook sees each locally delivered packet once), [`Observer::watch`] /
-//! [`Observer::unwatch`] to keep the map equal to the findings, and
-//! [`Observer::counters`] to read the evidence. Dropping it detaches.
+//! Why `lo` ingress: a packet the host sends to one of its own addresses is
+//! looped back through `lo` — it passes `lo`'s egress hook and then its ingress
+//! hook — whatever device holds the address (`cilium_host`, `kube-ipvs0`, …).
+//! So every host-to-"pod" packet that is really delivered locally crosses `lo`,
+//! and one hook (ingress) sees each of them exactly once.
+//!
+//! Lifecycle: [`Observer::load`] (verifier), [`Observer::attach`] (removes what
+//! a killed ipshadow left behind first), [`Observer::sync`] keeps the map equal
+//! to the findings, [`Observer::counters`] and [`Observer::drain_samples`] read
+//! the evidence. Dropping the observer detaches the program.
 
-use std::net::IpAddr;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+};
 
+pub use crate::evidence::{Evidence, Sample};
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuHashMap, PerCpuValues},
-    programs::{SchedClassifier, TcAttachType},
+    maps::{MapData, PerCpuHashMap, PerCpuValues, RingBuf},
+    programs::{
+        SchedClassifier, TcAttachType,
+        tc::{NlOptions, TcAttachOptions},
+    },
 };
-use ipshadow_common::{IpCounters, IpKey, PROGRAM_NAME, SHADOWED_MAP};
+use ipshadow_common::{IpCounters, IpKey, PROGRAM_NAME, SAMPLES_MAP, SHADOWED_MAP};
 
 /// The object built by `agent/build.rs`; empty when built with `AYA_BUILD_SKIP=1`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ipshadow"));
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "this ipshadow binary was built without its eBPF program (AYA_BUILD_SKIP); rebuild without it"
-    )]
+    #[error("this ipshadow binary was built without its eBPF program (AYA_BUILD_SKIP=1)")]
     NotBuilt,
     #[error(
-        "loading the eBPF object failed: {source}; the kernel needs BPF support and BTF, and the \
-         process CAP_BPF and CAP_PERFMON (or root)"
+        "loading the eBPF object failed: {source}; the kernel needs BPF and BTF, and the process \
+         CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)"
     )]
     Load {
         #[source]
@@ -44,6 +55,12 @@ pub enum Error {
         action: &'static str,
         #[source]
         source: aya::programs::ProgramError,
+    },
+    #[error("{action} failed: {source}")]
+    Tc {
+        action: &'static str,
+        #[source]
+        source: aya::programs::tc::TcError,
     },
     #[error("{action} for {ip} failed: {source}")]
     Map {
@@ -68,6 +85,18 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// How the classifier is attached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachMode {
+    /// TCX on kernels ≥ 6.6, else a legacy tc filter on a clsact qdisc.
+    #[default]
+    Auto,
+    /// TCX links: owned by the process, gone when it dies.
+    Tcx,
+    /// Legacy tc filter (netlink); survives the process, so a restart removes leftovers.
+    Netlink,
+}
+
 /// The map key of an IP: IPv4 as IPv4-mapped IPv6.
 pub fn key(ip: IpAddr) -> IpKey {
     match ip {
@@ -76,10 +105,21 @@ pub fn key(ip: IpAddr) -> IpKey {
     }
 }
 
+/// The IP a map key stands for (IPv4-mapped IPv6 back to IPv4).
+pub fn ip_of(addr: [u8; 16]) -> IpAddr {
+    let v6 = std::net::Ipv6Addr::from(addr);
+    v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+}
+
+fn tcx_supported() -> bool {
+    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
+}
+
 pub struct Observer {
-    // Keeps the program (and its attachment) alive; dropped last.
     ebpf: Ebpf,
     shadowed: PerCpuHashMap<MapData, IpKey, IpCounters>,
+    samples: RingBuf<MapData>,
+    watched: BTreeSet<IpAddr>,
     cpus: usize,
 }
 
@@ -90,21 +130,12 @@ impl Observer {
             return Err(Error::NotBuilt);
         }
         let mut ebpf = Ebpf::load(OBJECT).map_err(|source| Error::Load { source })?;
-        let prog: &mut SchedClassifier = ebpf
-            .program_mut(PROGRAM_NAME)
-            .ok_or(Error::Missing {
-                what: "program",
-                name: PROGRAM_NAME,
-            })?
-            .try_into()
+        classifier(&mut ebpf)?
+            .load()
             .map_err(|source| Error::Program {
-                action: "reading the classifier",
+                action: "loading the classifier into the kernel (verifier)",
                 source,
             })?;
-        prog.load().map_err(|source| Error::Program {
-            action: "loading the classifier into the kernel",
-            source,
-        })?;
         let map = ebpf.take_map(SHADOWED_MAP).ok_or(Error::Missing {
             what: "map",
             name: SHADOWED_MAP,
@@ -113,71 +144,106 @@ impl Observer {
             action: "opening the SHADOWED map",
             source,
         })?;
+        let map = ebpf.take_map(SAMPLES_MAP).ok_or(Error::Missing {
+            what: "map",
+            name: SAMPLES_MAP,
+        })?;
+        let samples = RingBuf::try_from(map).map_err(|source| Error::MapOpen {
+            action: "opening the SAMPLES ring buffer",
+            source,
+        })?;
         let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus { what, source })?;
         Ok(Self {
             ebpf,
             shadowed,
+            samples,
+            watched: BTreeSet::new(),
             cpus,
         })
     }
 
-    /// Attaches to the ingress of `iface` (TCX on kernels ≥ 6.6, else clsact).
-    pub fn attach(&mut self, iface: &str) -> Result<()> {
-        let prog: &mut SchedClassifier = self
-            .ebpf
-            .program_mut(PROGRAM_NAME)
-            .ok_or(Error::Missing {
-                what: "program",
-                name: PROGRAM_NAME,
-            })?
-            .try_into()
-            .map_err(|source| Error::Program {
-                action: "reading the classifier",
-                source,
-            })?;
-        let tcx = aya::util::KernelVersion::current()
-            .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
-        if !tcx {
-            // Legacy tc needs the clsact qdisc; it may already be there.
+    /// Attaches to the ingress of `iface`, first removing legacy tc filters an
+    /// earlier ipshadow left there when it was killed. Returns how many it removed.
+    pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<usize> {
+        let stale = remove_stale_filters(iface)?;
+        let tcx = match mode {
+            AttachMode::Auto => tcx_supported(),
+            AttachMode::Tcx => true,
+            AttachMode::Netlink => false,
+        };
+        let options = if tcx {
+            TcAttachOptions::TcxOrder(aya::programs::links::LinkOrder::default())
+        } else {
+            // Legacy tc needs the clsact qdisc; EEXIST when it is already there.
             let _ = aya::programs::tc::qdisc_add_clsact(iface);
-        }
-        prog.attach(iface, TcAttachType::Ingress)
+            TcAttachOptions::Netlink(NlOptions::default())
+        };
+        classifier(&mut self.ebpf)?
+            .attach_with_options(iface, TcAttachType::Ingress, options)
             .map_err(|source| Error::Program {
-                action: "attaching the classifier to the ingress of the interface",
+                action: "attaching the classifier to the interface's ingress",
                 source,
             })?;
-        Ok(())
+        Ok(stale)
     }
 
-    /// Starts counting traffic to and from `ip` (counters start at zero).
-    pub fn watch(&mut self, ip: IpAddr) -> Result<()> {
-        let zeros =
-            PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(|e| {
-                Error::Cpus {
-                    what: "per-CPU values",
-                    source: e,
+    /// Makes the watched set equal to `want`: new IPs start at zero, IPs no
+    /// longer wanted are removed. Returns the last counters of the removed ones.
+    pub fn sync(&mut self, want: &BTreeSet<IpAddr>) -> Result<BTreeMap<IpAddr, IpCounters>> {
+        let mut last = BTreeMap::new();
+        let gone: Vec<IpAddr> = self.watched.difference(want).copied().collect();
+        for ip in gone {
+            if let Some(c) = self.counters(ip)? {
+                last.insert(ip, c);
+            }
+            match self.shadowed.remove(&key(ip)) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(source) => {
+                    return Err(Error::Map {
+                        action: "removing from SHADOWED",
+                        ip,
+                        source,
+                    });
                 }
-            })?;
-        self.shadowed
-            .insert(key(ip), zeros, 0)
-            .map_err(|source| Error::Map {
-                action: "adding to SHADOWED",
-                ip,
-                source,
-            })
+            }
+            self.watched.remove(&ip);
+        }
+        let new: Vec<IpAddr> = want.difference(&self.watched).copied().collect();
+        for ip in new {
+            let zeros = PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(
+                |source| Error::Cpus {
+                    what: "per-CPU values",
+                    source,
+                },
+            )?;
+            self.shadowed
+                .insert(key(ip), zeros, 0)
+                .map_err(|source| Error::Map {
+                    action: "adding to SHADOWED",
+                    ip,
+                    source,
+                })?;
+            self.watched.insert(ip);
+        }
+        Ok(last)
     }
 
-    /// Stops counting `ip`, returning its final counters.
+    /// Starts counting `ip` (a shorthand for adding it to the watched set).
+    pub fn watch(&mut self, ip: IpAddr) -> Result<()> {
+        let mut want = self.watched.clone();
+        want.insert(ip);
+        self.sync(&want).map(drop)
+    }
+
+    /// Stops counting `ip`, returning its last counters.
     pub fn unwatch(&mut self, ip: IpAddr) -> Result<Option<IpCounters>> {
-        let last = self.counters(ip)?;
-        match self.shadowed.remove(&key(ip)) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(last),
-            Err(source) => Err(Error::Map {
-                action: "removing from SHADOWED",
-                ip,
-                source,
-            }),
-        }
+        let mut want = self.watched.clone();
+        want.remove(&ip);
+        Ok(self.sync(&want)?.remove(&ip))
+    }
+
+    pub fn watched(&self) -> &BTreeSet<IpAddr> {
+        &self.watched
     }
 
     /// The counters of `ip` summed over CPUs; `None` when it is not watched.
@@ -198,4 +264,93 @@ impl Observer {
             }),
         }
     }
+
+    /// Every sample waiting in the ring buffer, oldest first. Records of the
+    /// wrong size (a program of another version) are skipped and counted.
+    pub fn drain_samples(&mut self) -> (Vec<Sample>, usize) {
+        let mut out = Vec::new();
+        let mut bad = 0;
+        while let Some(item) = self.samples.next() {
+            match Sample::decode(&item) {
+                Some(s) => out.push(s),
+                None => bad += 1,
+            }
+        }
+        (out, bad)
+    }
+
+    /// The ring buffer's file descriptor, readable when samples wait (for epoll).
+    pub fn samples_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd as _;
+        self.samples.as_fd()
+    }
+
+    /// The kernel's id of the loaded program and its run statistics (run count
+    /// and total run time; non-zero only while BPF stats are enabled).
+    pub fn program_stats(&mut self) -> Result<(u32, u64, std::time::Duration)> {
+        let info = classifier(&mut self.ebpf)?
+            .info()
+            .map_err(|source| Error::Program {
+                action: "reading the program's info",
+                source,
+            })?;
+        Ok((info.id(), info.run_count(), info.run_time()))
+    }
+}
+
+fn classifier(ebpf: &mut Ebpf) -> Result<&mut SchedClassifier> {
+    ebpf.program_mut(PROGRAM_NAME)
+        .ok_or(Error::Missing {
+            what: "program",
+            name: PROGRAM_NAME,
+        })?
+        .try_into()
+        .map_err(|source| Error::Program {
+            action: "reading the classifier",
+            source,
+        })
+}
+
+/// Removes legacy tc filters named like our program from the ingress of
+/// `iface`. TCX links need no such care: they die with the process holding them.
+fn remove_stale_filters(iface: &str) -> Result<usize> {
+    let mut removed = 0;
+    loop {
+        match aya::programs::tc::qdisc_detach_program(iface, TcAttachType::Ingress, PROGRAM_NAME) {
+            Ok(()) => removed += 1,
+            Err(aya::programs::tc::TcError::IoError(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(removed);
+            }
+            // No clsact qdisc at all: nothing can be attached the legacy way.
+            Err(aya::programs::tc::TcError::NetlinkError(e))
+                if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOENT)) =>
+            {
+                return Ok(removed);
+            }
+            Err(source) => {
+                return Err(Error::Tc {
+                    action: "removing leftover ipshadow tc filters",
+                    source,
+                });
+            }
+        }
+        if removed > 64 {
+            return Ok(removed);
+        }
+    }
+}
+
+/// The IPs whose locally delivered traffic is evidence: addresses this node
+/// holds in its kernel (router, health, other local addresses) that a pod has.
+/// The Ingress IP is not a kernel address, so host traffic to it never crosses `lo`.
+pub fn watch_set(findings: &[crate::detect::Finding], node: &str) -> BTreeSet<IpAddr> {
+    use crate::detect::{FindingKind, Role};
+    findings
+        .iter()
+        .filter(|f| f.owner.node == node && f.owner.role != Role::Ingress)
+        .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
+        .map(|f| f.ip)
+        .collect()
 }

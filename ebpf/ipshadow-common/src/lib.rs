@@ -8,6 +8,13 @@
 pub const SHADOWED_MAP: &str = "SHADOWED";
 /// Name of the TC classifier program attached to `lo`.
 pub const PROGRAM_NAME: &str = "ipshadow_lo";
+/// Name of the ring buffer of [`FlowSample`]s.
+pub const SAMPLES_MAP: &str = "SAMPLES";
+/// Ring buffer size: 64 KiB holds ~1,300 samples between two reads.
+pub const SAMPLES_BYTES: u32 = 64 * 1024;
+/// At most this many samples per shadowed IP, per CPU, per second: a flood
+/// towards one IP cannot swamp userspace or crowd out the other IPs.
+pub const SAMPLES_PER_SECOND: u64 = 16;
 /// Upper bound on shadowed IPs the map can hold. A node has a handful of
 /// infrastructure addresses; this leaves room for pathological clusters.
 pub const SHADOWED_MAX_ENTRIES: u32 = 131_072;
@@ -57,6 +64,13 @@ pub struct IpCounters {
     pub tcp_rsts_from: u64,
     /// `bpf_ktime_get_ns()` of the last packet seen (CLOCK_MONOTONIC).
     pub last_seen_ns: u64,
+    /// Samples sent to the ring buffer, and those the rate limit or a full buffer held back.
+    pub samples_sent: u64,
+    pub samples_dropped: u64,
+    /// Rate-limit state of this CPU (start of the current one-second window and
+    /// samples in it); not counters, so [`IpCounters::accumulate`] skips them.
+    pub rl_window_ns: u64,
+    pub rl_count: u64,
 }
 
 impl IpCounters {
@@ -69,18 +83,37 @@ impl IpCounters {
         self.icmp_to += other.icmp_to;
         self.packets_from += other.packets_from;
         self.tcp_rsts_from += other.tcp_rsts_from;
+        self.samples_sent += other.samples_sent;
+        self.samples_dropped += other.samples_dropped;
         if other.last_seen_ns > self.last_seen_ns {
             self.last_seen_ns = other.last_seen_ns;
         }
     }
 }
 
+/// The first packet of a new flow towards a shadowed IP (a TCP SYN, or a UDP or
+/// ICMP packet), as the program saw it on `lo`. Addresses as in [`IpKey`];
+/// ports in host byte order (0 for ICMP, whose type and code go in the ports).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowSample {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub ts_ns: u64,
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub tcp_flags: u8,
+    pub _pad: [u8; 2],
+}
+
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: both are #[repr(C)], Copy, made only of integers and byte arrays,
-    // with no padding (16 bytes; 8 × u64), so any bit pattern is valid.
+    // SAFETY: all are #[repr(C)], Copy, made only of integers and byte arrays,
+    // with no implicit padding (checked by the size tests), so any bit pattern is valid.
     unsafe impl aya::Pod for super::IpKey {}
     unsafe impl aya::Pod for super::IpCounters {}
+    unsafe impl aya::Pod for super::FlowSample {}
 }
 
 #[cfg(test)]
@@ -90,7 +123,11 @@ mod tests {
     #[test]
     fn shared_types_have_no_padding() {
         assert_eq!(core::mem::size_of::<IpKey>(), 16);
-        assert_eq!(core::mem::size_of::<IpCounters>(), 8 * 8);
+        assert_eq!(core::mem::size_of::<IpCounters>(), 12 * 8);
+        assert_eq!(
+            core::mem::size_of::<FlowSample>(),
+            16 + 16 + 8 + 2 + 2 + 1 + 1 + 2
+        );
     }
 
     #[test]

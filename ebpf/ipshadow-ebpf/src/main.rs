@@ -10,10 +10,12 @@ use aya_ebpf::{
     bindings::TC_ACT_UNSPEC,
     helpers::bpf_ktime_get_ns,
     macros::{classifier, map},
-    maps::PerCpuHashMap,
+    maps::{PerCpuHashMap, RingBuf},
     programs::TcContext,
 };
-use ipshadow_common::{IpCounters, IpKey, SHADOWED_MAX_ENTRIES};
+use ipshadow_common::{
+    FlowSample, IpCounters, IpKey, SAMPLES_BYTES, SAMPLES_PER_SECOND, SHADOWED_MAX_ENTRIES,
+};
 
 /// `TCX_NEXT` and legacy `TC_ACT_UNSPEC` are both -1: pass the packet on.
 const PASS: i32 = TC_ACT_UNSPEC;
@@ -32,6 +34,11 @@ const TCP_FLAG_ACK: u8 = 0x10;
 #[map(name = "SHADOWED")]
 static SHADOWED: PerCpuHashMap<IpKey, IpCounters> =
     PerCpuHashMap::with_max_entries(SHADOWED_MAX_ENTRIES, 0);
+
+#[map(name = "SAMPLES")]
+static SAMPLES: RingBuf = RingBuf::with_byte_size(SAMPLES_BYTES, 0);
+
+const NS_PER_SECOND: u64 = 1_000_000_000;
 
 #[classifier]
 pub fn ipshadow_lo(ctx: TcContext) -> i32 {
@@ -103,18 +110,74 @@ fn tcp_flags(ctx: &TcContext, l3: &L3) -> u8 {
 
 #[inline(always)]
 fn count_to(ctx: &TcContext, l3: &L3, c: &mut IpCounters) {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
     c.packets_to += 1;
     c.bytes_to += u64::from(ctx.len());
-    match l3.proto {
-        IPPROTO_TCP if tcp_flags(ctx, l3) & (TCP_FLAG_SYN | TCP_FLAG_ACK) == TCP_FLAG_SYN => {
-            c.tcp_syns_to += 1
+    let flags = tcp_flags(ctx, l3);
+    let new_flow = match l3.proto {
+        IPPROTO_TCP => {
+            let syn = flags & (TCP_FLAG_SYN | TCP_FLAG_ACK) == TCP_FLAG_SYN;
+            if syn {
+                c.tcp_syns_to += 1;
+            }
+            syn
         }
-        IPPROTO_UDP => c.udp_to += 1,
-        IPPROTO_ICMP | IPPROTO_ICMPV6 => c.icmp_to += 1,
-        _ => {}
+        IPPROTO_UDP => {
+            c.udp_to += 1;
+            true
+        }
+        IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+            c.icmp_to += 1;
+            true
+        }
+        _ => false,
+    };
+    c.last_seen_ns = now;
+    if new_flow {
+        sample(ctx, l3, flags, now, c);
     }
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    c.last_seen_ns = unsafe { bpf_ktime_get_ns() };
+}
+
+/// Sends the packet's 5-tuple to userspace, at most SAMPLES_PER_SECOND per IP and CPU.
+#[inline(always)]
+fn sample(ctx: &TcContext, l3: &L3, flags: u8, now: u64, c: &mut IpCounters) {
+    if now.wrapping_sub(c.rl_window_ns) >= NS_PER_SECOND {
+        c.rl_window_ns = now;
+        c.rl_count = 0;
+    }
+    if c.rl_count >= SAMPLES_PER_SECOND {
+        c.samples_dropped += 1;
+        return;
+    }
+    let (sport, dport) = match l3.proto {
+        IPPROTO_TCP | IPPROTO_UDP => (
+            u16::from_be(ctx.load::<u16>(l3.l4_off).unwrap_or(0)),
+            u16::from_be(ctx.load::<u16>(l3.l4_off + 2).unwrap_or(0)),
+        ),
+        // ICMP type and code.
+        _ => (
+            u16::from(ctx.load::<u8>(l3.l4_off).unwrap_or(0)),
+            u16::from(ctx.load::<u8>(l3.l4_off + 1).unwrap_or(0)),
+        ),
+    };
+    let Some(mut entry) = SAMPLES.reserve::<FlowSample>(0) else {
+        c.samples_dropped += 1;
+        return;
+    };
+    entry.write(FlowSample {
+        src: l3.src.addr,
+        dst: l3.dst.addr,
+        ts_ns: now,
+        sport,
+        dport,
+        proto: l3.proto,
+        tcp_flags: flags,
+        _pad: [0; 2],
+    });
+    entry.submit(0);
+    c.rl_count += 1;
+    c.samples_sent += 1;
 }
 
 #[inline(always)]
