@@ -30,20 +30,33 @@ pub enum Outcome {
     Unavailable(ebpf::Error),
 }
 
-/// Loads and attaches the observer as `args` say. `Ok(None)` when eBPF is off or
-/// unavailable in `auto` mode (the outcome says which); `Err` only in `required` mode.
-pub fn start(args: &EbpfArgs) -> Result<(Option<(Observer, usize)>, Option<Outcome>), ebpf::Error> {
+/// The observer, attached, or why there is none.
+pub enum Started {
+    /// Attached; `stale` leftover tc filters were removed first.
+    Attached {
+        observer: Box<Observer>,
+        stale: usize,
+    },
+    /// Off, or unavailable in `auto` mode.
+    Not(Outcome),
+}
+
+/// Loads and attaches the observer as `args` say. `Err` only in `required` mode.
+pub fn start(args: &EbpfArgs) -> Result<Started, ebpf::Error> {
     if args.mode == EbpfMode::Off {
-        return Ok((None, Some(Outcome::Off)));
+        return Ok(Started::Not(Outcome::Off));
     }
-    let attached = Observer::load().and_then(|mut o| {
-        let stale = o.attach(LOOPBACK, args.tc_attach)?;
-        Ok((o, stale))
+    let attached = Observer::load().and_then(|mut observer| {
+        let stale = observer.attach(LOOPBACK, args.tc_attach)?;
+        Ok(Started::Attached {
+            observer: Box::new(observer),
+            stale,
+        })
     });
     match (attached, args.mode) {
-        (Ok(o), _) => Ok((Some(o), None)),
+        (Ok(started), _) => Ok(started),
         (Err(e), EbpfMode::Required) => Err(e),
-        (Err(e), _) => Ok((None, Some(Outcome::Unavailable(e)))),
+        (Err(e), _) => Ok(Started::Not(Outcome::Unavailable(e))),
     }
 }
 
@@ -55,10 +68,17 @@ pub async fn watch(
     window: Duration,
     args: &EbpfArgs,
 ) -> Result<Outcome, ebpf::Error> {
-    let (observer, outcome) = start(args)?;
-    let Some((mut observer, stale)) = observer else {
-        return Ok(outcome.unwrap_or(Outcome::Off));
+    let (mut observer, stale) = match start(args)? {
+        Started::Attached { observer, stale } => (observer, stale),
+        Started::Not(outcome) => return Ok(outcome),
     };
+    if stale > 0 {
+        tracing::warn!(
+            removed = stale,
+            interface = LOOPBACK,
+            "removed tc filters an earlier ipshadow left behind"
+        );
+    }
     let ips = watch_set(findings, node);
     observer.sync(&ips)?;
     tracing::info!(

@@ -34,6 +34,20 @@ enum Task {
     },
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
     Demo,
+    /// Benchmarks (not tests): `ebpf` measures the classifier's cost on lo (root).
+    Bench {
+        /// Which bench to run.
+        #[arg(value_enum, default_value = "ebpf")]
+        what: Bench,
+        /// Where to write the JSON results.
+        #[arg(long, default_value = "target/bench/ebpf.json")]
+        out: String,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Bench {
+    Ebpf,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,6 +60,21 @@ fn main() -> anyhow::Result<()> {
             no_lint,
             cargo_args,
         } => test(no_lint, &cargo_args),
+        Task::Bench {
+            what: Bench::Ebpf,
+            out,
+        } => {
+            cargo(&[
+                "build",
+                "--release",
+                "--locked",
+                "-p",
+                "ipshadow-tests",
+                "--bin",
+                "ipshadow-bench",
+            ])?;
+            run(Command::new(workspace_root().join("target/release/ipshadow-bench")).arg(out))
+        }
         Task::Demo => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;
             cargo(&[

@@ -13,20 +13,23 @@
 //! the evidence. Dropping the observer detaches the program.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
 };
 
 pub use crate::evidence::{Evidence, Sample};
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuHashMap, PerCpuValues, RingBuf},
+    maps::{Array, MapData, PerCpuHashMap, PerCpuValues, RingBuf},
     programs::{
         SchedClassifier, TcAttachType,
         tc::{NlOptions, TcAttachOptions},
     },
 };
-use ipshadow_common::{IpCounters, IpKey, PROGRAM_NAME, SAMPLES_MAP, SHADOWED_MAP};
+use ipshadow_common::{
+    FILTER_MAP, FLOOR_PROGRAM_NAME, IpCounters, IpKey, PROGRAM_NAME, SAMPLES_MAP, SHADOWED_MAP,
+    filter_bit,
+};
 
 /// The object built by `agent/build.rs`; empty when built with `AYA_BUILD_SKIP=1`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ipshadow"));
@@ -119,8 +122,59 @@ pub struct Observer {
     ebpf: Ebpf,
     shadowed: PerCpuHashMap<MapData, IpKey, IpCounters>,
     samples: RingBuf<MapData>,
+    filter: Prefilter,
     watched: BTreeSet<IpAddr>,
     cpus: usize,
+}
+
+/// The userspace side of the program's prefilter bitmap: which bits the watched
+/// IPs set (several IPs may share one), mirrored word by word into the map.
+struct Prefilter {
+    map: Array<MapData, u64>,
+    bit_users: HashMap<u32, u32>,
+    words: HashMap<u32, u64>,
+}
+
+impl Prefilter {
+    /// Sets or clears the bit of `ip`; returns the word index that changed, if any.
+    fn update(&mut self, ip: IpAddr, add: bool) -> Option<u32> {
+        let bit = filter_bit(&key(ip));
+        let users = self.bit_users.entry(bit).or_default();
+        let before = *users > 0;
+        if add {
+            *users += 1;
+        } else {
+            *users = users.saturating_sub(1);
+        }
+        let after = *users > 0;
+        if *users == 0 {
+            self.bit_users.remove(&bit);
+        }
+        if before == after {
+            return None;
+        }
+        let word = self.words.entry(bit >> 6).or_default();
+        if after {
+            *word |= 1 << (bit & 63);
+        } else {
+            *word &= !(1 << (bit & 63));
+        }
+        Some(bit >> 6)
+    }
+
+    fn write(&mut self, changed: &BTreeSet<u32>) -> Result<()> {
+        for &i in changed {
+            let value = self.words.get(&i).copied().unwrap_or(0);
+            self.map.set(i, value, 0).map_err(|source| Error::MapOpen {
+                action: "writing the FILTER bitmap",
+                source,
+            })?;
+            if value == 0 {
+                self.words.remove(&i);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Observer {
@@ -152,11 +206,24 @@ impl Observer {
             action: "opening the SAMPLES ring buffer",
             source,
         })?;
+        let map = ebpf.take_map(FILTER_MAP).ok_or(Error::Missing {
+            what: "map",
+            name: FILTER_MAP,
+        })?;
+        let filter = Prefilter {
+            map: Array::try_from(map).map_err(|source| Error::MapOpen {
+                action: "opening the FILTER bitmap",
+                source,
+            })?,
+            bit_users: HashMap::new(),
+            words: HashMap::new(),
+        };
         let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus { what, source })?;
         Ok(Self {
             ebpf,
             shadowed,
             samples,
+            filter,
             watched: BTreeSet::new(),
             cpus,
         })
@@ -192,6 +259,12 @@ impl Observer {
     pub fn sync(&mut self, want: &BTreeSet<IpAddr>) -> Result<BTreeMap<IpAddr, IpCounters>> {
         let mut last = BTreeMap::new();
         let gone: Vec<IpAddr> = self.watched.difference(want).copied().collect();
+        // Removal: the prefilter first (the program stops looking), then the entries.
+        let changed: BTreeSet<u32> = gone
+            .iter()
+            .filter_map(|ip| self.filter.update(*ip, false))
+            .collect();
+        self.filter.write(&changed)?;
         for ip in gone {
             if let Some(c) = self.counters(ip)? {
                 last.insert(ip, c);
@@ -208,7 +281,9 @@ impl Observer {
             }
             self.watched.remove(&ip);
         }
+        // Addition: the entries first, then the prefilter.
         let new: Vec<IpAddr> = want.difference(&self.watched).copied().collect();
+        let mut changed = BTreeSet::new();
         for ip in new {
             let zeros = PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(
                 |source| Error::Cpus {
@@ -224,7 +299,9 @@ impl Observer {
                     source,
                 })?;
             self.watched.insert(ip);
+            changed.extend(self.filter.update(ip, true));
         }
+        self.filter.write(&changed)?;
         Ok(last)
     }
 
@@ -298,11 +375,59 @@ impl Observer {
     }
 }
 
+/// The empty classifier of the same object, attached like the real one: what
+/// benchmarks compare against (the cost of the hook and of measuring it).
+pub struct Floor {
+    ebpf: Ebpf,
+}
+
+impl Floor {
+    pub fn attach(iface: &str, mode: AttachMode) -> Result<Self> {
+        if OBJECT.is_empty() {
+            return Err(Error::NotBuilt);
+        }
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|source| Error::Load { source })?;
+        let prog = program(&mut ebpf, FLOOR_PROGRAM_NAME)?;
+        prog.load().map_err(|source| Error::Program {
+            action: "loading the floor classifier",
+            source,
+        })?;
+        let options =
+            if mode == AttachMode::Netlink || (mode == AttachMode::Auto && !tcx_supported()) {
+                let _ = aya::programs::tc::qdisc_add_clsact(iface);
+                TcAttachOptions::Netlink(NlOptions::default())
+            } else {
+                TcAttachOptions::TcxOrder(aya::programs::links::LinkOrder::default())
+            };
+        prog.attach_with_options(iface, TcAttachType::Ingress, options)
+            .map_err(|source| Error::Program {
+                action: "attaching the floor classifier",
+                source,
+            })?;
+        Ok(Self { ebpf })
+    }
+
+    /// Run count and total run time (non-zero only while BPF stats are enabled).
+    pub fn program_stats(&mut self) -> Result<(u32, u64, std::time::Duration)> {
+        let info = program(&mut self.ebpf, FLOOR_PROGRAM_NAME)?
+            .info()
+            .map_err(|source| Error::Program {
+                action: "reading the program's info",
+                source,
+            })?;
+        Ok((info.id(), info.run_count(), info.run_time()))
+    }
+}
+
 fn classifier(ebpf: &mut Ebpf) -> Result<&mut SchedClassifier> {
-    ebpf.program_mut(PROGRAM_NAME)
+    program(ebpf, PROGRAM_NAME)
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut SchedClassifier> {
+    ebpf.program_mut(name)
         .ok_or(Error::Missing {
             what: "program",
-            name: PROGRAM_NAME,
+            name,
         })?
         .try_into()
         .map_err(|source| Error::Program {

@@ -15,6 +15,27 @@ pub const SAMPLES_BYTES: u32 = 64 * 1024;
 /// At most this many samples per shadowed IP, per CPU, per second: a flood
 /// towards one IP cannot swamp userspace or crowd out the other IPs.
 pub const SAMPLES_PER_SECOND: u64 = 16;
+/// Name of the prefilter bitmap (an array of u64 words, see [`filter_bit`]).
+pub const FILTER_MAP: &str = "FILTER";
+/// Bits in the prefilter: 2^20 (128 KiB). With 10,000 shadowed IPs about 1 % of
+/// other addresses pass it and pay for the hash lookup; with none, nothing does.
+pub const FILTER_BITS_LOG2: u32 = 20;
+pub const FILTER_WORDS: u32 = (1 << FILTER_BITS_LOG2) / 64;
+
+/// The prefilter bit of an IP. The program tests it before the SHADOWED lookup
+/// (an array lookup the verifier inlines, against a hash lookup), and the
+/// agent sets it for every IP it adds: both must compute it the same way, so it
+/// lives here. Multiplicative hashing of the address folded to 32 bits.
+#[inline(always)]
+pub fn filter_bit(key: &IpKey) -> u32 {
+    let a = &key.addr;
+    let w = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+    let folded = w(0) ^ w(4) ^ w(8) ^ w(12);
+    folded.wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS_LOG2)
+}
+
+/// An empty classifier in the same object, for benchmarks only: the floor.
+pub const FLOOR_PROGRAM_NAME: &str = "ipshadow_floor";
 /// Upper bound on shadowed IPs the map can hold. A node has a handful of
 /// infrastructure addresses; this leaves room for pathological clusters.
 pub const SHADOWED_MAX_ENTRIES: u32 = 131_072;
@@ -135,6 +156,19 @@ mod tests {
         let k = IpKey::from_v4_octets([10, 244, 4, 251]);
         assert_eq!(&k.addr[10..], &[0xff, 0xff, 10, 244, 4, 251]);
         assert!(k.addr[..10].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn filter_bits_stay_in_range_and_spread() {
+        let mut seen = [false; 1 << 12];
+        for i in 0..4096u32 {
+            let k = IpKey::from_v4_octets([10, 250, (i >> 8) as u8, i as u8]);
+            let bit = filter_bit(&k);
+            assert!(bit < 1 << FILTER_BITS_LOG2);
+            seen[(bit >> 8) as usize] = true;
+        }
+        // 4,096 consecutive addresses land in most of the 4,096 coarse buckets.
+        assert!(seen.iter().filter(|b| **b).count() > 2_000);
     }
 
     #[test]

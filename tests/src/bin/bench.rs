@@ -1,0 +1,229 @@
+//! `cargo xtask bench ebpf`: what the classifier on `lo` costs (not a test).
+//!
+//! In a fresh network namespace, side by side in one run and interleaved over
+//! rounds so machine noise hits every configuration alike:
+//! - iperf3 TCP throughput over `lo` without the program, with it and 1 entry
+//!   in SHADOWED, with 10,000 entries (traffic to an address not in the map: the
+//!   common case), and with the traffic's own address in the map (every packet
+//!   counted: the worst case);
+//! - the program's own cost per packet from the kernel's BPF statistics
+//!   (run_time / run_count, enabled for the bench with BPF_ENABLE_STATS).
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+
+use std::{
+    collections::BTreeSet,
+    net::{IpAddr, Ipv4Addr},
+    path::PathBuf,
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use ipshadow::ebpf::{AttachMode, Floor, Observer};
+use ipshadow_tests::netns::NetNs;
+use serde_json::{Value, json};
+
+const ROUNDS: usize = 5;
+const SECONDS: u32 = 4;
+const PORT: &str = "5201";
+const TARGET: &str = "10.244.4.251";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Config {
+    Without,
+    Floor,
+    OneEntry,
+    TenThousand,
+    TargetShadowed,
+}
+
+impl Config {
+    const ALL: [Self; 5] = [
+        Self::Without,
+        Self::Floor,
+        Self::OneEntry,
+        Self::TenThousand,
+        Self::TargetShadowed,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            Self::Without => "without program",
+            Self::Floor => "empty classifier (floor)",
+            Self::OneEntry => "program, 1 entry (miss)",
+            Self::TenThousand => "program, 10,000 entries (miss)",
+            Self::TargetShadowed => "program, 10,000 entries, target shadowed (hit)",
+        }
+    }
+    fn key(self) -> &'static str {
+        match self {
+            Self::Without => "without",
+            Self::Floor => "floor",
+            Self::OneEntry => "one_entry",
+            Self::TenThousand => "ten_thousand_entries",
+            Self::TargetShadowed => "target_shadowed",
+        }
+    }
+}
+
+fn filler(n: u32) -> BTreeSet<IpAddr> {
+    (0..n)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(10, 250, (i >> 8) as u8, i as u8)))
+        .collect()
+}
+
+fn iperf_server(ns: &NetNs) -> Child {
+    let child = ns
+        .command("iperf3")
+        .args(["-s", "-p", PORT, "--bind", TARGET])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+/// One iperf3 run to TARGET; bits per second received.
+fn iperf(ns: &NetNs) -> f64 {
+    let out = ns
+        .command("iperf3")
+        .args(["-c", TARGET, "-p", PORT, "-t", &SECONDS.to_string(), "-J"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no throughput in iperf3 output: {v}"))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("the bench loads eBPF and creates network namespaces: run it as root");
+        std::process::exit(2);
+    }
+    let out_path = std::env::args()
+        .nth(1)
+        .map_or_else(|| PathBuf::from("target/bench/ebpf.json"), PathBuf::from);
+    let ns = NetNs::new("bench");
+    ns.ip(&[
+        "link",
+        "add",
+        "cilium_host",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "cilium_net",
+    ]);
+    ns.ip(&["addr", "add", &format!("{TARGET}/32"), "dev", "cilium_host"]);
+    ns.ip(&["link", "set", "cilium_host", "up"]);
+    let mut server = iperf_server(&ns);
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).unwrap();
+    let target: IpAddr = TARGET.parse().unwrap();
+
+    let mut throughput: Vec<Vec<f64>> = vec![Vec::new(); Config::ALL.len()];
+    let mut ns_per_packet: Vec<Vec<f64>> = vec![Vec::new(); Config::ALL.len()];
+    for round in 0..ROUNDS {
+        for (i, config) in Config::ALL.into_iter().enumerate() {
+            let mut probe: Option<Box<dyn FnMut() -> (u64, Duration)>> = match config {
+                Config::Without => None,
+                Config::Floor => {
+                    let _inside = ns.enter();
+                    let mut f = Floor::attach("lo", AttachMode::Auto).unwrap();
+                    Some(Box::new(move || {
+                        let (_, n, t) = f.program_stats().unwrap();
+                        (n, t)
+                    }))
+                }
+                _ => {
+                    let _inside = ns.enter();
+                    let mut o = Observer::load().unwrap();
+                    o.attach("lo", AttachMode::Auto).unwrap();
+                    let mut want = match config {
+                        Config::OneEntry => filler(1),
+                        _ => filler(10_000),
+                    };
+                    if config == Config::TargetShadowed {
+                        want.insert(target);
+                    }
+                    o.sync(&want).unwrap();
+                    Some(Box::new(move || {
+                        let (_, n, t) = o.program_stats().unwrap();
+                        (n, t)
+                    }))
+                }
+            };
+            let start = probe.as_mut().map(|p| p());
+            let bps = iperf(&ns);
+            if let (Some(p), Some((cnt0, t0))) = (probe.as_mut(), start) {
+                let (cnt1, t1) = p();
+                let runs = cnt1.saturating_sub(cnt0).max(1);
+                ns_per_packet[i].push((t1.saturating_sub(t0)).as_nanos() as f64 / runs as f64);
+            }
+            // Detaches.
+            drop(probe);
+            throughput[i].push(bps);
+            eprintln!(
+                "round {}/{ROUNDS}: {:<48} {:>8.2} Gbit/s",
+                round + 1,
+                config.label(),
+                bps / 1e9
+            );
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let base = median(&mut throughput[0].clone());
+    println!("\neBPF classifier on lo: iperf3 TCP over lo, {ROUNDS} rounds × {SECONDS} s, medians");
+    println!(
+        "{:<48} {:>12} {:>10} {:>14}",
+        "configuration", "Gbit/s", "ratio", "ns/packet"
+    );
+    let mut results = serde_json::Map::new();
+    for (i, config) in Config::ALL.into_iter().enumerate() {
+        let bps = median(&mut throughput[i].clone());
+        let cost = (!ns_per_packet[i].is_empty()).then(|| median(&mut ns_per_packet[i].clone()));
+        println!(
+            "{:<48} {:>12.2} {:>10.3} {:>14}",
+            config.label(),
+            bps / 1e9,
+            bps / base,
+            cost.map_or_else(|| "-".to_owned(), |c| format!("{c:.1}"))
+        );
+        results.insert(
+            config.key().to_owned(),
+            json!({
+                "label": config.label(),
+                "throughput_bits_per_second_median": bps,
+                "throughput_ratio_to_without": bps / base,
+                "ns_per_packet_median": cost,
+                "throughput_bits_per_second_runs": throughput[i],
+                "ns_per_packet_runs": ns_per_packet[i],
+            }),
+        );
+    }
+    let report = json!({
+        "bench": "ebpf",
+        "rounds": ROUNDS,
+        "seconds_per_run": SECONDS,
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "results": results,
+    });
+    if let Some(dir) = out_path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    println!("\nwritten to {}", out_path.display());
+}
