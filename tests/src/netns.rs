@@ -48,6 +48,29 @@ impl NetNs {
         c
     }
 
+    /// Cilium's device pair, `cilium_host` carrying `router_ip` as a /32 as Cilium lays it.
+    pub fn add_router_device(&self, router_ip: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            "cilium_host",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "cilium_net",
+        ]);
+        self.ip(&[
+            "addr",
+            "add",
+            &format!("{router_ip}/32"),
+            "dev",
+            "cilium_host",
+        ]);
+        self.ip(&["link", "set", "cilium_host", "up"]);
+        self.ip(&["link", "set", "cilium_net", "up"]);
+    }
+
     /// Moves the calling thread into the namespace until the guard drops.
     /// Sockets the thread opens meanwhile (netlink, TCP, bpf attach by name) live there.
     pub fn enter(&self) -> Entered {

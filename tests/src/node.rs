@@ -25,25 +25,7 @@ impl SimNode {
     pub fn kube_ovn(tag: &str, router_ip: &str) -> Self {
         let node = NetNs::new(&format!("{tag}n"));
         let ovn = NetNs::new(&format!("{tag}o"));
-        node.ip(&[
-            "link",
-            "add",
-            "cilium_host",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "cilium_net",
-        ]);
-        node.ip(&["link", "set", "cilium_host", "up"]);
-        node.ip(&["link", "set", "cilium_net", "up"]);
-        node.ip(&[
-            "addr",
-            "add",
-            &format!("{router_ip}/32"),
-            "dev",
-            "cilium_host",
-        ]);
+        node.add_router_device(router_ip);
         node.ip(&[
             "link", "add", "ovn0", "type", "veth", "peer", "name", "ovn0p", "netns", &ovn.name,
         ]);

@@ -40,6 +40,15 @@ impl Drop for Files {
     }
 }
 
+/// `check` with a pods file and, if given, a CiliumNodes file.
+fn check_files(sim: &SimNode, pods: &std::path::Path, cns: Option<&std::path::Path>) -> Output {
+    let mut args = vec!["--pods", pods.to_str().unwrap()];
+    if let Some(c) = cns {
+        args.extend(["--ciliumnodes", c.to_str().unwrap()]);
+    }
+    check(sim, &args)
+}
+
 fn check(sim: &SimNode, args: &[&str]) -> Output {
     let mut cmd = sim.node.command(ipshadow_bin().to_str().unwrap());
     cmd.args(["check", "--node", ME, "--output", "json"])
@@ -119,15 +128,7 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
             cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
         ]),
     );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-        ],
-    );
+    let out = check_files(&sim, &pods, Some(&cns));
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -213,7 +214,7 @@ fn a_local_route_without_an_address_is_found_only_through_the_fib_lookup() {
         "pods.json",
         &list(vec![pod("tenant", "anycast-0", ME, &["10.244.7.7"])]),
     );
-    let out = check(&sim, &["--pods", pods.to_str().unwrap()]);
+    let out = check_files(&sim, &pods, None);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -246,15 +247,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
         "cns.json",
         &list(vec![cilium_node(ME, ROUTER, Some(INGRESS), None)]),
     );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-        ],
-    );
+    let out = check_files(&sim, &pods, Some(&cns));
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -265,7 +258,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
 
     let broken = files.dir.join("broken.json");
     std::fs::write(&broken, "{\"items\": [").unwrap();
-    let out = check(&sim, &["--pods", broken.to_str().unwrap()]);
+    let out = check_files(&sim, &broken, None);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -285,15 +278,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
         "pods2.json",
         &list(vec![pod("tenant", "gw", ME, &[INGRESS])]),
     );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            bad_cn.to_str().unwrap(),
-        ],
-    );
+    let out = check_files(&sim, &pods, Some(&bad_cn));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -31,18 +31,7 @@ fn refused_connects(ip: &str, n: usize) {
 
 fn node_with_router_ip(tag: &str) -> NetNs {
     let ns = NetNs::new(tag);
-    ns.ip(&[
-        "link",
-        "add",
-        "cilium_host",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "cilium_net",
-    ]);
-    ns.ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
-    ns.ip(&["link", "set", "cilium_host", "up"]);
+    ns.add_router_device(ROUTER);
     ns
 }
 

@@ -180,41 +180,17 @@ impl Prefilter {
 impl Observer {
     /// Loads the embedded program into the kernel (runs the verifier); does not attach.
     pub fn load() -> Result<Self> {
-        if OBJECT.is_empty() {
-            return Err(Error::NotBuilt);
-        }
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|source| Error::Load { source })?;
+        let mut ebpf = load_object()?;
         classifier(&mut ebpf)?
             .load()
             .map_err(|source| Error::Program {
                 action: "loading the classifier into the kernel (verifier)",
                 source,
             })?;
-        let map = ebpf.take_map(SHADOWED_MAP).ok_or(Error::Missing {
-            what: "map",
-            name: SHADOWED_MAP,
-        })?;
-        let shadowed = PerCpuHashMap::try_from(map).map_err(|source| Error::MapOpen {
-            action: "opening the SHADOWED map",
-            source,
-        })?;
-        let map = ebpf.take_map(SAMPLES_MAP).ok_or(Error::Missing {
-            what: "map",
-            name: SAMPLES_MAP,
-        })?;
-        let samples = RingBuf::try_from(map).map_err(|source| Error::MapOpen {
-            action: "opening the SAMPLES ring buffer",
-            source,
-        })?;
-        let map = ebpf.take_map(FILTER_MAP).ok_or(Error::Missing {
-            what: "map",
-            name: FILTER_MAP,
-        })?;
+        let shadowed = take_map(&mut ebpf, SHADOWED_MAP)?;
+        let samples = take_map(&mut ebpf, SAMPLES_MAP)?;
         let filter = Prefilter {
-            map: Array::try_from(map).map_err(|source| Error::MapOpen {
-                action: "opening the FILTER bitmap",
-                source,
-            })?,
+            map: take_map(&mut ebpf, FILTER_MAP)?,
             bit_users: HashMap::new(),
             words: HashMap::new(),
         };
@@ -233,20 +209,8 @@ impl Observer {
     /// earlier ipshadow left there when it was killed. Returns how many it removed.
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<usize> {
         let stale = remove_stale_filters(iface)?;
-        let tcx = match mode {
-            AttachMode::Auto => tcx_supported(),
-            AttachMode::Tcx => true,
-            AttachMode::Netlink => false,
-        };
-        let options = if tcx {
-            TcAttachOptions::TcxOrder(aya::programs::links::LinkOrder::default())
-        } else {
-            // Legacy tc needs the clsact qdisc; EEXIST when it is already there.
-            let _ = aya::programs::tc::qdisc_add_clsact(iface);
-            TcAttachOptions::Netlink(NlOptions::default())
-        };
         classifier(&mut self.ebpf)?
-            .attach_with_options(iface, TcAttachType::Ingress, options)
+            .attach_with_options(iface, TcAttachType::Ingress, attach_options(iface, mode))
             .map_err(|source| Error::Program {
                 action: "attaching the classifier to the interface's ingress",
                 source,
@@ -364,14 +328,8 @@ impl Observer {
 
     /// The kernel's id of the loaded program and its run statistics (run count
     /// and total run time; non-zero only while BPF stats are enabled).
-    pub fn program_stats(&mut self) -> Result<(u32, u64, std::time::Duration)> {
-        let info = classifier(&mut self.ebpf)?
-            .info()
-            .map_err(|source| Error::Program {
-                action: "reading the program's info",
-                source,
-            })?;
-        Ok((info.id(), info.run_count(), info.run_time()))
+    pub fn program_stats(&mut self) -> Result<ProgramStats> {
+        program_stats(classifier(&mut self.ebpf)?)
     }
 }
 
@@ -383,23 +341,13 @@ pub struct Floor {
 
 impl Floor {
     pub fn attach(iface: &str, mode: AttachMode) -> Result<Self> {
-        if OBJECT.is_empty() {
-            return Err(Error::NotBuilt);
-        }
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|source| Error::Load { source })?;
+        let mut ebpf = load_object()?;
         let prog = program(&mut ebpf, FLOOR_PROGRAM_NAME)?;
         prog.load().map_err(|source| Error::Program {
             action: "loading the floor classifier",
             source,
         })?;
-        let options =
-            if mode == AttachMode::Netlink || (mode == AttachMode::Auto && !tcx_supported()) {
-                let _ = aya::programs::tc::qdisc_add_clsact(iface);
-                TcAttachOptions::Netlink(NlOptions::default())
-            } else {
-                TcAttachOptions::TcxOrder(aya::programs::links::LinkOrder::default())
-            };
-        prog.attach_with_options(iface, TcAttachType::Ingress, options)
+        prog.attach_with_options(iface, TcAttachType::Ingress, attach_options(iface, mode))
             .map_err(|source| Error::Program {
                 action: "attaching the floor classifier",
                 source,
@@ -407,15 +355,65 @@ impl Floor {
         Ok(Self { ebpf })
     }
 
-    /// Run count and total run time (non-zero only while BPF stats are enabled).
-    pub fn program_stats(&mut self) -> Result<(u32, u64, std::time::Duration)> {
-        let info = program(&mut self.ebpf, FLOOR_PROGRAM_NAME)?
-            .info()
-            .map_err(|source| Error::Program {
-                action: "reading the program's info",
-                source,
-            })?;
-        Ok((info.id(), info.run_count(), info.run_time()))
+    pub fn program_stats(&mut self) -> Result<ProgramStats> {
+        program_stats(program(&mut self.ebpf, FLOOR_PROGRAM_NAME)?)
+    }
+}
+
+/// A program's kernel id, run count and total run time.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramStats {
+    pub id: u32,
+    pub run_count: u64,
+    pub run_time: std::time::Duration,
+}
+
+fn program_stats(prog: &SchedClassifier) -> Result<ProgramStats> {
+    let info = prog.info().map_err(|source| Error::Program {
+        action: "reading the program's info",
+        source,
+    })?;
+    Ok(ProgramStats {
+        id: info.id(),
+        run_count: info.run_count(),
+        run_time: info.run_time(),
+    })
+}
+
+fn load_object() -> Result<Ebpf> {
+    if OBJECT.is_empty() {
+        return Err(Error::NotBuilt);
+    }
+    Ebpf::load(OBJECT).map_err(|source| Error::Load { source })
+}
+
+fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M>
+where
+    M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or(Error::Missing { what: "map", name })?;
+    M::try_from(map).map_err(|source| Error::MapOpen {
+        action: "opening a map of the eBPF object",
+        source,
+    })
+}
+
+/// TCX where asked for or (in auto mode) where the kernel has it; else legacy tc
+/// on a clsact qdisc, which is added if missing.
+fn attach_options(iface: &str, mode: AttachMode) -> TcAttachOptions {
+    let tcx = match mode {
+        AttachMode::Auto => tcx_supported(),
+        AttachMode::Tcx => true,
+        AttachMode::Netlink => false,
+    };
+    if tcx {
+        TcAttachOptions::TcxOrder(aya::programs::links::LinkOrder::default())
+    } else {
+        // EEXIST when the qdisc is already there: fine.
+        let _ = aya::programs::tc::qdisc_add_clsact(iface);
+        TcAttachOptions::Netlink(NlOptions::default())
     }
 }
 

@@ -115,18 +115,7 @@ fn main() {
         .nth(1)
         .map_or_else(|| PathBuf::from("target/bench/ebpf.json"), PathBuf::from);
     let ns = NetNs::new("bench");
-    ns.ip(&[
-        "link",
-        "add",
-        "cilium_host",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "cilium_net",
-    ]);
-    ns.ip(&["addr", "add", &format!("{TARGET}/32"), "dev", "cilium_host"]);
-    ns.ip(&["link", "set", "cilium_host", "up"]);
+    ns.add_router_device(TARGET);
     let mut server = iperf_server(&ns);
     let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).unwrap();
     let target: IpAddr = TARGET.parse().unwrap();
@@ -141,8 +130,8 @@ fn main() {
                     let _inside = ns.enter();
                     let mut f = Floor::attach("lo", AttachMode::Auto).unwrap();
                     Some(Box::new(move || {
-                        let (_, n, t) = f.program_stats().unwrap();
-                        (n, t)
+                        let st = f.program_stats().unwrap();
+                        (st.run_count, st.run_time)
                     }))
                 }
                 _ => {
@@ -158,8 +147,8 @@ fn main() {
                     }
                     o.sync(&want).unwrap();
                     Some(Box::new(move || {
-                        let (_, n, t) = o.program_stats().unwrap();
-                        (n, t)
+                        let st = o.program_stats().unwrap();
+                        (st.run_count, st.run_time)
                     }))
                 }
             };
