@@ -64,11 +64,16 @@ pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
         Some(path) => kube::files::cilium_nodes(path, &mut invalid)?,
         None => Vec::new(),
     };
+    let subnets = match &sources.subnets {
+        Some(path) => kube::files::subnets(path, &mut invalid)?,
+        None => Vec::new(),
+    };
     let mut inv = Inventory {
         node: name.clone(),
         router_device: node.router_device.clone(),
         pods,
         cilium_nodes,
+        subnets,
         ..Default::default()
     };
     let nl = Netlink::connect()?;

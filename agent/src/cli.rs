@@ -74,6 +74,10 @@ pub struct SourceArgs {
     /// what this node's kernel shows is checked.
     #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE")]
     pub ciliumnodes: Option<PathBuf>,
+    /// kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints them: with
+    /// them, Cilium addresses kube-ovn may hand out are found before a pod collides.
+    #[arg(long, env = "IPSHADOW_SUBNETS_FILE")]
+    pub subnets: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,8 @@ pub struct Inventory {
     pub host: HostNetwork,
     pub pods: Vec<Pod>,
     pub cilium_nodes: Vec<CiliumNode>,
+    /// kube-ovn Subnets (empty when the CRD is absent).
+    pub subnets: Vec<Subnet>,
 }
 
 /// What netlink says about this node.
@@ -201,4 +203,58 @@ pub struct CiliumNode {
     pub ingress: Vec<IpAddr>,
     /// `spec.health.ipv4/ipv6`: the cilium-health endpoint.
     pub health: Vec<IpAddr>,
+    /// `spec.ipam.podCIDRs`: the range Cilium takes those addresses from.
+    pub pod_cidrs: Vec<IpNet>,
+}
+
+/// A kube-ovn `Subnet` (kubeovn.io/v1): the range another allocator hands pods from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subnet {
+    pub name: String,
+    /// `spec.cidrBlock`, comma-separated for dual stack.
+    pub cidrs: Vec<IpNet>,
+    /// `spec.excludeIps`: single IPs and `first..last` ranges, inclusive.
+    pub exclude: Vec<IpRange>,
+}
+
+impl Subnet {
+    /// Whether kube-ovn may hand `ip` to a pod: inside the block and not excluded.
+    pub fn allocates(&self, ip: IpAddr) -> bool {
+        self.cidrs.iter().any(|c| c.contains(&ip)) && !self.exclude.iter().any(|r| r.contains(ip))
+    }
+}
+
+/// An inclusive range of addresses, as kube-ovn writes `first..last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    pub first: IpAddr,
+    pub last: IpAddr,
+}
+
+impl IpRange {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.first, self.last, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b), IpAddr::V4(x)) => a <= x && x <= b,
+            (IpAddr::V6(a), IpAddr::V6(b), IpAddr::V6(x)) => a <= x && x <= b,
+            _ => false,
+        }
+    }
+
+    /// The whole of `net` as a range.
+    pub fn of(net: &IpNet) -> Self {
+        Self {
+            first: net.network(),
+            last: net.broadcast(),
+        }
+    }
+}
+
+impl fmt::Display for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}..{}", self.first, self.last)
+        }
+    }
 }

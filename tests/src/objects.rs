@@ -57,3 +57,19 @@ pub fn cilium_node(name: &str, router: &str, ingress: Option<&str>, health: Opti
 pub fn list(items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
+
+/// A kube-ovn Subnet with `cidr_block` and `exclude_ips` (`ip` or `first..last`).
+pub fn subnet(name: &str, cidr_block: &str, exclude_ips: &[&str]) -> Value {
+    json!({
+        "apiVersion": "kubeovn.io/v1",
+        "kind": "Subnet",
+        "metadata": {"name": name},
+        "spec": {"cidrBlock": cidr_block, "gateway": "10.244.0.1", "excludeIps": exclude_ips, "protocol": "IPv4"}
+    })
+}
+
+/// `cilium_node` with the allocation range Cilium takes its addresses from.
+pub fn with_pod_cidrs(mut cilium_node: Value, cidrs: &[&str]) -> Value {
+    cilium_node["spec"]["ipam"] = json!({"podCIDRs": cidrs});
+    cilium_node
+}

@@ -6,7 +6,7 @@ use std::{path::PathBuf, process::Output};
 use ipshadow_tests::{
     can_run_netns_tests, ipshadow_bin,
     node::SimNode,
-    objects::{cilium_node, list, pending_pod, pod},
+    objects::{cilium_node, list, pending_pod, pod, subnet, with_pod_cidrs},
 };
 use serde_json::Value;
 
@@ -286,4 +286,93 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
         "{err}"
     );
     assert_eq!(findings(&out)[0]["kind"], "IngressIPCollision");
+}
+
+#[test]
+fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
+    if !can_run_netns_tests(
+        "allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded",
+    ) {
+        return;
+    }
+    let sim = SimNode::kube_ovn("ovl", ROUTER);
+    let files = Files::new("overlap");
+    let pods = files.write(
+        "pods.json",
+        &list(vec![pod("tenant", "web-0", ME, &["10.244.0.35"])]),
+    );
+    let cns = files.write(
+        "cns.json",
+        &list(vec![with_pod_cidrs(
+            cilium_node(ME, ROUTER, Some(INGRESS), None),
+            &["10.244.4.0/24"],
+        )]),
+    );
+    let cozystack = files.write(
+        "subnets.json",
+        &list(vec![subnet(
+            "ovn-default",
+            "10.244.0.0/16",
+            &["10.244.0.1"],
+        )]),
+    );
+    let out = check(
+        &sim,
+        &[
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+            "--subnets",
+            cozystack.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fs = findings(&out);
+    assert_eq!(fs.len(), 2, "{fs:#?}");
+    for f in &fs {
+        assert_eq!(f["kind"], "AllocatorOverlap");
+        assert_eq!(f["pod"], Value::Null);
+        assert_eq!(f["subnet"], "ovn-default");
+        assert!(
+            f["message"]
+                .as_str()
+                .unwrap()
+                .contains("10.244.4.0..10.244.4.255"),
+            "{f:#}"
+        );
+    }
+    assert_eq!(find(&fs, ROUTER)["owner"]["role"], "router");
+    assert_eq!(find(&fs, INGRESS)["owner"]["role"], "ingress");
+
+    let fixed = files.write(
+        "fixed.json",
+        &list(vec![subnet(
+            "ovn-default",
+            "10.244.0.0/16",
+            &["10.244.0.1", "10.244.4.0..10.244.4.255"],
+        )]),
+    );
+    let out = check(
+        &sim,
+        &[
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+            "--subnets",
+            fixed.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

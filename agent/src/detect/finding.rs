@@ -15,15 +15,19 @@ pub enum FindingKind {
     HealthIpCollision,
     LocalAddressCollision,
     HostRouteBlackhole,
+    /// Latent: Cilium's infrastructure addresses (or the range it takes them
+    /// from) lie in a range another allocator hands to pods.
+    AllocatorOverlap,
 }
 
 impl FindingKind {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::RouterIpCollision,
         Self::IngressIpCollision,
         Self::HealthIpCollision,
         Self::LocalAddressCollision,
         Self::HostRouteBlackhole,
+        Self::AllocatorOverlap,
     ];
 
     /// The name used in JSON, Event reasons and metric labels.
@@ -34,6 +38,7 @@ impl FindingKind {
             Self::HealthIpCollision => "HealthIPCollision",
             Self::LocalAddressCollision => "LocalAddressCollision",
             Self::HostRouteBlackhole => "HostRouteBlackhole",
+            Self::AllocatorOverlap => "AllocatorOverlap",
         }
     }
 
@@ -145,6 +150,10 @@ pub struct Finding {
     pub fib: Option<String>,
     /// A pod route that the local address shadows, e.g. `10.244.1.5/32 dev lxc1`.
     pub shadowed_route: Option<String>,
+    /// AllocatorOverlap: the kube-ovn Subnet that may hand the address out.
+    pub subnet: Option<String>,
+    /// AllocatorOverlap: Cilium's allocation range (`CiliumNode.spec.ipam.podCIDRs`) involved.
+    pub cilium_range: Option<String>,
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     pub evidence: Option<crate::evidence::Evidence>,
 }

@@ -11,6 +11,7 @@
 
 mod finding;
 mod message;
+mod overlap;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -49,12 +50,13 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
             findings.extend(finding);
         }
     }
+    findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }
 
 /// Every address that shadows a pod IP, by IP: this node's first, then other nodes' Cilium addresses.
-struct Owners {
+pub(crate) struct Owners {
     mine: HashMap<IpAddr, Owner>,
     others: HashMap<IpAddr, Owner>,
 }
@@ -136,6 +138,8 @@ fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Op
         ip_source: Some(pip.source.clone()),
         fib: fib_text.clone(),
         shadowed_route: None,
+        subnet: None,
+        cilium_range: None,
         evidence: None,
     };
 
@@ -208,6 +212,8 @@ fn check_foreign_pod(owners: &Owners, pod: &Pod, pod_node: &str, pip: &PodIp) ->
         ip_source: Some(pip.source.clone()),
         fib: None,
         shadowed_route: None,
+        subnet: None,
+        cilium_range: None,
         evidence: None,
     };
     f.message = message::collision(&f);

@@ -7,7 +7,8 @@ use ipnet::IpNet;
 
 use super::*;
 use crate::inventory::{
-    CiliumNode, FibResult, HostNetwork, IpSource, Link, LocalAddress, Pod, PodIp, Route, RouteKind,
+    CiliumNode, FibResult, HostNetwork, IpRange, IpSource, Link, LocalAddress, Pod, PodIp, Route,
+    RouteKind, Subnet,
 };
 
 const ME: &str = "node-a";
@@ -85,12 +86,14 @@ fn cilium_nodes() -> Vec<CiliumNode> {
             router: vec![ip("10.244.4.251"), ip("fd00:10:244:4::1f")],
             ingress: vec![ip("10.244.4.12")],
             health: vec![ip("10.244.4.104")],
+            pod_cidrs: vec![net("10.244.4.0/24")],
         },
         CiliumNode {
             name: OTHER.into(),
             router: vec![ip("10.244.1.182")],
             ingress: vec![ip("10.244.1.12")],
             health: vec![ip("10.244.1.243")],
+            pod_cidrs: vec![net("10.244.1.0/24")],
         },
     ]
 }
@@ -135,6 +138,7 @@ fn inventory(pods: Vec<Pod>) -> Inventory {
         host: host(),
         pods,
         cilium_nodes: cilium_nodes(),
+        subnets: vec![],
     };
     // Every own-pod IP gets a lookup, as the adapter does: local for local addresses, else via ovn0.
     let own: Vec<IpAddr> = inv
@@ -587,4 +591,113 @@ fn findings_serialize_to_the_json_contract() {
     assert_eq!(f["owner"]["role"], "router");
     assert_eq!(f["owner"]["device"], "cilium_host");
     assert!(f["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+fn ovn_default(exclude: &[(&str, &str)]) -> Subnet {
+    Subnet {
+        name: "ovn-default".into(),
+        cidrs: vec![net("10.244.0.0/16")],
+        exclude: exclude
+            .iter()
+            .map(|(a, b)| IpRange {
+                first: ip(a),
+                last: ip(b),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn allocator_overlap_is_found_in_the_cozystack_configuration() {
+    // ovn-default over the whole pod CIDR with only the gateway excluded, while
+    // Cilium takes its addresses from node-a's podCIDR 10.244.4.0/24 in the same /16.
+    let mut inv = inventory(vec![]);
+    inv.subnets = vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])];
+    let f = detect(&inv);
+    assert_eq!(
+        rows(&f),
+        vec![
+            row(
+                AllocatorOverlap,
+                SameNode,
+                "10.244.4.12",
+                "",
+                ME,
+                Ingress,
+                None
+            ),
+            row(
+                AllocatorOverlap,
+                SameNode,
+                "10.244.4.104",
+                "",
+                ME,
+                Health,
+                Some("lxc_health")
+            ),
+            row(
+                AllocatorOverlap,
+                SameNode,
+                "10.244.4.251",
+                "",
+                ME,
+                Router,
+                Some("cilium_host")
+            ),
+        ]
+    );
+    let router = &f[2];
+    assert_eq!(router.subnet.as_deref(), Some("ovn-default"));
+    assert_eq!(router.cilium_range.as_deref(), Some("10.244.4.0/24"));
+    assert!(
+        router
+            .message
+            .contains("add \"10.244.4.0..10.244.4.255\" to spec.excludeIps of Subnet ovn-default"),
+        "{}",
+        router.message
+    );
+    assert!(router.pod.is_none());
+}
+
+#[test]
+fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
+    // The fix of seed 001's alternative: Cilium's pool is a /21 cut from the end of
+    // the pod CIDR, and kube-ovn excludes exactly that /21.
+    let mut inv = inventory(vec![]);
+    inv.cilium_nodes[0].pod_cidrs = vec![net("10.244.252.0/24")];
+    inv.cilium_nodes[0].router = vec![ip("10.244.252.77")];
+    inv.cilium_nodes[0].ingress = vec![ip("10.244.252.12")];
+    inv.cilium_nodes[0].health = vec![];
+    inv.host.addresses.retain(|a| a.device != "cilium_host");
+    inv.subnets = vec![ovn_default(&[
+        ("10.244.0.1", "10.244.0.1"),
+        ("10.244.248.0", "10.244.255.255"),
+    ])];
+    assert_eq!(rows(&detect(&inv)), vec![]);
+}
+
+#[test]
+fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
+    let mut inv = inventory(vec![]);
+    inv.cilium_nodes[0].router.clear();
+    inv.cilium_nodes[0].ingress.clear();
+    inv.cilium_nodes[0].health.clear();
+    // Only the first half of 10.244.4.0/24 is excluded.
+    inv.subnets = vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])];
+    let f = detect(&inv);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!((f[0].kind, f[0].ip), (AllocatorOverlap, ip("10.244.4.128")));
+    assert!(
+        f[0].message.contains("allocation range 10.244.4.0/24"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn other_nodes_overlaps_are_theirs_to_report() {
+    let mut inv = inventory(vec![]);
+    inv.cilium_nodes.retain(|c| c.name == OTHER);
+    inv.subnets = vec![ovn_default(&[])];
+    assert_eq!(rows(&detect(&inv)), vec![]);
 }

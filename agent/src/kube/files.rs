@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use serde_json::Value;
 
 use super::objects::{self, Invalid};
-use crate::inventory::{CiliumNode, Pod};
+use crate::inventory::{CiliumNode, Pod, Subnet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -110,7 +110,26 @@ pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Cili
         match objects::cilium_node(item, problems) {
             Ok(n) => out.push(n),
             Err(mut e) => {
-                e.object = object_name(item, i);
+                if e.object == "(unnamed)" {
+                    e.object = object_name(item, i);
+                }
+                problems.push(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
+    let items = read_items(path, "subnets.kubeovn.io")?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match objects::subnet(item, problems) {
+            Ok(s) => out.push(s),
+            Err(mut e) => {
+                if e.object == "(unnamed)" {
+                    e.object = object_name(item, i);
+                }
                 problems.push(e);
             }
         }

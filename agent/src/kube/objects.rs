@@ -9,7 +9,9 @@ use std::{fmt, net::IpAddr};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use serde_json::Value;
 
-use crate::inventory::{CiliumNode, IpSource, Pod, PodIp};
+use ipnet::IpNet;
+
+use crate::inventory::{CiliumNode, IpRange, IpSource, Pod, PodIp, Subnet};
 
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;
@@ -155,6 +157,21 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         }
         Some(_) => bad("spec.addresses is not a list".to_owned()),
     }
+    match v.pointer("/spec/ipam/podCIDRs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(cidrs)) => {
+            for (i, c) in cidrs.iter().enumerate() {
+                match c.as_str().map(|t| t.trim().parse::<IpNet>()) {
+                    Some(Ok(net)) => node.pod_cidrs.push(net.trunc()),
+                    _ => bad(format!(
+                        "spec.ipam.podCIDRs[{i}] {} is not a CIDR; ignored",
+                        quote(&c.to_string())
+                    )),
+                }
+            }
+        }
+        Some(_) => bad("spec.ipam.podCIDRs is not a list".to_owned()),
+    }
     for (section, target) in [("ingress", &mut node.ingress), ("health", &mut node.health)] {
         match v.pointer(&format!("/spec/{section}")) {
             None | Some(Value::Null) => {}
@@ -170,6 +187,86 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         }
     }
     Ok(node)
+}
+
+/// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
+/// unusable (no name, or no valid `spec.cidrBlock`).
+pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
+    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+        return Err(Invalid {
+            resource: "subnets",
+            object: "(unnamed)".to_owned(),
+            problem: "metadata.name is missing or not a string; object skipped".to_owned(),
+        });
+    };
+    let invalid = |problem: String| Invalid {
+        resource: "subnets",
+        object: name.to_owned(),
+        problem,
+    };
+    let Some(block) = v.pointer("/spec/cidrBlock").and_then(Value::as_str) else {
+        return Err(invalid(
+            "spec.cidrBlock is missing or not a string; object skipped".to_owned(),
+        ));
+    };
+    let mut cidrs = Vec::new();
+    for part in block.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<IpNet>() {
+            Ok(net) => cidrs.push(net.trunc()),
+            Err(_) => problems.push(invalid(format!(
+                "spec.cidrBlock part {} is not a CIDR; ignored",
+                quote(part)
+            ))),
+        }
+    }
+    if cidrs.is_empty() {
+        return Err(invalid(format!(
+            "spec.cidrBlock {} has no valid CIDR; object skipped",
+            quote(block)
+        )));
+    }
+    let mut exclude = Vec::new();
+    match v.pointer("/spec/excludeIps") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().and_then(parse_range) {
+                    Some(r) => exclude.push(r),
+                    None => problems.push(invalid(format!(
+                        "spec.excludeIps[{i}] {} is neither an IP nor first..last; ignored",
+                        quote(&item.to_string())
+                    ))),
+                }
+            }
+        }
+        Some(_) => problems.push(invalid("spec.excludeIps is not a list; ignored".to_owned())),
+    }
+    Ok(Subnet {
+        name: name.to_owned(),
+        cidrs,
+        exclude,
+    })
+}
+
+/// `10.0.0.1` or `10.0.0.10..10.0.0.20` (same family, first ≤ last).
+pub fn parse_range(s: &str) -> Option<IpRange> {
+    let s = s.trim();
+    let (first, last) = match s.split_once("..") {
+        Some((a, b)) => (
+            a.trim().parse::<IpAddr>().ok()?,
+            b.trim().parse::<IpAddr>().ok()?,
+        ),
+        None => {
+            let ip = s.parse::<IpAddr>().ok()?;
+            (ip, ip)
+        }
+    };
+    let ordered = match (first, last) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
+        (IpAddr::V6(a), IpAddr::V6(b)) => a <= b,
+        _ => false,
+    };
+    ordered.then_some(IpRange { first, last })
 }
 
 fn push_unique(list: &mut Vec<IpAddr>, ip: IpAddr) {
@@ -320,6 +417,31 @@ mod tests {
             text[2].contains("spec.health.ipv4 is \"42\", not a string"),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
+        let mut problems = vec![];
+        let v = json!({
+            "metadata": {"name": "ovn-default"},
+            "spec": {"cidrBlock": "10.244.0.0/16,fd00:10:244::/112",
+                     "excludeIps": ["10.244.0.1", "10.244.248.0..10.244.255.255", "10.0.0.9..10.0.0.1", 7]}
+        });
+        let s = subnet(&v, &mut problems).expect("usable subnet");
+        assert_eq!(s.cidrs.len(), 2);
+        assert_eq!(s.exclude.len(), 2);
+        assert!(!s.allocates("10.244.0.1".parse().expect("ip")));
+        assert!(!s.allocates("10.244.250.3".parse().expect("ip")));
+        assert!(s.allocates("10.244.4.251".parse().expect("ip")));
+        assert!(!s.allocates("10.245.0.1".parse().expect("ip")));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].problem.contains("excludeIps[2]"));
+        let err = subnet(
+            &json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}}),
+            &mut problems,
+        )
+        .expect_err("no valid block");
+        assert!(err.problem.contains("no valid CIDR"));
     }
 
     #[test]

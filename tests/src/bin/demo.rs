@@ -10,7 +10,7 @@ use ipshadow_tests::{
     ipshadow_bin,
     netns::delete_leftovers,
     node::SimNode,
-    objects::{cilium_node, list, pending_pod, pod},
+    objects::{cilium_node, list, pending_pod, pod, subnet, with_pod_cidrs},
 };
 
 const TAG: &str = "demo";
@@ -67,13 +67,28 @@ fn main() -> ExitCode {
         pod("tenant-b", "stale-0", ME, &["10.244.0.99"]),
     ]);
     let cns_json = list(vec![
-        cilium_node(ME, "10.244.4.251", Some("10.244.4.12"), None),
-        cilium_node(OTHER, "10.244.1.182", Some("10.244.1.12"), None),
+        with_pod_cidrs(
+            cilium_node(ME, "10.244.4.251", Some("10.244.4.12"), None),
+            &["10.244.4.0/24"],
+        ),
+        with_pod_cidrs(
+            cilium_node(OTHER, "10.244.1.182", Some("10.244.1.12"), None),
+            &["10.244.1.0/24"],
+        ),
     ]);
+    let subnets = dir.join("subnets.json");
+    let subnets_json = list(vec![subnet(
+        "ovn-default",
+        "10.244.0.0/16",
+        &["10.244.0.1"],
+    )]);
+    std::fs::write(&subnets, serde_json::to_vec_pretty(&subnets_json).unwrap()).unwrap();
     std::fs::write(&pods, serde_json::to_vec_pretty(&pods_json).unwrap()).unwrap();
     std::fs::write(&cns, serde_json::to_vec_pretty(&cns_json).unwrap()).unwrap();
 
-    println!("$ ipshadow check --node {ME} --pods pods.json --ciliumnodes ciliumnodes.json\n");
+    println!(
+        "$ ipshadow check --node {ME} --pods pods.json --ciliumnodes ciliumnodes.json --subnets subnets.json\n"
+    );
     let status = sim
         .node
         .command(ipshadow_bin().to_str().unwrap())
@@ -81,6 +96,8 @@ fn main() -> ExitCode {
         .arg(&pods)
         .arg("--ciliumnodes")
         .arg(&cns)
+        .arg("--subnets")
+        .arg(&subnets)
         .status()
         .unwrap();
     println!(
