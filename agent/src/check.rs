@@ -1,14 +1,11 @@
-//! One reconcile: read the sources, build the inventory, detect. `ipshadow
-//! check` prints its result; the agent will run the same on every change.
-
-use std::net::IpAddr;
+//! `ipshadow check`: one reconcile, printed.
 
 use crate::{
     cli::{NodeArgs, SourceArgs},
-    detect::{Finding, detect},
-    inventory::Inventory,
+    detect::Finding,
     kube::{self, Invalid},
-    netlink::{self, Netlink},
+    reconcile::{self, Reconciler},
+    sources::FileSources,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -16,9 +13,7 @@ pub enum Error {
     #[error(transparent)]
     Files(#[from] kube::files::Error),
     #[error(transparent)]
-    Netlink(#[from] netlink::Error),
-    #[error("cannot tell this node's name: {0}; pass --node or set NODE_NAME")]
-    NodeName(String),
+    Reconcile(#[from] reconcile::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -32,55 +27,18 @@ pub struct Report {
     pub invalid: Vec<Invalid>,
 }
 
-/// This node's name: the flag or NODE_NAME, else the kernel's hostname.
-pub fn node_name(args: &NodeArgs) -> Result<String> {
-    if let Some(n) = args.node.as_deref().filter(|n| !n.is_empty()) {
-        return Ok(n.to_owned());
-    }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map_err(|e| Error::NodeName(format!("reading /proc/sys/kernel/hostname: {e}")))?;
-    let host = host.trim();
-    if host.is_empty() {
-        return Err(Error::NodeName("the hostname is empty".to_owned()));
-    }
-    Ok(host.to_owned())
-}
-
-/// The IPs whose FIB answer detection needs: those of this node's pods.
-pub fn lookups(inv: &Inventory) -> Vec<IpAddr> {
-    inv.pods
-        .iter()
-        .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.can_receive_traffic())
-        .flat_map(|p| p.ips.iter().map(|i| i.ip))
-        .collect()
-}
-
-/// Reads the files and this node's netlink state, and detects.
+/// Reads the files and this node's netlink state, and detects. Any file that
+/// cannot be read is an error: a one-shot check has no earlier state to fall back on.
 pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
-    let name = node_name(node)?;
-    let mut invalid = Vec::new();
-    let pods = kube::files::pods(&sources.pods, &node.pod_ip_annotations, &mut invalid)?;
-    let cilium_nodes = match &sources.ciliumnodes {
-        Some(path) => kube::files::cilium_nodes(path, &mut invalid)?,
-        None => Vec::new(),
-    };
-    let subnets = match &sources.subnets {
-        Some(path) => kube::files::subnets(path, &mut invalid)?,
-        None => Vec::new(),
-    };
-    let mut inv = Inventory {
-        node: name.clone(),
-        router_device: node.router_device.clone(),
-        pods,
-        cilium_nodes,
-        subnets,
-        ..Default::default()
-    };
-    let nl = Netlink::connect()?;
-    inv.host = nl.read_host(&lookups(&inv)).await?;
+    let mut files = FileSources::new(sources, node);
+    if let Some(e) = files.refresh().into_iter().next() {
+        return Err(e.into());
+    }
+    let reconciler = Reconciler::new(node)?;
+    let findings = reconciler.reconcile(files.state()).await?;
     Ok(Report {
-        node: name,
-        findings: detect(&inv),
-        invalid,
+        node: reconciler.node.clone(),
+        findings,
+        invalid: files.state().invalid.clone(),
     })
 }

@@ -27,6 +27,37 @@ pub struct Cli {
 pub enum Command {
     /// Check this node once and print the findings. Exit 0: none; 1: findings; 2: error.
     Check(CheckArgs),
+    /// Run as the node agent (the DaemonSet process): reconcile on every change,
+    /// serve /metrics, /healthz and /readyz.
+    Agent(AgentArgs),
+}
+
+/// Where the agent listens by default: a port none of Cilium (4240, 4244, 9234,
+/// 9876-9879, 9890-9893, 9962-9965), kube-ovn (8080, 10660-10665), the kubelet and
+/// kube-proxy (10248-10256) or node-exporter (9100) use on the host network.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9785";
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub ebpf: EbpfArgs,
+    /// Address of the metrics and health endpoints (127.0.0.1:PORT for localhost only).
+    #[arg(long, env = "IPSHADOW_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// Full resync period, in seconds, on top of change notifications.
+    #[arg(long, env = "IPSHADOW_RESYNC_SECONDS", default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// How long to wait for more changes before reconciling, in milliseconds.
+    #[arg(long, env = "IPSHADOW_DEBOUNCE_MS", default_value_t = 20)]
+    pub debounce_ms: u64,
+    /// How often to read the eBPF counters while any IP is watched, in seconds
+    /// (sampled new flows refresh them at once).
+    #[arg(long, env = "IPSHADOW_COUNTERS_SECONDS", default_value_t = 10)]
+    pub counters_seconds: u64,
 }
 
 #[derive(Debug, Args)]
@@ -143,7 +174,9 @@ mod tests {
             "a/ip,b/ip",
         ])
         .expect("parses");
-        let Command::Check(c) = cli.command;
+        let Command::Check(c) = cli.command else {
+            panic!("not check: {:?}", cli.command);
+        };
         assert_eq!(c.node.pod_ip_annotations, ["a/ip", "b/ip"]);
         assert_eq!(c.node.router_device, "cilium_host");
         assert_eq!(c.output, OutputFormat::Table);

@@ -5,11 +5,15 @@
 
 pub mod check;
 pub mod cli;
+pub mod daemon;
 pub mod detect;
 pub mod ebpf;
 pub mod evidence;
 pub mod inventory;
 pub mod kube;
+pub mod metrics;
 pub mod netlink;
 pub mod output;
+pub mod reconcile;
+pub mod sources;
 pub mod watch;

@@ -1,7 +1,7 @@
 //! The `ipshadow` binary: parses the command line, sets up logging, runs.
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error.
 
-use std::{process::ExitCode, time::Duration};
+use std::{io::IsTerminal as _, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser as _;
@@ -20,6 +20,7 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
         .with_context(|| format!("invalid --log-level {:?}", args.log_level))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Text => builder.init(),
@@ -87,6 +88,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Check(args) => run_check(args).await,
+            Command::Agent(args) => ipshadow::daemon::run(args)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+                .context("ipshadow agent failed"),
         }
     });
     result.unwrap_or_else(|e| {

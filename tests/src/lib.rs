@@ -5,6 +5,8 @@
 //! Tests call `unwrap`/`panic!` on purpose: a failure keeps its stack trace.
 #![allow(clippy::unwrap_used)]
 
+pub mod agent;
+pub mod http;
 pub mod netns;
 pub mod node;
 pub mod objects;

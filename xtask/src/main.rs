@@ -34,20 +34,22 @@ enum Task {
     },
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
     Demo,
-    /// Benchmarks (not tests): `ebpf` measures the classifier's cost on lo (root).
+    /// Benchmarks (not tests, root): `ebpf` measures the classifier's cost on lo,
+    /// `idle` the agent's CPU and memory on an idle node.
     Bench {
         /// Which bench to run.
         #[arg(value_enum, default_value = "ebpf")]
         what: Bench,
-        /// Where to write the JSON results.
-        #[arg(long, default_value = "target/bench/ebpf.json")]
-        out: String,
+        /// Where to write the JSON results (default target/bench/<what>.json).
+        #[arg(long)]
+        out: Option<String>,
     },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Bench {
     Ebpf,
+    Idle,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,10 +62,13 @@ fn main() -> anyhow::Result<()> {
             no_lint,
             cargo_args,
         } => test(no_lint, &cargo_args),
-        Task::Bench {
-            what: Bench::Ebpf,
-            out,
-        } => {
+        Task::Bench { what, out } => {
+            let name = match what {
+                Bench::Ebpf => "ebpf",
+                Bench::Idle => "idle",
+            };
+            // The bench runs the agent binary too: build both, release.
+            cargo(&["build", "--release", "--locked", "-p", "ipshadow"])?;
             cargo(&[
                 "build",
                 "--release",
@@ -73,7 +78,13 @@ fn main() -> anyhow::Result<()> {
                 "--bin",
                 "ipshadow-bench",
             ])?;
-            run(Command::new(workspace_root().join("target/release/ipshadow-bench")).arg(out))
+            let out = out.unwrap_or_else(|| format!("target/bench/{name}.json"));
+            let bin = workspace_root().join("target/release/ipshadow");
+            run(
+                Command::new(workspace_root().join("target/release/ipshadow-bench"))
+                    .env("IPSHADOW_BIN", bin)
+                    .args([name, out.as_str()]),
+            )
         }
         Task::Demo => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;

@@ -10,8 +10,8 @@ use anyhow::{Context as _, bail};
 /// bpf-linker's LLVM major must be at least rustc's (22 for stable and nightly here).
 const LLVM_MAJOR: &str = "22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Debian packages: LLVM for bpf-linker; iproute2 (ip, tc), libcap2-bin (capsh)
-/// and bpftool for the tests; iperf3 for the benchmarks.
+/// Debian packages: LLVM for bpf-linker; iproute2 (ip, tc), libcap2-bin (capsh),
+/// bpftool and prometheus (the server and promtool) for the tests; iperf3 for the benchmarks.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -21,6 +21,7 @@ const APT_PACKAGES: &[&str] = &[
     "libcap2-bin",
     "bpftool",
     "iperf3",
+    "prometheus",
 ];
 
 pub fn run() -> anyhow::Result<()> {

@@ -111,9 +111,126 @@ fn main() {
         eprintln!("the bench loads eBPF and creates network namespaces: run it as root");
         std::process::exit(2);
     }
-    let out_path = std::env::args()
-        .nth(1)
-        .map_or_else(|| PathBuf::from("target/bench/ebpf.json"), PathBuf::from);
+    let what = std::env::args().nth(1).unwrap_or_else(|| "ebpf".to_owned());
+    let out_path = std::env::args().nth(2).map_or_else(
+        || PathBuf::from(format!("target/bench/{what}.json")),
+        PathBuf::from,
+    );
+    match what.as_str() {
+        "ebpf" => ebpf(&out_path),
+        "idle" => idle(&out_path),
+        other => {
+            eprintln!("unknown bench {other:?}: ebpf or idle");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// CPU time (user + system) of `pid` in seconds, from /proc/<pid>/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')').unwrap().1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The agent on an idle simulated node with 100 pods (veths on the node, as
+/// kube-ovn lays them on br-int) and a collision, for 60 s: CPU and memory.
+fn idle(out_path: &std::path::Path) {
+    use ipshadow_tests::{
+        agent::AgentProc,
+        node::SimNode,
+        objects::{cilium_node, list, pod},
+    };
+    const PODS: usize = 100;
+    const SECONDS: u64 = 60;
+    let sim = SimNode::kube_ovn("idle", TARGET);
+    let mut pods = Vec::new();
+    for i in 0..PODS {
+        let host = format!("p{i}h");
+        sim.node.ip(&[
+            "link",
+            "add",
+            &host,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("p{i}c"),
+        ]);
+        sim.node.ip(&["link", "set", &host, "up"]);
+        let ip = format!("10.244.{}.{}", 10 + i / 200, 10 + i % 200);
+        pods.push(pod("tenant", &format!("pod-{i}"), "node-a", &[ip.as_str()]));
+    }
+    pods.push(pod("tenant", "postgres-0", "node-a", &[TARGET]));
+    let dir = std::env::temp_dir().join(format!("ipshadow-bench-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pods_file = dir.join("pods.json");
+    let cns_file = dir.join("cns.json");
+    std::fs::write(&pods_file, serde_json::to_vec(&list(pods)).unwrap()).unwrap();
+    std::fs::write(
+        &cns_file,
+        serde_json::to_vec(&list(vec![cilium_node("node-a", TARGET, None, None)])).unwrap(),
+    )
+    .unwrap();
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            pods_file.to_str().unwrap(),
+            "--ciliumnodes",
+            cns_file.to_str().unwrap(),
+            "--log-level",
+            "warn",
+        ],
+    );
+    agent.wait_ready(&sim.node);
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = agent.pid();
+    let cpu0 = cpu_seconds(pid);
+    eprintln!("agent ready (pid {pid}); idle for {SECONDS} s …");
+    std::thread::sleep(Duration::from_secs(SECONDS));
+    let cpu1 = cpu_seconds(pid);
+    let rss = rss_kib(pid);
+    let percent = (cpu1 - cpu0) / SECONDS as f64 * 100.0;
+    println!(
+        "
+agent idle on a node with {PODS} pods and 1 collision, {SECONDS} s:"
+    );
+    println!("  CPU  {:.3} s = {percent:.3} % of one core", cpu1 - cpu0);
+    println!("  RSS  {:.1} MiB", rss as f64 / 1024.0);
+    let report = json!({
+        "bench": "idle",
+        "pods": PODS,
+        "seconds": SECONDS,
+        "cpu_seconds": cpu1 - cpu0,
+        "cpu_percent_of_one_core": percent,
+        "rss_kib": rss,
+    });
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(d) = out_path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    println!("written to {}", out_path.display());
+}
+
+fn ebpf(out_path: &std::path::Path) {
     let ns = NetNs::new("bench");
     ns.add_router_device(TARGET);
     let mut server = iperf_server(&ns);
@@ -213,6 +330,6 @@ fn main() {
     if let Some(dir) = out_path.parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
-    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    std::fs::write(out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
     println!("\nwritten to {}", out_path.display());
 }

@@ -1,0 +1,409 @@
+//! `ipshadow agent`: the DaemonSet process. An event-driven loop around the same
+//! reconcile `check` runs once: netlink notifications and input-file changes
+//! trigger it (debounced), a long period resyncs everything, and the eBPF ring
+//! buffer and counters feed the traffic metrics. An idle node costs nothing:
+//! every wake-up is a notification or a long timer.
+
+pub mod http;
+pub mod notify;
+pub mod traffic;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    net::{IpAddr, SocketAddr},
+    os::fd::OwnedFd,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use tokio::{
+    io::unix::AsyncFd,
+    signal::unix::{SignalKind, signal},
+    sync::{mpsc, oneshot},
+};
+
+use self::{
+    notify::Trigger,
+    traffic::{SeriesKey, TrafficBook},
+};
+use crate::{
+    cli::AgentArgs,
+    detect::Finding,
+    ebpf::{self, Observer, watch_set},
+    metrics::{Metrics, labels},
+    reconcile::{self, Reconciler},
+    sources::FileSources,
+    watch::{self, Outcome, Started},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Reconcile(#[from] reconcile::Error),
+    #[error(
+        "listening on {addr} failed: {source}; pick another address with --listen or IPSHADOW_LISTEN"
+    )]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("subscribing to {what} failed: {source}")]
+    Subscribe {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the eBPF observer is required (--ebpf=required) but failed: {0}")]
+    Ebpf(#[from] ebpf::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The loop's mutable state between two wake-ups.
+struct Agent {
+    reconciler: Reconciler,
+    files: FileSources,
+    files_dirty: bool,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    observer: Option<Box<Observer>>,
+    book: TrafficBook,
+    findings: Vec<Finding>,
+    seen_invalid: HashSet<String>,
+}
+
+pub async fn run(args: AgentArgs) -> Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let reconciler = Reconciler::new(&args.node)?;
+    let files = FileSources::new(&args.sources, &args.node);
+
+    let (trigger_tx, mut triggers) = mpsc::channel(64);
+    let netlink_task = notify::netlink(trigger_tx.clone()).map_err(|source| Error::Subscribe {
+        what: "netlink notifications",
+        source,
+    })?;
+    let files_task =
+        notify::files(&files.paths(), trigger_tx.clone()).map_err(|source| Error::Subscribe {
+            what: "changes of the input files (inotify)",
+            source,
+        })?;
+
+    let observer = match watch::start(&args.ebpf)? {
+        Started::Attached { observer, stale } => {
+            if stale > 0 {
+                tracing::warn!(
+                    removed = stale,
+                    "removed tc filters an earlier ipshadow left on lo"
+                );
+            }
+            tracing::info!(interface = watch::LOOPBACK, "eBPF observer attached");
+            Some(observer)
+        }
+        Started::Not(Outcome::Unavailable(e)) => {
+            tracing::warn!(reason = %e, "eBPF unavailable, running netlink-only");
+            None
+        }
+        Started::Not(_) => {
+            tracing::info!("eBPF is off (--ebpf=off), running netlink-only");
+            None
+        }
+    };
+    metrics.ebpf_attached.set(i64::from(observer.is_some()));
+    // A second descriptor of the ring buffer, for epoll: readable when samples wait.
+    let samples: Option<AsyncFd<OwnedFd>> = match &observer {
+        Some(o) => o
+            .samples_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| {
+                // SAFETY: `fd` is an open descriptor owned by the AsyncFd for its whole life.
+                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+                    .map_err(std::io::Error::from)
+            })
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot poll the eBPF ring buffer; counters refresh on a timer only"))
+            .ok(),
+        None => None,
+    };
+
+    let listener = http::bind(args.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: args.listen,
+            source,
+        })?;
+    tracing::info!(listen = %args.listen, node = %reconciler.node, "serving /metrics, /healthz, /readyz");
+    let (ping_tx, mut pings) = mpsc::channel::<oneshot::Sender<()>>(8);
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    let http_state = http::AppState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        ping: ping_tx,
+    };
+    let http_task = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = http_stopped.await;
+        };
+        if let Err(e) = http::serve(listener, http_state, shutdown).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+
+    let mut term = signal(SignalKind::terminate()).map_err(|source| Error::Subscribe {
+        what: "SIGTERM",
+        source,
+    })?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|source| Error::Subscribe {
+        what: "SIGINT",
+        source,
+    })?;
+
+    let resync_every = Duration::from_secs(args.resync_seconds.max(1));
+    let counters_every = Duration::from_secs(args.counters_seconds.max(1));
+    let debounce = Duration::from_millis(args.debounce_ms);
+    let mut agent = Agent {
+        reconciler,
+        files,
+        files_dirty: true,
+        metrics,
+        ready,
+        observer,
+        book: TrafficBook::default(),
+        findings: Vec::new(),
+        seen_invalid: HashSet::new(),
+    };
+
+    let mut due = Some(tokio::time::Instant::now());
+    let mut next_resync = tokio::time::Instant::now() + resync_every;
+    let mut next_counters = tokio::time::Instant::now() + counters_every;
+    loop {
+        let watching = agent
+            .observer
+            .as_ref()
+            .is_some_and(|o| !o.watched().is_empty());
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+            _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+            Some(reply) = pings.recv() => { let _ = reply.send(()); }
+            Some(t) = triggers.recv() => {
+                match t {
+                    Trigger::Files => agent.files_dirty = true,
+                    Trigger::NetlinkOverrun => {
+                        tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
+                        agent.files_dirty = true;
+                    }
+                    Trigger::Netlink => {}
+                }
+                // Debounce: the first change schedules a reconcile at most `debounce` later.
+                due.get_or_insert_with(|| tokio::time::Instant::now() + debounce);
+            }
+            _ = sleep_until_opt(due) => {
+                due = None;
+                agent.reconcile().await;
+            }
+            _ = tokio::time::sleep_until(next_resync) => {
+                next_resync = tokio::time::Instant::now() + resync_every;
+                agent.files_dirty = true;
+                agent.reconcile().await;
+            }
+            r = readable(&samples) => {
+                if let Ok(mut guard) = r {
+                    agent.drain_samples();
+                    guard.clear_ready();
+                    agent.refresh_counters(&BTreeMap::new());
+                }
+            }
+            _ = tokio::time::sleep_until(next_counters), if watching => {
+                next_counters = tokio::time::Instant::now() + counters_every;
+                agent.refresh_counters(&BTreeMap::new());
+            }
+        }
+    }
+
+    // Detach before anything else: the program must not outlive the agent.
+    agent.observer.take();
+    agent.metrics.ebpf_attached.set(0);
+    netlink_task.abort();
+    files_task.abort();
+    let _ = stop_http.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn readable(
+    fd: &Option<AsyncFd<OwnedFd>>,
+) -> std::io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>> {
+    match fd {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Agent {
+    async fn reconcile(&mut self) {
+        if self.files_dirty {
+            self.files_dirty = false;
+            for e in self.files.refresh() {
+                tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
+            }
+            for s in self.files.status() {
+                self.metrics
+                    .source_up
+                    .get_or_create(&labels(&[("source", s.source)]))
+                    .set(i64::from(s.up));
+            }
+            self.count_invalid();
+        }
+        if !self.files.has_pods() {
+            // Nothing to check pods against yet; not ready.
+            return;
+        }
+        let started = Instant::now();
+        let result = self.reconciler.reconcile(self.files.state()).await;
+        let elapsed = started.elapsed();
+        let netlink_up = |m: &Metrics, up: bool| {
+            m.source_up
+                .get_or_create(&labels(&[("source", "netlink")]))
+                .set(i64::from(up));
+        };
+        match result {
+            Ok(findings) => {
+                netlink_up(&self.metrics, true);
+                self.metrics
+                    .reconcile_duration
+                    .observe(elapsed.as_secs_f64());
+                self.metrics
+                    .reconciles
+                    .get_or_create(&labels(&[("result", "ok")]))
+                    .inc();
+                let now = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                self.metrics.last_reconcile.set(now);
+                log_changes(&self.findings, &findings);
+                self.findings = findings;
+                let removed = self.sync_observer();
+                self.refresh_counters(&removed);
+                self.ready.store(true, Ordering::Relaxed);
+                tracing::debug!(
+                    findings = self.findings.len(),
+                    micros = elapsed.as_micros() as u64,
+                    "reconciled"
+                );
+            }
+            Err(e) => {
+                netlink_up(&self.metrics, false);
+                self.metrics
+                    .reconciles
+                    .get_or_create(&labels(&[("result", "error")]))
+                    .inc();
+                tracing::warn!(error = %e, "reconcile failed; keeping the last findings");
+            }
+        }
+    }
+
+    /// Counts each distinct malformed object or field once, and warns about it once.
+    fn count_invalid(&mut self) {
+        for bad in &self.files.state().invalid {
+            let id = bad.to_string();
+            if self.seen_invalid.insert(id) {
+                tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
+                self.metrics
+                    .invalid_objects
+                    .get_or_create(&labels(&[("resource", bad.resource)]))
+                    .inc();
+            }
+        }
+    }
+
+    /// Makes the kernel's SHADOWED map equal to the IPs of the current findings.
+    fn sync_observer(&mut self) -> BTreeMap<IpAddr, ipshadow_common::IpCounters> {
+        let Some(o) = self.observer.as_mut() else {
+            return BTreeMap::new();
+        };
+        let want = watch_set(&self.findings, &self.reconciler.node);
+        match o.sync(&want) {
+            Ok(removed) => removed,
+            Err(e) => {
+                tracing::warn!(error = %e, "updating the eBPF map failed");
+                BTreeMap::new()
+            }
+        }
+    }
+
+    fn drain_samples(&mut self) {
+        if let Some(o) = self.observer.as_mut() {
+            let (samples, bad) = o.drain_samples();
+            if bad > 0 {
+                tracing::warn!(
+                    records = bad,
+                    "ring buffer records of an unexpected size skipped"
+                );
+            }
+            for s in samples {
+                tracing::debug!(src = %s.src, dst = %s.dst, protocol = s.protocol, dport = s.dport, flags = %s.tcp_flags, "host traffic to a shadowed IP");
+            }
+        }
+    }
+
+    /// Reads the per-IP counters and publishes findings and traffic for scrapes.
+    fn refresh_counters(&mut self, removed: &BTreeMap<IpAddr, ipshadow_common::IpCounters>) {
+        let mut current = BTreeMap::new();
+        let mut want: BTreeMap<IpAddr, SeriesKey> = BTreeMap::new();
+        if let Some(o) = self.observer.as_ref() {
+            let watched: BTreeSet<IpAddr> = o.watched().clone();
+            for ip in &watched {
+                match o.counters(*ip) {
+                    Ok(Some(c)) => {
+                        current.insert(*ip, c);
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "reading eBPF counters failed"),
+                }
+            }
+            for f in self.findings.iter().filter(|f| watched.contains(&f.ip)) {
+                want.entry(f.ip).or_insert_with(|| SeriesKey {
+                    ip: f.ip,
+                    namespace: f
+                        .pod
+                        .as_ref()
+                        .map(|p| p.namespace.clone())
+                        .unwrap_or_default(),
+                    pod: f.pod.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
+                });
+            }
+        }
+        self.book.update(&want, &current, removed);
+        let mut view = self
+            .metrics
+            .view
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        view.findings.clone_from(&self.findings);
+        view.traffic = self.book.exposed();
+    }
+}
+
+/// Logs findings that appeared and cleared since the last reconcile.
+fn log_changes(before: &[Finding], after: &[Finding]) {
+    let id = |f: &Finding| (f.kind, f.ip, f.pod.clone());
+    let old: HashSet<_> = before.iter().map(id).collect();
+    let new: HashSet<_> = after.iter().map(id).collect();
+    for f in after.iter().filter(|f| !old.contains(&id(f))) {
+        tracing::warn!(kind = f.kind.as_str(), scope = f.scope.as_str(), ip = %f.ip, pod = ?f.pod.as_ref().map(ToString::to_string), owner = %f.owner.node, role = f.owner.role.as_str(), "finding: {}", f.message);
+    }
+    for f in before.iter().filter(|f| !new.contains(&id(f))) {
+        tracing::info!(kind = f.kind.as_str(), ip = %f.ip, pod = ?f.pod.as_ref().map(ToString::to_string), "finding cleared");
+    }
+}

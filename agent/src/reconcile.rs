@@ -1,0 +1,77 @@
+//! One reconcile: this node's netlink state plus the Kubernetes state, turned
+//! into an inventory and run through the detector. `check` runs it once; the
+//! agent runs it on every change.
+
+use std::net::IpAddr;
+
+use crate::{
+    cli::NodeArgs,
+    detect::{Finding, detect},
+    inventory::Inventory,
+    netlink::{self, Netlink},
+    sources::KubeState,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Netlink(#[from] netlink::Error),
+    #[error("cannot tell this node's name: {0}; pass --node or set NODE_NAME")]
+    NodeName(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// This node's name: the flag or NODE_NAME, else the kernel's hostname.
+pub fn node_name(args: &NodeArgs) -> Result<String> {
+    if let Some(n) = args.node.as_deref().filter(|n| !n.is_empty()) {
+        return Ok(n.to_owned());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_err(|e| Error::NodeName(format!("reading /proc/sys/kernel/hostname: {e}")))?;
+    let host = host.trim();
+    if host.is_empty() {
+        return Err(Error::NodeName("the hostname is empty".to_owned()));
+    }
+    Ok(host.to_owned())
+}
+
+/// The IPs whose FIB answer detection needs: those of this node's pods.
+pub fn lookups(node: &str, kube: &KubeState) -> Vec<IpAddr> {
+    kube.pods
+        .iter()
+        .filter(|p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
+        .flat_map(|p| p.ips.iter().map(|i| i.ip))
+        .collect()
+}
+
+pub struct Reconciler {
+    pub node: String,
+    router_device: String,
+    netlink: Netlink,
+}
+
+impl Reconciler {
+    /// Opens the netlink socket (in the caller's network namespace).
+    pub fn new(args: &NodeArgs) -> Result<Self> {
+        Ok(Self {
+            node: node_name(args)?,
+            router_device: args.router_device.clone(),
+            netlink: Netlink::connect()?,
+        })
+    }
+
+    /// Reads this node's network and detects, against `kube`.
+    pub async fn reconcile(&self, kube: &KubeState) -> Result<Vec<Finding>> {
+        let host = self.netlink.read_host(&lookups(&self.node, kube)).await?;
+        let inv = Inventory {
+            node: self.node.clone(),
+            router_device: self.router_device.clone(),
+            host,
+            pods: kube.pods.clone(),
+            cilium_nodes: kube.cilium_nodes.clone(),
+            subnets: kube.subnets.clone(),
+        };
+        Ok(detect(&inv))
+    }
+}

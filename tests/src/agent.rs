@@ -1,0 +1,120 @@
+//! The real `ipshadow agent` running inside a test namespace.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    process::{Child, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::{http, ipshadow_bin, netns::NetNs};
+
+/// Where the agent listens inside its namespace (each test has its own).
+pub const LISTEN: &str = "127.0.0.1:9785";
+
+pub struct AgentProc {
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl AgentProc {
+    /// Starts `ipshadow agent <args>` in `ns`, listening on [`LISTEN`], logging to a file.
+    pub fn spawn(ns: &NetNs, args: &[&str]) -> Self {
+        let log = std::env::temp_dir().join(format!("{}-agent.log", ns.name));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = ns
+            .command(ipshadow_bin().to_str().unwrap())
+            .arg("agent")
+            .args(["--listen", LISTEN])
+            .args(if args.contains(&"--log-level") {
+                &[][..]
+            } else {
+                &["--log-level", "info,ipshadow=debug"][..]
+            })
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Self {
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn addr() -> SocketAddr {
+        LISTEN.parse().unwrap()
+    }
+
+    /// GET on the agent from inside `ns`.
+    pub fn get(ns: &NetNs, path: &str) -> Result<(u16, String), String> {
+        let _inside = ns.enter();
+        http::get(Self::addr(), path)
+    }
+
+    /// Polls `/metrics` every 5 ms until `cond` holds; how long it took, or `None` after `timeout`.
+    pub fn wait_metrics(
+        ns: &NetNs,
+        timeout: Duration,
+        mut cond: impl FnMut(&str) -> bool,
+    ) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok((200, body)) = Self::get(ns, "/metrics")
+                && cond(&body)
+            {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub fn wait_ready(&self, ns: &NetNs) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if matches!(Self::get(ns, "/readyz"), Ok((200, _))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("agent not ready after 15 s; log:\n{}", self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGTERM, then the exit status (killed after 10 s if it does not exit).
+    pub fn terminate(mut self) -> (ExitStatus, Duration) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status, start.elapsed());
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                return (child.wait().unwrap(), start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}

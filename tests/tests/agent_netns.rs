@@ -1,0 +1,306 @@
+//! `ipshadow agent` on a simulated node: event-driven findings in /metrics,
+//! health endpoints, a real Prometheus scrape, clean shutdown.
+#![allow(clippy::unwrap_used)]
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use ipshadow_tests::{
+    agent::AgentProc,
+    can_run_netns_tests,
+    http::sample,
+    netns::{NetNs, attached_programs},
+    node::SimNode,
+    objects::{cilium_node, list, pod},
+};
+use serde_json::Value;
+
+const ME: &str = "node-a";
+const ROUTER: &str = "10.244.4.251";
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ipshadow-agent-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Replaces `path` atomically, as `kubectl get … > tmp && mv tmp path` would.
+fn write_atomic(path: &PathBuf, v: &Value) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(v).unwrap()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn router_collisions(metrics: &str) -> Option<f64> {
+    sample(
+        metrics,
+        "ipshadow_collisions",
+        &[("kind", "RouterIPCollision"), ("scope", "same-node")],
+    )
+}
+
+#[test]
+fn findings_follow_netlink_and_file_changes_within_a_second() {
+    if !can_run_netns_tests("findings_follow_netlink_and_file_changes_within_a_second") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("agev", ROUTER);
+    // Start without the router IP: no CiliumNode, so only the kernel can tell.
+    sim.node
+        .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    let d = dir("ev");
+    let pods = d.join("pods.json");
+    write_atomic(
+        &pods,
+        &list(vec![pod("tenant", "postgres-0", ME, &[ROUTER])]),
+    );
+    let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
+    agent.wait_ready(&sim.node);
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(router_collisions(&m), Some(0.0), "{m}");
+
+    // The router IP appears on cilium_host while the pod exists.
+    sim.node
+        .ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
+        router_collisions(m) == Some(1.0)
+    });
+    assert!(
+        took.is_some(),
+        "no finding within 1 s of the address; log:\n{}",
+        agent.log_text()
+    );
+    eprintln!("address added -> finding in /metrics: {:?}", took.unwrap());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(
+            &m,
+            "ipshadow_collision_info",
+            &[
+                ("pod", "postgres-0"),
+                ("device", "cilium_host"),
+                ("role", "router")
+            ]
+        ),
+        Some(1.0),
+        "{m}"
+    );
+
+    // It goes away with the address.
+    sim.node
+        .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
+        router_collisions(m) == Some(0.0) && !m.contains("ipshadow_collision_info{")
+    });
+    assert!(
+        took.is_some(),
+        "finding did not clear; log:\n{}",
+        agent.log_text()
+    );
+
+    // The other way round: the address is there first, then the pod appears.
+    sim.node
+        .ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    write_atomic(&pods, &list(vec![]));
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| router_collisions(m)
+            == Some(0.0))
+        .is_some()
+    );
+    write_atomic(
+        &pods,
+        &list(vec![pod("tenant", "postgres-1", ME, &[ROUTER])]),
+    );
+    let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
+        sample(m, "ipshadow_collision_info", &[("pod", "postgres-1")]) == Some(1.0)
+    });
+    assert!(
+        took.is_some(),
+        "no finding within 1 s of the pod; log:\n{}",
+        agent.log_text()
+    );
+    eprintln!("pod added -> finding in /metrics: {:?}", took.unwrap());
+
+    let (status, waited) = agent.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert_eq!(attached_programs(&sim.node, "lo", "ipshadow_lo"), 0);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn readyz_waits_for_the_first_reconcile_and_healthz_for_the_loop() {
+    if !can_run_netns_tests("readyz_waits_for_the_first_reconcile_and_healthz_for_the_loop") {
+        return;
+    }
+    let ns = NetNs::new("agrdy");
+    let d = dir("rdy");
+    let pods = d.join("pods.json");
+    // The pods file does not exist yet: the agent cannot reconcile.
+    let agent = AgentProc::spawn(
+        &ns,
+        &[
+            "--node",
+            ME,
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ebpf",
+            "off",
+        ],
+    );
+    let mut healthy = false;
+    for _ in 0..500 {
+        if let Ok((code, _)) = AgentProc::get(&ns, "/healthz") {
+            healthy = code == 200;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(healthy, "log:\n{}", agent.log_text());
+    assert_eq!(AgentProc::get(&ns, "/readyz").unwrap().0, 503);
+    let (_, m) = AgentProc::get(&ns, "/metrics").unwrap();
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "pods")]),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(sample(&m, "ipshadow_ebpf_attached", &[]), Some(0.0), "{m}");
+
+    write_atomic(
+        &pods,
+        &list(vec![pod("tenant", "web", ME, &["10.244.0.35"])]),
+    );
+    agent.wait_ready(&ns);
+    let (_, m) = AgentProc::get(&ns, "/metrics").unwrap();
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "pods")]),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "netlink")]),
+        Some(1.0),
+        "{m}"
+    );
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn prometheus_accepts_and_scrapes_the_metrics() {
+    if !can_run_netns_tests("prometheus_accepts_and_scrapes_the_metrics") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("agprom", ROUTER);
+    let d = dir("prom");
+    let pods = d.join("pods.json");
+    let cns = d.join("cns.json");
+    write_atomic(
+        &pods,
+        &list(vec![pod("tenant", "postgres-0", ME, &[ROUTER])]),
+    );
+    write_atomic(
+        &cns,
+        &list(vec![cilium_node(ME, ROUTER, Some("10.244.4.12"), None)]),
+    );
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &[
+            "--node",
+            ME,
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+        ],
+    );
+    agent.wait_ready(&sim.node);
+    // Traffic, so the eBPF counter series exist with values.
+    {
+        let _inside = sim.node.enter();
+        for _ in 0..3 {
+            let _ = std::net::TcpStream::connect_timeout(
+                &format!("{ROUTER}:5432").parse().unwrap(),
+                Duration::from_secs(1),
+            );
+        }
+    }
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+            sample(
+                m,
+                "ipshadow_refused_connections_total",
+                &[("pod", "postgres-0")],
+            ) == Some(3.0)
+        })
+        .is_some(),
+        "log:\n{}",
+        agent.log_text()
+    );
+
+    // promtool lints the exposition as Prometheus would parse it.
+    let (_, body) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let metrics_file = d.join("metrics.txt");
+    std::fs::write(&metrics_file, &body).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "promtool check metrics < {}",
+            metrics_file.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A real Prometheus server in the node's namespace scrapes the agent.
+    let config = d.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ipshadow\n    static_configs:\n      - targets: ['{}']\n",
+            AgentProc::addr()
+        ),
+    )
+    .unwrap();
+    let tsdb = d.join("tsdb");
+    let mut prom = sim
+        .node
+        .command("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+        .arg("--web.listen-address=127.0.0.1:19090")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let query = "/api/v1/query?query=ipshadow_collisions%7Bkind%3D%22RouterIPCollision%22%2Cscope%3D%22same-node%22%7D";
+    let mut got = None;
+    for _ in 0..300 {
+        std::thread::sleep(Duration::from_millis(100));
+        let r = {
+            let _inside = sim.node.enter();
+            ipshadow_tests::http::get("127.0.0.1:19090".parse().unwrap(), query)
+        };
+        if let Ok((200, body)) = r {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            if let Some(first) = v["data"]["result"].as_array().and_then(|r| r.first()) {
+                got = Some(first["value"][1].as_str().unwrap().to_owned());
+                break;
+            }
+        }
+    }
+    let _ = prom.kill();
+    let _ = prom.wait();
+    assert_eq!(
+        got.as_deref(),
+        Some("1"),
+        "Prometheus never returned the series; agent log:\n{}",
+        agent.log_text()
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
