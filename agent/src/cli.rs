@@ -97,18 +97,23 @@ pub struct NodeArgs {
 
 #[derive(Debug, Args)]
 pub struct SourceArgs {
-    /// Pods as `kubectl get pods -A -o json` prints them (all namespaces, so pods on
-    /// other nodes holding this node's addresses are seen too).
+    /// Read Kubernetes state from files instead of the cluster: pods as `kubectl get
+    /// pods -A -o json` prints them (all namespaces, so pods on other nodes holding
+    /// this node's addresses are seen too). Without it, ipshadow watches the cluster
+    /// (kubeconfig from KUBECONFIG or ~/.kube/config, else the in-cluster service account).
     #[arg(long, env = "IPSHADOW_PODS_FILE")]
-    pub pods: PathBuf,
-    /// CiliumNodes as `kubectl get ciliumnodes -o json` prints them. Without it only
-    /// what this node's kernel shows is checked.
-    #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE")]
+    pub pods: Option<PathBuf>,
+    /// With --pods: CiliumNodes as `kubectl get ciliumnodes -o json` prints them.
+    /// Without them only what this node's kernel shows is checked.
+    #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE", requires = "pods")]
     pub ciliumnodes: Option<PathBuf>,
-    /// kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints them: with
-    /// them, Cilium addresses kube-ovn may hand out are found before a pod collides.
-    #[arg(long, env = "IPSHADOW_SUBNETS_FILE")]
+    /// With --pods: kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints
+    /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides.
+    #[arg(long, env = "IPSHADOW_SUBNETS_FILE", requires = "pods")]
     pub subnets: Option<PathBuf>,
+    /// In cluster mode, how long to wait for the first list of each resource, in seconds.
+    #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub sync_timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 //! into an inventory and run through the detector. `check` runs it once; the
 //! agent runs it on every change.
 
-use std::net::IpAddr;
+use std::{collections::BTreeSet, net::IpAddr};
 
 use crate::{
     cli::NodeArgs,
@@ -62,9 +62,9 @@ impl Reconciler {
     }
 
     /// Reads this node's network and detects, against `kube`.
-    pub async fn reconcile(&self, kube: &KubeState) -> Result<Vec<Finding>> {
+    pub async fn reconcile(&self, kube: &KubeState) -> Result<Reconciled> {
         let host = self.netlink.read_host(&lookups(&self.node, kube)).await?;
-        let inv = Inventory {
+        let inventory = Inventory {
             node: self.node.clone(),
             router_device: self.router_device.clone(),
             host,
@@ -72,6 +72,43 @@ impl Reconciler {
             cilium_nodes: kube.cilium_nodes.clone(),
             subnets: kube.subnets.clone(),
         };
-        Ok(detect(&inv))
+        let findings = detect(&inventory);
+        let watch_ips = pod_ip_watches(&inventory, &kube.node_pod_cidrs);
+        Ok(Reconciled {
+            findings,
+            watch_ips,
+        })
     }
+}
+
+/// The outcome of one reconcile.
+pub struct Reconciled {
+    pub findings: Vec<Finding>,
+    /// Addresses of this node a pod elsewhere could hold (see [`pod_ip_watches`]).
+    pub watch_ips: BTreeSet<IpAddr>,
+}
+
+/// The addresses of this node that a pod on another node could be given: its
+/// local addresses inside any pod range (its Node's podCIDRs, kube-ovn Subnets,
+/// its CiliumNode's podCIDRs) and the infrastructure addresses its CiliumNode
+/// names (the Ingress IP is on no device). The cluster source watches pods
+/// holding each of them, anywhere.
+pub fn pod_ip_watches(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTreeSet<IpAddr> {
+    let mine = inv.cilium_nodes.iter().find(|c| c.name == inv.node);
+    let ranges: Vec<ipnet::IpNet> = node_pod_cidrs
+        .iter()
+        .copied()
+        .chain(inv.subnets.iter().flat_map(|s| s.cidrs.iter().copied()))
+        .chain(mine.iter().flat_map(|c| c.pod_cidrs.iter().copied()))
+        .collect();
+    let local = inv
+        .host
+        .addresses
+        .iter()
+        .map(|a| a.ip)
+        .filter(|ip| ranges.iter().any(|r| r.contains(ip)));
+    let infra = mine
+        .into_iter()
+        .flat_map(|c| c.router.iter().chain(&c.ingress).chain(&c.health).copied());
+    local.chain(infra).collect()
 }

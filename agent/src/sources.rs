@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use ipnet::IpNet;
+
 use crate::{
-    cli::{NodeArgs, SourceArgs},
+    cli::NodeArgs,
     inventory::{CiliumNode, Pod, Subnet},
     kube::{Invalid, files},
 };
@@ -17,6 +19,8 @@ pub struct KubeState {
     pub pods: Vec<Pod>,
     pub cilium_nodes: Vec<CiliumNode>,
     pub subnets: Vec<Subnet>,
+    /// This node's `spec.podCIDRs`, when its Node object is known.
+    pub node_pod_cidrs: Vec<IpNet>,
     /// Objects (or fields) skipped as malformed in the last read.
     pub invalid: Vec<Invalid>,
 }
@@ -39,11 +43,16 @@ pub struct FileSources {
 }
 
 impl FileSources {
-    pub fn new(sources: &SourceArgs, node: &NodeArgs) -> Self {
+    pub fn new(
+        pods: PathBuf,
+        ciliumnodes: Option<PathBuf>,
+        subnets: Option<PathBuf>,
+        node: &NodeArgs,
+    ) -> Self {
         Self {
-            pods: sources.pods.clone(),
-            ciliumnodes: sources.ciliumnodes.clone(),
-            subnets: sources.subnets.clone(),
+            pods,
+            ciliumnodes,
+            subnets,
             annotation_keys: node.pod_ip_annotations.clone(),
             state: KubeState::default(),
             invalid: Default::default(),

@@ -9,6 +9,8 @@ use std::{
 
 use crate::{http, ipshadow_bin, netns::NetNs};
 
+static LOGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Where the agent listens inside its namespace (each test has its own).
 pub const LISTEN: &str = "127.0.0.1:9785";
 
@@ -20,7 +22,16 @@ pub struct AgentProc {
 impl AgentProc {
     /// Starts `ipshadow agent <args>` in `ns`, listening on [`LISTEN`], logging to a file.
     pub fn spawn(ns: &NetNs, args: &[&str]) -> Self {
-        let log = std::env::temp_dir().join(format!("{}-agent.log", ns.name));
+        Self::spawn_env(ns, args, &[])
+    }
+
+    /// Like [`AgentProc::spawn`], with extra environment (e.g. KUBECONFIG).
+    pub fn spawn_env(ns: &NetNs, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let log = std::env::temp_dir().join(format!(
+            "{}-agent-{}.log",
+            ns.name,
+            LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let file = std::fs::File::create(&log).unwrap();
         let child = ns
             .command(ipshadow_bin().to_str().unwrap())
@@ -32,6 +43,7 @@ impl AgentProc {
                 &["--log-level", "info,ipshadow=debug"][..]
             })
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

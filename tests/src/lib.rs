@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 pub mod agent;
+pub mod apiserver;
 pub mod http;
 pub mod netns;
 pub mod node;

@@ -100,6 +100,21 @@ impl Drop for NetNs {
     }
 }
 
+/// Moves the calling thread into the named namespace until the guard drops.
+pub fn enter_named(name: &str) -> Entered {
+    let here = File::open("/proc/thread-self/ns/net").unwrap();
+    let there = File::open(format!("/var/run/netns/{name}")).unwrap();
+    // SAFETY: setns on valid namespace fds; it only changes this thread.
+    let rc = unsafe { libc::setns(there.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(
+        rc,
+        0,
+        "setns into {name}: {}",
+        std::io::Error::last_os_error()
+    );
+    Entered { back: here }
+}
+
 /// Returns the thread to its previous network namespace on drop.
 pub struct Entered {
     back: File,

@@ -73,3 +73,12 @@ pub fn with_pod_cidrs(mut cilium_node: Value, cidrs: &[&str]) -> Value {
     cilium_node["spec"]["ipam"] = json!({"podCIDRs": cidrs});
     cilium_node
 }
+
+/// A Node with `pod_cidrs` in spec.podCIDRs.
+pub fn node(name: &str, pod_cidrs: &[&str]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": pod_cidrs.first().copied().unwrap_or_default(), "podCIDRs": pod_cidrs}
+    })
+}

@@ -33,6 +33,10 @@ use crate::{
     cli::AgentArgs,
     detect::Finding,
     ebpf::{self, Observer, watch_set},
+    kube::{
+        cluster::Cluster,
+        events::{self, EventWriter},
+    },
     metrics::{Metrics, labels},
     reconcile::{self, Reconciler},
     sources::FileSources,
@@ -59,39 +63,123 @@ pub enum Error {
     },
     #[error("the eBPF observer is required (--ebpf=required) but failed: {0}")]
     Ebpf(#[from] ebpf::Error),
+    #[error(
+        "connecting to the Kubernetes API failed: {0}; set KUBECONFIG (or run in a pod with a \
+         service account), or pass --pods/--ciliumnodes/--subnets files"
+    )]
+    Client(#[source] ::kube::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Where Kubernetes state comes from.
+enum Source {
+    Files(FileSources),
+    Cluster(Cluster),
+}
+
 /// The loop's mutable state between two wake-ups.
 struct Agent {
     reconciler: Reconciler,
-    files: FileSources,
+    source: Source,
     files_dirty: bool,
+    events: Option<tokio::sync::watch::Sender<EventsInput>>,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
     observer: Option<Box<Observer>>,
     book: TrafficBook,
     findings: Vec<Finding>,
+    node_uid: Option<String>,
     seen_invalid: HashSet<String>,
+}
+
+/// What the Event writer works from: the latest reconcile.
+#[derive(Clone, Debug, Default)]
+struct EventsInput {
+    findings: Vec<Finding>,
+    traffic: Vec<(SeriesKey, traffic::Totals)>,
+    node_uid: Option<String>,
+    ready: bool,
+}
+
+/// Writes Events from the latest reconcile, apart from the loop: a slow or absent
+/// API server delays Events, never detection. Re-runs every 30 s so repeats are counted.
+async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Receiver<EventsInput>) {
+    loop {
+        let input = rx.borrow_and_update().clone();
+        if input.ready {
+            let node = writer_node(&writer);
+            let want = events::desired(
+                &input.findings,
+                &input.traffic,
+                &node,
+                input.node_uid.as_deref(),
+            );
+            writer.sync(&want).await;
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(events::REPEAT_EVERY) => {}
+        }
+    }
+}
+
+fn writer_node(w: &EventWriter) -> String {
+    w.node().to_owned()
 }
 
 pub async fn run(args: AgentArgs) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let reconciler = Reconciler::new(&args.node)?;
-    let files = FileSources::new(&args.sources, &args.node);
 
     let (trigger_tx, mut triggers) = mpsc::channel(64);
     let netlink_task = notify::netlink(trigger_tx.clone()).map_err(|source| Error::Subscribe {
         what: "netlink notifications",
         source,
     })?;
-    let files_task =
-        notify::files(&files.paths(), trigger_tx.clone()).map_err(|source| Error::Subscribe {
-            what: "changes of the input files (inotify)",
-            source,
-        })?;
+    let mut side_tasks = Vec::new();
+    let mut events = None;
+    let source = match args.sources.pods.clone() {
+        Some(pods) => {
+            let files = FileSources::new(
+                pods,
+                args.sources.ciliumnodes.clone(),
+                args.sources.subnets.clone(),
+                &args.node,
+            );
+            let watcher = notify::files(&files.paths(), trigger_tx.clone()).map_err(|source| {
+                Error::Subscribe {
+                    what: "changes of the input files (inotify)",
+                    source,
+                }
+            })?;
+            side_tasks.push(watcher);
+            tracing::info!("reading Kubernetes state from files; no Events are written");
+            Source::Files(files)
+        }
+        None => {
+            let client = ::kube::Client::try_default().await.map_err(Error::Client)?;
+            let tx = trigger_tx.clone();
+            let on_change = Arc::new(move || {
+                let _ = tx.try_send(Trigger::Kube);
+            });
+            let cluster = Cluster::start(
+                client.clone(),
+                &reconciler.node,
+                &args.node.pod_ip_annotations,
+                on_change,
+            );
+            let (events_tx, events_rx) = tokio::sync::watch::channel(EventsInput::default());
+            side_tasks.push(tokio::spawn(write_events(
+                EventWriter::new(client, &reconciler.node),
+                events_rx,
+            )));
+            events = Some(events_tx);
+            tracing::info!("watching the cluster");
+            Source::Cluster(cluster)
+        }
+    };
 
     let observer = match watch::start(&args.ebpf)? {
         Started::Attached { observer, stale } => {
@@ -166,13 +254,15 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     let debounce = Duration::from_millis(args.debounce_ms);
     let mut agent = Agent {
         reconciler,
-        files,
+        source,
         files_dirty: true,
+        events,
         metrics,
         ready,
         observer,
         book: TrafficBook::default(),
         findings: Vec::new(),
+        node_uid: None,
         seen_invalid: HashSet::new(),
     };
 
@@ -195,7 +285,7 @@ pub async fn run(args: AgentArgs) -> Result<()> {
                         tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
                         agent.files_dirty = true;
                     }
-                    Trigger::Netlink => {}
+                    Trigger::Netlink | Trigger::Kube => {}
                 }
                 // Debounce: the first change schedules a reconcile at most `debounce` later.
                 due.get_or_insert_with(|| tokio::time::Instant::now() + debounce);
@@ -227,7 +317,9 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     agent.observer.take();
     agent.metrics.ebpf_attached.set(0);
     netlink_task.abort();
-    files_task.abort();
+    for t in side_tasks {
+        t.abort();
+    }
     let _ = stop_http.send(());
     let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
     tracing::info!("stopped");
@@ -252,25 +344,37 @@ async fn readable(
 
 impl Agent {
     async fn reconcile(&mut self) {
-        if self.files_dirty {
-            self.files_dirty = false;
-            for e in self.files.refresh() {
-                tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
+        let (state, node_uid) = match &mut self.source {
+            Source::Files(files) => {
+                if self.files_dirty {
+                    for e in files.refresh() {
+                        tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
+                    }
+                }
+                let ready = files.has_pods();
+                (ready.then(|| files.state().clone()), None)
             }
-            for s in self.files.status() {
-                self.metrics
-                    .source_up
-                    .get_or_create(&labels(&[("source", s.source)]))
-                    .set(i64::from(s.up));
+            Source::Cluster(cluster) => {
+                let (state, node) = cluster.snapshot();
+                (cluster.synced().then_some(state), node.map(|n| n.uid))
             }
-            self.count_invalid();
+        };
+        self.files_dirty = false;
+        let status = match &self.source {
+            Source::Files(f) => f.status().to_vec(),
+            Source::Cluster(c) => c.status(),
+        };
+        for s in status {
+            self.metrics
+                .source_up
+                .get_or_create(&labels(&[("source", s.source)]))
+                .set(i64::from(s.up));
         }
-        if !self.files.has_pods() {
-            // Nothing to check pods against yet; not ready.
-            return;
-        }
+        // Nothing to check pods against yet: not ready.
+        let Some(state) = state else { return };
+        self.count_invalid(&state.invalid);
         let started = Instant::now();
-        let result = self.reconciler.reconcile(self.files.state()).await;
+        let result = self.reconciler.reconcile(&state).await;
         let elapsed = started.elapsed();
         let netlink_up = |m: &Metrics, up: bool| {
             m.source_up
@@ -278,7 +382,7 @@ impl Agent {
                 .set(i64::from(up));
         };
         match result {
-            Ok(findings) => {
+            Ok(done) => {
                 netlink_up(&self.metrics, true);
                 self.metrics
                     .reconcile_duration
@@ -291,10 +395,15 @@ impl Agent {
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64());
                 self.metrics.last_reconcile.set(now);
-                log_changes(&self.findings, &findings);
-                self.findings = findings;
+                log_changes(&self.findings, &done.findings);
+                self.findings = done.findings;
+                if let Source::Cluster(c) = &mut self.source {
+                    c.watch_ips(&done.watch_ips);
+                }
+                self.node_uid = node_uid;
                 let removed = self.sync_observer();
                 self.refresh_counters(&removed);
+                self.publish_events();
                 self.ready.store(true, Ordering::Relaxed);
                 tracing::debug!(
                     findings = self.findings.len(),
@@ -313,9 +422,22 @@ impl Agent {
         }
     }
 
+    /// Hands the latest findings and traffic to the Event writer (cluster mode).
+    fn publish_events(&self) {
+        if let Some(tx) = &self.events {
+            let traffic = self.book.exposed();
+            tx.send_replace(EventsInput {
+                findings: self.findings.clone(),
+                traffic,
+                node_uid: self.node_uid.clone(),
+                ready: true,
+            });
+        }
+    }
+
     /// Counts each distinct malformed object or field once, and warns about it once.
-    fn count_invalid(&mut self) {
-        for bad in &self.files.state().invalid {
+    fn count_invalid(&mut self, invalid: &[crate::kube::Invalid]) {
+        for bad in invalid {
             let id = bad.to_string();
             if self.seen_invalid.insert(id) {
                 tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");

@@ -17,6 +17,8 @@ pub enum Trigger {
     NetlinkOverrun,
     /// An input file changed.
     Files,
+    /// A watched Kubernetes object changed.
+    Kube,
 }
 
 /// Subscribes to address, route and link changes of both families and sends a

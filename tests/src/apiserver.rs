@@ -1,0 +1,971 @@
+//! A small Kubernetes API server for tests and the demo: real HTTP and JSON for
+//! exactly what ipshadow uses, so the real `kube` client (and its watcher's
+//! request pattern) is what talks to it. No kube-apiserver can be installed here.
+//!
+//! Speaks: discovery (`/api`, `/apis`, group versions), list with
+//! `resourceVersion` and `fieldSelector` (`=`, `==`, `!=` on any field path),
+//! `watch=true` streams replaying from a resourceVersion (ADDED, MODIFIED,
+//! DELETED, BOOKMARK; ERROR 410 when it is too old), get, create (409 when the
+//! name exists), JSON merge patch, for pods, nodes, `cilium.io/v2` CiliumNodes,
+//! `kubeovn.io/v1` Subnets (404 while their "CRD" is not installed) and
+//! `events.k8s.io/v1` Events, which read back as core/v1 Events.
+//!
+//! Fault injection: error bursts, slow responses, dropped watches, 410 Gone on
+//! the next watches, and being down altogether (the listener closes).
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet, VecDeque},
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::{Body, Bytes},
+    http::{Method, StatusCode, Uri, header},
+    response::Response,
+};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::netns::NetNs;
+
+/// The resources the server knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Res {
+    Pods,
+    Nodes,
+    CiliumNodes,
+    Subnets,
+    Events,
+}
+
+impl Res {
+    fn namespaced(self) -> bool {
+        matches!(self, Self::Pods | Self::Events)
+    }
+    fn api_version(self) -> &'static str {
+        match self {
+            Self::Pods | Self::Nodes => "v1",
+            Self::CiliumNodes => "cilium.io/v2",
+            Self::Subnets => "kubeovn.io/v1",
+            Self::Events => "events.k8s.io/v1",
+        }
+    }
+    fn kind(self) -> &'static str {
+        match self {
+            Self::Pods => "Pod",
+            Self::Nodes => "Node",
+            Self::CiliumNodes => "CiliumNode",
+            Self::Subnets => "Subnet",
+            Self::Events => "Event",
+        }
+    }
+    fn plural(self) -> &'static str {
+        match self {
+            Self::Pods => "pods",
+            Self::Nodes => "nodes",
+            Self::CiliumNodes => "ciliumnodes",
+            Self::Subnets => "subnets",
+            Self::Events => "events",
+        }
+    }
+    /// Custom resources exist only while their CRD is "installed".
+    fn is_crd(self) -> bool {
+        matches!(self, Self::CiliumNodes | Self::Subnets)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    rv: u64,
+    res: Res,
+    kind: &'static str,
+    obj: Value,
+}
+
+/// How many changes the server remembers for watches; older resourceVersions get 410.
+const HISTORY: usize = 10_000;
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    uid: u64,
+    objects: BTreeMap<(Res, String, String), Value>,
+    history: VecDeque<Change>,
+    /// Watches from a resourceVersion below this one are answered with 410 Gone.
+    oldest_rv: u64,
+    crds: BTreeSet<Res>,
+}
+
+/// What the server is told to get wrong.
+#[derive(Default)]
+struct Faults {
+    /// The next N requests fail with this status code.
+    fail: Option<(u32, u16)>,
+    /// The next N watch requests get an in-stream ERROR 410.
+    gone: u32,
+    /// Added before every response.
+    delay: Duration,
+    /// Bumped to end every open watch stream.
+    drop_generation: u64,
+}
+
+/// Counts of requests, for asserting that clients back off.
+#[derive(Clone, Debug, Default)]
+pub struct RequestCounts {
+    pub total: u64,
+    pub lists: u64,
+    pub watches: u64,
+    pub gets: u64,
+    pub creates: u64,
+    pub patches: u64,
+    pub failed_by_fault: u64,
+    /// (method, path) of every request, in order.
+    pub log: Vec<(String, String)>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    faults: Mutex<Faults>,
+    counts: Mutex<RequestCounts>,
+    changes: broadcast::Sender<Change>,
+    drops: tokio::sync::watch::Sender<u64>,
+}
+
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    control: tokio::sync::mpsc::UnboundedSender<Control>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+enum Control {
+    Down(std::sync::mpsc::Sender<()>),
+    Up(std::sync::mpsc::Sender<()>),
+    Stop,
+}
+
+impl ApiServer {
+    /// Starts the server on 127.0.0.1 of `ns` (the test's namespace when `None`),
+    /// with CiliumNodes installed and Subnets not.
+    pub fn start(ns: Option<&NetNs>) -> Self {
+        Self::start_on(ns, "127.0.0.1:0")
+    }
+
+    /// Like [`ApiServer::start`], on `bind` (e.g. `0.0.0.0:0` to be reached from
+    /// other test namespaces over a veth).
+    pub fn start_on(ns: Option<&NetNs>, bind: &'static str) -> Self {
+        let (changes, _) = broadcast::channel(4096);
+        let (drops, _) = tokio::sync::watch::channel(0);
+        let mut store = Store::default();
+        store.crds.insert(Res::CiliumNodes);
+        let shared = Arc::new(Shared {
+            store: Mutex::new(store),
+            faults: Mutex::new(Faults::default()),
+            counts: Mutex::new(RequestCounts::default()),
+            changes,
+            drops,
+        });
+        let (control, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let ns_name = ns.map(|n| n.name.clone());
+        let server_shared = shared.clone();
+        let thread = std::thread::spawn(move || {
+            // Bind inside the namespace: the listener (and every accepted socket) lives there.
+            let _inside = ns_name.map(|n| crate::netns::enter_named(&n));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                addr_tx.send(addr).unwrap();
+                let serve = |l: tokio::net::TcpListener| {
+                    let app = Router::new().fallback({
+                        let s = server_shared.clone();
+                        move |method: Method, uri: Uri, body: Bytes| {
+                            handle(s.clone(), method, uri, body)
+                        }
+                    });
+                    tokio::spawn(async move {
+                        let _ = axum::serve(l, app).await;
+                    })
+                };
+                let mut task = Some(serve(listener));
+                while let Some(c) = control_rx.recv().await {
+                    match c {
+                        Control::Down(ack) => {
+                            if let Some(t) = task.take() {
+                                t.abort();
+                                let _ = t.await;
+                            }
+                            // End open watches too: a dead server's streams break.
+                            server_shared.drops.send_modify(|g| *g += 1);
+                            let _ = ack.send(());
+                        }
+                        Control::Up(ack) => {
+                            if task.is_none() {
+                                let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+                                task = Some(serve(l));
+                            }
+                            let _ = ack.send(());
+                        }
+                        Control::Stop => break,
+                    }
+                }
+            });
+        });
+        let addr = addr_rx.recv().unwrap();
+        Self {
+            addr,
+            shared,
+            control,
+            thread: Some(thread),
+        }
+    }
+
+    /// A kubeconfig that points the `kube` client at this server, without auth.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        self.write_kubeconfig_via(path, &self.addr.to_string());
+    }
+
+    /// A kubeconfig reaching this server at `host_port` (another namespace's view).
+    pub fn write_kubeconfig_via(&self, path: &std::path::Path, host_port: &str) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: http://{host_port}\n\
+             users:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\n\
+             current-context: test\n"
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Creates or replaces an object (as another client would), notifying watches.
+    pub fn apply(&self, res: Res, mut obj: Value) {
+        let mut st = self.shared.store.lock().unwrap();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
+        let key = (res, if res.namespaced() { ns } else { String::new() }, name);
+        let kind = if st.objects.contains_key(&key) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        st.rv += 1;
+        st.uid += 1;
+        let rv = st.rv;
+        if obj["metadata"]["uid"].is_null() {
+            obj["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
+        }
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        obj["apiVersion"] = json!(res.api_version());
+        obj["kind"] = json!(res.kind());
+        st.objects.insert(key, obj.clone());
+        record(&self.shared, &mut st, Change { rv, res, kind, obj });
+    }
+
+    pub fn delete(&self, res: Res, namespace: &str, name: &str) {
+        let mut st = self.shared.store.lock().unwrap();
+        let key = (
+            res,
+            if res.namespaced() {
+                namespace.to_owned()
+            } else {
+                String::new()
+            },
+            name.to_owned(),
+        );
+        if let Some(mut obj) = st.objects.remove(&key) {
+            st.rv += 1;
+            let rv = st.rv;
+            obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+            record(
+                &self.shared,
+                &mut st,
+                Change {
+                    rv,
+                    res,
+                    kind: "DELETED",
+                    obj,
+                },
+            );
+        }
+    }
+
+    /// Installs or removes a custom resource's "CRD" (404 for its paths while absent).
+    pub fn set_crd(&self, res: Res, installed: bool) {
+        let mut st = self.shared.store.lock().unwrap();
+        if installed {
+            st.crds.insert(res);
+        } else {
+            st.crds.remove(&res);
+        }
+    }
+
+    /// Every events.k8s.io/v1 Event object.
+    pub fn event_objects(&self) -> Vec<Value> {
+        let st = self.shared.store.lock().unwrap();
+        st.objects
+            .iter()
+            .filter(|((r, _, _), _)| *r == Res::Events)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The core/v1 Events about one object, as `kubectl describe` reads them.
+    pub fn core_events_for(&self, namespace: &str, name: &str) -> Vec<Value> {
+        self.event_objects()
+            .iter()
+            .map(core_event)
+            .filter(|e| {
+                e["involvedObject"]["name"] == name && e["metadata"]["namespace"] == namespace
+            })
+            .collect()
+    }
+
+    pub fn counts(&self) -> RequestCounts {
+        self.shared.counts.lock().unwrap().clone()
+    }
+
+    /// The next `n` requests fail with `code`.
+    pub fn fail_next(&self, n: u32, code: u16) {
+        self.shared.faults.lock().unwrap().fail = Some((n, code));
+    }
+
+    /// Every response waits this long first.
+    pub fn set_delay(&self, d: Duration) {
+        self.shared.faults.lock().unwrap().delay = d;
+    }
+
+    /// Ends every open watch stream (the client re-watches from its last resourceVersion).
+    pub fn drop_watches(&self) {
+        self.shared.drops.send_modify(|g| *g += 1);
+        self.shared.faults.lock().unwrap().drop_generation += 1;
+    }
+
+    /// The next `n` watches get ERROR 410 Gone, which forces a relist.
+    pub fn gone_next_watches(&self, n: u32) {
+        self.shared.faults.lock().unwrap().gone = n;
+    }
+
+    /// Forgets the change history: every resourceVersion seen so far becomes too old.
+    pub fn compact(&self) {
+        let mut st = self.shared.store.lock().unwrap();
+        st.history.clear();
+        st.oldest_rv = st.rv + 1;
+    }
+
+    /// Stops listening (connections are refused) until [`ApiServer::up`].
+    pub fn down(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _ = self.control.send(Control::Down(tx));
+        let _ = rx.recv_timeout(Duration::from_secs(5));
+    }
+
+    pub fn up(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _ = self.control.send(Control::Up(tx));
+        let _ = rx.recv_timeout(Duration::from_secs(5));
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.control.send(Control::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn record(shared: &Shared, st: &mut Store, change: Change) {
+    st.history.push_back(change.clone());
+    while st.history.len() > HISTORY {
+        if let Some(c) = st.history.pop_front() {
+            st.oldest_rv = c.rv + 1;
+        }
+    }
+    let _ = shared.changes.send(change);
+}
+
+/// The core/v1 view of an events.k8s.io/v1 Event (what the real API server serves).
+fn core_event(e: &Value) -> Value {
+    let count = e["series"]["count"].as_i64().unwrap_or(1);
+    let last = if e["series"]["lastObservedTime"].is_null() {
+        e["eventTime"].clone()
+    } else {
+        e["series"]["lastObservedTime"].clone()
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": e["metadata"],
+        "involvedObject": e["regarding"],
+        "related": e["related"],
+        "reason": e["reason"],
+        "message": e["note"],
+        "type": e["type"],
+        "action": e["action"],
+        "count": count,
+        "eventTime": e["eventTime"],
+        "firstTimestamp": e["eventTime"],
+        "lastTimestamp": last,
+        "series": e["series"],
+        "reportingComponent": e["reportingController"],
+        "reportingInstance": e["reportingInstance"],
+        "source": {"component": e["reportingController"], "host": e["reportingInstance"]},
+    })
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code
+    });
+    json_response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &body,
+    )
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(v.to_string()))
+        .unwrap()
+}
+
+/// A parsed request path.
+struct Target {
+    res: Res,
+    namespace: Option<String>,
+    name: Option<String>,
+    /// `/api/v1/…/events`: the core/v1 view of events.
+    core_events: bool,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group_len, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => (2, rest),
+        ["apis", "cilium.io", "v2", rest @ ..]
+        | ["apis", "kubeovn.io", "v1", rest @ ..]
+        | ["apis", "events.k8s.io", "v1", rest @ ..] => (3, rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_owned()), rest),
+        rest => (None, rest),
+    };
+    let (plural, name) = match rest {
+        [p] => (*p, None),
+        [p, n] => (*p, Some((*n).to_owned())),
+        _ => return None,
+    };
+    let res = match (parts[1], plural) {
+        ("v1", "pods") => Res::Pods,
+        ("v1", "nodes") => Res::Nodes,
+        ("v1", "events") => Res::Events,
+        ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
+        ("kubeovn.io", "subnets") => Res::Subnets,
+        ("events.k8s.io", "events") => Res::Events,
+        _ => return None,
+    };
+    Some(Target {
+        res,
+        namespace,
+        name,
+        core_events: group_len == 2 && res == Res::Events,
+    })
+}
+
+fn query(uri: &Uri) -> BTreeMap<String, String> {
+    uri.query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => out.push(b),
+                    Err(_) => out.extend_from_slice(&bytes[i..i + 3]),
+                }
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `spec.nodeName=a,status.podIP!=b` as (path, equal?, value) terms.
+fn selector(s: Option<&String>) -> Vec<(String, bool, String)> {
+    s.map(|s| {
+        s.split(',')
+            .filter(|t| !t.is_empty())
+            .filter_map(|t| {
+                if let Some((k, v)) = t.split_once("!=") {
+                    Some((k.to_owned(), false, v.to_owned()))
+                } else {
+                    let (k, v) = t.split_once("==").or_else(|| t.split_once('='))?;
+                    Some((k.to_owned(), true, v.to_owned()))
+                }
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn field(obj: &Value, path: &str) -> String {
+    let mut v = obj;
+    for part in path.split('.') {
+        v = &v[part];
+    }
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn matches(obj: &Value, sel: &[(String, bool, String)]) -> bool {
+    sel.iter().all(|(k, eq, v)| (field(obj, k) == *v) == *eq)
+}
+
+fn in_scope(t: &Target, obj: &Value) -> bool {
+    t.namespace
+        .as_deref()
+        .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
+}
+
+async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
+    let q = query(&uri);
+    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let (delay, fault) = {
+        let mut f = shared.faults.lock().unwrap();
+        let fault = match &mut f.fail {
+            Some((n, code)) if *n > 0 => {
+                *n -= 1;
+                Some(*code)
+            }
+            _ => None,
+        };
+        (f.delay, fault)
+    };
+    {
+        let mut c = shared.counts.lock().unwrap();
+        c.total += 1;
+        c.log.push((method.to_string(), uri.to_string()));
+        if fault.is_some() {
+            c.failed_by_fault += 1;
+        }
+    }
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(code) = fault {
+        return status(code, "InternalError", "injected fault");
+    }
+    let path = uri.path();
+    if let Some(r) = discovery(&shared, path) {
+        return r;
+    }
+    let Some(t) = parse_path(path) else {
+        return status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource ({path})"),
+        );
+    };
+    if t.res.is_crd() && !shared.store.lock().unwrap().crds.contains(&t.res) {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    }
+    let counts = || shared.counts.lock().unwrap();
+    match (method, t.name.as_deref(), watch) {
+        (Method::GET, None, true) => {
+            counts().watches += 1;
+            watch_stream(&shared, &t, &q)
+        }
+        (Method::GET, None, false) => {
+            counts().lists += 1;
+            list(&shared, &t, &q)
+        }
+        (Method::GET, Some(name), _) => {
+            counts().gets += 1;
+            let st = shared.store.lock().unwrap();
+            let key = (
+                t.res,
+                t.namespace.clone().unwrap_or_default(),
+                name.to_owned(),
+            );
+            match st.objects.get(&key) {
+                Some(o) if t.core_events => json_response(StatusCode::OK, &core_event(o)),
+                Some(o) => json_response(StatusCode::OK, o),
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("{} \"{name}\" not found", t.res.plural()),
+                ),
+            }
+        }
+        (Method::POST, None, _) if t.res == Res::Events && !t.core_events => {
+            counts().creates += 1;
+            create_event(&shared, &t, &body)
+        }
+        (Method::PATCH, Some(name), _) if t.res == Res::Events && !t.core_events => {
+            counts().patches += 1;
+            patch_event(&shared, &t, name, &body)
+        }
+        _ => status(
+            405,
+            "MethodNotAllowed",
+            "not supported by the test API server",
+        ),
+    }
+}
+
+fn discovery(shared: &Shared, path: &str) -> Option<Response> {
+    let crds = shared.store.lock().unwrap().crds.clone();
+    let group = |name: &str, version: &str| {
+        json!({"name": name, "versions": [{"groupVersion": format!("{name}/{version}"), "version": version}],
+               "preferredVersion": {"groupVersion": format!("{name}/{version}"), "version": version}})
+    };
+    let resources = |gv: &str, list: &[(Res, bool)]| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources":
+            list.iter().map(|(r, ns)| json!({"name": r.plural(), "singularName": "", "namespaced": ns, "kind": r.kind(),
+                "verbs": ["get", "list", "watch", "create", "patch"]})).collect::<Vec<_>>()})
+    };
+    let v = match path.trim_end_matches('/') {
+        "/version" => json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-ipshadow-test"}),
+        "/api" => {
+            json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+        }
+        "/apis" => {
+            let mut groups = vec![group("events.k8s.io", "v1")];
+            if crds.contains(&Res::CiliumNodes) {
+                groups.push(group("cilium.io", "v2"));
+            }
+            if crds.contains(&Res::Subnets) {
+                groups.push(group("kubeovn.io", "v1"));
+            }
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        "/api/v1" => resources(
+            "v1",
+            &[(Res::Pods, true), (Res::Nodes, false), (Res::Events, true)],
+        ),
+        "/apis/events.k8s.io/v1" => resources("events.k8s.io/v1", &[(Res::Events, true)]),
+        "/apis/cilium.io/v2" if crds.contains(&Res::CiliumNodes) => {
+            resources("cilium.io/v2", &[(Res::CiliumNodes, false)])
+        }
+        "/apis/kubeovn.io/v1" if crds.contains(&Res::Subnets) => {
+            resources("kubeovn.io/v1", &[(Res::Subnets, false)])
+        }
+        _ => return None,
+    };
+    Some(json_response(StatusCode::OK, &v))
+}
+
+fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
+    let sel = selector(q.get("fieldSelector"));
+    let st = shared.store.lock().unwrap();
+    let items: Vec<Value> = st
+        .objects
+        .iter()
+        .filter(|((r, _, _), _)| *r == t.res)
+        .map(|(_, o)| {
+            if t.core_events {
+                core_event(o)
+            } else {
+                o.clone()
+            }
+        })
+        .filter(|o| in_scope(t, o) && matches(o, &sel))
+        .collect();
+    let api_version = if t.core_events {
+        "v1"
+    } else {
+        t.res.api_version()
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({"apiVersion": api_version, "kind": format!("{}List", t.res.kind()),
+                "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+    )
+}
+
+fn watch_line(kind: &str, obj: &Value) -> Bytes {
+    let mut s = json!({"type": kind, "object": obj}).to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) -> Response {
+    let sel = selector(q.get("fieldSelector"));
+    let from: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = Duration::from_secs(
+        q.get("timeoutSeconds")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(290),
+    );
+    let gone = {
+        let mut f = shared.faults.lock().unwrap();
+        let g = f.gone > 0;
+        f.gone = f.gone.saturating_sub(1);
+        g
+    };
+    let (backlog, rx, too_old) = {
+        let st = shared.store.lock().unwrap();
+        let rx = shared.changes.subscribe();
+        let too_old = gone || (from > 0 && from < st.oldest_rv);
+        let backlog: Vec<Change> = st.history.iter().filter(|c| c.rv > from).cloned().collect();
+        (backlog, rx, too_old)
+    };
+    if too_old {
+        let expired = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "too old resource version", "reason": "Expired", "code": 410});
+        let body = Body::from(watch_line("ERROR", &expired));
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .unwrap();
+    }
+    let res = t.res;
+    let ns = t.namespace.clone();
+    let keep = move |c: &Change| {
+        c.res == res
+            && ns
+                .as_deref()
+                .is_none_or(|n| c.obj["metadata"]["namespace"].as_str() == Some(n))
+            && matches(&c.obj, &sel)
+    };
+    let keep2 = keep.clone();
+    let first: Vec<Result<Bytes, Infallible>> = backlog
+        .into_iter()
+        .filter(|c| keep(c))
+        .map(|c| Ok(watch_line(c.kind, &c.obj)))
+        .collect();
+    let mut drops = shared.drops.subscribe();
+    drops.mark_unchanged();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let live = futures::stream::unfold((rx, drops), move |(mut rx, mut drops)| {
+        let keep = keep2.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return None,
+                    _ = drops.changed() => return None,
+                    c = rx.recv() => match c {
+                        Ok(c) if keep(&c) => return Some((Ok(watch_line(c.kind, &c.obj)), (rx, drops))),
+                        Ok(_) => {}
+                        // Lagged or closed: end the stream, the client re-watches.
+                        Err(_) => return None,
+                    },
+                }
+            }
+        }
+    });
+    let body = Body::from_stream(futures::stream::iter(first).chain(live));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap()
+}
+
+fn create_event(shared: &Shared, t: &Target, body: &[u8]) -> Response {
+    let Ok(mut obj) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let Some(name) = obj["metadata"]["name"].as_str().map(str::to_owned) else {
+        return status(
+            422,
+            "Invalid",
+            "metadata.name is required (generateName is not supported)",
+        );
+    };
+    let ns = t.namespace.clone().unwrap_or_default();
+    for required in [
+        "eventTime",
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        if obj[required].is_null() {
+            return status(422, "Invalid", &format!("{required} is required"));
+        }
+    }
+    if obj["note"].as_str().is_some_and(|n| n.len() > 1024) {
+        return status(422, "Invalid", "note must be at most 1 kB");
+    }
+    let mut st = shared.store.lock().unwrap();
+    let key = (Res::Events, ns.clone(), name.clone());
+    if st.objects.contains_key(&key) {
+        return status(
+            409,
+            "AlreadyExists",
+            &format!("events.events.k8s.io \"{name}\" already exists"),
+        );
+    }
+    st.rv += 1;
+    st.uid += 1;
+    let rv = st.rv;
+    obj["metadata"]["namespace"] = json!(ns);
+    obj["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
+    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    obj["apiVersion"] = json!("events.k8s.io/v1");
+    obj["kind"] = json!("Event");
+    st.objects.insert(key, obj.clone());
+    record(
+        shared,
+        &mut st,
+        Change {
+            rv,
+            res: Res::Events,
+            kind: "ADDED",
+            obj: obj.clone(),
+        },
+    );
+    json_response(StatusCode::CREATED, &obj)
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response {
+    let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let mut st = shared.store.lock().unwrap();
+    let key = (
+        Res::Events,
+        t.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    );
+    let Some(mut obj) = st.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("events.events.k8s.io \"{name}\" not found"),
+        );
+    };
+    merge(&mut obj, &patch);
+    st.rv += 1;
+    let rv = st.rv;
+    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    st.objects.insert(key, obj.clone());
+    record(
+        shared,
+        &mut st,
+        Change {
+            rv,
+            res: Res::Events,
+            kind: "MODIFIED",
+            obj: obj.clone(),
+        },
+    );
+    json_response(StatusCode::OK, &obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_to_resources() {
+        let t = parse_path("/api/v1/namespaces/ns/pods/p").unwrap();
+        assert_eq!(
+            (t.res, t.namespace.as_deref(), t.name.as_deref()),
+            (Res::Pods, Some("ns"), Some("p"))
+        );
+        let t = parse_path("/apis/cilium.io/v2/ciliumnodes").unwrap();
+        assert_eq!((t.res, t.namespace, t.name), (Res::CiliumNodes, None, None));
+        assert!(
+            parse_path("/api/v1/namespaces/ns/events")
+                .unwrap()
+                .core_events
+        );
+        assert!(
+            !parse_path("/apis/events.k8s.io/v1/namespaces/ns/events")
+                .unwrap()
+                .core_events
+        );
+        assert!(parse_path("/apis/apps/v1/deployments").is_none());
+    }
+
+    #[test]
+    fn field_selectors_match_nested_fields() {
+        let pod = json!({"spec": {"nodeName": "a"}, "status": {"podIP": "10.0.0.1"}});
+        assert!(matches(
+            &pod,
+            &selector(Some(&"spec.nodeName=a".to_owned()))
+        ));
+        assert!(matches(
+            &pod,
+            &selector(Some(&"status.podIP==10.0.0.1,spec.nodeName!=b".to_owned()))
+        ));
+        assert!(!matches(
+            &pod,
+            &selector(Some(&"spec.nodeName=b".to_owned()))
+        ));
+        assert_eq!(decode("spec.nodeName%3Dnode-a"), "spec.nodeName=node-a");
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut v = json!({"a": 1, "series": {"count": 1}, "keep": true});
+        merge(&mut v, &json!({"a": null, "series": {"count": 2}}));
+        assert_eq!(v, json!({"series": {"count": 2}, "keep": true}));
+    }
+}

@@ -1,0 +1,518 @@
+//! The real agent against the test API server: watches, Events on the
+//! affected pods (and Node), series that survive repeats and restarts,
+//! cross-node detection from both sides, and API faults.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use ipshadow_tests::{
+    agent::AgentProc,
+    apiserver::{ApiServer, Res},
+    can_run_netns_tests,
+    http::sample,
+    netns::NetNs,
+    node::SimNode,
+    objects::{cilium_node, node, pending_pod, pod, subnet, with_pod_cidrs},
+};
+use serde_json::Value;
+
+const ME: &str = "node-a";
+const OTHER: &str = "node-b";
+const ROUTER: &str = "10.244.4.251";
+const INGRESS: &str = "10.244.4.12";
+const OTHER_ROUTER: &str = "10.244.1.182";
+const OTHER_INGRESS: &str = "10.244.1.12";
+
+struct Lab {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Lab {
+    fn new(tag: &str, api: &ApiServer) -> Self {
+        let dir = std::env::temp_dir().join(format!("ipshadow-kube-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig);
+        Self { dir, kubeconfig }
+    }
+
+    fn agent(&self, ns: &NetNs, node: &str) -> AgentProc {
+        AgentProc::spawn_env(
+            ns,
+            &["--node", node],
+            &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())],
+        )
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The cozystack cluster as the API server holds it.
+fn cozystack(api: &ApiServer) {
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(ME, ROUTER, Some(INGRESS), None),
+            &["10.244.4.0/24"],
+        ),
+    );
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
+            &["10.244.1.0/24"],
+        ),
+    );
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn event(api: &ApiServer, ns: &str, name: &str, reason: &str) -> Option<Value> {
+    api.core_events_for(ns, name)
+        .into_iter()
+        .find(|e| e["reason"] == reason)
+}
+
+/// Event objects of one series: (regarding name, reason).
+fn series_objects(api: &ApiServer, name: &str, reason: &str) -> Vec<Value> {
+    api.event_objects()
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
+        .collect()
+}
+
+#[test]
+fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
+    if !can_run_netns_tests("events_name_each_cozystack_mode_and_resolve_when_the_pod_goes") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kev", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::Subnets, true);
+    api.apply(
+        Res::Subnets,
+        subnet("ovn-default", "10.244.0.0/16", &["10.244.0.1"]),
+    );
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    api.apply(Res::Pods, pending_pod("tenant", "gateway-0", ME, INGRESS));
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    api.apply(Res::Pods, pod("tenant", "cache-0", ME, &[OTHER_INGRESS]));
+    api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.0.35"]));
+    api.apply(
+        Res::Pods,
+        pod("tenant", "elsewhere", OTHER, &["10.244.0.36"]),
+    );
+    let lab = Lab::new("ev", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+
+    for (pod_name, reason, ip, owner) in [
+        ("postgres-0", "RouterIPCollision", ROUTER, ME),
+        ("gateway-0", "IngressIPCollision", INGRESS, ME),
+        ("api-0", "RouterIPCollision", OTHER_ROUTER, OTHER),
+        ("cache-0", "IngressIPCollision", OTHER_INGRESS, OTHER),
+    ] {
+        let e = wait_for(
+            &format!("{reason} on {pod_name}"),
+            Duration::from_secs(10),
+            || event(&api, "tenant", pod_name, reason),
+        );
+        assert_eq!(e["type"], "Warning", "{e:#}");
+        assert_eq!(e["involvedObject"]["kind"], "Pod");
+        assert_eq!(e["involvedObject"]["name"], pod_name);
+        assert_eq!(e["involvedObject"]["uid"], format!("uid-{pod_name}"));
+        assert_eq!(e["reportingComponent"], "ipshadow.io/agent");
+        assert_eq!(e["reportingInstance"], ME);
+        let msg = e["message"].as_str().unwrap();
+        for needle in [ip, &format!("node {owner}"), "Fix:"] {
+            assert!(msg.contains(needle), "{needle:?} missing in {msg}");
+        }
+    }
+    let impact = event(&api, "tenant", "postgres-0", "RouterIPCollision").unwrap();
+    assert!(
+        impact["message"]
+            .as_str()
+            .unwrap()
+            .contains("kubelet probes and webhooks from node-a reach node-a itself"),
+        "{impact:#}"
+    );
+    assert!(api.core_events_for("tenant", "web-0").is_empty());
+
+    // The root cause, on the Node.
+    let overlap = wait_for(
+        "AllocatorOverlap on the Node",
+        Duration::from_secs(10),
+        || event(&api, "default", ME, "AllocatorOverlap"),
+    );
+    assert_eq!(overlap["involvedObject"]["kind"], "Node");
+    assert!(
+        overlap["message"]
+            .as_str()
+            .unwrap()
+            .contains("10.244.4.0..10.244.4.255"),
+        "{overlap:#}"
+    );
+
+    // The pod goes away: the collision is resolved, in a Normal Event.
+    api.delete(Res::Pods, "tenant", "postgres-0");
+    let resolved = wait_for("IPCollisionResolved", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "IPCollisionResolved")
+    });
+    assert_eq!(resolved["type"], "Normal");
+    assert!(resolved["message"].as_str().unwrap().contains(ROUTER));
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(&m, "ipshadow_collision_info", &[("pod", "postgres-0")]),
+        None,
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "subnets")]),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+#[test]
+fn one_event_object_per_series_across_repeats_and_restarts() {
+    if !can_run_netns_tests("one_event_object_per_series_across_repeats_and_restarts") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kser", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("ser", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    wait_for("the first Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+
+    // 100 detections of the same collision: every one a reconcile (the pod object changes).
+    let before = sample(
+        &AgentProc::get(&sim.node, "/metrics").unwrap().1,
+        "ipshadow_reconciles_total",
+        &[("result", "ok")],
+    )
+    .unwrap();
+    for i in 0..100 {
+        let mut p = pod("tenant", "postgres-0", ME, &[ROUTER]);
+        p["metadata"]["uid"] = Value::from("uid-postgres-0");
+        p["metadata"]["labels"] = serde_json::json!({"round": i.to_string()});
+        api.apply(Res::Pods, p);
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    wait_for("100 more reconciles", Duration::from_secs(10), || {
+        let m = AgentProc::get(&sim.node, "/metrics").ok()?.1;
+        (sample(&m, "ipshadow_reconciles_total", &[("result", "ok")])? >= before + 50.0)
+            .then_some(())
+    });
+    let objs = series_objects(&api, "postgres-0", "RouterIPCollision");
+    assert_eq!(objs.len(), 1, "{objs:#?}");
+    // Counted at most every 30 s: still the first occurrence.
+    assert_eq!(
+        event(&api, "tenant", "postgres-0", "RouterIPCollision").unwrap()["count"],
+        1
+    );
+
+    // A restart continues the series instead of creating another object.
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let e = wait_for("the series to continue", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision").filter(|e| e["count"] == 2)
+    });
+    assert_eq!(
+        series_objects(&api, "postgres-0", "RouterIPCollision").len(),
+        1,
+        "{e:#}"
+    );
+    assert!(
+        agent
+            .log_text()
+            .contains("continuing an existing Event series"),
+        "{}",
+        agent.log_text()
+    );
+}
+
+#[test]
+fn cross_node_collisions_are_seen_from_both_nodes() {
+    if !can_run_netns_tests("cross_node_collisions_are_seen_from_both_nodes") {
+        return;
+    }
+    // Node A holds the router IP; the pod that has it runs on node B. The two
+    // node namespaces share a link so B's agent reaches the API server in A.
+    let a = SimNode::kube_ovn("kxa", ROUTER);
+    let b = SimNode::kube_ovn("kxb", OTHER_ROUTER);
+    a.node.ip(&[
+        "link",
+        "add",
+        "mgmt",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "mgmt",
+        "netns",
+        &b.node.name,
+    ]);
+    a.node
+        .ip(&["addr", "add", "192.168.100.1/24", "dev", "mgmt"]);
+    a.node.ip(&["link", "set", "mgmt", "up"]);
+    b.node
+        .ip(&["addr", "add", "192.168.100.2/24", "dev", "mgmt"]);
+    b.node.ip(&["link", "set", "mgmt", "up"]);
+    let api = ApiServer::start_on(Some(&a.node), "0.0.0.0:0");
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    api.apply(Res::Nodes, node(OTHER, &["10.244.1.0/24"]));
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(ME, ROUTER, Some(INGRESS), None),
+            &["10.244.4.0/24"],
+        ),
+    );
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
+            &["10.244.1.0/24"],
+        ),
+    );
+    api.apply(Res::Pods, pod("tenant", "webhook-0", OTHER, &[ROUTER]));
+    let lab = Lab::new("x", &api);
+    let kube_b = lab.dir.join("kubeconfig-b");
+    api.write_kubeconfig_via(&kube_b, &format!("192.168.100.1:{}", api.addr.port()));
+    let agent_a = lab.agent(&a.node, ME);
+    let agent_b = AgentProc::spawn_env(
+        &b.node,
+        &["--node", OTHER],
+        &[("KUBECONFIG", kube_b.to_str().unwrap())],
+    );
+    agent_a.wait_ready(&a.node);
+    agent_b.wait_ready(&b.node);
+
+    // The pod's node writes the Event …
+    let e = wait_for("the pod's node's Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "webhook-0", "RouterIPCollision")
+    });
+    assert_eq!(e["reportingInstance"], OTHER);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("host network of node node-a cannot reach it"),
+        "{e:#}"
+    );
+    // … and the owner node finds the pod elsewhere through its status.podIP watch.
+    let found = AgentProc::wait_metrics(&a.node, Duration::from_secs(10), |m| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("pod", "webhook-0"),
+                ("scope", "cross-node"),
+                ("owner_node", ME),
+            ],
+        ) == Some(1.0)
+    });
+    assert!(
+        found.is_some(),
+        "owner node did not see it; log:\n{}",
+        agent_a.log_text()
+    );
+    let from_b = AgentProc::get(&b.node, "/metrics").unwrap().1;
+    assert_eq!(
+        sample(
+            &from_b,
+            "ipshadow_collision_info",
+            &[
+                ("pod", "webhook-0"),
+                ("scope", "cross-node"),
+                ("owner_node", ME)
+            ]
+        ),
+        Some(1.0),
+        "{from_b}"
+    );
+    // The owner node's host traffic to that IP never leaves A: A writes HostTrafficBlackholed.
+    {
+        let _inside = a.node.enter();
+        for _ in 0..3 {
+            let _ = std::net::TcpStream::connect_timeout(
+                &format!("{ROUTER}:443").parse().unwrap(),
+                Duration::from_secs(1),
+            );
+        }
+    }
+    let t = wait_for("HostTrafficBlackholed", Duration::from_secs(40), || {
+        event(&api, "tenant", "webhook-0", "HostTrafficBlackholed")
+    });
+    assert_eq!(t["reportingInstance"], ME);
+    assert!(
+        t["message"].as_str().unwrap().contains("refused 3"),
+        "{t:#}"
+    );
+    // One series per (pod, reason, IP): B's Event and A's are different reasons.
+    assert_eq!(
+        series_objects(&api, "webhook-0", "RouterIPCollision").len(),
+        1
+    );
+}
+
+#[test]
+fn api_faults_lose_no_finding_and_duplicate_no_event() {
+    if !can_run_netns_tests("api_faults_lose_no_finding_and_duplicate_no_event") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kflt", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    // A malformed CiliumNode is skipped, named and counted; the rest still works.
+    api.apply(
+        Res::CiliumNodes,
+        serde_json::json!({"metadata": {"name": "node-x"}, "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "ten.dot.one"}], "ingress": {"ipv4": 42}}}),
+    );
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("flt", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let router =
+        |m: &str| sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]) == Some(1.0);
+    assert!(AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), router).is_some());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(
+            &m,
+            "ipshadow_invalid_objects_total",
+            &[("resource", "ciliumnodes")]
+        ),
+        Some(2.0),
+        "{m}"
+    );
+    assert!(agent.log_text().contains("node-x"), "{}", agent.log_text());
+    wait_for("the first Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+
+    // Three seconds of nothing but 500s, with every watch dropped: the client backs
+    // off (kube's 0.8 s doubling, jittered) instead of hammering the server.
+    api.fail_next(u32::MAX, 500);
+    api.drop_watches();
+    let before = api.counts().total;
+    std::thread::sleep(Duration::from_secs(3));
+    let during = api.counts().total - before;
+    api.fail_next(0, 500);
+    eprintln!("requests during 3 s of 500s: {during}");
+    assert!(
+        during < 100,
+        "{during} requests in 3 s of errors: no backoff"
+    );
+    assert!(during > 0, "the watches did not retry at all");
+    // Then dropped watches, 410 Gone (relists) and slow responses.
+    api.drop_watches();
+    api.compact();
+    api.gone_next_watches(3);
+    api.drop_watches();
+    api.set_delay(Duration::from_millis(300));
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    let both = |m: &str| {
+        router(m) && sample(m, "ipshadow_collision_info", &[("pod", "api-0")]) == Some(1.0)
+    };
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(60), both).is_some(),
+        "lost a finding; log:\n{}",
+        agent.log_text()
+    );
+    api.set_delay(Duration::ZERO);
+    wait_for("api-0's Event", Duration::from_secs(30), || {
+        event(&api, "tenant", "api-0", "RouterIPCollision")
+    });
+
+    // The API server goes away: netlink detection and metrics keep working.
+    api.down();
+    sim.node.ip(&[
+        "link",
+        "add",
+        "kube-ipvs0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ipvs-peer",
+    ]);
+    sim.node
+        .ip(&["addr", "add", "10.244.0.35/32", "dev", "kube-ipvs0"]);
+    let mut web = pod("tenant", "web-0", ME, &["10.244.0.35"]);
+    web["metadata"]["uid"] = Value::from("uid-web-0");
+    api.apply(Res::Pods, web); // queued for when the server is back
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert!(
+        router(&m),
+        "findings lost while the API server is down:\n{m}"
+    );
+    // The kernel side keeps reconciling: the kube-ipvs0 address shows in the inventory.
+    let reconciled = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        sample(m, "ipshadow_source_up", &[("source", "netlink")]) == Some(1.0)
+            && sample(m, "ipshadow_source_up", &[("source", "pods")]) == Some(0.0)
+    });
+    assert!(reconciled.is_some(), "log:\n{}", agent.log_text());
+    api.up();
+    let local = |m: &str| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[("pod", "web-0"), ("kind", "LocalAddressCollision")],
+        ) == Some(1.0)
+    };
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(60), local).is_some(),
+        "no recovery after the API server came back; log:\n{}",
+        agent.log_text()
+    );
+    wait_for("web-0's Event", Duration::from_secs(30), || {
+        event(&api, "tenant", "web-0", "LocalAddressCollision")
+    });
+    for (pod_name, reason) in [
+        ("postgres-0", "RouterIPCollision"),
+        ("api-0", "RouterIPCollision"),
+    ] {
+        assert_eq!(
+            series_objects(&api, pod_name, reason).len(),
+            1,
+            "{pod_name}"
+        );
+    }
+    let c = api.counts();
+    eprintln!(
+        "requests: {} total, {} lists, {} watches, {} creates, {} patches, {} failed by fault",
+        c.total, c.lists, c.watches, c.creates, c.patches, c.failed_by_fault
+    );
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+}
