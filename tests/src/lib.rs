@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod deploy;
 pub mod http;
 pub mod netns;
 pub mod node;

@@ -11,7 +11,7 @@ use std::{
 use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests,
+    can_run_netns_tests, deploy,
     http::sample,
     netns::NetNs,
     node::SimNode,
@@ -193,6 +193,31 @@ fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
         Some(1.0),
         "{m}"
     );
+
+    // deploy/rbac.yaml allows every request the agent made, and nothing is left unused.
+    let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
+    let mut used = std::collections::BTreeSet::new();
+    for (method, uri) in api.counts().log {
+        let Some((group, resource, verb)) = deploy::authz(&method, &uri) else {
+            continue;
+        };
+        assert!(
+            deploy::allows(&rules, &group, &resource, &verb),
+            "RBAC does not allow {verb} {group}/{resource} ({uri})"
+        );
+        used.insert((group, resource, verb));
+    }
+    for (group, resource, verb) in [
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "nodes", "watch"),
+        ("cilium.io", "ciliumnodes", "watch"),
+        ("kubeovn.io", "subnets", "watch"),
+        ("events.k8s.io", "events", "create"),
+    ] {
+        let key = (group.to_owned(), resource.to_owned(), verb.to_owned());
+        assert!(used.contains(&key), "never used: {verb} {group}/{resource}");
+    }
 }
 
 #[test]
@@ -398,6 +423,17 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
         Res::CiliumNodes,
         serde_json::json!({"metadata": {"name": "node-x"}, "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "ten.dot.one"}], "ingress": {"ipv4": 42}}}),
     );
+    // So is a malformed Subnet (a huge excludeIps list of garbage among them).
+    api.set_crd(Res::Subnets, true);
+    let junk: Vec<String> = (0..5000).map(|i| format!("not-an-ip-{i}")).collect();
+    api.apply(
+        Res::Subnets,
+        serde_json::json!({"metadata": {"name": "broken"}, "spec": {"cidrBlock": "10.244.0.0/16", "excludeIps": junk}}),
+    );
+    api.apply(
+        Res::Subnets,
+        serde_json::json!({"metadata": {"name": "no-block"}, "spec": {"cidrBlock": 7}}),
+    );
     api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
     let lab = Lab::new("flt", &api);
     let agent = lab.agent(&sim.node, ME);
@@ -415,7 +451,14 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
         Some(2.0),
         "{m}"
     );
-    assert!(agent.log_text().contains("node-x"), "{}", agent.log_text());
+    let subnets = sample(
+        &m,
+        "ipshadow_invalid_objects_total",
+        &[("resource", "subnets")],
+    );
+    assert_eq!(subnets, Some(5001.0), "{m}");
+    let log = agent.log_text();
+    assert!(log.contains("node-x") && log.contains("no-block"), "{log}");
     wait_for("the first Event", Duration::from_secs(10), || {
         event(&api, "tenant", "postgres-0", "RouterIPCollision")
     });
@@ -515,4 +558,93 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
     );
     let (status, _) = agent.terminate();
     assert!(status.success());
+}
+
+#[test]
+fn check_reads_the_cluster_when_given_no_files() {
+    if !can_run_netns_tests("check_reads_the_cluster_when_given_no_files") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kchk", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    // On another node, holding this node's router IP: found through the status.podIP list.
+    api.apply(Res::Pods, pod("tenant", "webhook-0", OTHER, &[ROUTER]));
+    api.apply(Res::Pods, pod("tenant", "far-0", OTHER, &["10.244.0.99"]));
+    let lab = Lab::new("chk", &api);
+    let out = sim
+        .node
+        .command(ipshadow_tests::ipshadow_bin().to_str().unwrap())
+        .args(["check", "--node", ME, "--output", "json"])
+        .env("KUBECONFIG", &lab.kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fs = v["findings"].as_array().unwrap();
+    let pods: Vec<&str> = fs
+        .iter()
+        .filter_map(|f| f["pod"]["name"].as_str())
+        .collect();
+    assert_eq!(pods, ["api-0", "webhook-0"], "{fs:#?}");
+    assert!(
+        fs.iter()
+            .all(|f| f["kind"] == "RouterIPCollision" && f["scope"] == "cross-node")
+    );
+}
+
+#[test]
+fn with_the_api_server_findings_follow_netlink_within_a_second() {
+    if !can_run_netns_tests("with_the_api_server_findings_follow_netlink_within_a_second") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("knl", ROUTER);
+    sim.node
+        .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    let api = ApiServer::start(Some(&sim.node));
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("nl", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let router = |m: &str| {
+        sample(
+            m,
+            "ipshadow_collisions",
+            &[("kind", "RouterIPCollision"), ("scope", "same-node")],
+        )
+    };
+    assert_eq!(
+        router(&AgentProc::get(&sim.node, "/metrics").unwrap().1),
+        Some(0.0)
+    );
+    sim.node
+        .ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
+        router(m) == Some(1.0)
+    });
+    assert!(took.is_some(), "log:\n{}", agent.log_text());
+    eprintln!("address added -> finding in /metrics: {:?}", took.unwrap());
+    sim.node
+        .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| router(m)
+            == Some(0.0))
+        .is_some()
+    );
+    // The other way round: the address first, then the pod appears in the API.
+    sim.node
+        .ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
+    api.apply(Res::Pods, pod("tenant", "postgres-1", ME, &[ROUTER]));
+    let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
+        sample(m, "ipshadow_collision_info", &[("pod", "postgres-1")]) == Some(1.0)
+    });
+    assert!(took.is_some(), "log:\n{}", agent.log_text());
+    eprintln!("pod added -> finding in /metrics: {:?}", took.unwrap());
 }

@@ -22,13 +22,26 @@ const APT_PACKAGES: &[&str] = &[
     "bpftool",
     "iperf3",
     "prometheus",
+    "python3-yaml",
 ];
 
 pub fn run() -> anyhow::Result<()> {
     rust_src()?;
     apt()?;
     bpf_linker()?;
-    Ok(())
+    kubectl()
+}
+
+/// The tests render deploy/ with kubectl's built-in kustomize. Debian's
+/// `kubernetes-client` is kubectl 1.20, too old; the machine image ships a current one.
+fn kubectl() -> anyhow::Result<()> {
+    match output(Command::new("kubectl").args(["version", "--client"])) {
+        Some(v) if v.contains("Kustomize") => Ok(()),
+        _ => bail!(
+            "no kubectl with kustomize built in on PATH (kubectl >= 1.14; Debian's kubernetes-client \
+             1.20 lacks a current kustomize): install a current kubectl"
+        ),
+    }
 }
 
 fn output(cmd: &mut Command) -> Option<String> {

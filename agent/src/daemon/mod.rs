@@ -356,7 +356,7 @@ impl Agent {
             }
             Source::Cluster(cluster) => {
                 let (state, node) = cluster.snapshot();
-                (cluster.synced().then_some(state), node.map(|n| n.uid))
+                (cluster.pods_listed().then_some(state), node.map(|n| n.uid))
             }
         };
         self.files_dirty = false;

@@ -323,10 +323,22 @@ impl Cluster {
         self.tasks.len() + self.ip_tasks.len()
     }
 
-    /// Whether the watches detection cannot do without have listed once.
+    /// Whether this node's pods have been listed once: enough to reconcile. The
+    /// agent does not wait for the per-address watches (with the API server away,
+    /// a new one would otherwise hold up netlink detection).
+    pub fn pods_listed(&self) -> bool {
+        lock(&self.state).pods_here.synced
+    }
+
+    /// Whether this node's pods and every per-address watch have listed once
+    /// (what a one-shot check waits for).
     pub fn synced(&self) -> bool {
         let st = lock(&self.state);
-        st.pods_here.synced && st.pods_at.values().all(|c| c.synced)
+        st.pods_here.synced
+            && self
+                .ip_tasks
+                .keys()
+                .all(|ip| st.pods_at.get(ip).is_some_and(|c| c.synced))
     }
 
     /// Whether every fixed watch has listed once or failed (e.g. a CRD that is absent).

@@ -1,0 +1,92 @@
+//! The kustomize base in deploy/, rendered by the real kubectl, as JSON objects.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// `kubectl kustomize deploy/`, every object.
+pub fn manifests() -> Vec<Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running kubectl kustomize: {e} (cargo xtask setup checks kubectl is there)")
+        });
+    assert!(
+        out.status.success(),
+        "kubectl kustomize failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Debian's python3-yaml turns the YAML stream into JSON.
+    let mut py = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import sys, yaml, json; json.dump(list(yaml.safe_load_all(sys.stdin)), sys.stdout)",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    }
+    let json = py.wait_with_output().unwrap();
+    assert!(json.status.success());
+    serde_json::from_slice(&json.stdout).unwrap()
+}
+
+/// The rules of the ClusterRole named `name`.
+pub fn cluster_role_rules(objects: &[Value], name: &str) -> Vec<Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
+        .and_then(|o| o["rules"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+pub fn allows(rules: &[Value], group: &str, resource: &str, verb: &str) -> bool {
+    let has = |v: &Value, x: &str| {
+        v.as_array()
+            .is_some_and(|a| a.iter().any(|i| i == x || i == "*"))
+    };
+    rules.iter().any(|r| {
+        has(&r["apiGroups"], group) && has(&r["resources"], resource) && has(&r["verbs"], verb)
+    })
+}
+
+/// (apiGroup, resource, verb) of an API request as the authorizer sees it.
+pub fn authz(method: &str, uri: &str) -> Option<(String, String, String)> {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", g, _, rest @ ..] => (*g, rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _, rest @ ..] if !rest.is_empty() => rest,
+        r => r,
+    };
+    let (resource, named) = match rest {
+        [r] => (*r, false),
+        [r, _] => (*r, true),
+        _ => return None,
+    };
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let verb = match (method, named, watch) {
+        ("GET", false, true) => "watch",
+        ("GET", false, false) => "list",
+        ("GET", true, _) => "get",
+        ("POST", _, _) => "create",
+        ("PATCH", _, _) => "patch",
+        ("PUT", _, _) => "update",
+        ("DELETE", _, _) => "delete",
+        _ => return None,
+    };
+    Some((group.to_owned(), resource.to_owned(), verb.to_owned()))
+}
