@@ -107,6 +107,14 @@ impl Metrics {
             last_reconcile.clone(),
         );
         registry.register_collector(Box::new(FindingsCollector { view: view.clone() }));
+        // Series that start at zero rather than appear on the first increment, so
+        // increase() and alerts see 0, not "no data".
+        for resource in ["pods", "ciliumnodes", "subnets", "nodes"] {
+            let _ = invalid_objects.get_or_create(&labels(&[("resource", resource)]));
+        }
+        for result in ["ok", "error"] {
+            let _ = reconciles.get_or_create(&labels(&[("result", result)]));
+        }
         Self {
             registry,
             view,

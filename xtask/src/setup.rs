@@ -29,7 +29,27 @@ pub fn run() -> anyhow::Result<()> {
     rust_src()?;
     apt()?;
     bpf_linker()?;
-    kubectl()
+    kubectl()?;
+    kubernetes_validate()
+}
+
+/// PyPI's kubernetes-validate checks the manifests against the Kubernetes schemas offline.
+const KUBERNETES_VALIDATE: &str = "1.37.0";
+
+fn kubernetes_validate() -> anyhow::Result<()> {
+    if output(Command::new("python3").args(["-m", "kubernetes_validate", "--version"]))
+        .is_some_and(|v| v.contains(KUBERNETES_VALIDATE))
+    {
+        return Ok(());
+    }
+    checked(Command::new("python3").args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        &format!("kubernetes-validate=={KUBERNETES_VALIDATE}"),
+    ]))
 }
 
 /// The tests render deploy/ with kubectl's built-in kustomize. Debian's

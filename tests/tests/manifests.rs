@@ -1,0 +1,406 @@
+//! deploy/: the kustomize base builds, every object validates offline, the
+//! DaemonSet is as locked down as it claims, its capabilities are exactly
+//! enough, the alerts fire from agent-shaped series, and the dashboard and
+//! alerts only use metrics the agent exports.
+#![allow(clippy::unwrap_used)]
+
+use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
+
+use ipshadow_tests::{
+    agent::AgentProc,
+    can_run_netns_tests, deploy, ipshadow_bin,
+    node::SimNode,
+    objects::{cilium_node, list, pod, subnet, with_pod_cidrs},
+};
+use serde_json::Value;
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ipshadow-manifests-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn kind<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in deploy/"))
+}
+
+#[test]
+fn every_object_validates_offline_against_the_kubernetes_schemas() {
+    let objects = deploy::manifests();
+    let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for k in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+        "Service",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
+        assert!(kinds.contains(k), "{k} missing from deploy/: {kinds:?}");
+    }
+    let d = temp_dir("validate");
+    let (crd_based, core): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| {
+        o["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+    });
+    for (i, o) in core.iter().enumerate() {
+        let f = d.join(format!("{i}.json"));
+        std::fs::write(&f, serde_json::to_vec(o).unwrap()).unwrap();
+        for version in ["1.33.0", "1.37.0"] {
+            let out = Command::new("python3")
+                .args([
+                    "-m",
+                    "kubernetes_validate",
+                    "--strict",
+                    "--quiet",
+                    "-k",
+                    version,
+                ])
+                .arg(&f)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{} {} invalid for Kubernetes {version}: {}{}",
+                o["kind"],
+                o["metadata"]["name"],
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // prometheus-operator objects: a structural check of what the operator reads.
+    for o in crd_based {
+        assert_eq!(o["apiVersion"], "monitoring.coreos.com/v1");
+        assert_eq!(o["metadata"]["namespace"], "ipshadow-system");
+        match o["kind"].as_str().unwrap() {
+            "ServiceMonitor" => {
+                let ep = &o["spec"]["endpoints"][0];
+                assert_eq!(ep["port"], "metrics");
+                assert_eq!(ep["honorLabels"], true);
+                assert_eq!(
+                    o["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+                    "ipshadow"
+                );
+            }
+            "PrometheusRule" => {
+                for r in o["spec"]["groups"][0]["rules"].as_array().unwrap() {
+                    assert!(r["alert"].is_string() && r["expr"].is_string(), "{r:#}");
+                    for a in ["summary", "description", "runbook_url"] {
+                        assert!(r["annotations"][a].is_string(), "{} has no {a}", r["alert"]);
+                    }
+                    assert!(r["labels"]["severity"].is_string());
+                }
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    // The base alone builds too (clusters without prometheus-operator).
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("monitoring.coreos.com"));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn the_daemonset_is_locked_down_and_runs_on_every_node() {
+    let objects = deploy::manifests();
+    let ds = kind(&objects, "DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_ne!(sc["privileged"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(pod["priorityClassName"], "system-node-critical");
+    assert!(
+        pod["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t["key"].is_null())
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let node_name = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .unwrap();
+    assert_eq!(
+        node_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "spec.nodeName"
+    );
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    assert!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].is_string());
+    assert!(
+        c["resources"]["requests"]["memory"].is_string()
+            && c["resources"]["limits"]["memory"].is_string()
+    );
+}
+
+#[test]
+fn the_daemonset_capabilities_are_enough_and_each_is_needed() {
+    if !can_run_netns_tests("the_daemonset_capabilities_are_enough_and_each_is_needed") {
+        return;
+    }
+    let objects = deploy::manifests();
+    let caps: Vec<String> = kind(&objects, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+        [0]["securityContext"]["capabilities"]["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_lowercase())
+        .collect();
+    let sim = SimNode::kube_ovn("mcap", "10.244.4.251");
+    let d = temp_dir("caps");
+    let pods = d.join("pods.json");
+    std::fs::write(
+        &pods,
+        serde_json::to_vec(&list(vec![pod("t", "pg", "node-a", &["10.244.4.251"])])).unwrap(),
+    )
+    .unwrap();
+    // As in the container: uid 0 with only `keep` in the bounding set, eBPF required.
+    let run = |keep: &[String]| {
+        let bounding = std::iter::once("-all".to_owned())
+            .chain(keep.iter().map(|c| format!("+{c}")))
+            .collect::<Vec<_>>()
+            .join(",");
+        sim.node
+            .command("setpriv")
+            .arg(format!("--bounding-set={bounding}"))
+            .arg("--")
+            .arg(ipshadow_bin())
+            .args([
+                "check",
+                "--node",
+                "node-a",
+                "--output",
+                "json",
+                "--watch-seconds",
+                "1",
+                "--ebpf",
+                "required",
+                "--pods",
+            ])
+            .arg(&pods)
+            .output()
+            .unwrap()
+    };
+    let out = run(&caps);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{caps:?} not enough: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["findings"][0]["evidence"].is_object(), "{v:#}");
+    for missing in &caps {
+        let fewer: Vec<String> = caps.iter().filter(|c| *c != missing).cloned().collect();
+        let out = run(&fewer);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "works without {missing}: the set is not minimal"
+        );
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn alerts_fire_from_series_shaped_like_the_agent_output() {
+    let objects = deploy::manifests();
+    let rule = kind(&objects, "PrometheusRule");
+    let d = temp_dir("rules");
+    std::fs::write(
+        d.join("rules.yaml"),
+        serde_json::to_vec(&rule["spec"]).unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("prometheus/alerts_test.yaml"),
+        d.join("alerts_test.yaml"),
+    )
+    .unwrap();
+    let check = Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(d.join("rules.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let test = Command::new("promtool")
+        .args(["test", "rules", "alerts_test.yaml"])
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&test.stdout),
+        String::from_utf8_lossy(&test.stderr)
+    );
+    // Every alert is exercised by the unit tests.
+    let tests = std::fs::read_to_string(d.join("alerts_test.yaml")).unwrap();
+    for r in rule["spec"]["groups"][0]["rules"].as_array().unwrap() {
+        let name = r["alert"].as_str().unwrap();
+        assert!(
+            tests.contains(&format!("alertname: {name}")),
+            "no promtool test for {name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// `ipshadow_…` metric names in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = expr.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = expr[i..].find("ipshadow_") {
+        let start = i + pos;
+        let mut end = start;
+        while end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_') {
+            end += 1;
+        }
+        out.push(expr[start..end].to_owned());
+        i = end;
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
+    if !can_run_netns_tests("the_dashboard_and_alerts_use_only_metrics_the_agent_exports") {
+        return;
+    }
+    // An agent with every kind of series: a collision with traffic, a blackhole, an overlap.
+    let sim = SimNode::kube_ovn("mdash", "10.244.4.251");
+    sim.node
+        .ip(&["route", "add", "blackhole", "10.244.0.99/32"]);
+    let d = temp_dir("dash");
+    let (pods, cns, subnets) = (
+        d.join("pods.json"),
+        d.join("cns.json"),
+        d.join("subnets.json"),
+    );
+    let w = |p: &Path, v: Value| std::fs::write(p, serde_json::to_vec(&v).unwrap()).unwrap();
+    w(
+        &pods,
+        list(vec![
+            pod("t", "pg", "node-a", &["10.244.4.251"]),
+            pod("t", "lost", "node-a", &["10.244.0.99"]),
+        ]),
+    );
+    w(
+        &cns,
+        list(vec![with_pod_cidrs(
+            cilium_node("node-a", "10.244.4.251", None, None),
+            &["10.244.4.0/24"],
+        )]),
+    );
+    w(
+        &subnets,
+        list(vec![subnet("ovn-default", "10.244.0.0/16", &[])]),
+    );
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+            "--subnets",
+            subnets.to_str().unwrap(),
+        ],
+    );
+    agent.wait_ready(&sim.node);
+    {
+        let _inside = sim.node.enter();
+        let _ = std::net::TcpStream::connect_timeout(
+            &"10.244.4.251:5432".parse().unwrap(),
+            Duration::from_secs(1),
+        );
+    }
+    let body = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        m.contains("ipshadow_refused_connections_total{")
+    })
+    .and_then(|_| AgentProc::get(&sim.node, "/metrics").ok())
+    .map(|(_, b)| b)
+    .unwrap_or_else(|| panic!("no traffic series; log:\n{}", agent.log_text()));
+    // Sample names, and the families the agent declares (a family can be empty,
+    // e.g. no malformed object seen yet); histograms have their three series.
+    let mut exported: BTreeSet<String> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next().map(str::to_owned))
+        .collect();
+    for l in body.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let mut parts = l.split_whitespace();
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if kind == "histogram" {
+            exported.extend(["_bucket", "_sum", "_count"].map(|s| format!("{name}{s}")));
+        } else {
+            exported.insert(name.to_owned());
+        }
+    }
+
+    let objects = deploy::manifests();
+    let dashboard: Value = serde_json::from_str(
+        kind(&objects, "ConfigMap")["data"]["ipshadow.json"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut used = Vec::new();
+    for p in dashboard["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            used.extend(metric_names(t["expr"].as_str().unwrap()));
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().unwrap() {
+        used.extend(metric_names(
+            &v["definition"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_default(),
+        ));
+    }
+    for r in kind(&objects, "PrometheusRule")["spec"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+    {
+        used.extend(metric_names(r["expr"].as_str().unwrap()));
+    }
+    assert!(used.len() > 15, "{used:?}");
+    for name in &used {
+        assert!(
+            exported.contains(name),
+            "{name} is used but the agent exports no such series:\n{exported:#?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
