@@ -33,7 +33,18 @@ enum Task {
         cargo_args: Vec<String>,
     },
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
-    Demo,
+    Demo {
+        /// No pauses between the steps (also when CI is set).
+        #[arg(long)]
+        non_interactive: bool,
+    },
+    /// The container image: a static (musl) binary on `FROM scratch`, built with
+    /// the local Docker engine if one runs (else the context is left in target/image).
+    Image {
+        /// Image name and tag.
+        #[arg(long, default_value = concat!("ipshadow:", env!("CARGO_PKG_VERSION")))]
+        tag: String,
+    },
     /// Benchmarks (not tests, root): `ebpf` measures the classifier's cost on lo,
     /// `idle` the agent's CPU and memory on an idle node.
     Bench {
@@ -86,9 +97,9 @@ fn main() -> anyhow::Result<()> {
                     .args([name, out.as_str()]),
             )
         }
-        Task::Demo => {
+        Task::Demo { non_interactive } => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;
-            cargo(&[
+            let mut args = vec![
                 "run",
                 "--locked",
                 "-q",
@@ -96,9 +107,55 @@ fn main() -> anyhow::Result<()> {
                 "ipshadow-tests",
                 "--bin",
                 "ipshadow-demo",
-            ])
+            ];
+            if non_interactive {
+                args.extend(["--", "--non-interactive"]);
+            }
+            cargo(&args)
         }
+        Task::Image { tag } => image(&tag),
     }
+}
+
+const MUSL: &str = "x86_64-unknown-linux-musl";
+
+fn image(tag: &str) -> anyhow::Result<()> {
+    setup::musl()?;
+    cargo(&[
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "ipshadow",
+        "--target",
+        MUSL,
+    ])?;
+    let root = workspace_root();
+    let context = root.join("target/image");
+    std::fs::create_dir_all(&context).context("creating target/image")?;
+    let binary = root.join(format!("target/{MUSL}/release/ipshadow"));
+    std::fs::copy(&binary, context.join("ipshadow"))
+        .with_context(|| format!("copying {}", binary.display()))?;
+    std::fs::copy(root.join("Dockerfile"), context.join("Dockerfile"))
+        .context("copying the Dockerfile")?;
+    let engine = Command::new("docker")
+        .arg("info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let build = format!("docker build --target image -t {tag} {}", context.display());
+    if !engine {
+        bail!(
+            "no Docker engine runs here (docker info failed). The static binary and the Dockerfile \
+             are in {}: run `{build}` where an engine runs, or `docker build -t {tag} .` in a checkout \
+             with registry access",
+            context.display()
+        );
+    }
+    run(Command::new("docker")
+        .args(["build", "--target", "image", "-t", tag])
+        .arg(&context))
 }
 
 fn workspace_root() -> PathBuf {

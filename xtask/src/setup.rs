@@ -152,3 +152,28 @@ fn bpf_linker() -> anyhow::Result<()> {
             ]),
     )
 }
+
+/// For `cargo xtask image` only: the musl target and its C toolchain (ring builds C).
+pub fn musl() -> anyhow::Result<()> {
+    let targets =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !targets.lines().any(|t| t == "x86_64-unknown-linux-musl") {
+        checked(Command::new("rustup").args(["target", "add", "x86_64-unknown-linux-musl"]))?;
+    }
+    if output(Command::new("dpkg-query").args(["-W", "-f=${Status}", "musl-tools"]))
+        .is_none_or(|s| !s.contains("install ok installed"))
+    {
+        checked(
+            Command::new("apt-get")
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .args([
+                    "install",
+                    "-y",
+                    "-qq",
+                    "--no-install-recommends",
+                    "musl-tools",
+                ]),
+        )?;
+    }
+    Ok(())
+}
