@@ -238,3 +238,18 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn ring_buffer_records_decode_only_at_their_exact_size(bytes in prop::collection::vec(any::<u8>(), 0..128)) {
+            let decoded = Sample::decode(&bytes);
+            prop_assert_eq!(decoded.is_some(), bytes.len() == std::mem::size_of::<FlowSample>());
+        }
+    }
+}

@@ -231,4 +231,6 @@ fn shadowed_pod_route(inv: &Inventory, ip: IpAddr) -> Option<String> {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;

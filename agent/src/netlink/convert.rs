@@ -232,3 +232,47 @@ mod tests {
         assert_eq!(a.device, "if9");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use netlink_packet_core::{Emitable as _, Parseable as _};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Whatever bytes the kernel (or a bug) hands over, conversion never panics.
+        #[test]
+        fn arbitrary_netlink_payloads_convert_or_are_rejected(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(m) = RouteMessage::parse(bytes.as_slice()) {
+                let _ = route(&m);
+                let _ = fib_answer(Ok(&m));
+            }
+            if let Ok(m) = LinkMessage::parse(bytes.as_slice()) {
+                let _ = link(&m);
+            }
+            if let Ok(m) = AddressMessage::parse(bytes.as_slice()) {
+                let _ = address(&m, &[]);
+            }
+        }
+
+        /// A route survives the trip through its wire form.
+        #[test]
+        fn routes_round_trip_through_their_wire_form(a in any::<u32>(), len in 0u8..=32, oif in 1u32..1000) {
+            let dst = std::net::Ipv4Addr::from(a);
+            let mut m = RouteMessage::default();
+            m.header.address_family = netlink_packet_route::AddressFamily::Inet;
+            m.header.destination_prefix_length = len;
+            m.header.kind = RouteType::Unicast;
+            m.header.table = 254;
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet(dst)));
+            m.attributes.push(RouteAttribute::Oif(oif));
+            let mut buf = vec![0; m.buffer_len()];
+            m.emit(&mut buf);
+            let back = RouteMessage::parse(buf.as_slice()).expect("parses");
+            let r = route(&back).expect("a route");
+            prop_assert_eq!(r.dst, IpNet::new(IpAddr::V4(dst), len).expect("valid"));
+            prop_assert_eq!(r.oif, Some(oif));
+        }
+    }
+}

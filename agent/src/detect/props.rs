@@ -1,0 +1,138 @@
+//! Property tests of the detector: what must hold for any inventory.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::inventory::{CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp};
+
+const ME: &str = "node-a";
+
+fn ip4(n: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x0af4_0000 | (n & 0xffff)))
+}
+
+fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
+    Pod {
+        namespace: "ns".into(),
+        name: format!("p{i}"),
+        uid: format!("u{i}"),
+        node: Some(node.into()),
+        ips: vec![PodIp {
+            ip,
+            source: IpSource::Status,
+        }],
+        host_network: false,
+        phase: Some("Running".into()),
+    }
+}
+
+/// An inventory from raw numbers: infra addresses per node, pod IPs, which pods are here.
+fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
+    let cilium_nodes: Vec<CiliumNode> = infra
+        .iter()
+        .map(|(n, r, i, h)| CiliumNode {
+            name: if *n == 0 {
+                ME.to_owned()
+            } else {
+                format!("node-{n}")
+            },
+            router: vec![ip4(*r)],
+            ingress: vec![ip4(*i)],
+            health: vec![ip4(*h)],
+            pod_cidrs: vec![],
+        })
+        .collect();
+    let mut host = HostNetwork::default();
+    for c in cilium_nodes.iter().filter(|c| c.name == ME) {
+        for r in &c.router {
+            host.addresses.push(LocalAddress {
+                ip: *r,
+                prefix_len: 32,
+                ifindex: 4,
+                device: "cilium_host".into(),
+            });
+        }
+    }
+    let pods: Vec<Pod> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, (ip, here))| pod(i, if *here { ME } else { "elsewhere" }, ip4(*ip)))
+        .collect();
+    for p in pods.iter().filter(|p| p.node.as_deref() == Some(ME)) {
+        for pip in &p.ips {
+            let local = host.addresses.iter().any(|a| a.ip == pip.ip);
+            let answer = if local {
+                FibResult::Local { oif: Some(1) }
+            } else {
+                FibResult::Unicast {
+                    oif: Some(3),
+                    gateway: None,
+                }
+            };
+            host.fib.insert(pip.ip, answer);
+        }
+    }
+    Inventory {
+        node: ME.into(),
+        router_device: "cilium_host".into(),
+        host,
+        pods,
+        cilium_nodes,
+        subnets: vec![],
+    }
+}
+
+fn infra_strategy() -> impl Strategy<Value = Vec<(u8, u32, u32, u32)>> {
+    prop::collection::vec((0u8..4, 0u32..512, 0u32..512, 0u32..512), 0..6)
+}
+
+fn pods_strategy() -> impl Strategy<Value = Vec<(u32, bool)>> {
+    prop::collection::vec((0u32..512, any::<bool>()), 0..40)
+}
+
+proptest! {
+    #[test]
+    fn no_finding_when_infra_addresses_and_pod_ips_are_disjoint(infra in infra_strategy(), pods in pods_strategy()) {
+        let taken: std::collections::BTreeSet<u32> =
+            infra.iter().flat_map(|(_, r, i, h)| [*r, *i, *h]).collect();
+        let pods: Vec<(u32, bool)> = pods.into_iter().filter(|(ip, _)| !taken.contains(ip)).collect();
+        prop_assert!(detect(&inventory(&infra, &pods)).is_empty());
+    }
+
+    #[test]
+    fn every_collision_a_node_can_see_is_found_once(infra in infra_strategy(), pods in pods_strategy()) {
+        let inv = inventory(&infra, &pods);
+        let findings = detect(&inv);
+        for (i, p) in inv.pods.iter().enumerate() {
+            let ip = p.ips[0].ip;
+            let here = p.node.as_deref() == Some(ME);
+            let mine = inv.cilium_nodes.iter().filter(|c| c.name == ME)
+                .any(|c| c.router.contains(&ip) || c.ingress.contains(&ip) || c.health.contains(&ip));
+            let anyone = inv.cilium_nodes.iter()
+                .any(|c| c.router.contains(&ip) || c.ingress.contains(&ip) || c.health.contains(&ip));
+            let expected = if here { anyone } else { mine };
+            let n = findings.iter().filter(|f| f.pod.as_ref().is_some_and(|r| r.name == format!("p{i}"))).count();
+            prop_assert_eq!(n, usize::from(expected), "pod p{} ip {} here {}", i, ip, here);
+        }
+    }
+
+    #[test]
+    fn findings_do_not_depend_on_the_order_of_pods_or_cilium_nodes(
+        infra in infra_strategy(), pods in pods_strategy(), seed in any::<u64>()
+    ) {
+        let a = inventory(&infra, &pods);
+        let mut b = a.clone();
+        // A deterministic shuffle from the seed.
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        for i in (1..b.pods.len()).rev() { let j = (next() as usize) % (i + 1); b.pods.swap(i, j); }
+        for i in (1..b.cilium_nodes.len()).rev() { let j = (next() as usize) % (i + 1); b.cilium_nodes.swap(i, j); }
+        let strip = |v: Vec<Finding>| v.into_iter().map(|f| (f.kind, f.scope, f.ip, f.pod, f.owner.node, f.owner.role)).collect::<Vec<_>>();
+        let (fa, fb) = (strip(detect(&a)), strip(detect(&b)));
+        // Which owner wins when two nodes claim one IP may differ only by name order,
+        // which the detector fixes by sorting: so the results are equal.
+        prop_assert_eq!(fa, fb);
+    }
+}

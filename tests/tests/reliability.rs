@@ -1,0 +1,197 @@
+//! Reliability: an agent killed at random points restarts into the same
+//! state, and a netlink burst that overruns its socket ends in a full resync
+//! with no stale finding.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::BTreeSet,
+    io::Write as _,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use ipshadow_tests::{
+    agent::AgentProc,
+    apiserver::{ApiServer, Res},
+    can_run_netns_tests,
+    netns::attached_programs,
+    node::SimNode,
+    objects::{cilium_node, node, pod, with_pod_cidrs},
+};
+
+const ME: &str = "node-a";
+const ROUTER: &str = "10.244.4.251";
+
+/// The finding series of a scrape, as a set of lines.
+fn findings(metrics: &str) -> BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("ipshadow_collision_info{"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_duplicate_event() {
+    if !can_run_netns_tests("twenty_kill_9s") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("rk9", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(ME, ROUTER, Some("10.244.4.12"), None),
+            &["10.244.4.0/24"],
+        ),
+    );
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    api.apply(Res::Pods, pod("tenant", "gateway-0", ME, &["10.244.4.12"]));
+    let dir = std::env::temp_dir().join(format!("ipshadow-rk9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let env = [("KUBECONFIG", kubeconfig.to_str().unwrap())];
+    let args = ["--node", ME, "--tc-attach", "netlink"];
+
+    let first = AgentProc::spawn_env(&sim.node, &args, &env);
+    first.wait_ready(&sim.node);
+    let before = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        findings(m).len() == 2
+    })
+    .and_then(|_| AgentProc::get(&sim.node, "/metrics").ok())
+    .map(|(_, m)| findings(&m))
+    .unwrap();
+    let start = Instant::now();
+    while api.event_objects().len() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "no Events");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(first); // kill -9
+
+    // A legacy tc filter outlives a killed agent: the worst case for stacking.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut killed_after = Vec::new();
+    for _ in 0..20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let after = Duration::from_millis(seed % 400);
+        let a = AgentProc::spawn_env(&sim.node, &args, &env);
+        std::thread::sleep(after);
+        drop(a); // SIGKILL, wherever it is: loading, attaching, listing, reconciling, writing Events
+        killed_after.push(after.as_millis());
+    }
+    eprintln!("killed 20 agents after {killed_after:?} ms");
+
+    let last = AgentProc::spawn_env(&sim.node, &args, &env);
+    last.wait_ready(&sim.node);
+    let after =
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| findings(m) == before);
+    assert!(
+        after.is_some(),
+        "findings differ after the restarts; log:\n{}",
+        last.log_text()
+    );
+    assert_eq!(
+        attached_programs(&sim.node, "lo", "ipshadow_lo"),
+        1,
+        "programs stacked on lo"
+    );
+    // Event series continued: still one object per series.
+    let mut per_series = std::collections::BTreeMap::new();
+    for e in api.event_objects() {
+        *per_series
+            .entry((e["regarding"]["name"].to_string(), e["reason"].to_string()))
+            .or_insert(0) += 1;
+    }
+    assert!(per_series.values().all(|n| *n == 1), "{per_series:?}");
+    assert_eq!(per_series.len(), 2, "{per_series:?}");
+    let (status, _) = last.terminate();
+    assert!(status.success());
+    assert_eq!(attached_programs(&sim.node, "lo", "ipshadow_lo"), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
+    if !can_run_netns_tests("a_burst_of_ten_thousand_changes") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("rburst", ROUTER);
+    sim.node.ip(&[
+        "link", "add", "burst0", "type", "veth", "peer", "name", "burst1",
+    ]);
+    sim.node.ip(&["link", "set", "burst0", "up"]);
+    let dir = std::env::temp_dir().join(format!("ipshadow-rburst-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pods = dir.join("pods.json");
+    // Two pods on addresses the burst adds: one stays, one goes again.
+    let list = ipshadow_tests::objects::list(vec![
+        pod("t", "stays", ME, &["10.244.203.3"]),
+        pod("t", "goes", ME, &["10.244.200.7"]),
+    ]);
+    std::fs::write(&pods, serde_json::to_vec(&list).unwrap()).unwrap();
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &[
+            "--node",
+            ME,
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ebpf",
+            "off",
+        ],
+    );
+    agent.wait_ready(&sim.node);
+
+    // 10,000 address changes (each also a local route) as fast as ip can send them.
+    let mut batch = String::new();
+    for i in 0..5000u32 {
+        batch.push_str(&format!(
+            "addr add 10.244.{}.{}/32 dev burst0\n",
+            200 + i / 250,
+            i % 250 + 1
+        ));
+    }
+    for i in 0..5000u32 {
+        let (a, b) = (200 + i / 250, i % 250 + 1);
+        if (a, b) != (203, 3) {
+            batch.push_str(&format!("addr del 10.244.{a}.{b}/32 dev burst0\n"));
+        }
+    }
+    let mut ip = sim
+        .node
+        .command("ip")
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ip.stdin
+        .take()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    assert!(ip.wait().unwrap().success());
+
+    let settled = AgentProc::wait_metrics(&sim.node, Duration::from_secs(10), |m| {
+        let f = findings(m);
+        f.len() == 1
+            && f.iter()
+                .all(|l| l.contains("pod=\"stays\"") && l.contains("device=\"burst0\""))
+    });
+    let log = agent.log_text();
+    assert!(
+        settled.is_some(),
+        "stale or missing finding after the burst; log:\n{log}"
+    );
+    let overran = log.contains("overran");
+    eprintln!(
+        "burst of 9,999 address changes: socket overran: {overran}; settled in {:?}",
+        settled.unwrap()
+    );
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
