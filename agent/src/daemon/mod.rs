@@ -115,6 +115,7 @@ async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Recei
                 &node,
                 input.node_uid.as_deref(),
             );
+            tracing::debug!(series = want.len(), "syncing Events");
             writer.sync(&want).await;
         }
         tokio::select! {
@@ -507,13 +508,19 @@ impl Agent {
             }
         }
         self.book.update(&want, &current, removed);
-        let mut view = self
-            .metrics
-            .view
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        view.findings.clone_from(&self.findings);
-        view.traffic = self.book.exposed();
+        {
+            let mut view = self
+                .metrics
+                .view
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            view.findings.clone_from(&self.findings);
+            view.traffic = self.book.exposed();
+        }
+        // New traffic can open a HostTrafficBlackholed series; the writer acts only on news.
+        if !want.is_empty() {
+            self.publish_events();
+        }
     }
 }
 

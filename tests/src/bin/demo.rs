@@ -323,6 +323,9 @@ fn run(ui: &Ui) -> bool {
     );
     println!("  then delete the colliding pods so kube-ovn gives them other IPs.");
 
+    if !all {
+        println!("agent log:\n{}", agent.log_text());
+    }
     let (status, took) = agent.terminate();
     println!("\nagent stopped on SIGTERM in {took:?} ({status}); eBPF detached");
     drop(api);
