@@ -313,22 +313,8 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
         .ip(&["addr", "add", "192.168.100.2/24", "dev", "mgmt"]);
     b.node.ip(&["link", "set", "mgmt", "up"]);
     let api = ApiServer::start_on(Some(&a.node), "0.0.0.0:0");
-    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    cozystack(&api);
     api.apply(Res::Nodes, node(OTHER, &["10.244.1.0/24"]));
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(ME, ROUTER, Some(INGRESS), None),
-            &["10.244.4.0/24"],
-        ),
-    );
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
-            &["10.244.1.0/24"],
-        ),
-    );
     api.apply(Res::Pods, pod("tenant", "webhook-0", OTHER, &[ROUTER]));
     let lab = Lab::new("x", &api);
     let kube_b = lab.dir.join("kubeconfig-b");

@@ -49,7 +49,7 @@ enum Task {
     /// `idle` the agent's CPU and memory on an idle node.
     Bench {
         /// Which bench to run.
-        #[arg(value_enum, default_value = "ebpf")]
+        #[arg(value_enum, default_value = "all")]
         what: Bench,
         /// Where to write the JSON results (default target/bench/<what>.json).
         #[arg(long)]
@@ -59,8 +59,13 @@ enum Task {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Bench {
+    /// Every figure, side by side in one run: bench/results.json.
+    All,
     Ebpf,
     Idle,
+    Reaction,
+    Scale,
+    Api,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,8 +80,12 @@ fn main() -> anyhow::Result<()> {
         } => test(no_lint, &cargo_args),
         Task::Bench { what, out } => {
             let name = match what {
+                Bench::All => "all",
                 Bench::Ebpf => "ebpf",
                 Bench::Idle => "idle",
+                Bench::Reaction => "reaction",
+                Bench::Scale => "scale",
+                Bench::Api => "api",
             };
             // The bench runs the agent binary too: build both, release.
             cargo(&["build", "--release", "--locked", "-p", "ipshadow"])?;
@@ -89,7 +98,10 @@ fn main() -> anyhow::Result<()> {
                 "--bin",
                 "ipshadow-bench",
             ])?;
-            let out = out.unwrap_or_else(|| format!("target/bench/{name}.json"));
+            let out = out.unwrap_or_else(|| match what {
+                Bench::All => "bench/results.json".to_owned(),
+                _ => format!("target/bench/{name}.json"),
+            });
             let bin = workspace_root().join("target/release/ipshadow");
             run(
                 Command::new(workspace_root().join("target/release/ipshadow-bench"))

@@ -249,19 +249,7 @@ impl Observer {
         let new: Vec<IpAddr> = want.difference(&self.watched).copied().collect();
         let mut changed = BTreeSet::new();
         for ip in new {
-            let zeros = PerCpuValues::try_from(vec![IpCounters::default(); self.cpus]).map_err(
-                |source| Error::Cpus {
-                    what: "per-CPU values",
-                    source,
-                },
-            )?;
-            self.shadowed
-                .insert(key(ip), zeros, 0)
-                .map_err(|source| Error::Map {
-                    action: "adding to SHADOWED",
-                    ip,
-                    source,
-                })?;
+            insert_retrying(&mut self.shadowed, ip, self.cpus)?;
             self.watched.insert(ip);
             changed.extend(self.filter.update(ip, true));
         }
@@ -414,6 +402,43 @@ fn attach_options(iface: &str, mode: AttachMode) -> TcAttachOptions {
         // EEXIST when the qdisc is already there: fine.
         let _ = aya::programs::tc::qdisc_add_clsact(iface);
         TcAttachOptions::Netlink(NlOptions::default())
+    }
+}
+
+/// Inserts into SHADOWED, retrying briefly on ENOMEM: the kernel allocates a
+/// non-preallocated entry's per-CPU value without sleeping, from chunks it
+/// refills in the background, so a burst of inserts can run ahead of it.
+fn insert_retrying(
+    map: &mut PerCpuHashMap<MapData, IpKey, IpCounters>,
+    ip: IpAddr,
+    cpus: usize,
+) -> Result<()> {
+    const ATTEMPTS: u32 = 50;
+    let mut attempt = 0;
+    loop {
+        let zeros =
+            PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
+                Error::Cpus {
+                    what: "per-CPU values",
+                    source,
+                }
+            })?;
+        match map.insert(key(ip), zeros, 0) {
+            Ok(()) => return Ok(()),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::ENOMEM) && attempt < ATTEMPTS =>
+            {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt)));
+            }
+            Err(source) => {
+                return Err(Error::Map {
+                    action: "adding to SHADOWED",
+                    ip,
+                    source,
+                });
+            }
+        }
     }
 }
 

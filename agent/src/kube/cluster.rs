@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
-    runtime::{WatchStreamExt as _, watcher},
+    runtime::watcher,
 };
 use serde::de::DeserializeOwned;
 
@@ -186,42 +186,88 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut stream = watcher(api, config).default_backoff().boxed();
+        // Our own backoff rather than kube's default_backoff: the watcher yields
+        // Ok(Init) before every relist attempt, which resets kube's backoff, so a
+        // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
+        let mut stream = watcher(api, config).boxed();
+        let mut backoff = Backoff::default();
         let mut failing = false;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(event) => {
+                    let progress = !matches!(event, watcher::Event::Init);
                     {
                         let mut st = lock(&state);
                         apply(&mut st, event);
-                        st.up.insert(source, true);
+                        if progress {
+                            st.up.insert(source, true);
+                        }
                     }
-                    if failing {
-                        tracing::info!(source, "watch recovered");
-                        failing = false;
+                    if progress {
+                        backoff.reset();
+                        if failing {
+                            tracing::info!(source, "watch recovered");
+                            failing = false;
+                        }
+                        on_change();
                     }
-                    on_change();
                 }
                 Err(e) => {
                     lock(&state).up.insert(source, false);
+                    let not_found = is_not_found(&e);
+                    let delay = backoff.next(not_found);
                     if !failing {
-                        if is_not_found(&e) {
+                        if not_found {
                             tracing::warn!(
                                 source,
-                                "resource not found (CRD not installed?); retrying every 30 s"
+                                "resource not found (CRD not installed?); retrying slowly, up to every 5 minutes"
                             );
                         } else {
                             tracing::warn!(source, error = %e, "watch failed; retrying with backoff");
                         }
                         on_change();
                     } else {
-                        tracing::debug!(source, error = %e, "watch still failing");
+                        tracing::debug!(source, error = %e, retry_in_ms = delay.as_millis() as u64, "watch still failing");
                     }
                     failing = true;
+                    // The watcher does nothing until polled again: sleeping here is the backoff.
+                    tokio::time::sleep(delay).await;
                 }
             }
         }
     })
+}
+
+/// Exponential backoff with jitter: 0.8 s doubling to 30 s for errors, 30 s
+/// doubling to 5 minutes while the resource does not exist (a CRD not installed).
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+
+    fn next(&mut self, not_found: bool) -> std::time::Duration {
+        let (base_ms, max_ms) = if not_found {
+            (30_000u64, 300_000u64)
+        } else {
+            (800, 30_000)
+        };
+        let exp = base_ms
+            .saturating_mul(1u64 << self.failures.min(16))
+            .min(max_ms);
+        self.failures += 1;
+        // ±25 % jitter, so agents on many nodes do not retry in step.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::from(d.subsec_nanos()));
+        let jitter = exp / 4;
+        let ms = exp - jitter + nanos % (2 * jitter + 1);
+        std::time::Duration::from_millis(ms)
+    }
 }
 
 impl Cluster {

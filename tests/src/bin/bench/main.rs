@@ -10,6 +10,38 @@
 //!   (run_time / run_count, enabled for the bench with BPF_ENABLE_STATS).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
+mod api;
+mod reaction;
+mod scale;
+
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+/// Heap allocations made by this process, for the allocations-per-reconcile figure.
+pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+struct Counting;
+
+// SAFETY: forwards to the system allocator, only counting calls.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, AtomicOrdering::Relaxed);
+        // SAFETY: the caller upholds GlobalAlloc's contract.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, AtomicOrdering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
 use std::{
     collections::BTreeSet,
     net::{IpAddr, Ipv4Addr},
@@ -22,8 +54,8 @@ use ipshadow::ebpf::{AttachMode, Floor, Observer};
 use ipshadow_tests::netns::NetNs;
 use serde_json::{Value, json};
 
-const ROUNDS: usize = 5;
-const SECONDS: u32 = 4;
+const ROUNDS: usize = 3;
+const SECONDS: u32 = 3;
 const PORT: &str = "5201";
 const TARGET: &str = "10.244.4.251";
 
@@ -32,16 +64,20 @@ enum Config {
     Without,
     Floor,
     OneEntry,
+    Thousand,
     TenThousand,
+    HundredThousand,
     TargetShadowed,
 }
 
 impl Config {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 7] = [
         Self::Without,
         Self::Floor,
         Self::OneEntry,
+        Self::Thousand,
         Self::TenThousand,
+        Self::HundredThousand,
         Self::TargetShadowed,
     ];
     fn label(self) -> &'static str {
@@ -49,6 +85,8 @@ impl Config {
             Self::Without => "without program",
             Self::Floor => "empty classifier (floor)",
             Self::OneEntry => "program, 1 entry (miss)",
+            Self::Thousand => "program, 1,000 entries (miss)",
+            Self::HundredThousand => "program, 100,000 entries (miss)",
             Self::TenThousand => "program, 10,000 entries (miss)",
             Self::TargetShadowed => "program, 10,000 entries, target shadowed (hit)",
         }
@@ -58,6 +96,8 @@ impl Config {
             Self::Without => "without",
             Self::Floor => "floor",
             Self::OneEntry => "one_entry",
+            Self::Thousand => "thousand_entries",
+            Self::HundredThousand => "hundred_thousand_entries",
             Self::TenThousand => "ten_thousand_entries",
             Self::TargetShadowed => "target_shadowed",
         }
@@ -66,7 +106,14 @@ impl Config {
 
 fn filler(n: u32) -> BTreeSet<IpAddr> {
     (0..n)
-        .map(|i| IpAddr::V4(Ipv4Addr::new(10, 250, (i >> 8) as u8, i as u8)))
+        .map(|i| {
+            IpAddr::V4(Ipv4Addr::new(
+                10,
+                128 + (i >> 16) as u8,
+                (i >> 8) as u8,
+                i as u8,
+            ))
+        })
         .collect()
 }
 
@@ -100,7 +147,76 @@ fn iperf(ns: &NetNs) -> f64 {
         .unwrap_or_else(|| panic!("no throughput in iperf3 output: {v}"))
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// Short TCP connections per second to a listener on 127.0.0.1 in `ns`, for `secs`.
+fn connects_per_second(ns: &NetNs, secs: f64) -> f64 {
+    let _inside = ns.enter();
+    let addr: std::net::SocketAddr = "127.0.0.1:7001".parse().unwrap();
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        if let Ok(c) = std::net::TcpStream::connect(addr) {
+            abort_on_close(&c);
+            n += 1;
+        }
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// SO_LINGER 0: close with a RST, so no TIME_WAIT piles up and later runs do
+/// not pay for earlier ones (the order of configurations must not matter).
+fn abort_on_close(s: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd as _;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a correctly sized option value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Connection rate without the classifier and with it (10,000 entries), interleaved.
+fn connection_rate(ns: &NetNs) -> serde_json::Value {
+    let name = ns.name.clone();
+    std::thread::spawn(move || {
+        let _inside = ipshadow_tests::netns::enter_named(&name);
+        let l = std::net::TcpListener::bind("127.0.0.1:7001").unwrap();
+        for c in l.incoming().flatten() {
+            abort_on_close(&c);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    // Warm up, then interleave.
+    connects_per_second(ns, 1.0);
+    for _ in 0..ROUNDS {
+        without.push(connects_per_second(ns, 2.0));
+        let observer = {
+            let _inside = ns.enter();
+            let mut o = Observer::load().unwrap();
+            o.attach("lo", AttachMode::Auto).unwrap();
+            o.sync(&filler(10_000)).unwrap();
+            o
+        };
+        with.push(connects_per_second(ns, 2.0));
+        drop(observer);
+    }
+    let (a, b) = (median(&mut without.clone()), median(&mut with.clone()));
+    println!(
+        "\nshort TCP connections over lo: {a:.0}/s without, {b:.0}/s with the classifier (10,000 entries): ratio {:.3}",
+        b / a
+    );
+    json!({"without_per_second": a, "with_per_second": b, "ratio": b / a, "without_runs": without, "with_runs": with})
+}
+
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
@@ -111,23 +227,65 @@ fn main() {
         eprintln!("the bench loads eBPF and creates network namespaces: run it as root");
         std::process::exit(2);
     }
-    let what = std::env::args().nth(1).unwrap_or_else(|| "ebpf".to_owned());
+    let what = std::env::args().nth(1).unwrap_or_else(|| "all".to_owned());
     let out_path = std::env::args().nth(2).map_or_else(
-        || PathBuf::from(format!("target/bench/{what}.json")),
+        || {
+            PathBuf::from(if what == "all" {
+                "bench/results.json".to_owned()
+            } else {
+                format!("target/bench/{what}.json")
+            })
+        },
         PathBuf::from,
     );
-    match what.as_str() {
-        "ebpf" => ebpf(&out_path),
-        "idle" => idle(&out_path),
+    let started = std::time::Instant::now();
+    let report = match what.as_str() {
+        "all" => {
+            let tmp = std::env::temp_dir().join(format!("ipshadow-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&tmp).unwrap();
+            ebpf(&tmp.join("ebpf.json"));
+            let ebpf_json: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(tmp.join("ebpf.json")).unwrap()).unwrap();
+            let _ = std::fs::remove_dir_all(&tmp);
+            json!({
+                "packet_path": ebpf_json,
+                "reaction": reaction::run(),
+                "scale": scale::run(),
+                "api_load": api::run(),
+            })
+        }
+        "ebpf" => {
+            ebpf(&out_path);
+            return;
+        }
+        "idle" => {
+            idle(&out_path);
+            return;
+        }
+        "reaction" => reaction::run(),
+        "scale" => scale::run(),
+        "api" => api::run(),
         other => {
-            eprintln!("unknown bench {other:?}: ebpf or idle");
+            eprintln!("unknown bench {other:?}: all, ebpf, idle, reaction, scale or api");
             std::process::exit(2);
         }
+    };
+    let report = json!({
+        "measured_at": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "seconds_taken": started.elapsed().as_secs(),
+        "results": report,
+    });
+    if let Some(dir) = out_path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
     }
+    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    println!("\nwritten to {}", out_path.display());
 }
 
 /// CPU time (user + system) of `pid` in seconds, from /proc/<pid>/stat.
-fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
     let rest = stat.rsplit_once(')').unwrap().1;
@@ -137,7 +295,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
@@ -257,6 +415,8 @@ fn ebpf(out_path: &std::path::Path) {
                     o.attach("lo", AttachMode::Auto).unwrap();
                     let mut want = match config {
                         Config::OneEntry => filler(1),
+                        Config::Thousand => filler(1_000),
+                        Config::HundredThousand => filler(100_000),
                         _ => filler(10_000),
                     };
                     if config == Config::TargetShadowed {
@@ -289,6 +449,7 @@ fn ebpf(out_path: &std::path::Path) {
     }
     let _ = server.kill();
     let _ = server.wait();
+    let conn = connection_rate(&ns);
 
     let base = median(&mut throughput[0].clone());
     println!("\neBPF classifier on lo: iperf3 TCP over lo, {ROUNDS} rounds × {SECONDS} s, medians");
@@ -326,6 +487,7 @@ fn ebpf(out_path: &std::path::Path) {
         "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "results": results,
+        "connection_rate": conn,
     });
     if let Some(dir) = out_path.parent() {
         std::fs::create_dir_all(dir).unwrap();

@@ -1,0 +1,157 @@
+//! Scale: a node with 500 pods (kube-ovn style: one subnet route, no per-pod
+//! routes) and a cluster of 5,000 CiliumNodes. The reconcile in-process (time
+//! and heap allocations), batched FIB lookups against one `ip route get` process
+//! per IP, and the real agent's RSS and idle CPU.
+
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use ipshadow::{cli::NodeArgs, netlink::Netlink, reconcile::Reconciler, sources::FileSources};
+use ipshadow_tests::{
+    agent::AgentProc,
+    node::SimNode,
+    objects::{cilium_node, list, pod},
+};
+use serde_json::{Value, json};
+
+use crate::{ALLOCATIONS, cpu_seconds, median, rss_kib};
+
+const PODS: usize = 500;
+const CILIUM_NODES: usize = 5000;
+const ROUTER: &str = "10.244.4.251";
+
+fn pod_ip(i: usize) -> String {
+    format!("10.244.{}.{}", 10 + i / 250, i % 250 + 1)
+}
+
+pub fn run() -> Value {
+    let sim = SimNode::kube_ovn("scale", ROUTER);
+    let dir = std::env::temp_dir().join(format!("ipshadow-bench-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut pods: Vec<Value> = (0..PODS)
+        .map(|i| pod("t", &format!("pod-{i}"), "node-a", &[pod_ip(i).as_str()]))
+        .collect();
+    pods.push(pod("t", "pg", "node-a", &[ROUTER]));
+    let mut cns = vec![cilium_node("node-a", ROUTER, Some("10.244.4.12"), None)];
+    cns.extend((1..CILIUM_NODES).map(|i| {
+        let r = format!("10.200.{}.{}", i / 250, i % 250 + 1);
+        let g = format!("10.201.{}.{}", i / 250, i % 250 + 1);
+        cilium_node(&format!("node-{i}"), &r, Some(&g), None)
+    }));
+    let pods_file = dir.join("pods.json");
+    let cns_file = dir.join("cns.json");
+    std::fs::write(&pods_file, serde_json::to_vec(&list(pods)).unwrap()).unwrap();
+    std::fs::write(&cns_file, serde_json::to_vec(&list(cns)).unwrap()).unwrap();
+
+    // In-process: the same reconcile the agent runs, inside the node's namespace.
+    let (times, allocs, batched) = {
+        let _inside = sim.node.enter();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let args = NodeArgs {
+                node: Some("node-a".into()),
+                router_device: "cilium_host".into(),
+                pod_ip_annotations: vec!["ovn.kubernetes.io/ip_address".into()],
+            };
+            let mut files =
+                FileSources::new(pods_file.clone(), Some(cns_file.clone()), None, &args);
+            assert!(files.refresh().is_empty());
+            let r = Reconciler::new(&args).unwrap();
+            for _ in 0..5 {
+                let done = r.reconcile(files.state()).await.unwrap();
+                assert_eq!(done.findings.len(), 1);
+            }
+            let mut times = Vec::new();
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            for _ in 0..50 {
+                let t = Instant::now();
+                let done = r.reconcile(files.state()).await.unwrap();
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                std::hint::black_box(done);
+            }
+            let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 50.0;
+            let ips: Vec<std::net::IpAddr> =
+                (0..PODS).map(|i| pod_ip(i).parse().unwrap()).collect();
+            let nl = Netlink::connect().unwrap();
+            let mut batched = Vec::new();
+            for _ in 0..10 {
+                let t = Instant::now();
+                assert_eq!(nl.lookup(&ips).await.len(), PODS);
+                batched.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            (times, allocs, median(&mut batched))
+        })
+    };
+    let t = Instant::now();
+    for i in 0..PODS {
+        let out = sim
+            .node
+            .command("ip")
+            .args(["route", "get", &pod_ip(i)])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let processes = t.elapsed().as_secs_f64() * 1e3;
+
+    // The real agent with the same inputs: memory, and CPU while idle.
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            pods_file.to_str().unwrap(),
+            "--ciliumnodes",
+            cns_file.to_str().unwrap(),
+            "--log-level",
+            "warn",
+        ],
+    );
+    agent.wait_ready(&sim.node);
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = agent.pid();
+    let rss = rss_kib(pid);
+    let cpu0 = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(60));
+    let cpu = cpu_seconds(pid) - cpu0;
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut sorted = times.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let p99 = sorted[(sorted.len() - 1) * 99 / 100];
+    let med = median(&mut times.clone());
+    println!("\nscale: {PODS} pods on the node, {CILIUM_NODES} CiliumNodes");
+    println!(
+        "  full reconcile (netlink dumps, {PODS} FIB lookups, detect): median {med:.2} ms, p99 {p99:.2} ms"
+    );
+    println!("  heap allocations per reconcile of an unchanged inventory: {allocs:.0}");
+    println!(
+        "  {PODS} FIB lookups: {batched:.2} ms pipelined on one socket vs {processes:.0} ms as {PODS} `ip route get` processes (x{:.0})",
+        processes / batched
+    );
+    println!(
+        "  agent RSS {:.1} MiB; idle CPU over 60 s: {:.3} s = {:.3} % of one core",
+        rss as f64 / 1024.0,
+        cpu,
+        cpu / 60.0 * 100.0
+    );
+    json!({
+        "pods": PODS,
+        "cilium_nodes": CILIUM_NODES,
+        "reconcile_ms_median": med,
+        "reconcile_ms_p99": p99,
+        "allocations_per_reconcile": allocs,
+        "fib_lookups_batched_ms": batched,
+        "fib_lookups_ip_route_get_processes_ms": processes,
+        "fib_speedup": processes / batched,
+        "agent_rss_kib": rss,
+        "agent_idle_cpu_percent_of_one_core": cpu / 60.0 * 100.0,
+    })
+}
