@@ -154,8 +154,11 @@ fn connects_per_second(ns: &NetNs, secs: f64) -> f64 {
     let start = std::time::Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        if let Ok(c) = std::net::TcpStream::connect(addr) {
+        // Lock-step: wait for the server to close, so the listen backlog never
+        // overflows (a dropped SYN costs a 1 s retransmit and swamps the figure).
+        if let Ok(mut c) = std::net::TcpStream::connect(addr) {
             abort_on_close(&c);
+            let _ = std::io::Read::read(&mut c, &mut [0u8; 1]);
             n += 1;
         }
     }
