@@ -55,28 +55,50 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
     findings
 }
 
-/// Every address that shadows a pod IP, by IP: this node's first, then other nodes' Cilium addresses.
-pub(crate) struct Owners {
-    mine: HashMap<IpAddr, Owner>,
-    others: HashMap<IpAddr, Owner>,
+/// Who holds an address, borrowed from the inventory: building the index of
+/// thousands of CiliumNodes allocates no strings; only findings own theirs.
+#[derive(Clone, Copy)]
+pub(crate) struct OwnerRef<'a> {
+    node: &'a str,
+    role: Role,
+    device: Option<&'a str>,
+    /// Named by a CiliumNode (rather than only seen on a kernel device).
+    from_cilium: bool,
 }
 
-impl Owners {
-    fn new(inv: &Inventory) -> Self {
-        let mut mine = HashMap::new();
+impl OwnerRef<'_> {
+    pub(crate) fn to_owner(self) -> Owner {
+        Owner {
+            node: self.node.to_owned(),
+            role: self.role,
+            device: self.device.map(str::to_owned),
+        }
+    }
+}
+
+/// Every address that shadows a pod IP, by IP: this node's first, then other nodes' Cilium addresses.
+pub(crate) struct Owners<'a> {
+    mine: HashMap<IpAddr, OwnerRef<'a>>,
+    others: HashMap<IpAddr, OwnerRef<'a>>,
+}
+
+impl<'a> Owners<'a> {
+    fn new(inv: &'a Inventory) -> Self {
+        let mut mine = HashMap::with_capacity(inv.host.addresses.len());
         for a in &inv.host.addresses {
             let role = if a.device == inv.router_device {
                 Role::Router
             } else {
                 Role::Local
             };
-            mine.entry(a.ip).or_insert_with(|| Owner {
-                node: inv.node.clone(),
+            mine.entry(a.ip).or_insert(OwnerRef {
+                node: inv.node.as_str(),
                 role,
-                device: Some(a.device.clone()),
+                device: Some(a.device.as_str()),
+                from_cilium: false,
             });
         }
-        let mut others = HashMap::new();
+        let mut others = HashMap::with_capacity(inv.cilium_nodes.len() * 3);
         let mut nodes: Vec<_> = inv.cilium_nodes.iter().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         for cn in nodes {
@@ -89,25 +111,39 @@ impl Owners {
                 for ip in ips {
                     if cn.name == inv.node {
                         // The CiliumNode names the role; the kernel, if it holds the
-                        // address, names the device.
-                        let device = mine
-                            .get(ip)
-                            .and_then(|o: &Owner| o.device.clone())
-                            .or_else(|| default_device.map(str::to_owned));
+                        // address, names the device. An IP listed in two roles keeps
+                        // the first in Role order, whatever order the objects came in.
+                        let existing = mine.get(ip).copied();
+                        if existing.is_some_and(|o: OwnerRef<'_>| o.from_cilium && o.role <= role) {
+                            continue;
+                        }
+                        let device = existing.and_then(|o| o.device).or(default_device);
                         mine.insert(
                             *ip,
-                            Owner {
-                                node: cn.name.clone(),
+                            OwnerRef {
+                                node: cn.name.as_str(),
                                 role,
                                 device,
+                                from_cilium: true,
                             },
                         );
                     } else {
-                        others.entry(*ip).or_insert_with(|| Owner {
-                            node: cn.name.clone(),
+                        let candidate = OwnerRef {
+                            node: cn.name.as_str(),
                             role,
-                            device: default_device.map(str::to_owned),
-                        });
+                            device: default_device,
+                            from_cilium: true,
+                        };
+                        // Two nodes claiming one IP: the lowest (name, role) wins, so the
+                        // answer does not depend on list order.
+                        others
+                            .entry(*ip)
+                            .and_modify(|o: &mut OwnerRef<'a>| {
+                                if (candidate.node, candidate.role) < (o.node, o.role) {
+                                    *o = candidate;
+                                }
+                            })
+                            .or_insert(candidate);
                     }
                 }
             }
@@ -124,7 +160,7 @@ fn pod_ref(pod: &Pod) -> PodRef {
     }
 }
 
-fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Option<Finding> {
+fn check_own_pod(inv: &Inventory, owners: &Owners<'_>, pod: &Pod, pip: &PodIp) -> Option<Finding> {
     let fib = inv.host.fib.get(&pip.ip);
     let fib_text = fib.map(|f| message::describe_fib(&inv.host, f));
     let base = |kind, scope, owner: Owner| Finding {
@@ -145,29 +181,33 @@ fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Op
 
     // 1. The kernel delivers the IP locally: whatever holds it, host traffic never reaches the pod.
     if let Some(FibResult::Local { oif }) = fib {
-        let owner = owners.mine.get(&pip.ip).cloned().unwrap_or_else(|| {
-            // A `local` route covering the IP, with no address: name the device of
-            // that route (the lookup itself answers `dev lo`).
-            let route_oif = inv
-                .host
-                .best_route(pip.ip, TABLE_LOCAL)
-                .filter(|r| r.kind == RouteKind::Local)
-                .and_then(|r| r.oif);
-            let device = route_oif
-                .or(*oif)
-                .and_then(|i| inv.host.link_name(i))
-                .map(str::to_owned);
-            let role = if device.as_deref() == Some(inv.router_device.as_str()) {
-                Role::Router
-            } else {
-                Role::Local
-            };
-            Owner {
-                node: inv.node.clone(),
-                role,
-                device,
-            }
-        });
+        let owner = owners
+            .mine
+            .get(&pip.ip)
+            .map(|o| o.to_owner())
+            .unwrap_or_else(|| {
+                // A `local` route covering the IP, with no address: name the device of
+                // that route (the lookup itself answers `dev lo`).
+                let route_oif = inv
+                    .host
+                    .best_route(pip.ip, TABLE_LOCAL)
+                    .filter(|r| r.kind == RouteKind::Local)
+                    .and_then(|r| r.oif);
+                let device = route_oif
+                    .or(*oif)
+                    .and_then(|i| inv.host.link_name(i))
+                    .map(str::to_owned);
+                let role = if device.as_deref() == Some(inv.router_device.as_str()) {
+                    Role::Router
+                } else {
+                    Role::Local
+                };
+                Owner {
+                    node: inv.node.clone(),
+                    role,
+                    device,
+                }
+            });
         let mut f = base(FindingKind::for_role(owner.role), Scope::SameNode, owner);
         f.shadowed_route = shadowed_pod_route(inv, pip.ip);
         f.message = message::collision(&f);
@@ -182,7 +222,7 @@ fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Op
         .map(|o| (o, Scope::SameNode))
         .or_else(|| owners.others.get(&pip.ip).map(|o| (o, Scope::CrossNode)));
     if let Some((owner, scope)) = owned {
-        let mut f = base(FindingKind::for_role(owner.role), scope, owner.clone());
+        let mut f = base(FindingKind::for_role(owner.role), scope, owner.to_owner());
         f.message = message::collision(&f);
         return Some(f);
     }
@@ -199,14 +239,19 @@ fn check_own_pod(inv: &Inventory, owners: &Owners, pod: &Pod, pip: &PodIp) -> Op
     Some(f)
 }
 
-fn check_foreign_pod(owners: &Owners, pod: &Pod, pod_node: &str, pip: &PodIp) -> Option<Finding> {
+fn check_foreign_pod(
+    owners: &Owners<'_>,
+    pod: &Pod,
+    pod_node: &str,
+    pip: &PodIp,
+) -> Option<Finding> {
     let owner = owners.mine.get(&pip.ip)?;
     let mut f = Finding {
         kind: FindingKind::for_role(owner.role),
         scope: Scope::CrossNode,
         ip: pip.ip,
         pod: Some(pod_ref(pod)),
-        owner: owner.clone(),
+        owner: owner.to_owner(),
         message: String::new(),
         pod_node: Some(pod_node.to_owned()),
         ip_source: Some(pip.source.clone()),

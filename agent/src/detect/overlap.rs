@@ -11,7 +11,7 @@ use crate::inventory::{CiliumNode, Inventory, IpRange, Subnet};
 
 /// This node's overlaps: one finding per infrastructure address kube-ovn may
 /// hand out, or, when none is exposed, per Cilium range not fully excluded.
-pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners) -> Vec<Finding> {
+pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Finding> {
     let Some(cn) = inv.cilium_nodes.iter().find(|c| c.name == inv.node) else {
         return Vec::new();
     };
@@ -24,7 +24,7 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners) -> Vec<Findin
                 continue;
             }
             exposed = true;
-            let owner = owners.mine.get(&ip).cloned().unwrap_or(Owner {
+            let owner = owners.mine.get(&ip).map(|o| o.to_owner()).unwrap_or(Owner {
                 node: inv.node.clone(),
                 role,
                 device: None,
