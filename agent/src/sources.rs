@@ -42,6 +42,37 @@ pub struct FileSources {
     status: Vec<SourceStatus>,
 }
 
+/// Where the reads of one refresh report to.
+struct Outcome<'a> {
+    errors: &'a mut Vec<files::Error>,
+    status: &'a mut Vec<SourceStatus>,
+}
+
+impl Outcome<'_> {
+    /// One source: its new content and problems on success, the old ones kept on failure.
+    fn read<T>(
+        &mut self,
+        source: &'static str,
+        content: &mut T,
+        invalid: &mut Vec<Invalid>,
+        read: impl FnOnce(&mut Vec<Invalid>) -> files::Result<T>,
+    ) {
+        let mut problems = Vec::new();
+        let up = match read(&mut problems) {
+            Ok(value) => {
+                *content = value;
+                *invalid = problems;
+                true
+            }
+            Err(e) => {
+                self.errors.push(e);
+                false
+            }
+        };
+        self.status.push(SourceStatus { source, up });
+    }
+}
+
 impl FileSources {
     pub fn new(
         pods: PathBuf,
@@ -73,61 +104,27 @@ impl FileSources {
     pub fn refresh(&mut self) -> Vec<files::Error> {
         let mut errors = Vec::new();
         let mut status = Vec::new();
-        let mut invalid = Vec::new();
-        match files::pods(&self.pods, &self.annotation_keys, &mut invalid) {
-            Ok(p) => {
-                self.state.pods = p;
-                self.invalid[0] = std::mem::take(&mut invalid);
-                status.push(SourceStatus {
-                    source: "pods",
-                    up: true,
-                });
-            }
-            Err(e) => {
-                errors.push(e);
-                status.push(SourceStatus {
-                    source: "pods",
-                    up: false,
-                });
-            }
-        }
+        let [pods_invalid, cns_invalid, subnets_invalid] = &mut self.invalid;
+        let keys = &self.annotation_keys;
+        let mut out = Outcome {
+            errors: &mut errors,
+            status: &mut status,
+        };
+        out.read("pods", &mut self.state.pods, pods_invalid, |bad| {
+            files::pods(&self.pods, keys, bad)
+        });
         if let Some(path) = &self.ciliumnodes {
-            match files::cilium_nodes(path, &mut invalid) {
-                Ok(c) => {
-                    self.state.cilium_nodes = c;
-                    self.invalid[1] = std::mem::take(&mut invalid);
-                    status.push(SourceStatus {
-                        source: "ciliumnodes",
-                        up: true,
-                    });
-                }
-                Err(e) => {
-                    errors.push(e);
-                    status.push(SourceStatus {
-                        source: "ciliumnodes",
-                        up: false,
-                    });
-                }
-            }
+            out.read(
+                "ciliumnodes",
+                &mut self.state.cilium_nodes,
+                cns_invalid,
+                |bad| files::cilium_nodes(path, bad),
+            );
         }
         if let Some(path) = &self.subnets {
-            match files::subnets(path, &mut invalid) {
-                Ok(s) => {
-                    self.state.subnets = s;
-                    self.invalid[2] = std::mem::take(&mut invalid);
-                    status.push(SourceStatus {
-                        source: "subnets",
-                        up: true,
-                    });
-                }
-                Err(e) => {
-                    errors.push(e);
-                    status.push(SourceStatus {
-                        source: "subnets",
-                        up: false,
-                    });
-                }
-            }
+            out.read("subnets", &mut self.state.subnets, subnets_invalid, |bad| {
+                files::subnets(path, bad)
+            });
         }
         self.state.invalid = self.invalid.concat();
         self.status = status;

@@ -40,11 +40,19 @@ impl Drop for Files {
     }
 }
 
-/// `check` with a pods file and, if given, a CiliumNodes file.
-fn check_files(sim: &SimNode, pods: &std::path::Path, cns: Option<&std::path::Path>) -> Output {
+/// `check` with a pods file and, if given, CiliumNodes and Subnets files.
+fn check_files(
+    sim: &SimNode,
+    pods: &std::path::Path,
+    cns: Option<&std::path::Path>,
+    subnets: Option<&std::path::Path>,
+) -> Output {
     let mut args = vec!["--pods", pods.to_str().unwrap()];
     if let Some(c) = cns {
         args.extend(["--ciliumnodes", c.to_str().unwrap()]);
+    }
+    if let Some(s) = subnets {
+        args.extend(["--subnets", s.to_str().unwrap()]);
     }
     check(sim, &args)
 }
@@ -128,7 +136,7 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
             cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
         ]),
     );
-    let out = check_files(&sim, &pods, Some(&cns));
+    let out = check_files(&sim, &pods, Some(&cns), None);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -214,7 +222,7 @@ fn a_local_route_without_an_address_is_found_only_through_the_fib_lookup() {
         "pods.json",
         &list(vec![pod("tenant", "anycast-0", ME, &["10.244.7.7"])]),
     );
-    let out = check_files(&sim, &pods, None);
+    let out = check_files(&sim, &pods, None, None);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -247,7 +255,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
         "cns.json",
         &list(vec![cilium_node(ME, ROUTER, Some(INGRESS), None)]),
     );
-    let out = check_files(&sim, &pods, Some(&cns));
+    let out = check_files(&sim, &pods, Some(&cns), None);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -258,7 +266,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
 
     let broken = files.dir.join("broken.json");
     std::fs::write(&broken, "{\"items\": [").unwrap();
-    let out = check_files(&sim, &broken, None);
+    let out = check_files(&sim, &broken, None, None);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -278,7 +286,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
         "pods2.json",
         &list(vec![pod("tenant", "gw", ME, &[INGRESS])]),
     );
-    let out = check_files(&sim, &pods, Some(&bad_cn));
+    let out = check_files(&sim, &pods, Some(&bad_cn), None);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -316,17 +324,7 @@ fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
             &["10.244.0.1"],
         )]),
     );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-            "--subnets",
-            cozystack.to_str().unwrap(),
-        ],
-    );
+    let out = check_files(&sim, &pods, Some(&cns), Some(&cozystack));
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -358,17 +356,7 @@ fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
             &["10.244.0.1", "10.244.4.0..10.244.4.255"],
         )]),
     );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-            "--subnets",
-            fixed.to_str().unwrap(),
-        ],
-    );
+    let out = check_files(&sim, &pods, Some(&cns), Some(&fixed));
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -108,11 +108,10 @@ async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Recei
     loop {
         let input = rx.borrow_and_update().clone();
         if input.ready {
-            let node = writer_node(&writer);
             let want = events::desired(
                 &input.findings,
                 &input.traffic,
-                &node,
+                writer.node(),
                 input.node_uid.as_deref(),
             );
             tracing::debug!(series = want.len(), "syncing Events");
@@ -123,10 +122,6 @@ async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Recei
             _ = tokio::time::sleep(events::REPEAT_EVERY) => {}
         }
     }
-}
-
-fn writer_node(w: &EventWriter) -> String {
-    w.node().to_owned()
 }
 
 pub async fn run(args: AgentArgs) -> Result<()> {

@@ -104,28 +104,26 @@ pub fn pods(
 }
 
 pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CiliumNode>> {
-    let items = read_items(path, "ciliumnodes")?;
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        match objects::cilium_node(item, problems) {
-            Ok(n) => out.push(n),
-            Err(mut e) => {
-                if e.object == "(unnamed)" {
-                    e.object = object_name(item, i);
-                }
-                problems.push(e);
-            }
-        }
-    }
-    Ok(out)
+    named(path, "ciliumnodes", problems, objects::cilium_node)
 }
 
 pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
-    let items = read_items(path, "subnets.kubeovn.io")?;
+    named(path, "subnets.kubeovn.io", problems, objects::subnet)
+}
+
+/// The objects of a file converted by `convert`; an unusable one is skipped with
+/// its problem, named by position when it has no name.
+fn named<T>(
+    path: &Path,
+    resource: &'static str,
+    problems: &mut Vec<Invalid>,
+    convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
+) -> Result<Vec<T>> {
+    let items = read_items(path, resource)?;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        match objects::subnet(item, problems) {
-            Ok(s) => out.push(s),
+        match convert(item, problems) {
+            Ok(v) => out.push(v),
             Err(mut e) => {
                 if e.object == "(unnamed)" {
                     e.object = object_name(item, i);

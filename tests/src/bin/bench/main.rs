@@ -219,6 +219,13 @@ fn connection_rate(ns: &NetNs) -> serde_json::Value {
     json!({"without_per_second": a, "with_per_second": b, "ratio": b / a, "without_runs": without, "with_runs": with})
 }
 
+/// The `p` quantile (0..=1) of `v`, nearest rank.
+pub(crate) fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[((s.len() as f64 - 1.0) * p).round() as usize]
+}
+
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]

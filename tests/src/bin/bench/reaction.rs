@@ -20,14 +20,10 @@ use netlink_packet_core::NetlinkPayload;
 use netlink_packet_route::{RouteNetlinkMessage, address::AddressAttribute};
 use serde_json::{Value, json};
 
+use crate::percentile;
+
 const ROUTER: &str = "10.244.4.251";
 const TRIALS: usize = 100;
-
-fn percentile(v: &[f64], p: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[((s.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn summary(v: &[f64]) -> Value {
     json!({"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99), "max_ms": percentile(v, 1.0), "trials": v.len()})

@@ -16,7 +16,7 @@ use ipshadow_tests::{
 };
 use serde_json::{Value, json};
 
-use crate::{ALLOCATIONS, cpu_seconds, median, rss_kib};
+use crate::{ALLOCATIONS, cpu_seconds, median, percentile, rss_kib};
 
 const PODS: usize = 500;
 const CILIUM_NODES: usize = 5000;
@@ -123,10 +123,8 @@ pub fn run() -> Value {
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 
-    let mut sorted = times.clone();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let p99 = sorted[(sorted.len() - 1) * 99 / 100];
-    let med = median(&mut times.clone());
+    let p99 = percentile(&times, 0.99);
+    let med = percentile(&times, 0.5);
     println!("\nscale: {PODS} pods on the node, {CILIUM_NODES} CiliumNodes");
     println!(
         "  full reconcile (netlink dumps, {PODS} FIB lookups, detect): median {med:.2} ms, p99 {p99:.2} ms"
