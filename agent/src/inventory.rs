@@ -4,7 +4,7 @@
 //! These are plain data; the adapters in `netlink/` and `kube/` fill them in and
 //! `detect` reads them. Nothing here does I/O.
 
-use std::{collections::BTreeMap, fmt, net::IpAddr};
+use std::{collections::BTreeMap, fmt, net::IpAddr, sync::Arc};
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -21,10 +21,11 @@ pub struct Inventory {
     /// The device holding Cilium's router IP on this node.
     pub router_device: String,
     pub host: HostNetwork,
-    pub pods: Vec<Pod>,
-    pub cilium_nodes: Vec<CiliumNode>,
+    // Shared with the sources' state: a reconcile copies no object.
+    pub pods: Arc<Vec<Pod>>,
+    pub cilium_nodes: Arc<Vec<CiliumNode>>,
     /// kube-ovn Subnets (empty when the CRD is absent).
-    pub subnets: Vec<Subnet>,
+    pub subnets: Arc<Vec<Subnet>>,
 }
 
 /// What netlink says about this node.

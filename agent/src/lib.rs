@@ -14,6 +14,7 @@ pub mod kube;
 pub mod metrics;
 pub mod netlink;
 pub mod output;
+pub mod privileges;
 pub mod reconcile;
 pub mod sources;
 pub mod watch;

@@ -2,7 +2,7 @@
 //! into an inventory and run through the detector. `check` runs it once; the
 //! agent runs it on every change.
 
-use std::{collections::BTreeSet, net::IpAddr};
+use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
     cli::NodeArgs,
@@ -68,9 +68,9 @@ impl Reconciler {
             node: self.node.clone(),
             router_device: self.router_device.clone(),
             host,
-            pods: kube.pods.clone(),
-            cilium_nodes: kube.cilium_nodes.clone(),
-            subnets: kube.subnets.clone(),
+            pods: Arc::clone(&kube.pods),
+            cilium_nodes: Arc::clone(&kube.cilium_nodes),
+            subnets: Arc::clone(&kube.subnets),
         };
         let findings = detect(&inventory);
         let watch_ips = pod_ip_watches(&inventory, &kube.node_pod_cidrs);

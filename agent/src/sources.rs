@@ -3,7 +3,10 @@
 //! Each source keeps its last good content, so a file caught half-written or
 //! broken degrades that source, never the findings of the others.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use ipnet::IpNet;
 
@@ -16,9 +19,9 @@ use crate::{
 /// The Kubernetes objects one reconcile looks at.
 #[derive(Clone, Debug, Default)]
 pub struct KubeState {
-    pub pods: Vec<Pod>,
-    pub cilium_nodes: Vec<CiliumNode>,
-    pub subnets: Vec<Subnet>,
+    pub pods: Arc<Vec<Pod>>,
+    pub cilium_nodes: Arc<Vec<CiliumNode>>,
+    pub subnets: Arc<Vec<Subnet>>,
     /// This node's `spec.podCIDRs`, when its Node object is known.
     pub node_pod_cidrs: Vec<IpNet>,
     /// Objects (or fields) skipped as malformed in the last read.
@@ -111,19 +114,19 @@ impl FileSources {
             status: &mut status,
         };
         out.read("pods", &mut self.state.pods, pods_invalid, |bad| {
-            files::pods(&self.pods, keys, bad)
+            files::pods(&self.pods, keys, bad).map(Arc::new)
         });
         if let Some(path) = &self.ciliumnodes {
             out.read(
                 "ciliumnodes",
                 &mut self.state.cilium_nodes,
                 cns_invalid,
-                |bad| files::cilium_nodes(path, bad),
+                |bad| files::cilium_nodes(path, bad).map(Arc::new),
             );
         }
         if let Some(path) = &self.subnets {
             out.read("subnets", &mut self.state.subnets, subnets_invalid, |bad| {
-                files::subnets(path, bad)
+                files::subnets(path, bad).map(Arc::new)
             });
         }
         self.state.invalid = self.invalid.concat();

@@ -27,14 +27,36 @@ impl AgentProc {
 
     /// Like [`AgentProc::spawn`], with extra environment (e.g. KUBECONFIG).
     pub fn spawn_env(ns: &NetNs, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_wrapped(ns, &[], args, env)
+    }
+
+    /// Like [`AgentProc::spawn_env`], run through `wrapper` (e.g. `setpriv …
+    /// --`), which must exec the agent so that the child's pid is the agent's.
+    pub fn spawn_wrapped(
+        ns: &NetNs,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = std::env::temp_dir().join(format!(
             "{}-agent-{}.log",
             ns.name,
             LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let file = std::fs::File::create(&log).unwrap();
+        let bin = ipshadow_bin();
+        let (program, before) = match wrapper.split_first() {
+            Some((w, rest)) => (*w, rest),
+            None => (bin.to_str().unwrap(), &[][..]),
+        };
         let child = ns
-            .command(ipshadow_bin().to_str().unwrap())
+            .command(program)
+            .args(before)
+            .args(if wrapper.is_empty() {
+                vec![]
+            } else {
+                vec![bin.to_str().unwrap()]
+            })
             .arg("agent")
             .args(["--listen", LISTEN])
             .args(if args.contains(&"--log-level") {

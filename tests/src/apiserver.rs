@@ -107,6 +107,8 @@ struct Store {
 struct Faults {
     /// The next N requests fail with this status code.
     fail: Option<(u32, u16)>,
+    /// The next N requests get 429 Too Many Requests with `Retry-After: S`.
+    throttle: Option<(u32, u64)>,
     /// The next N watch requests get an in-stream ERROR 410.
     gone: u32,
     /// Added before every response.
@@ -125,8 +127,13 @@ pub struct RequestCounts {
     pub creates: u64,
     pub patches: u64,
     pub failed_by_fault: u64,
+    pub throttled: u64,
+    /// Connections accepted and cut at once during a blackout.
+    pub cut_connections: u64,
     /// (method, path) of every request, in order.
     pub log: Vec<(String, String)>,
+    /// When each request came, its URI, and the fault status it was answered with.
+    pub timeline: Vec<(std::time::Instant, String, Option<u16>)>,
 }
 
 struct Shared {
@@ -146,6 +153,7 @@ pub struct ApiServer {
 
 enum Control {
     Down(std::sync::mpsc::Sender<()>),
+    Blackout(std::sync::mpsc::Sender<()>),
     Up(std::sync::mpsc::Sender<()>),
     Stop,
 }
@@ -198,8 +206,29 @@ impl ApiServer {
                     })
                 };
                 let mut task = Some(serve(listener));
+                let mut cutter: Option<tokio::task::JoinHandle<()>> = None;
                 while let Some(c) = control_rx.recv().await {
+                    if let Some(t) = cutter.take() {
+                        t.abort();
+                        let _ = t.await;
+                    }
                     match c {
+                        Control::Blackout(ack) => {
+                            if let Some(t) = task.take() {
+                                t.abort();
+                                let _ = t.await;
+                            }
+                            server_shared.drops.send_modify(|g| *g += 1);
+                            let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+                            let s = server_shared.clone();
+                            cutter = Some(tokio::spawn(async move {
+                                while let Ok((sock, _)) = l.accept().await {
+                                    s.counts.lock().unwrap().cut_connections += 1;
+                                    drop(sock);
+                                }
+                            }));
+                            let _ = ack.send(());
+                        }
                         Control::Down(ack) => {
                             if let Some(t) = task.take() {
                                 t.abort();
@@ -340,6 +369,12 @@ impl ApiServer {
         self.shared.faults.lock().unwrap().fail = Some((n, code));
     }
 
+    /// The next `n` requests get 429 Too Many Requests with `Retry-After: secs`
+    /// (and `details.retryAfterSeconds`), as API Priority and Fairness answers.
+    pub fn throttle_next(&self, n: u32, secs: u64) {
+        self.shared.faults.lock().unwrap().throttle = Some((n, secs));
+    }
+
     /// Every response waits this long first.
     pub fn set_delay(&self, d: Duration) {
         self.shared.faults.lock().unwrap().delay = d;
@@ -367,6 +402,14 @@ impl ApiServer {
     pub fn down(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         let _ = self.control.send(Control::Down(tx));
+        let _ = rx.recv_timeout(Duration::from_secs(5));
+    }
+
+    /// An API server whose backends are all gone behind its load balancer:
+    /// connections are accepted and cut at once (and counted), until [`ApiServer::up`].
+    pub fn blackout(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _ = self.control.send(Control::Blackout(tx));
         let _ = rx.recv_timeout(Duration::from_secs(5));
     }
 
@@ -570,7 +613,7 @@ fn in_scope(t: &Target, obj: &Value) -> bool {
 async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
     let q = query(&uri);
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let (delay, fault) = {
+    let (delay, fault, throttle) = {
         let mut f = shared.faults.lock().unwrap();
         let fault = match &mut f.fail {
             Some((n, code)) if *n > 0 => {
@@ -579,14 +622,27 @@ async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> R
             }
             _ => None,
         };
-        (f.delay, fault)
+        let throttle = match &mut f.throttle {
+            Some((n, secs)) if *n > 0 && fault.is_none() => {
+                *n -= 1;
+                Some(*secs)
+            }
+            _ => None,
+        };
+        (f.delay, fault, throttle)
     };
     {
         let mut c = shared.counts.lock().unwrap();
         c.total += 1;
         c.log.push((method.to_string(), uri.to_string()));
+        let answered = fault.or(throttle.map(|_| 429));
+        c.timeline
+            .push((std::time::Instant::now(), uri.to_string(), answered));
         if fault.is_some() {
             c.failed_by_fault += 1;
+        }
+        if throttle.is_some() {
+            c.throttled += 1;
         }
     }
     if !delay.is_zero() {
@@ -594,6 +650,18 @@ async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> R
     }
     if let Some(code) = fault {
         return status(code, "InternalError", "injected fault");
+    }
+    if let Some(secs) = throttle {
+        let body = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "reason": "TooManyRequests", "code": 429,
+            "message": "too many requests, please try again later",
+            "details": {"retryAfterSeconds": secs},
+        });
+        let mut r = json_response(StatusCode::TOO_MANY_REQUESTS, &body);
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        return r;
     }
     let path = uri.path();
     if let Some(r) = discovery(&shared, path) {

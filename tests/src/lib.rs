@@ -9,6 +9,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod deploy;
 pub mod http;
+pub mod lab;
 pub mod netns;
 pub mod node;
 pub mod objects;
@@ -41,4 +42,30 @@ pub fn ipshadow_bin() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// Reports a measured figure of a test: to stderr, and when `IPSHADOW_FIGURES`
+/// names a file (`cargo xtask test` sets it), appended there with the test's
+/// name, so that the figures of the whole run are printed together at its end.
+pub fn figure(line: impl AsRef<str>) {
+    use std::io::Write as _;
+    let line = line.as_ref();
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("IPSHADOW_FIGURES") {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("?")
+            .rsplit("::")
+            .next()
+            .unwrap_or("?")
+            .to_owned();
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            // One write per line: appends from parallel tests do not interleave.
+            let _ = f.write_all(format!("{test}: {line}\n").as_bytes());
+        }
+    }
 }

@@ -195,3 +195,45 @@ pub fn attached_programs(ns: &NetNs, iface: &str, name: &str) -> usize {
         .count();
     tcx + legacy
 }
+
+fn bpftool_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new("bpftool")
+        .arg("-j")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bpftool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The number of entries in map `map` of the program `prog` attached with TCX
+/// to the ingress of `iface` in `ns` (the kernel's view, through bpftool).
+pub fn tcx_program_map_entries(ns: &NetNs, iface: &str, prog: &str, map: &str) -> usize {
+    let id = {
+        let _inside = ns.enter();
+        let (_, progs) =
+            aya::programs::SchedClassifier::query_tcx(iface, aya::programs::TcAttachType::Ingress)
+                .unwrap();
+        progs
+            .iter()
+            .find(|p| p.name_as_str() == Some(prog))
+            .map(aya::programs::ProgramInfo::id)
+            .unwrap_or_else(|| panic!("no program {prog} on {iface} in {}", ns.name))
+    };
+    let info = bpftool_json(&["prog", "show", "id", &id.to_string()]);
+    let map_id = info["map_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_u64().unwrap().to_string())
+        .find(|m| bpftool_json(&["map", "show", "id", m])["name"] == map)
+        .unwrap_or_else(|| panic!("program {id} has no map {map}"));
+    bpftool_json(&["map", "dump", "id", &map_id])
+        .as_array()
+        .unwrap()
+        .len()
+}

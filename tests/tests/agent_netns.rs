@@ -6,7 +6,7 @@ use std::{path::PathBuf, process::Command, time::Duration};
 
 use ipshadow_tests::{
     agent::AgentProc,
-    can_run_netns_tests,
+    can_run_netns_tests, figure,
     http::sample,
     netns::{NetNs, attached_programs},
     node::SimNode,
@@ -69,7 +69,10 @@ fn findings_follow_netlink_and_file_changes_within_a_second() {
         "no finding within 1 s of the address; log:\n{}",
         agent.log_text()
     );
-    eprintln!("address added -> finding in /metrics: {:?}", took.unwrap());
+    figure(format!(
+        "address added -> finding in /metrics: {:?}",
+        took.unwrap()
+    ));
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
     assert_eq!(
         sample(
@@ -118,7 +121,10 @@ fn findings_follow_netlink_and_file_changes_within_a_second() {
         "no finding within 1 s of the pod; log:\n{}",
         agent.log_text()
     );
-    eprintln!("pod added -> finding in /metrics: {:?}", took.unwrap());
+    figure(format!(
+        "pod added -> finding in /metrics: {:?}",
+        took.unwrap()
+    ));
 
     let (status, waited) = agent.terminate();
     assert!(status.success(), "{status:?}");

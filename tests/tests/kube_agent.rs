@@ -3,104 +3,21 @@
 //! cross-node detection from both sides, and API faults.
 #![allow(clippy::unwrap_used)]
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::time::Duration;
 
 use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests, deploy,
+    can_run_netns_tests, deploy, figure,
     http::sample,
-    netns::NetNs,
+    lab::{
+        INGRESS, Lab, ME, OTHER, OTHER_INGRESS, OTHER_ROUTER, ROUTER, cozystack, event,
+        series_objects, wait_for,
+    },
     node::SimNode,
-    objects::{cilium_node, node, pending_pod, pod, subnet, with_pod_cidrs},
+    objects::{node, pending_pod, pod, subnet},
 };
 use serde_json::Value;
-
-const ME: &str = "node-a";
-const OTHER: &str = "node-b";
-const ROUTER: &str = "10.244.4.251";
-const INGRESS: &str = "10.244.4.12";
-const OTHER_ROUTER: &str = "10.244.1.182";
-const OTHER_INGRESS: &str = "10.244.1.12";
-
-struct Lab {
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Lab {
-    fn new(tag: &str, api: &ApiServer) -> Self {
-        let dir = std::env::temp_dir().join(format!("ipshadow-kube-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        api.write_kubeconfig(&kubeconfig);
-        Self { dir, kubeconfig }
-    }
-
-    fn agent(&self, ns: &NetNs, node: &str) -> AgentProc {
-        AgentProc::spawn_env(
-            ns,
-            &["--node", node],
-            &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())],
-        )
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The cozystack cluster as the API server holds it.
-fn cozystack(api: &ApiServer) {
-    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(ME, ROUTER, Some(INGRESS), None),
-            &["10.244.4.0/24"],
-        ),
-    );
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
-            &["10.244.1.0/24"],
-        ),
-    );
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn event(api: &ApiServer, ns: &str, name: &str, reason: &str) -> Option<Value> {
-    api.core_events_for(ns, name)
-        .into_iter()
-        .find(|e| e["reason"] == reason)
-}
-
-/// Event objects of one series: (regarding name, reason).
-fn series_objects(api: &ApiServer, name: &str, reason: &str) -> Vec<Value> {
-    api.event_objects()
-        .into_iter()
-        .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
-        .collect()
-}
 
 #[test]
 fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
@@ -457,7 +374,7 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
     std::thread::sleep(Duration::from_secs(3));
     let during = api.counts().total - before;
     api.fail_next(0, 500);
-    eprintln!("requests during 3 s of 500s: {during}");
+    figure(format!("requests during 3 s of 500s: {during}"));
     assert!(
         during < 100,
         "{during} requests in 3 s of errors: no backoff"
@@ -538,10 +455,163 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
         );
     }
     let c = api.counts();
-    eprintln!(
+    figure(format!(
         "requests: {} total, {} lists, {} watches, {} creates, {} patches, {} failed by fault",
         c.total, c.lists, c.watches, c.creates, c.patches, c.failed_by_fault
+    ));
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+}
+
+/// Every (time, URI) answered 429, with the time the same URI came next.
+fn retries_after_429(api: &ApiServer) -> Vec<(String, Duration)> {
+    let timeline = api.counts().timeline;
+    let mut out = Vec::new();
+    for (i, (at, uri, status)) in timeline.iter().enumerate() {
+        if *status != Some(429) {
+            continue;
+        }
+        if let Some((next, _, _)) = timeline[i + 1..].iter().find(|(_, u, _)| u == uri) {
+            out.push((uri.clone(), *next - *at));
+        }
+    }
+    out
+}
+
+#[test]
+fn throttling_429_with_retry_after_is_waited_out_and_loses_nothing() {
+    if !can_run_netns_tests("throttling_429_with_retry_after_is_waited_out_and_loses_nothing") {
+        return;
+    }
+    const RETRY_AFTER: u64 = 2;
+    let sim = SimNode::kube_ovn("k429", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("429", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let router =
+        |m: &str| sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]) == Some(1.0);
+    assert!(AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), router).is_some());
+    wait_for("the first Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+
+    // The API server sheds load (API Priority and Fairness): the next 25 requests
+    // get 429 with Retry-After. Every watch re-connects and a new collision needs
+    // an Event, so watches and writes both meet it.
+    api.throttle_next(25, RETRY_AFTER);
+    api.drop_watches();
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    let both = |m: &str| {
+        router(m) && sample(m, "ipshadow_collision_info", &[("pod", "api-0")]) == Some(1.0)
+    };
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(60), both).is_some(),
+        "lost a finding; log:\n{}",
+        agent.log_text()
     );
+    wait_for("api-0's Event", Duration::from_secs(60), || {
+        event(&api, "tenant", "api-0", "RouterIPCollision")
+    });
+    let c = api.counts();
+    assert_eq!(c.throttled, 25, "not every throttled answer was met");
+    let retries = retries_after_429(&api);
+    assert!(!retries.is_empty());
+    let floor = Duration::from_secs(RETRY_AFTER) - Duration::from_millis(50);
+    for (uri, waited) in &retries {
+        assert!(
+            *waited >= floor,
+            "{uri} retried {waited:?} after a 429 with Retry-After: {RETRY_AFTER}"
+        );
+    }
+    let shortest = retries.iter().map(|(_, w)| *w).min().unwrap();
+    figure(format!(
+        "429 x {}: {} retries of the same request, the soonest after {shortest:?} (Retry-After: {RETRY_AFTER} s)",
+        c.throttled,
+        retries.len()
+    ));
+    for (pod_name, reason) in [
+        ("postgres-0", "RouterIPCollision"),
+        ("api-0", "RouterIPCollision"),
+    ] {
+        assert_eq!(
+            series_objects(&api, pod_name, reason).len(),
+            1,
+            "{pod_name}"
+        );
+    }
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+}
+
+#[test]
+fn watches_dropped_every_two_seconds_resume_without_relisting_or_losing_a_change() {
+    if !can_run_netns_tests("watches_dropped_every_two_seconds_resume") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kflap", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let lab = Lab::new("flap", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let start = api.counts();
+
+    // 30 s: every 2 s all watch streams end; in between, colliding pods come and
+    // go and harmless pods churn.
+    const ROUNDS: usize = 15;
+    for round in 0..ROUNDS {
+        api.drop_watches();
+        let collide = format!("hit-{round}");
+        api.apply(Res::Pods, pod("tenant", &collide, ME, &[ROUTER]));
+        api.apply(
+            Res::Pods,
+            pod(
+                "tenant",
+                &format!("ok-{round}"),
+                ME,
+                &[&format!("10.244.4.{}", 20 + round)],
+            ),
+        );
+        std::thread::sleep(Duration::from_millis(1000));
+        if round + 1 < ROUNDS {
+            api.delete(Res::Pods, "tenant", &collide);
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    let last = format!("hit-{}", ROUNDS - 1);
+    let settled = AgentProc::wait_metrics(&sim.node, Duration::from_secs(30), |m| {
+        m.lines()
+            .filter(|l| l.starts_with("ipshadow_collision_info{"))
+            .count()
+            == 1
+            && sample(m, "ipshadow_collision_info", &[("pod", &last)]) == Some(1.0)
+    });
+    assert!(
+        settled.is_some(),
+        "findings do not match the cluster; log:\n{}",
+        agent.log_text()
+    );
+    // Every colliding pod got its one Event, and the gone ones their resolution.
+    for round in 0..ROUNDS {
+        let name = format!("hit-{round}");
+        wait_for(&format!("{name}'s Events"), Duration::from_secs(40), || {
+            let opened = series_objects(&api, &name, "RouterIPCollision").len();
+            let resolved = series_objects(&api, &name, "IPCollisionResolved").len();
+            let want_resolved = usize::from(round + 1 < ROUNDS);
+            (opened == 1 && resolved == want_resolved).then_some(())
+        });
+    }
+    let c = api.counts();
+    let (lists, watches) = (c.lists - start.lists, c.watches - start.watches);
+    figure(format!(
+        "{ROUNDS} watch drops: {watches} re-watches, {lists} relists"
+    ));
+    // Resumed from the last resourceVersion: no relist, about one watch per stream per drop.
+    assert_eq!(lists, 0, "watches relisted after a plain drop");
+    assert!(watches <= 5 * (ROUNDS as u64 + 2), "{watches} watches");
     let (status, _) = agent.terminate();
     assert!(status.success());
 }
@@ -616,7 +686,10 @@ fn with_the_api_server_findings_follow_netlink_within_a_second() {
         router(m) == Some(1.0)
     });
     assert!(took.is_some(), "log:\n{}", agent.log_text());
-    eprintln!("address added -> finding in /metrics: {:?}", took.unwrap());
+    figure(format!(
+        "address added -> finding in /metrics: {:?}",
+        took.unwrap()
+    ));
     sim.node
         .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
     assert!(
@@ -632,5 +705,8 @@ fn with_the_api_server_findings_follow_netlink_within_a_second() {
         sample(m, "ipshadow_collision_info", &[("pod", "postgres-1")]) == Some(1.0)
     });
     assert!(took.is_some(), "log:\n{}", agent.log_text());
-    eprintln!("pod added -> finding in /metrics: {:?}", took.unwrap());
+    figure(format!(
+        "pod added -> finding in /metrics: {:?}",
+        took.unwrap()
+    ));
 }

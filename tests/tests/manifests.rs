@@ -8,7 +8,8 @@ use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
 
 use ipshadow_tests::{
     agent::AgentProc,
-    can_run_netns_tests, deploy, ipshadow_bin,
+    can_run_netns_tests, deploy, figure, ipshadow_bin,
+    netns::attached_programs,
     node::SimNode,
     objects::{cilium_node, list, pod, subnet, with_pod_cidrs},
 };
@@ -220,6 +221,123 @@ fn the_daemonset_capabilities_are_enough_and_each_is_needed() {
         );
     }
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// The capability sets of a running process, as hex masks from /proc.
+fn capability_sets(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap()
+    };
+    (mask("CapEff:"), mask("CapPrm:"))
+}
+
+#[test]
+fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
+    if !can_run_netns_tests("the_agent_gives_up_what_it_no_longer_needs_once_attached") {
+        return;
+    }
+    const NET_ADMIN: u64 = 1 << 12;
+    const BPF: u64 = 1 << 39;
+    const ROUTER: &str = "10.244.4.251";
+    let caps = kind(&deploy::manifests(), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        ["securityContext"]["capabilities"]["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("+{}", c.as_str().unwrap().to_lowercase()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let bounding = format!("--bounding-set=-all,{caps}");
+    let mut report = Vec::new();
+    for mode in ["tcx", "netlink"] {
+        let sim = SimNode::kube_ovn(&format!("mdrop{}", &mode[..1]), ROUTER);
+        let d = temp_dir(&format!("drop-{mode}"));
+        let pods = d.join("pods.json");
+        let write = |v: Value| {
+            let tmp = d.join("pods.tmp");
+            std::fs::write(&tmp, serde_json::to_vec(&v).unwrap()).unwrap();
+            std::fs::rename(&tmp, &pods).unwrap();
+        };
+        write(list(vec![pod("t", "pg", "node-a", &[ROUTER])]));
+        let agent = AgentProc::spawn_wrapped(
+            &sim.node,
+            &["setpriv", &bounding, "--"],
+            &[
+                "--node",
+                "node-a",
+                "--pods",
+                pods.to_str().unwrap(),
+                "--ebpf",
+                "required",
+                "--tc-attach",
+                mode,
+            ],
+            &[],
+        );
+        agent.wait_ready(&sim.node);
+        let (eff, prm) = capability_sets(agent.pid());
+        // Legacy tc needs NET_ADMIN to take its filter off lo at exit; TCX nothing.
+        // CAP_BPF stays only on kernels that gate every bpf() call on it (< 6.5).
+        let allowed = if mode == "netlink" {
+            NET_ADMIN | BPF
+        } else {
+            BPF
+        };
+        assert_eq!(eff, prm, "{mode}: effective {eff:#x} != permitted {prm:#x}");
+        assert_eq!(
+            eff & !allowed,
+            0,
+            "{mode}: kept {eff:#x}; log:\n{}",
+            agent.log_text()
+        );
+        if mode == "netlink" {
+            assert_ne!(
+                eff & NET_ADMIN,
+                0,
+                "{mode}: NET_ADMIN dropped but needed at exit"
+            );
+        }
+        report.push(format!("{mode}: CapEff {eff:#x}"));
+        // Still works without them: traffic is counted, and a map update (the
+        // pod goes, its IP leaves the watched set) succeeds.
+        {
+            let _inside = sim.node.enter();
+            for _ in 0..2 {
+                let _ = std::net::TcpStream::connect_timeout(
+                    &format!("{ROUTER}:5432").parse().unwrap(),
+                    Duration::from_secs(1),
+                );
+            }
+        }
+        let counted = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+            m.contains("ipshadow_refused_connections_total{") && m.contains("\"pg\"} 2")
+        });
+        assert!(counted.is_some(), "{mode}: log:\n{}", agent.log_text());
+        write(list(vec![]));
+        let cleared = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+            !m.contains("ipshadow_collision_info{")
+        });
+        assert!(cleared.is_some(), "{mode}: log:\n{}", agent.log_text());
+        let log = agent.log_text();
+        assert!(
+            !log.contains("failed") && !log.contains("ERROR"),
+            "{mode}: {log}"
+        );
+        let (status, _) = agent.terminate();
+        assert!(status.success(), "{mode}: {status:?}");
+        assert_eq!(
+            attached_programs(&sim.node, "lo", "ipshadow_lo"),
+            0,
+            "{mode}: program left on lo"
+        );
+        let _ = std::fs::remove_dir_all(d);
+    }
+    figure(format!("capabilities after attach: {}", report.join("; ")));
 }
 
 #[test]

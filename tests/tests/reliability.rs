@@ -13,7 +13,7 @@ use std::{
 use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests,
+    can_run_netns_tests, figure,
     netns::attached_programs,
     node::SimNode,
     objects::{cilium_node, node, pod, with_pod_cidrs},
@@ -83,7 +83,7 @@ fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_du
         drop(a); // SIGKILL, wherever it is: loading, attaching, listing, reconciling, writing Events
         killed_after.push(after.as_millis());
     }
-    eprintln!("killed 20 agents after {killed_after:?} ms");
+    figure(format!("killed 20 agents after {killed_after:?} ms"));
 
     let last = AgentProc::spawn_env(&sim.node, &args, &env);
     last.wait_ready(&sim.node);
@@ -187,10 +187,10 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
         "stale or missing finding after the burst; log:\n{log}"
     );
     let overran = log.contains("overran");
-    eprintln!(
+    figure(format!(
         "burst of 9,999 address changes: socket overran: {overran}; settled in {:?}",
         settled.unwrap()
-    );
+    ));
     let (status, _) = agent.terminate();
     assert!(status.success());
     let _ = std::fs::remove_dir_all(dir);

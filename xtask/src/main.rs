@@ -28,6 +28,10 @@ enum Task {
         /// Skip fmt and clippy.
         #[arg(long)]
         no_lint: bool,
+        /// Skip the soaks (tests/tests/soak.rs: a 5-minute API outage and a
+        /// 2-minute pod churn, run in parallel); CI runs them.
+        #[arg(long)]
+        quick: bool,
         /// Extra arguments for `cargo test` (after `--`), e.g. a test name filter.
         #[arg(last = true)]
         cargo_args: Vec<String>,
@@ -76,8 +80,9 @@ fn main() -> anyhow::Result<()> {
         Task::Build => cargo(&["build", "--release", "--locked", "-p", "ipshadow"]),
         Task::Test {
             no_lint,
+            quick,
             cargo_args,
-        } => test(no_lint, &cargo_args),
+        } => test(no_lint, quick, &cargo_args),
         Task::Bench { what, out } => {
             let name = match what {
                 Bench::All => "all",
@@ -192,7 +197,7 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn test(no_lint: bool, cargo_args: &[String]) -> anyhow::Result<()> {
+fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()> {
     if !no_lint {
         cargo(&["fmt", "--all", "--", "--check"])?;
         cargo(&[
@@ -234,9 +239,35 @@ fn test(no_lint: bool, cargo_args: &[String]) -> anyhow::Result<()> {
         "--exclude",
         "ipshadow-ebpf",
     ];
-    if !cargo_args.is_empty() {
-        args.push("--");
-        args.extend(cargo_args.iter().map(String::as_str));
+    args.push("--");
+    // The soaks are #[ignore]d so that a plain `cargo test` stays quick.
+    if !quick {
+        args.push("--include-ignored");
     }
-    cargo(&args)
+    args.extend(cargo_args.iter().map(String::as_str));
+    // Tests report what they measured (restarts survived, faults injected,
+    // series counted…) through ipshadow_tests::figure into this file.
+    let figures = workspace_root().join("target/test-figures.txt");
+    let _ = std::fs::remove_file(&figures);
+    let result = run(Command::new(env!("CARGO"))
+        .args(&args)
+        .env("IPSHADOW_FIGURES", &figures)
+        .env("PROPTEST_CASES", PROPTEST_CASES));
+    let mut lines: Vec<String> = std::fs::read_to_string(&figures)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    println!(
+        "\nFigures of this run ({} lines; property tests: {PROPTEST_CASES} cases per property):",
+        lines.len()
+    );
+    for l in lines {
+        println!("  {l}");
+    }
+    result
 }
+
+/// Cases per property test (proptest's default is 256).
+const PROPTEST_CASES: &str = "1024";

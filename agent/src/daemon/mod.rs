@@ -102,11 +102,16 @@ struct EventsInput {
     ready: bool,
 }
 
+const RETRY_EVENTS_FIRST: Duration = Duration::from_secs(2);
+
 /// Writes Events from the latest reconcile, apart from the loop: a slow or absent
 /// API server delays Events, never detection. Re-runs every 30 s so repeats are counted.
 async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Receiver<EventsInput>) {
+    // After failed writes, try again sooner than the repeat interval: 2 s doubling.
+    let mut retry = RETRY_EVENTS_FIRST;
     loop {
         let input = rx.borrow_and_update().clone();
+        let mut failed = 0;
         if input.ready {
             let want = events::desired(
                 &input.findings,
@@ -115,11 +120,19 @@ async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Recei
                 input.node_uid.as_deref(),
             );
             tracing::debug!(series = want.len(), "syncing Events");
-            writer.sync(&want).await;
+            failed = writer.sync(&want).await;
         }
+        let wait = if failed > 0 {
+            let w = retry;
+            retry = (retry * 2).min(events::REPEAT_EVERY);
+            w
+        } else {
+            retry = RETRY_EVENTS_FIRST;
+            events::REPEAT_EVERY
+        };
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
-            _ = tokio::time::sleep(events::REPEAT_EVERY) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }
@@ -220,6 +233,16 @@ pub async fn run(args: AgentArgs) -> Result<()> {
             source,
         })?;
     tracing::info!(listen = %args.listen, node = %reconciler.node, "serving /metrics, /healthz, /readyz");
+    // Everything that needed privilege (loading, attaching, binding) is done.
+    let mut observer = observer;
+    match crate::privileges::drop_unneeded(observer.as_deref_mut()) {
+        Ok(d) => {
+            tracing::info!(kept = ?d.kept, dropped = d.dropped.len(), "dropped the capabilities not needed any more")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not drop capabilities; running with those it was given")
+        }
+    }
     let (ping_tx, mut pings) = mpsc::channel::<oneshot::Sender<()>>(8);
     let (stop_http, http_stopped) = oneshot::channel::<()>();
     let http_state = http::AppState {

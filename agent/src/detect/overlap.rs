@@ -17,7 +17,7 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
     };
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    for subnet in &inv.subnets {
+    for subnet in inv.subnets.iter() {
         let mut exposed = false;
         for (role, ip) in infra(cn) {
             if !subnet.allocates(ip) || !seen.insert(ip) {

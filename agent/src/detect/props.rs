@@ -1,6 +1,9 @@
 //! Property tests of the detector: what must hold for any inventory.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::{
+    net::{IpAddr, Ipv4Addr},
+    sync::Arc,
+};
 
 use proptest::prelude::*;
 
@@ -78,9 +81,9 @@ fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host,
-        pods,
-        cilium_nodes,
-        subnets: vec![],
+        pods: Arc::new(pods),
+        cilium_nodes: Arc::new(cilium_nodes),
+        subnets: Arc::default(),
     }
 }
 
@@ -127,8 +130,8 @@ proptest! {
         // A deterministic shuffle from the seed.
         let mut s = seed | 1;
         let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
-        for i in (1..b.pods.len()).rev() { let j = (next() as usize) % (i + 1); b.pods.swap(i, j); }
-        for i in (1..b.cilium_nodes.len()).rev() { let j = (next() as usize) % (i + 1); b.cilium_nodes.swap(i, j); }
+        for i in (1..b.pods.len()).rev() { let j = (next() as usize) % (i + 1); Arc::make_mut(&mut b.pods).swap(i, j); }
+        for i in (1..b.cilium_nodes.len()).rev() { let j = (next() as usize) % (i + 1); Arc::make_mut(&mut b.cilium_nodes).swap(i, j); }
         let strip = |v: Vec<Finding>| v.into_iter().map(|f| (f.kind, f.scope, f.ip, f.pod, f.owner.node, f.owner.role)).collect::<Vec<_>>();
         let (fa, fb) = (strip(detect(&a)), strip(detect(&b)));
         // Which owner wins when two nodes claim one IP may differ only by name order,

@@ -1,7 +1,7 @@
 //! Table tests of the detector. Addresses are the cozystack report's (seed 001):
 //! pod CIDR 10.244.0.0/16 flat in kube-ovn; node podCIDRs 10.244.<n>.0/24 for Cilium.
 
-use std::net::IpAddr;
+use std::{net::IpAddr, sync::Arc};
 
 use ipnet::IpNet;
 
@@ -136,9 +136,9 @@ fn inventory(pods: Vec<Pod>) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host: host(),
-        pods,
-        cilium_nodes: cilium_nodes(),
-        subnets: vec![],
+        pods: Arc::new(pods),
+        cilium_nodes: Arc::new(cilium_nodes()),
+        subnets: Arc::default(),
     };
     // Every own-pod IP gets a lookup, as the adapter does: local for local addresses, else via ovn0.
     let own: Vec<IpAddr> = inv
@@ -416,7 +416,7 @@ fn detector_table() {
 fn pod_on_router_ip_is_found_through_the_fib_lookup_alone() {
     // No CiliumNode and no address list: only the kernel's answer that the IP is local.
     let mut inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
-    inv.cilium_nodes.clear();
+    Arc::make_mut(&mut inv.cilium_nodes).clear();
     inv.host.addresses.clear();
     inv.host
         .fib
@@ -612,7 +612,7 @@ fn allocator_overlap_is_found_in_the_cozystack_configuration() {
     // ovn-default over the whole pod CIDR with only the gateway excluded, while
     // Cilium takes its addresses from node-a's podCIDR 10.244.4.0/24 in the same /16.
     let mut inv = inventory(vec![]);
-    inv.subnets = vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])];
+    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
     let f = detect(&inv);
     assert_eq!(
         rows(&f),
@@ -664,26 +664,26 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
     // The fix of seed 001's alternative: Cilium's pool is a /21 cut from the end of
     // the pod CIDR, and kube-ovn excludes exactly that /21.
     let mut inv = inventory(vec![]);
-    inv.cilium_nodes[0].pod_cidrs = vec![net("10.244.252.0/24")];
-    inv.cilium_nodes[0].router = vec![ip("10.244.252.77")];
-    inv.cilium_nodes[0].ingress = vec![ip("10.244.252.12")];
-    inv.cilium_nodes[0].health = vec![];
+    Arc::make_mut(&mut inv.cilium_nodes)[0].pod_cidrs = vec![net("10.244.252.0/24")];
+    Arc::make_mut(&mut inv.cilium_nodes)[0].router = vec![ip("10.244.252.77")];
+    Arc::make_mut(&mut inv.cilium_nodes)[0].ingress = vec![ip("10.244.252.12")];
+    Arc::make_mut(&mut inv.cilium_nodes)[0].health = vec![];
     inv.host.addresses.retain(|a| a.device != "cilium_host");
-    inv.subnets = vec![ovn_default(&[
+    inv.subnets = Arc::new(vec![ovn_default(&[
         ("10.244.0.1", "10.244.0.1"),
         ("10.244.248.0", "10.244.255.255"),
-    ])];
+    ])]);
     assert_eq!(rows(&detect(&inv)), vec![]);
 }
 
 #[test]
 fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
     let mut inv = inventory(vec![]);
-    inv.cilium_nodes[0].router.clear();
-    inv.cilium_nodes[0].ingress.clear();
-    inv.cilium_nodes[0].health.clear();
+    Arc::make_mut(&mut inv.cilium_nodes)[0].router.clear();
+    Arc::make_mut(&mut inv.cilium_nodes)[0].ingress.clear();
+    Arc::make_mut(&mut inv.cilium_nodes)[0].health.clear();
     // Only the first half of 10.244.4.0/24 is excluded.
-    inv.subnets = vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])];
+    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
     let f = detect(&inv);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!((f[0].kind, f[0].ip), (AllocatorOverlap, ip("10.244.4.128")));
@@ -697,7 +697,7 @@ fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
 #[test]
 fn other_nodes_overlaps_are_theirs_to_report() {
     let mut inv = inventory(vec![]);
-    inv.cilium_nodes.retain(|c| c.name == OTHER);
-    inv.subnets = vec![ovn_default(&[])];
+    Arc::make_mut(&mut inv.cilium_nodes).retain(|c| c.name == OTHER);
+    inv.subnets = Arc::new(vec![ovn_default(&[])]);
     assert_eq!(rows(&detect(&inv)), vec![]);
 }

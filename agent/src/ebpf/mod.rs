@@ -125,6 +125,8 @@ pub struct Observer {
     filter: Prefilter,
     watched: BTreeSet<IpAddr>,
     cpus: usize,
+    /// Attached as a legacy tc filter (removing it at exit needs CAP_NET_ADMIN).
+    legacy: bool,
 }
 
 /// The userspace side of the program's prefilter bitmap: which bits the watched
@@ -202,6 +204,7 @@ impl Observer {
             filter,
             watched: BTreeSet::new(),
             cpus,
+            legacy: false,
         })
     }
 
@@ -209,13 +212,39 @@ impl Observer {
     /// earlier ipshadow left there when it was killed. Returns how many it removed.
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<usize> {
         let stale = remove_stale_filters(iface)?;
+        let options = attach_options(iface, mode);
+        self.legacy = matches!(options, TcAttachOptions::Netlink(_));
         classifier(&mut self.ebpf)?
-            .attach_with_options(iface, TcAttachType::Ingress, attach_options(iface, mode))
+            .attach_with_options(iface, TcAttachType::Ingress, options)
             .map_err(|source| Error::Program {
                 action: "attaching the classifier to the interface's ingress",
                 source,
             })?;
         Ok(stale)
+    }
+
+    /// Whether the program hangs on lo as a legacy tc filter rather than a TCX link.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
+    }
+
+    /// Writes one word of the prefilter with the value it already has: the
+    /// cheapest map update, to learn whether updates still work (e.g. after a
+    /// capability was dropped; kernels before 6.5 gate every bpf() call).
+    pub fn probe_update(&mut self) -> Result<()> {
+        let (index, value) = self
+            .filter
+            .words
+            .iter()
+            .next()
+            .map_or((0, 0), |(i, v)| (*i, *v));
+        self.filter
+            .map
+            .set(index, value, 0)
+            .map_err(|source| Error::MapOpen {
+                action: "rewriting a FILTER word",
+                source,
+            })
     }
 
     /// Makes the watched set equal to `want`: new IPs start at zero, IPs no

@@ -5,7 +5,7 @@
 //! are read far more often than they change). Objects that cannot be used are
 //! kept out, with their problems, so they can be warned about and counted.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use kube::runtime::watcher::Event;
 
@@ -55,6 +55,8 @@ impl<T> Entries<T> {
 
 pub struct Cache<T> {
     live: Entries<T>,
+    /// The values as one shared list, made when asked for after a change.
+    shared: Option<Arc<Vec<T>>>,
     /// Objects of a relist in progress, swapped in at `InitDone`.
     relist: Option<Entries<T>>,
     /// Whether one full list has completed.
@@ -65,6 +67,7 @@ impl<T> Default for Cache<T> {
     fn default() -> Self {
         Self {
             live: Entries::default(),
+            shared: None,
             relist: None,
             synced: false,
         }
@@ -74,6 +77,9 @@ impl<T> Default for Cache<T> {
 impl<T> Cache<T> {
     /// Applies one watcher event, converting objects with `convert`.
     pub fn apply<K>(&mut self, event: Event<K>, convert: impl Fn(&K) -> Converted<T>) {
+        if !matches!(event, Event::Init | Event::InitApply(_)) {
+            self.shared = None;
+        }
         match event {
             Event::Apply(obj) => self.live.put(convert(&obj)),
             Event::Delete(obj) => {
@@ -96,6 +102,19 @@ impl<T> Cache<T> {
 
     pub fn values(&self) -> impl Iterator<Item = &T> {
         self.live.ok.values()
+    }
+
+    /// The values, shared: rebuilt only after a change (5,000 CiliumNodes are
+    /// read by every reconcile and change rarely).
+    pub fn shared(&mut self) -> Arc<Vec<T>>
+    where
+        T: Clone,
+    {
+        let live = &self.live;
+        Arc::clone(
+            self.shared
+                .get_or_insert_with(|| Arc::new(live.ok.values().cloned().collect())),
+        )
     }
 
     pub fn problems(&self) -> impl Iterator<Item = &Invalid> {
@@ -138,6 +157,11 @@ mod tests {
         assert!(c.is_empty() && !c.synced);
         c.apply(Event::InitDone, conv);
         assert_eq!(c.values().copied().collect::<Vec<_>>(), [1]);
+        assert_eq!(*c.shared(), [1]);
+        assert!(
+            Arc::ptr_eq(&c.shared(), &c.shared()),
+            "made again without a change"
+        );
         assert_eq!(c.problems().count(), 1);
         c.apply(Event::Apply(("b", 2)), conv);
         assert_eq!(c.problems().count(), 0);
@@ -145,8 +169,10 @@ mod tests {
         c.apply(Event::Init, conv);
         c.apply(Event::InitApply(("b", 2)), conv);
         assert_eq!(c.len(), 2, "old contents stay until InitDone");
+        assert_eq!(*c.shared(), [1, 2], "nor in the shared list");
         c.apply(Event::InitDone, conv);
         assert_eq!(c.values().copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(*c.shared(), [2]);
         c.apply(Event::Delete(("b", 2)), conv);
         assert!(c.is_empty());
     }

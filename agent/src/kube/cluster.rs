@@ -399,7 +399,7 @@ impl Cluster {
 
     /// The current picture, for one reconcile.
     pub fn snapshot(&self) -> (KubeState, Option<NodeInfo>) {
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         let mut seen = BTreeSet::new();
         let mut pods = Vec::new();
         for p in st
@@ -422,9 +422,9 @@ impl Cluster {
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();
         let state = KubeState {
-            pods,
-            cilium_nodes: st.cilium_nodes.values().cloned().collect(),
-            subnets: st.subnets.values().cloned().collect(),
+            pods: Arc::new(pods),
+            cilium_nodes: st.cilium_nodes.shared(),
+            subnets: st.subnets.shared(),
             node_pod_cidrs: node
                 .as_ref()
                 .map(|n| n.pod_cidrs.clone())

@@ -201,6 +201,8 @@ pub struct EventWriter {
     client: Client,
     node: String,
     series: BTreeMap<(String, String, String), Series>,
+    /// IPCollisionResolved Events that could not be written yet (API down).
+    unresolved: BTreeMap<(String, String, String), Desired>,
 }
 
 impl EventWriter {
@@ -209,14 +211,19 @@ impl EventWriter {
             client,
             node: node.to_owned(),
             series: BTreeMap::new(),
+            unresolved: BTreeMap::new(),
         }
     }
 
     /// Makes the cluster's Events match `want`: new series are created (or
     /// continued after a restart), repeats counted at most every 30 s, cleared
     /// collisions resolved. Errors are logged per Event and retried next time.
-    pub async fn sync(&mut self, want: &[Desired]) {
+    /// Returns how many writes failed.
+    pub async fn sync(&mut self, want: &[Desired]) -> usize {
+        let mut failed = 0;
         let ids: BTreeSet<_> = want.iter().map(Desired::id).collect();
+        // A collision that came back needs no resolution any more.
+        self.unresolved.retain(|id, _| !ids.contains(id));
         for d in want {
             let id = d.id();
             match self.series.get(&id) {
@@ -232,6 +239,7 @@ impl EventWriter {
                         );
                     }
                     Err(e) => {
+                        failed += 1;
                         tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later")
                     }
                 },
@@ -245,6 +253,7 @@ impl EventWriter {
                             }
                         }
                         Err(e) => {
+                            failed += 1;
                             tracing::warn!(event = %d.event_name(), error = %e, "updating an Event failed; retrying later")
                         }
                     }
@@ -274,10 +283,17 @@ impl EventWriter {
                 )),
                 ..s.desired.clone()
             };
+            self.unresolved.insert(id, resolved);
+        }
+        let pending = std::mem::take(&mut self.unresolved);
+        for (id, resolved) in pending {
             if let Err(e) = self.open(&resolved).await {
-                tracing::warn!(event = %resolved.event_name(), error = %e, "writing IPCollisionResolved failed");
+                failed += 1;
+                tracing::warn!(event = %resolved.event_name(), error = %e, "writing IPCollisionResolved failed; retrying later");
+                self.unresolved.insert(id, resolved);
             }
         }
+        failed
     }
 
     /// Creates the series' Event, or continues it if it exists (a restart): the count it is at now.

@@ -40,33 +40,186 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The objects of a `kubectl get -o json` file: a List's `items`, or one object.
 pub fn read_items(path: &Path, resource: &'static str) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let mut items = Vec::new();
+    for_each_item(path, resource, |_, v| items.push(v))?;
+    Ok(items)
+}
+
+/// Calls `each` with every object of a `kubectl get -o json` file (a List's
+/// `items`, or one object) while it is being parsed: one object's JSON tree is
+/// alive at a time, not the whole file's (5,000 CiliumNodes are ~20 MiB as
+/// trees, and the allocator keeps what a peak took).
+pub fn for_each_item(
+    path: &Path,
+    resource: &'static str,
+    each: impl FnMut(usize, Value),
+) -> Result<()> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
     })?;
-    let v: Value = serde_json::from_str(&text).map_err(|source| Error::Json {
+    let mut shape_ok = true;
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let found = serde::de::DeserializeSeed::deserialize(
+        stream::Document {
+            each,
+            shape_ok: &mut shape_ok,
+        },
+        &mut de,
+    )
+    .and_then(|found| de.end().map(|()| found))
+    .map_err(|source| Error::Json {
         path: path.to_owned(),
         resource,
         source,
     })?;
-    match v {
-        Value::Object(mut o) => match o.remove("items") {
-            Some(Value::Array(items)) => Ok(items),
-            Some(Value::Null) => Ok(Vec::new()),
-            Some(_) => Err(Error::Shape {
-                path: path.to_owned(),
-                resource,
-            }),
-            None if o.contains_key("metadata") => Ok(vec![Value::Object(o)]),
-            None => Err(Error::Shape {
-                path: path.to_owned(),
-                resource,
-            }),
-        },
-        _ => Err(Error::Shape {
+    if shape_ok && found {
+        Ok(())
+    } else {
+        Err(Error::Shape {
             path: path.to_owned(),
             resource,
-        }),
+        })
+    }
+}
+
+/// serde visitors for [`for_each_item`].
+mod stream {
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    /// The whole document; yields whether it held items or was one object.
+    pub struct Document<'a, F> {
+        pub each: F,
+        pub shape_ok: &'a mut bool,
+    }
+
+    impl<'de, F: FnMut(usize, Value)> DeserializeSeed<'de> for Document<'_, F> {
+        type Value = bool;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de, F: FnMut(usize, Value)> Visitor<'de> for Document<'_, F> {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a Kubernetes List or object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<bool, A::Error> {
+            // Everything but `items` is kept, for the single-object form.
+            let mut rest = Map::new();
+            let mut listed = false;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "items" {
+                    map.next_value_seed(Items {
+                        each: &mut self.each,
+                        shape_ok: self.shape_ok,
+                    })?;
+                    listed = true;
+                } else {
+                    let v: Value = map.next_value()?;
+                    rest.insert(key, v);
+                }
+            }
+            if listed {
+                return Ok(true);
+            }
+            if rest.contains_key("metadata") {
+                (self.each)(0, Value::Object(rest));
+                return Ok(true);
+            }
+            Ok(false)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(false)
+        }
+
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+    }
+
+    /// A List's `items`: each element handed over as soon as it is parsed.
+    struct Items<'a, F> {
+        each: &'a mut F,
+        shape_ok: &'a mut bool,
+    }
+
+    impl<'de, F: FnMut(usize, Value)> DeserializeSeed<'de> for Items<'_, F> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de, F: FnMut(usize, Value)> Visitor<'de> for Items<'_, F> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of objects")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            while let Some(v) = seq.next_element::<Value>()? {
+                (self.each)(i, v);
+                i += 1;
+            }
+            Ok(())
+        }
+
+        /// `"items": null`: an empty List.
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            *self.shape_ok = false;
+            Ok(())
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            *self.shape_ok = false;
+            Ok(())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            *self.shape_ok = false;
+            Ok(())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            *self.shape_ok = false;
+            Ok(())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            *self.shape_ok = false;
+            Ok(())
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+            *self.shape_ok = false;
+            Ok(())
+        }
     }
 }
 
@@ -87,9 +240,8 @@ pub fn pods(
     annotation_keys: &[String],
     problems: &mut Vec<Invalid>,
 ) -> Result<Vec<Pod>> {
-    let items = read_items(path, "pods")?;
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
+    let mut out = Vec::new();
+    for_each_item(path, "pods", |i, item| {
         let object = object_name(&item, i);
         match serde_json::from_value::<K8sPod>(item) {
             Ok(p) => out.push(objects::pod(&p, annotation_keys, problems)),
@@ -99,7 +251,7 @@ pub fn pods(
                 problem: format!("not a valid Pod ({e}); skipped"),
             }),
         }
-    }
+    })?;
     Ok(out)
 }
 
@@ -119,19 +271,16 @@ fn named<T>(
     problems: &mut Vec<Invalid>,
     convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
 ) -> Result<Vec<T>> {
-    let items = read_items(path, resource)?;
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        match convert(item, problems) {
-            Ok(v) => out.push(v),
-            Err(mut e) => {
-                if e.object == "(unnamed)" {
-                    e.object = object_name(item, i);
-                }
-                problems.push(e);
+    let mut out = Vec::new();
+    for_each_item(path, resource, |i, item| match convert(&item, problems) {
+        Ok(v) => out.push(v),
+        Err(mut e) => {
+            if e.object == "(unnamed)" {
+                e.object = object_name(&item, i);
             }
+            problems.push(e);
         }
-    }
+    })?;
     Ok(out)
 }
 
@@ -183,6 +332,55 @@ mod tests {
         assert_eq!(read_items(&one.0, "ciliumnodes").expect("one").len(), 1);
         let wrong = write("[1,2]");
         assert!(read_items(&wrong.0, "ciliumnodes").is_err());
+    }
+
+    /// What the streaming reader must agree with: the whole tree, then its items.
+    fn items_of_tree(v: Value) -> Option<Vec<Value>> {
+        match v {
+            Value::Object(mut o) => match o.remove("items") {
+                Some(Value::Array(items)) => Some(items),
+                Some(Value::Null) => Some(Vec::new()),
+                Some(_) => None,
+                None if o.contains_key("metadata") => Some(vec![Value::Object(o)]),
+                None => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn odd_documents_are_named_for_what_they_are() {
+        for (doc, items) in [
+            (r#"{"items":null}"#, Some(0)),
+            (r#"{"kind":"List","items":[]}"#, Some(0)),
+            (r#"{"items":5}"#, None),
+            (r#"{"items":{"a":1}}"#, None),
+            (r#""just a string""#, None),
+            (r#"{"kind":"Pod"}"#, None),
+        ] {
+            let f = write(doc);
+            let got = read_items(&f.0, "pods");
+            match items {
+                Some(n) => assert_eq!(got.expect(doc).len(), n, "{doc}"),
+                None => assert!(matches!(got, Err(Error::Shape { .. })), "{doc}: {got:?}"),
+            }
+        }
+        let f = write(r#"{"items":[]} trailing"#);
+        assert!(matches!(read_items(&f.0, "pods"), Err(Error::Json { .. })));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streaming_reads_what_the_whole_tree_holds(
+            v in crate::kube::objects::props::any_json(),
+            items in proptest::collection::vec(crate::kube::objects::props::any_json(), 0..5),
+            wrap in proptest::bool::ANY,
+        ) {
+            let doc = if wrap { serde_json::json!({"kind": "List", "items": items}) } else { v };
+            let f = write(&doc.to_string());
+            let streamed = read_items(&f.0, "x").ok();
+            proptest::prop_assert_eq!(streamed, items_of_tree(doc));
+        }
     }
 
     #[test]

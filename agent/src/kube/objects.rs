@@ -453,14 +453,14 @@ mod tests {
 }
 
 #[cfg(test)]
-mod props {
+pub(crate) mod props {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
     use super::*;
 
     /// Arbitrary JSON, a few levels deep.
-    fn any_json() -> impl Strategy<Value = Value> {
+    pub(crate) fn any_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),

@@ -1,0 +1,99 @@
+//! A small cluster for agent tests: the cozystack addresses, a kubeconfig
+//! pointing at the test API server, and waits on Events.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use crate::{
+    agent::AgentProc,
+    apiserver::{ApiServer, Res},
+    netns::NetNs,
+    objects::{cilium_node, node, with_pod_cidrs},
+};
+
+pub const ME: &str = "node-a";
+pub const OTHER: &str = "node-b";
+pub const ROUTER: &str = "10.244.4.251";
+pub const INGRESS: &str = "10.244.4.12";
+pub const OTHER_ROUTER: &str = "10.244.1.182";
+pub const OTHER_INGRESS: &str = "10.244.1.12";
+
+pub struct Lab {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl Lab {
+    pub fn new(tag: &str, api: &ApiServer) -> Self {
+        let dir = std::env::temp_dir().join(format!("ipshadow-kube-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig);
+        Self { dir, kubeconfig }
+    }
+
+    pub fn agent(&self, ns: &NetNs, node: &str) -> AgentProc {
+        AgentProc::spawn_env(
+            ns,
+            &["--node", node],
+            &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())],
+        )
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The cozystack cluster as the API server holds it.
+pub fn cozystack(api: &ApiServer) {
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(ME, ROUTER, Some(INGRESS), None),
+            &["10.244.4.0/24"],
+        ),
+    );
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
+            &["10.244.1.0/24"],
+        ),
+    );
+}
+
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn event(api: &ApiServer, ns: &str, name: &str, reason: &str) -> Option<Value> {
+    api.core_events_for(ns, name)
+        .into_iter()
+        .find(|e| e["reason"] == reason)
+}
+
+/// Event objects of one series: (regarding name, reason).
+pub fn series_objects(api: &ApiServer, name: &str, reason: &str) -> Vec<Value> {
+    api.event_objects()
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
+        .collect()
+}

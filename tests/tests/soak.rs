@@ -1,0 +1,321 @@
+//! Soaks, minutes long: a five-minute API outage, and a churn of 1,000 pods
+//! with collisions coming and going. `cargo test` skips them (ignored);
+//! `cargo xtask test` (and so CI) runs them, in parallel with each other.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, Instant},
+};
+
+use ipshadow_tests::{
+    agent::AgentProc,
+    apiserver::{ApiServer, Res},
+    can_run_netns_tests, figure,
+    http::sample,
+    lab::{INGRESS, Lab, ME, OTHER_ROUTER, ROUTER, cozystack, event, series_objects, wait_for},
+    netns::tcx_program_map_entries,
+    node::SimNode,
+    objects::pod,
+};
+
+/// Seconds from the environment, for a shorter run by hand.
+fn secs(var: &str, default: u64) -> Duration {
+    Duration::from_secs(
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The series of a scrape: name and labels, without values.
+fn series(metrics: &str) -> BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s.to_owned()))
+        .collect()
+}
+
+fn collisions(metrics: &str) -> BTreeSet<String> {
+    series(metrics)
+        .into_iter()
+        .filter(|s| s.starts_with("ipshadow_collision_info{"))
+        .collect()
+}
+
+#[test]
+#[ignore = "soak (5 minutes): `cargo xtask test` runs it"]
+fn an_api_outage_of_five_minutes_keeps_detection_live_backs_off_and_recovers() {
+    if !can_run_netns_tests("an_api_outage_of_five_minutes") {
+        return;
+    }
+    let outage = secs("IPSHADOW_OUTAGE_SECONDS", 300);
+    let sim = SimNode::kube_ovn("sout", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.0.35"]));
+    let lab = Lab::new("outage", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    wait_for("the first Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+    let router =
+        |m: &str| sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]) == Some(1.0);
+
+    // Every backend of the API server is gone: connections are accepted and cut.
+    api.blackout();
+    let start = Instant::now();
+    let mut attempts: Vec<(Duration, u64)> = Vec::new();
+    let mut scrapes = 0u32;
+    let mut address_added = false;
+    let mut pod_queued = false;
+    while start.elapsed() < outage {
+        let (code, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+        assert_eq!(code, 200);
+        assert!(router(&m), "finding lost during the outage:\n{m}");
+        scrapes += 1;
+        if !address_added && start.elapsed() >= outage / 10 {
+            // A node-side change during the outage: found from netlink and the cached pod.
+            sim.node.ip(&[
+                "link",
+                "add",
+                "kube-ipvs0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "ipvs-peer",
+            ]);
+            sim.node
+                .ip(&["addr", "add", "10.244.0.35/32", "dev", "kube-ipvs0"]);
+            let found = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+                sample(
+                    m,
+                    "ipshadow_collision_info",
+                    &[("pod", "web-0"), ("kind", "LocalAddressCollision")],
+                ) == Some(1.0)
+            });
+            assert!(
+                found.is_some(),
+                "netlink detection stalled; log:\n{}",
+                agent.log_text()
+            );
+            address_added = true;
+        }
+        if !pod_queued && start.elapsed() >= outage / 5 {
+            // Written while the agent cannot see it: must show after recovery.
+            api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+            pod_queued = true;
+        }
+        attempts.push((start.elapsed(), api.counts().cut_connections));
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let total = api.counts().cut_connections;
+    // The steady state: the second half of the outage, when every backoff is at its cap.
+    let half = attempts
+        .iter()
+        .find(|(t, _)| *t >= outage / 2)
+        .map_or(0, |(_, n)| *n);
+    let second_half = total - half;
+    let per_minute = second_half as f64 * 60.0 / (outage.as_secs_f64() / 2.0);
+    api.up();
+    let recovered_from = Instant::now();
+
+    let api0 = |m: &str| sample(m, "ipshadow_collision_info", &[("pod", "api-0")]) == Some(1.0);
+    let took =
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(60), |m| api0(m) && router(m));
+    assert!(
+        took.is_some(),
+        "no recovery after the outage; log:\n{}",
+        agent.log_text()
+    );
+    for (name, reason) in [
+        ("api-0", "RouterIPCollision"),
+        ("web-0", "LocalAddressCollision"),
+    ] {
+        wait_for(&format!("{name}'s Event"), Duration::from_secs(60), || {
+            event(&api, "tenant", name, reason)
+        });
+    }
+    let events_after = recovered_from.elapsed();
+    for (name, reason) in [
+        ("postgres-0", "RouterIPCollision"),
+        ("api-0", "RouterIPCollision"),
+        ("web-0", "LocalAddressCollision"),
+    ] {
+        assert_eq!(series_objects(&api, name, reason).len(), 1, "{name}");
+    }
+    figure(format!(
+        "API outage of {outage:?}: {scrapes} scrapes served, netlink finding during it, \
+         {total} connection attempts ({second_half} in the second half: {per_minute:.1}/min), \
+         finding after recovery in {:?}, Events in {events_after:?}",
+        took.unwrap()
+    ));
+    // 5 watches and the Event writer, each at most once per ~22 s (30 s cap, -25 % jitter).
+    assert!(total > 0, "the agent never retried");
+    assert!(
+        per_minute <= 6.0 * 60.0 / 22.0 + 2.0,
+        "{per_minute:.1} attempts/min at steady state: backoff not capped"
+    );
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+}
+
+#[test]
+#[ignore = "soak (~2 minutes): `cargo xtask test` runs it"]
+fn a_churn_of_a_thousand_pods_leaks_no_memory_map_entry_series_or_event() {
+    if !can_run_netns_tests("a_churn_of_a_thousand_pods") {
+        return;
+    }
+    const PODS: usize = 1000;
+    /// Pods alive at once: each lives this many creations (~4 s).
+    const ALIVE: usize = 40;
+    let pace = Duration::from_millis(
+        std::env::var("IPSHADOW_CHURN_PACE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100),
+    );
+    let sim = SimNode::kube_ovn("schurn", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let lab = Lab::new("churn", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let pid = agent.pid();
+    // Every 50th pod gets the router IP and every 50th the ingress IP (never two
+    // alive at once); the rest reuse 80 addresses of the node's range.
+    let ip_of = |i: usize| match i % 50 {
+        10 => ROUTER.to_owned(),
+        35 => INGRESS.to_owned(),
+        _ => format!("10.244.4.{}", 20 + i % 80),
+    };
+    let name_of = |i: usize| format!("churn-{i:04}");
+    let colliding: BTreeMap<usize, &str> = (0..PODS)
+        .filter_map(|i| match i % 50 {
+            10 => Some((i, "RouterIPCollision")),
+            35 => Some((i, "IngressIPCollision")),
+            _ => None,
+        })
+        .collect();
+
+    let start = Instant::now();
+    let mut rss_warm = 0;
+    let mut rss_peak = 0;
+    for i in 0..PODS {
+        api.apply(Res::Pods, pod("tenant", &name_of(i), ME, &[&ip_of(i)]));
+        if i >= ALIVE {
+            api.delete(Res::Pods, "tenant", &name_of(i - ALIVE));
+        }
+        if i == PODS / 4 {
+            rss_warm = rss_kib(pid);
+        }
+        rss_peak = rss_peak.max(rss_kib(pid));
+        std::thread::sleep(pace);
+    }
+    let churned = start.elapsed();
+    let alive: Vec<usize> = (PODS - ALIVE..PODS).collect();
+    let want: Vec<&str> = alive
+        .iter()
+        .filter(|i| colliding.contains_key(i))
+        .map(|i| colliding[i])
+        .collect();
+    assert_eq!(want.len(), 2, "the test's own arithmetic");
+    let settled = AgentProc::wait_metrics(&sim.node, Duration::from_secs(15), |m| {
+        collisions(m).len() == want.len()
+            && alive.iter().filter(|i| colliding.contains_key(i)).all(|i| {
+                sample(m, "ipshadow_collision_info", &[("pod", &name_of(*i))]) == Some(1.0)
+            })
+    });
+    assert!(
+        settled.is_some(),
+        "findings do not match the cluster; log:\n{}",
+        agent.log_text()
+    );
+
+    // The kernel watches exactly the IPs of the findings delivered to this host
+    // (Cilium's datapath, not lo, takes the ingress IP's traffic: not watched).
+    let watched = want.iter().filter(|r| **r != "IngressIPCollision").count();
+    let entries = tcx_program_map_entries(&sim.node, "lo", "ipshadow_lo", "SHADOWED");
+    assert_eq!(
+        entries, watched,
+        "SHADOWED holds {entries} entries for {watched} watched findings"
+    );
+
+    // Every Event series is right: one collision Event per colliding pod, one
+    // resolution per colliding pod that went, nothing for the others.
+    wait_for("every Event of the churn", Duration::from_secs(60), || {
+        colliding
+            .iter()
+            .all(|(i, reason)| {
+                let name = name_of(*i);
+                let gone = *i < PODS - ALIVE;
+                series_objects(&api, &name, reason).len() == 1
+                    && series_objects(&api, &name, "IPCollisionResolved").len() == usize::from(gone)
+            })
+            .then_some(())
+    });
+    let events = api.event_objects();
+    let resolved = colliding.keys().filter(|i| **i < PODS - ALIVE).count();
+    assert_eq!(events.len(), colliding.len() + resolved, "stray Events");
+
+    // Memory flat: after the churn no more than a little above where it was a
+    // quarter of the way in.
+    let rss_end = rss_kib(pid);
+    assert!(
+        rss_end <= rss_warm + (rss_warm / 10).max(2048),
+        "RSS grew from {rss_warm} KiB (after {} pods) to {rss_end} KiB",
+        PODS / 4
+    );
+
+    // No leaked series: the soaked agent exports exactly what a fresh agent on
+    // the same cluster does.
+    let (_, soaked) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let c = api.counts();
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let fresh = lab.agent(&sim.node, ME);
+    fresh.wait_ready(&sim.node);
+    AgentProc::wait_metrics(&sim.node, Duration::from_secs(10), |m| {
+        collisions(m).len() == want.len()
+    })
+    .unwrap();
+    let (_, fresh_m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let (a, b) = (series(&soaked), series(&fresh_m));
+    let leaked: Vec<_> = a.difference(&b).collect();
+    let missing: Vec<_> = b.difference(&a).collect();
+    assert!(
+        leaked.is_empty() && missing.is_empty(),
+        "leaked {leaked:#?}\nmissing {missing:#?}"
+    );
+    figure(format!(
+        "churn: {PODS} pods created and {} deleted in {churned:?} ({} collisions came and went), \
+         RSS {rss_warm} KiB at {} pods -> peak {rss_peak} -> {rss_end} KiB at the end, \
+         SHADOWED {entries} entries = {watched} watched of {} findings, {} series (same as a fresh agent), \
+         {} Event objects, API requests {} ({} watches, {} lists)",
+        PODS - ALIVE,
+        colliding.len(),
+        PODS / 4,
+        want.len(),
+        a.len(),
+        events.len(),
+        c.total,
+        c.watches,
+        c.lists
+    ));
+    let (status, _) = fresh.terminate();
+    assert!(status.success());
+}
