@@ -223,8 +223,7 @@ impl ApiServer {
                             let s = server_shared.clone();
                             cutter = Some(tokio::spawn(async move {
                                 while let Ok((sock, _)) = l.accept().await {
-                                    s.counts.lock().unwrap().cut_connections += 1;
-                                    drop(sock);
+                                    tokio::spawn(cut(s.clone(), sock));
                                 }
                             }));
                             let _ = ack.send(());
@@ -427,6 +426,31 @@ impl Drop for ApiServer {
             let _ = t.join();
         }
     }
+}
+
+/// A blackout's answer: read the request line (to log what was asked for, as
+/// "METHOD URI" with status 0), then close without a response.
+async fn cut(shared: Arc<Shared>, mut sock: tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(1), sock.read(&mut buf))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let request = head
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut c = shared.counts.lock().unwrap();
+    c.cut_connections += 1;
+    c.timeline
+        .push((std::time::Instant::now(), request, Some(0)));
 }
 
 fn record(shared: &Shared, st: &mut Store, change: Change) {

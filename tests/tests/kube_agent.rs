@@ -617,6 +617,61 @@ fn watches_dropped_every_two_seconds_resume_without_relisting_or_losing_a_change
 }
 
 #[test]
+fn metrics_and_logs_never_show_credentials_or_annotations() {
+    if !can_run_netns_tests("metrics_and_logs_never_show_credentials_or_annotations") {
+        return;
+    }
+    const TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.ipshadow-test-token";
+    const ANNOTATION: &str = "hunter2-not-for-metrics";
+    let sim = SimNode::kube_ovn("ksec", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let mut p = pod("tenant", "postgres-0", ME, &[ROUTER]);
+    p["metadata"]["annotations"] = serde_json::json!({"example.com/db-password": ANNOTATION});
+    api.apply(Res::Pods, p);
+    let lab = Lab::new("sec", &api);
+    // The service-account token the agent authenticates with.
+    let kubeconfig = std::fs::read_to_string(&lab.kubeconfig).unwrap();
+    std::fs::write(
+        &lab.kubeconfig,
+        kubeconfig.replace("user: {}", &format!("user: {{token: {TOKEN}}}")),
+    )
+    .unwrap();
+    let agent = AgentProc::spawn_env(
+        &sim.node,
+        &["--node", ME, "--log-level", "debug"],
+        &[("KUBECONFIG", lab.kubeconfig.to_str().unwrap())],
+    );
+    agent.wait_ready(&sim.node);
+    assert!(
+        AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+            sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]) == Some(1.0)
+        })
+        .is_some()
+    );
+    wait_for("the Event", Duration::from_secs(10), || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let log = agent.log_text();
+    assert!(log.contains("DEBUG"), "not the debug log: {log}");
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    for (what, text) in [("metrics", &m), ("debug log", &log)] {
+        assert!(!text.contains(TOKEN), "the token is in the {what}");
+        assert!(
+            !text.contains(ANNOTATION),
+            "an annotation value is in the {what}"
+        );
+    }
+    let all = serde_json::to_string(&api.event_objects()).unwrap();
+    assert!(!all.contains(TOKEN) && !all.contains(ANNOTATION), "{all}");
+    figure(
+        "secrets: the token and an annotation value appear in neither /metrics, the debug log nor the Events",
+    );
+}
+
+#[test]
 fn check_reads_the_cluster_when_given_no_files() {
     if !can_run_netns_tests("check_reads_the_cluster_when_given_no_files") {
         return;

@@ -195,3 +195,91 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn interfaces_that_vanish_mid_reconcile_leave_no_error_and_no_stale_finding() {
+    if !can_run_netns_tests("interfaces_that_vanish_mid_reconcile") {
+        return;
+    }
+    const IP: &str = "10.244.210.7";
+    let sim = SimNode::kube_ovn("rvanish", ROUTER);
+    let dir = std::env::temp_dir().join(format!("ipshadow-rvanish-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pods = dir.join("pods.json");
+    let list = ipshadow_tests::objects::list(vec![pod("t", "flap", ME, &[IP])]);
+    std::fs::write(&pods, serde_json::to_vec(&list).unwrap()).unwrap();
+    let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
+    agent.wait_ready(&sim.node);
+
+    // 200 devices (veth: this kernel has no dummy) holding the pod's IP appear and vanish, at irregular moments
+    // against the agent's 20 ms debounce: dumps and FIB lookups meet devices
+    // (and addresses, and routes) that are gone by the time they are read.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..200 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let dev = format!("vanish{i}");
+        let batch = format!(
+            "link add {dev} type veth peer name {dev}p\naddr add {IP}/32 dev {dev}\nlink set {dev} up\nlink del {dev}\n"
+        );
+        let mut ip = sim
+            .node
+            .command("ip")
+            .args(["-batch", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ip.stdin
+            .take()
+            .unwrap()
+            .write_all(batch.as_bytes())
+            .unwrap();
+        assert!(ip.wait().unwrap().success());
+        std::thread::sleep(Duration::from_millis(seed % 30));
+    }
+    let clean = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        findings(m).is_empty()
+            && ipshadow_tests::http::sample(m, "ipshadow_source_up", &[("source", "netlink")])
+                == Some(1.0)
+    });
+    assert!(
+        clean.is_some(),
+        "stale finding or netlink down; log:\n{}",
+        agent.log_text()
+    );
+    // The last one stays: found on it.
+    sim.node.ip(&[
+        "link",
+        "add",
+        "vanish-last",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "vanish-peer",
+    ]);
+    sim.node
+        .ip(&["addr", "add", &format!("{IP}/32"), "dev", "vanish-last"]);
+    let found = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        findings(m)
+            .iter()
+            .any(|l| l.contains("pod=\"flap\"") && l.contains("device=\"vanish-last\""))
+    });
+    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let reconciles = |result: &str| {
+        ipshadow_tests::http::sample(&m, "ipshadow_reconciles_total", &[("result", result)])
+            .unwrap_or(0.0)
+    };
+    let log = agent.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+    figure(format!(
+        "200 devices appeared and vanished under the agent: {} reconciles, {} failed and retried, no stale finding",
+        reconciles("ok") + reconciles("error"),
+        reconciles("error")
+    ));
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -44,6 +44,15 @@ enum Task {
     },
     /// The container image: a static (musl) binary on `FROM scratch`, built with
     /// the local Docker engine if one runs (else the context is left in target/image).
+    /// Run every cargo-fuzz target in fuzz/ for a while (nightly, libFuzzer);
+    /// `test` runs this too, unless --quick.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = FUZZ_SECONDS)]
+        seconds: u64,
+        /// Only these targets (default: all).
+        targets: Vec<String>,
+    },
     Image {
         /// Image name and tag.
         #[arg(long, default_value = concat!("ipshadow:", env!("CARGO_PKG_VERSION")))]
@@ -70,6 +79,8 @@ enum Bench {
     Reaction,
     Scale,
     Api,
+    /// The connection-rate figure alone (it is also part of `ebpf`).
+    Connections,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -91,6 +102,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Reaction => "reaction",
                 Bench::Scale => "scale",
                 Bench::Api => "api",
+                Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.
             cargo(&["build", "--release", "--locked", "-p", "ipshadow"])?;
@@ -131,6 +143,12 @@ fn main() -> anyhow::Result<()> {
             cargo(&args)
         }
         Task::Image { tag } => image(&tag),
+        Task::Fuzz { seconds, targets } => {
+            for line in fuzz(seconds, &targets)? {
+                println!("{line}");
+            }
+            Ok(())
+        }
     }
 }
 
@@ -258,6 +276,13 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
         .lines()
         .map(str::to_owned)
         .collect();
+    let result = result.and_then(|()| {
+        if quick {
+            return Ok(());
+        }
+        lines.extend(fuzz(FUZZ_SECONDS, &[])?);
+        Ok(())
+    });
     lines.sort();
     println!(
         "\nFigures of this run ({} lines; property tests: {PROPTEST_CASES} cases per property):",
@@ -267,6 +292,83 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
         println!("  {l}");
     }
     result
+}
+
+/// Seconds per fuzz target in `cargo xtask test`.
+const FUZZ_SECONDS: u64 = 20;
+/// The targets in fuzz/fuzz_targets, each with its seeds in fuzz/seeds/<target>.
+const FUZZ_TARGETS: &[&str] = &["kube_objects", "netlink_messages", "ring_buffer_records"];
+
+/// Runs the fuzz targets for `seconds` each; a crash fails (libFuzzer saves
+/// the input under fuzz/artifacts/). Returns one figure line per target.
+fn fuzz(seconds: u64, only: &[String]) -> anyhow::Result<Vec<String>> {
+    let dir = workspace_root().join("fuzz");
+    let mut figures = Vec::new();
+    for target in FUZZ_TARGETS {
+        if !only.is_empty() && !only.iter().any(|t| t == target) {
+            continue;
+        }
+        // New inputs go to the first directory (not in git); the seeds are read only.
+        let corpus = workspace_root().join("target/fuzz-corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        let mut cmd = Command::new("rustup");
+        cmd.args([
+            "run",
+            "nightly",
+            "cargo",
+            "fuzz",
+            "run",
+            "--sanitizer",
+            "none",
+            target,
+        ])
+        .arg(&corpus);
+        let seeds = dir.join("seeds").join(target);
+        if seeds.is_dir() {
+            cmd.arg(&seeds);
+        }
+        cmd.arg("--")
+            .arg(format!("-max_total_time={seconds}"))
+            .arg("-rss_limit_mb=2048");
+        if *target == "kube_objects" {
+            cmd.arg(format!("-dict={}", dir.join("json.dict").display()));
+        }
+        // The agent's eBPF object is not needed to fuzz its parsers.
+        cmd.env("AYA_BUILD_SKIP", "1").current_dir(&dir);
+        eprintln!("xtask: running {cmd:?}");
+        let out = cmd
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .with_context(|| format!("spawning {cmd:?}"))?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            eprintln!("{log}");
+            bail!(
+                "fuzz target {target} failed ({}); the crashing input is under fuzz/artifacts/{target}/",
+                out.status
+            );
+        }
+        let runs = log
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Done ")
+                    .and_then(|r| r.split_whitespace().next())
+            })
+            .unwrap_or("?");
+        let cov = log
+            .lines()
+            .rev()
+            .find_map(|l| {
+                l.split("cov: ")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+            })
+            .unwrap_or("?");
+        figures.push(format!(
+            "fuzz {target}: {runs} inputs in {seconds} s, no crash (coverage {cov} edges)"
+        ));
+    }
+    Ok(figures)
 }
 
 /// Cases per property test (proptest's default is 256).

@@ -10,8 +10,11 @@ use anyhow::{Context as _, bail};
 /// bpf-linker's LLVM major must be at least rustc's (22 for stable and nightly here).
 const LLVM_MAJOR: &str = "22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
+/// cargo-fuzz for the fuzz targets in fuzz/ (libFuzzer is built by libfuzzer-sys, with g++).
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
 /// Debian packages: LLVM for bpf-linker; iproute2 (ip, tc), libcap2-bin (capsh),
-/// bpftool and prometheus (the server and promtool) for the tests; iperf3 for the benchmarks.
+/// bpftool and prometheus (the server and promtool) for the tests; iperf3 for the benchmarks;
+/// g++ for libFuzzer.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -23,12 +26,14 @@ const APT_PACKAGES: &[&str] = &[
     "iperf3",
     "prometheus",
     "python3-yaml",
+    "g++",
 ];
 
 pub fn run() -> anyhow::Result<()> {
     rust_src()?;
     apt()?;
     bpf_linker()?;
+    cargo_fuzz()?;
     kubectl()?;
     kubernetes_validate()
 }
@@ -151,6 +156,21 @@ fn bpf_linker() -> anyhow::Result<()> {
                 "--locked",
             ]),
     )
+}
+
+fn cargo_fuzz() -> anyhow::Result<()> {
+    if output(Command::new(env!("CARGO")).args(["fuzz", "--version"]))
+        .is_some_and(|v| v.contains(CARGO_FUZZ_VERSION))
+    {
+        return Ok(());
+    }
+    checked(Command::new(env!("CARGO")).args([
+        "install",
+        "cargo-fuzz",
+        "--version",
+        CARGO_FUZZ_VERSION,
+        "--locked",
+    ]))
 }
 
 /// For `cargo xtask image` only: the musl target and its C toolchain (ring builds C).

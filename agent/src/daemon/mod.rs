@@ -102,13 +102,15 @@ struct EventsInput {
     ready: bool,
 }
 
-const RETRY_EVENTS_FIRST: Duration = Duration::from_secs(2);
+const RETRY_RECONCILE_FIRST: Duration = Duration::from_millis(100);
+const RETRY_RECONCILE_MAX: Duration = Duration::from_secs(10);
 
 /// Writes Events from the latest reconcile, apart from the loop: a slow or absent
 /// API server delays Events, never detection. Re-runs every 30 s so repeats are counted.
 async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Receiver<EventsInput>) {
-    // After failed writes, try again sooner than the repeat interval: 2 s doubling.
-    let mut retry = RETRY_EVENTS_FIRST;
+    // After failed writes: the watches' backoff (0.8 s doubling to 30 s, jittered),
+    // and changes wait for it too, so an API outage is not hammered.
+    let mut backoff = crate::kube::cluster::Backoff::default();
     loop {
         let input = rx.borrow_and_update().clone();
         let mut failed = 0;
@@ -122,17 +124,14 @@ async fn write_events(mut writer: EventWriter, mut rx: tokio::sync::watch::Recei
             tracing::debug!(series = want.len(), "syncing Events");
             failed = writer.sync(&want).await;
         }
-        let wait = if failed > 0 {
-            let w = retry;
-            retry = (retry * 2).min(events::REPEAT_EVERY);
-            w
-        } else {
-            retry = RETRY_EVENTS_FIRST;
-            events::REPEAT_EVERY
-        };
+        if failed > 0 {
+            tokio::time::sleep(backoff.next(false)).await;
+            continue;
+        }
+        backoff.reset();
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep(events::REPEAT_EVERY) => {}
         }
     }
 }
@@ -286,6 +285,9 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     };
 
     let mut due = Some(tokio::time::Instant::now());
+    // A failed read of the node (e.g. a dump interrupted by changes) is retried
+    // soon, then less often: the kernel's notifications may already be spent.
+    let mut retry = RETRY_RECONCILE_FIRST;
     let mut next_resync = tokio::time::Instant::now() + resync_every;
     let mut next_counters = tokio::time::Instant::now() + counters_every;
     loop {
@@ -311,12 +313,19 @@ pub async fn run(args: AgentArgs) -> Result<()> {
             }
             _ = sleep_until_opt(due) => {
                 due = None;
-                agent.reconcile().await;
+                if agent.reconcile().await {
+                    retry = RETRY_RECONCILE_FIRST;
+                } else {
+                    due = Some(tokio::time::Instant::now() + retry);
+                    retry = (retry * 2).min(RETRY_RECONCILE_MAX);
+                }
             }
             _ = tokio::time::sleep_until(next_resync) => {
                 next_resync = tokio::time::Instant::now() + resync_every;
                 agent.files_dirty = true;
-                agent.reconcile().await;
+                if !agent.reconcile().await {
+                    due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
+                }
             }
             r = readable(&samples) => {
                 if let Ok(mut guard) = r {
@@ -362,7 +371,8 @@ async fn readable(
 }
 
 impl Agent {
-    async fn reconcile(&mut self) {
+    /// One reconcile; `false` when reading the node failed (and it should be retried).
+    async fn reconcile(&mut self) -> bool {
         let (state, node_uid) = match &mut self.source {
             Source::Files(files) => {
                 if self.files_dirty {
@@ -390,7 +400,7 @@ impl Agent {
                 .set(i64::from(s.up));
         }
         // Nothing to check pods against yet: not ready.
-        let Some(state) = state else { return };
+        let Some(state) = state else { return true };
         self.count_invalid(&state.invalid);
         let started = Instant::now();
         let result = self.reconciler.reconcile(&state).await;
@@ -429,6 +439,7 @@ impl Agent {
                     micros = elapsed.as_micros() as u64,
                     "reconciled"
                 );
+                true
             }
             Err(e) => {
                 netlink_up(&self.metrics, false);
@@ -436,7 +447,8 @@ impl Agent {
                     .reconciles
                     .get_or_create(&labels(&[("result", "error")]))
                     .inc();
-                tracing::warn!(error = %e, "reconcile failed; keeping the last findings");
+                tracing::warn!(error = %e, "reconcile failed; keeping the last findings and retrying");
+                false
             }
         }
     }

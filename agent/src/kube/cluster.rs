@@ -241,16 +241,16 @@ where
 /// Exponential backoff with jitter: 0.8 s doubling to 30 s for errors, 30 s
 /// doubling to 5 minutes while the resource does not exist (a CRD not installed).
 #[derive(Default)]
-struct Backoff {
+pub struct Backoff {
     failures: u32,
 }
 
 impl Backoff {
-    fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.failures = 0;
     }
 
-    fn next(&mut self, not_found: bool) -> std::time::Duration {
+    pub fn next(&mut self, not_found: bool) -> std::time::Duration {
         let (base_ms, max_ms) = if not_found {
             (30_000u64, 300_000u64)
         } else {

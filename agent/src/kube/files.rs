@@ -58,8 +58,18 @@ pub fn for_each_item(
         path: path.to_owned(),
         source,
     })?;
+    for_each_item_in(&bytes, path, resource, each)
+}
+
+/// [`for_each_item`] over bytes already read; `path` names them in errors.
+pub fn for_each_item_in(
+    bytes: &[u8],
+    path: &Path,
+    resource: &'static str,
+    each: impl FnMut(usize, Value),
+) -> Result<()> {
     let mut shape_ok = true;
-    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
     let found = serde::de::DeserializeSeed::deserialize(
         stream::Document {
             each,

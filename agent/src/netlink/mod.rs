@@ -2,7 +2,7 @@
 //! into a [`HostNetwork`]. No shelling out to `ip`: everything goes over one
 //! rtnetlink socket.
 
-mod convert;
+pub mod convert;
 
 use std::{
     collections::BTreeMap,

@@ -1,0 +1,28 @@
+//! Files and watch objects as `kubectl get -o json` prints them: the List is
+//! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet and a Pod
+//! (with its IP annotations). Whatever the bytes: no panic, no hang.
+#![no_main]
+
+use std::path::Path;
+
+use ipshadow::kube::{files, objects};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let keys = vec![
+        "ovn.kubernetes.io/ip_address".to_owned(),
+        "ovn.kubernetes.io/ip_addresses".to_owned(),
+    ];
+    let mut problems = Vec::new();
+    let _ = files::for_each_item_in(data, Path::new("fuzz-input"), "fuzz", |_, item| {
+        let _ = objects::cilium_node(&item, &mut problems);
+        let _ = objects::subnet(&item, &mut problems);
+        if let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(item) {
+            let _ = objects::pod(&pod, &keys, &mut problems);
+        }
+    });
+    // Every problem must be printable for the log line that names it.
+    for p in &problems {
+        let _ = p.to_string();
+    }
+});
