@@ -31,6 +31,29 @@ impl NetNs {
         run(Command::new("ip").arg("-n").arg(&self.name).args(args));
     }
 
+    /// A veth pair `name` / `peer` (this kernel has no dummy devices).
+    pub fn add_veth(&self, name: &str, peer: &str) {
+        self.ip(&["link", "add", name, "type", "veth", "peer", "name", peer]);
+    }
+
+    /// `ip -n <ns> -batch -`: many commands in one process, as fast as ip sends them.
+    pub fn ip_batch(&self, batch: &str) {
+        use std::io::Write as _;
+        let mut ip = Command::new("ip")
+            .arg("-n")
+            .arg(&self.name)
+            .args(["-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        ip.stdin
+            .take()
+            .unwrap()
+            .write_all(batch.as_bytes())
+            .unwrap();
+        assert!(ip.wait().unwrap().success(), "ip -batch failed");
+    }
+
     /// `ip -n <ns> <args>`, its output whatever the status.
     pub fn ip_output(&self, args: &[&str]) -> Output {
         Command::new("ip")

@@ -98,16 +98,7 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
     sim.node
         .ip(&["route", "add", "unreachable", "10.244.0.98/32"]);
     sim.node.ip(&["route", "add", "prohibit", "10.244.0.97/32"]);
-    sim.node.ip(&[
-        "link",
-        "add",
-        "kube-ipvs0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ipvs-peer",
-    ]);
+    sim.node.add_veth("kube-ipvs0", "ipvs-peer");
     sim.node
         .ip(&["addr", "add", "10.244.0.50/32", "dev", "kube-ipvs0"]);
     sim.node

@@ -5,8 +5,6 @@
 
 use std::{
     collections::BTreeSet,
-    io::Write as _,
-    process::Stdio,
     time::{Duration, Instant},
 };
 
@@ -120,9 +118,7 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
         return;
     }
     let sim = SimNode::kube_ovn("rburst", ROUTER);
-    sim.node.ip(&[
-        "link", "add", "burst0", "type", "veth", "peer", "name", "burst1",
-    ]);
+    sim.node.add_veth("burst0", "burst1");
     sim.node.ip(&["link", "set", "burst0", "up"]);
     let dir = std::env::temp_dir().join(format!("ipshadow-rburst-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -161,19 +157,7 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
             batch.push_str(&format!("addr del 10.244.{a}.{b}/32 dev burst0\n"));
         }
     }
-    let mut ip = sim
-        .node
-        .command("ip")
-        .args(["-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ip.stdin
-        .take()
-        .unwrap()
-        .write_all(batch.as_bytes())
-        .unwrap();
-    assert!(ip.wait().unwrap().success());
+    sim.node.ip_batch(&batch);
 
     let settled = AgentProc::wait_metrics(&sim.node, Duration::from_secs(10), |m| {
         let f = findings(m);
@@ -223,19 +207,7 @@ fn interfaces_that_vanish_mid_reconcile_leave_no_error_and_no_stale_finding() {
         let batch = format!(
             "link add {dev} type veth peer name {dev}p\naddr add {IP}/32 dev {dev}\nlink set {dev} up\nlink del {dev}\n"
         );
-        let mut ip = sim
-            .node
-            .command("ip")
-            .args(["-batch", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        ip.stdin
-            .take()
-            .unwrap()
-            .write_all(batch.as_bytes())
-            .unwrap();
-        assert!(ip.wait().unwrap().success());
+        sim.node.ip_batch(&batch);
         std::thread::sleep(Duration::from_millis(seed % 30));
     }
     let clean = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
@@ -249,16 +221,7 @@ fn interfaces_that_vanish_mid_reconcile_leave_no_error_and_no_stale_finding() {
         agent.log_text()
     );
     // The last one stays: found on it.
-    sim.node.ip(&[
-        "link",
-        "add",
-        "vanish-last",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "vanish-peer",
-    ]);
+    sim.node.add_veth("vanish-last", "vanish-peer");
     sim.node
         .ip(&["addr", "add", &format!("{IP}/32"), "dev", "vanish-last"]);
     let found = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {

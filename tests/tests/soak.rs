@@ -89,16 +89,7 @@ fn an_api_outage_of_five_minutes_keeps_detection_live_backs_off_and_recovers() {
         scrapes += 1;
         if !address_added && start.elapsed() >= outage / 10 {
             // A node-side change during the outage: found from netlink and the cached pod.
-            sim.node.ip(&[
-                "link",
-                "add",
-                "kube-ipvs0",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "ipvs-peer",
-            ]);
+            sim.node.add_veth("kube-ipvs0", "ipvs-peer");
             sim.node
                 .ip(&["addr", "add", "10.244.0.35/32", "dev", "kube-ipvs0"]);
             let found = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {

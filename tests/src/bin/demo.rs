@@ -21,16 +21,13 @@ use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
     http::sample,
+    lab::{INGRESS, ME, ROUTER},
     netns::{NetNs, delete_leftovers},
     node::SimNode,
-    objects::{cilium_node, node, pending_pod, pod, subnet, with_pod_cidrs},
+    objects::{pending_pod, pod, subnet},
 };
 
 const TAG: &str = "demo";
-const ME: &str = "node-a";
-const OTHER: &str = "node-b";
-const ROUTER: &str = "10.244.4.251";
-const INGRESS: &str = "10.244.4.12";
 const WEB: &str = "10.244.0.35";
 
 struct Ui {
@@ -166,21 +163,8 @@ fn run(ui: &Ui) -> bool {
 
     ui.step("the cluster (test API server): kube-ovn gave pods addresses Cilium holds");
     let api = ApiServer::start(Some(&sim.node));
-    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(ME, ROUTER, Some(INGRESS), None),
-            &["10.244.4.0/24"],
-        ),
-    );
-    api.apply(
-        Res::CiliumNodes,
-        with_pod_cidrs(
-            cilium_node(OTHER, "10.244.1.182", Some("10.244.1.12"), None),
-            &["10.244.1.0/24"],
-        ),
-    );
+    // node-a and node-b as in the field report (addresses in ipshadow_tests::lab).
+    ipshadow_tests::lab::cozystack(&api);
     api.set_crd(Res::Subnets, true);
     api.apply(
         Res::Subnets,
