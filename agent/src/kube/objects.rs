@@ -70,7 +70,11 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
                 bad: &mut dyn FnMut(String)| {
         match raw.trim().parse::<IpAddr>() {
             Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
-            Ok(_) => {}
+            // The API server rejects duplicates: whoever wrote this object is broken.
+            Ok(_) => bad(format!(
+                "{field} {} is listed twice; counted once",
+                quote(raw)
+            )),
             Err(_) => bad(format!("{field} {} is not an IP address", quote(raw))),
         }
     };
@@ -92,6 +96,19 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         }
     }
     let have_status_ips = !ips.is_empty();
+    // A pod has at most one IP per family; more means a broken object (all are
+    // still checked: a false alarm costs less than a missed collision).
+    let families = |ips: &[PodIp]| {
+        let v6 = ips.iter().filter(|i| i.ip.is_ipv6()).count();
+        (ips.len() - v6, v6)
+    };
+    let (v4, v6) = families(&ips);
+    if v4 > 1 || v6 > 1 {
+        bad(format!(
+            "status.podIPs lists {} addresses ({v4} IPv4, {v6} IPv6); a pod has at most one per family",
+            ips.len()
+        ));
+    }
     if !have_status_ips
         && let Some(annotations) = p.metadata.annotations.as_ref()
         && let Some((key, value)) = annotation_keys
@@ -108,6 +125,14 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             );
         }
     }
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let phase = status.and_then(|s| s.phase.clone());
+    if ips.is_empty() && !host_network && phase.as_deref() == Some("Running") {
+        bad(
+            "is Running but has no IP in status.podIPs, status.podIP or an IP annotation"
+                .to_owned(),
+        );
+    }
     Pod {
         namespace,
         name,
@@ -116,8 +141,8 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .and_then(|s| s.node_name.clone())
             .filter(|n| !n.is_empty()),
         ips,
-        host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
-        phase: status.and_then(|s| s.phase.clone()),
+        host_network,
+        phase,
     }
 }
 
@@ -146,12 +171,25 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
             for (i, a) in addrs.iter().enumerate() {
-                if a.get("type").and_then(Value::as_str) != Some("CiliumInternalIP") {
-                    continue;
+                match a.get("type").and_then(Value::as_str) {
+                    Some("CiliumInternalIP") => {}
+                    Some(t) if NODE_ADDRESS_TYPES.contains(&t) => continue,
+                    other => {
+                        let t = other.map_or_else(
+                            || a.get("type").map_or("nothing".to_owned(), Value::to_string),
+                            quote,
+                        );
+                        bad(format!(
+                            "spec.addresses[{i}].type {t} is not a node address type; entry ignored"
+                        ));
+                        continue;
+                    }
                 }
                 let field = format!("spec.addresses[{i}].ip");
-                if let Some(ip) = ip_field(a.get("ip"), &field, None, &mut bad) {
-                    push_unique(&mut node.router, ip);
+                if let Some(ip) = ip_field(a.get("ip"), &field, None, &mut bad)
+                    && !push_unique(&mut node.router, ip)
+                {
+                    bad(format!("{field} {ip} is listed twice; counted once"));
                 }
             }
         }
@@ -179,7 +217,7 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
                 for (family, v6) in [("ipv4", false), ("ipv6", true)] {
                     let field = format!("spec.{section}.{family}");
                     if let Some(ip) = ip_field(o.get(family), &field, Some(v6), &mut bad) {
-                        push_unique(target, ip);
+                        target.push(ip);
                     }
                 }
             }
@@ -269,11 +307,24 @@ pub fn parse_range(s: &str) -> Option<IpRange> {
     ordered.then_some(IpRange { first, last })
 }
 
-fn push_unique(list: &mut Vec<IpAddr>, ip: IpAddr) {
-    if !list.contains(&ip) {
+/// Adds `ip` unless it is there already; whether it was added.
+fn push_unique(list: &mut Vec<IpAddr>, ip: IpAddr) -> bool {
+    let new = !list.contains(&ip);
+    if new {
         list.push(ip);
     }
+    new
 }
+
+/// `spec.addresses[].type` values Cilium writes besides CiliumInternalIP (the
+/// Kubernetes NodeAddressType set); any other is named in a warning.
+const NODE_ADDRESS_TYPES: &[&str] = &[
+    "InternalIP",
+    "ExternalIP",
+    "Hostname",
+    "InternalDNS",
+    "ExternalDNS",
+];
 
 /// An optional IP field: absent or empty is fine, anything else must parse
 /// (and be of the family the field names, if it names one).
