@@ -97,3 +97,12 @@ pub fn series_objects(api: &ApiServer, name: &str, reason: &str) -> Vec<Value> {
         .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
         .collect()
 }
+
+/// Asserts one Event object for each (pod name, reason) series: repeats,
+/// restarts and faults continued a series rather than starting another.
+pub fn assert_one_event_each(api: &ApiServer, series: &[(&str, &str)]) {
+    for (name, reason) in series {
+        let n = series_objects(api, name, reason).len();
+        assert_eq!(n, 1, "{n} Event objects for {name}/{reason}");
+    }
+}

@@ -11,8 +11,8 @@ use ipshadow_tests::{
     can_run_netns_tests, deploy, figure,
     http::sample,
     lab::{
-        INGRESS, Lab, ME, OTHER, OTHER_INGRESS, OTHER_ROUTER, ROUTER, cozystack, event,
-        series_objects, wait_for,
+        INGRESS, Lab, ME, OTHER, OTHER_INGRESS, OTHER_ROUTER, ROUTER, assert_one_event_each,
+        cozystack, event, series_objects, wait_for,
     },
     netns::NetNs,
     node::SimNode,
@@ -428,16 +428,13 @@ fn api_faults_lose_no_finding_and_duplicate_no_event() {
     wait_for("web-0's Event", Duration::from_secs(30), || {
         event(&api, "tenant", "web-0", "LocalAddressCollision")
     });
-    for (pod_name, reason) in [
-        ("postgres-0", "RouterIPCollision"),
-        ("api-0", "RouterIPCollision"),
-    ] {
-        assert_eq!(
-            series_objects(&api, pod_name, reason).len(),
-            1,
-            "{pod_name}"
-        );
-    }
+    assert_one_event_each(
+        &api,
+        &[
+            ("postgres-0", "RouterIPCollision"),
+            ("api-0", "RouterIPCollision"),
+        ],
+    );
     let c = api.counts();
     figure(format!(
         "requests: {} total, {} lists, {} watches, {} creates, {} patches, {} failed by fault",
@@ -524,16 +521,13 @@ fn throttling_429_with_retry_after_is_waited_out_and_loses_nothing() {
         c.throttled,
         retries.len()
     ));
-    for (pod_name, reason) in [
-        ("postgres-0", "RouterIPCollision"),
-        ("api-0", "RouterIPCollision"),
-    ] {
-        assert_eq!(
-            series_objects(&api, pod_name, reason).len(),
-            1,
-            "{pod_name}"
-        );
-    }
+    assert_one_event_each(
+        &api,
+        &[
+            ("postgres-0", "RouterIPCollision"),
+            ("api-0", "RouterIPCollision"),
+        ],
+    );
     let (status, _) = agent.terminate();
     assert!(status.success());
 }

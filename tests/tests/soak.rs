@@ -13,7 +13,10 @@ use ipshadow_tests::{
     apiserver::{ApiServer, Res},
     can_run_netns_tests, figure,
     http::sample,
-    lab::{INGRESS, Lab, ME, OTHER_ROUTER, ROUTER, cozystack, event, series_objects, wait_for},
+    lab::{
+        INGRESS, Lab, ME, OTHER_ROUTER, ROUTER, assert_one_event_each, cozystack, event,
+        series_objects, wait_for,
+    },
     netns::tcx_program_map_entries,
     node::SimNode,
     objects::pod,
@@ -153,13 +156,14 @@ fn an_api_outage_of_five_minutes_keeps_detection_live_backs_off_and_recovers() {
         });
     }
     let events_after = recovered_from.elapsed();
-    for (name, reason) in [
-        ("postgres-0", "RouterIPCollision"),
-        ("api-0", "RouterIPCollision"),
-        ("web-0", "LocalAddressCollision"),
-    ] {
-        assert_eq!(series_objects(&api, name, reason).len(), 1, "{name}");
-    }
+    assert_one_event_each(
+        &api,
+        &[
+            ("postgres-0", "RouterIPCollision"),
+            ("api-0", "RouterIPCollision"),
+            ("web-0", "LocalAddressCollision"),
+        ],
+    );
     figure(format!(
         "API outage of {outage:?}: {scrapes} scrapes served, netlink finding during it, \
          {total} connection attempts; in the second half {second_half} ({per_minute:.1}/min) from \
