@@ -287,17 +287,11 @@ impl ApiServer {
         } else {
             "ADDED"
         };
-        st.rv += 1;
         st.uid += 1;
-        let rv = st.rv;
         if obj["metadata"]["uid"].is_null() {
             obj["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
         }
-        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-        obj["apiVersion"] = json!(res.api_version());
-        obj["kind"] = json!(res.kind());
-        st.objects.insert(key, obj.clone());
-        record(&self.shared, &mut st, Change { rv, res, kind, obj });
+        store(&self.shared, &mut st, key, obj, kind);
     }
 
     pub fn delete(&self, res: Res, namespace: &str, name: &str) {
@@ -451,6 +445,35 @@ async fn cut(shared: Arc<Shared>, mut sock: tokio::net::TcpStream) {
     c.cut_connections += 1;
     c.timeline
         .push((std::time::Instant::now(), request, Some(0)));
+}
+
+/// Stores `obj` under `key` at the next resourceVersion (with its apiVersion
+/// and kind) and tells the watches; returns it as stored.
+fn store(
+    shared: &Shared,
+    st: &mut Store,
+    key: (Res, String, String),
+    mut obj: Value,
+    kind: &'static str,
+) -> Value {
+    st.rv += 1;
+    let rv = st.rv;
+    let res = key.0;
+    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    obj["apiVersion"] = json!(res.api_version());
+    obj["kind"] = json!(res.kind());
+    st.objects.insert(key, obj.clone());
+    record(
+        shared,
+        st,
+        Change {
+            rv,
+            res,
+            kind,
+            obj: obj.clone(),
+        },
+    );
+    obj
 }
 
 fn record(shared: &Shared, st: &mut Store, change: Change) {
@@ -937,25 +960,10 @@ fn create_event(shared: &Shared, t: &Target, body: &[u8]) -> Response {
             &format!("events.events.k8s.io \"{name}\" already exists"),
         );
     }
-    st.rv += 1;
     st.uid += 1;
-    let rv = st.rv;
     obj["metadata"]["namespace"] = json!(ns);
     obj["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
-    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-    obj["apiVersion"] = json!("events.k8s.io/v1");
-    obj["kind"] = json!("Event");
-    st.objects.insert(key, obj.clone());
-    record(
-        shared,
-        &mut st,
-        Change {
-            rv,
-            res: Res::Events,
-            kind: "ADDED",
-            obj: obj.clone(),
-        },
-    );
+    let obj = store(shared, &mut st, key, obj, "ADDED");
     json_response(StatusCode::CREATED, &obj)
 }
 
@@ -993,20 +1001,7 @@ fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response
         );
     };
     merge(&mut obj, &patch);
-    st.rv += 1;
-    let rv = st.rv;
-    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-    st.objects.insert(key, obj.clone());
-    record(
-        shared,
-        &mut st,
-        Change {
-            rv,
-            res: Res::Events,
-            kind: "MODIFIED",
-            obj: obj.clone(),
-        },
-    );
+    let obj = store(shared, &mut st, key, obj, "MODIFIED");
     json_response(StatusCode::OK, &obj)
 }
 

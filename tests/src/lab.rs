@@ -23,14 +23,13 @@ pub const OTHER_ROUTER: &str = "10.244.1.182";
 pub const OTHER_INGRESS: &str = "10.244.1.12";
 
 pub struct Lab {
-    pub dir: PathBuf,
+    pub dir: crate::TempDir,
     pub kubeconfig: PathBuf,
 }
 
 impl Lab {
     pub fn new(tag: &str, api: &ApiServer) -> Self {
-        let dir = std::env::temp_dir().join(format!("ipshadow-kube-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::TempDir::new(&format!("kube-{tag}"));
         let kubeconfig = dir.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig);
         Self { dir, kubeconfig }
@@ -42,12 +41,6 @@ impl Lab {
             &["--node", node],
             &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())],
         )
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

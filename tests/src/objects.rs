@@ -82,3 +82,11 @@ pub fn node(name: &str, pod_cidrs: &[&str]) -> Value {
         "spec": {"podCIDR": pod_cidrs.first().copied().unwrap_or_default(), "podCIDRs": pod_cidrs}
     })
 }
+
+/// Writes `items` to `path` as `kubectl get … -o json` prints a List, atomically
+/// (a temporary file renamed over it), as an input file for the agent.
+pub fn write_list(path: &std::path::Path, items: Vec<Value>) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&list(items)).unwrap()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}

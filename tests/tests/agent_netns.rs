@@ -2,7 +2,7 @@
 //! health endpoints, a real Prometheus scrape, clean shutdown.
 #![allow(clippy::unwrap_used)]
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use ipshadow_tests::{
     agent::AgentProc,
@@ -10,24 +10,15 @@ use ipshadow_tests::{
     http::sample,
     netns::{NetNs, attached_programs},
     node::SimNode,
-    objects::{cilium_node, list, pod},
+    objects::{cilium_node, pod, write_list},
 };
 use serde_json::Value;
 
 const ME: &str = "node-a";
 const ROUTER: &str = "10.244.4.251";
 
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ipshadow-agent-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Replaces `path` atomically, as `kubectl get … > tmp && mv tmp path` would.
-fn write_atomic(path: &PathBuf, v: &Value) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec(v).unwrap()).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+fn dir(tag: &str) -> ipshadow_tests::TempDir {
+    ipshadow_tests::TempDir::new(&format!("agent-{tag}"))
 }
 
 fn router_collisions(metrics: &str) -> Option<f64> {
@@ -49,10 +40,7 @@ fn findings_follow_netlink_and_file_changes_within_a_second() {
         .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
     let d = dir("ev");
     let pods = d.join("pods.json");
-    write_atomic(
-        &pods,
-        &list(vec![pod("tenant", "postgres-0", ME, &[ROUTER])]),
-    );
+    write_list(&pods, vec![pod("tenant", "postgres-0", ME, &[ROUTER])]);
     let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
     agent.wait_ready(&sim.node);
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
@@ -103,16 +91,13 @@ fn findings_follow_netlink_and_file_changes_within_a_second() {
     // The other way round: the address is there first, then the pod appears.
     sim.node
         .ip(&["addr", "add", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
-    write_atomic(&pods, &list(vec![]));
+    write_list(&pods, vec![]);
     assert!(
         AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| router_collisions(m)
             == Some(0.0))
         .is_some()
     );
-    write_atomic(
-        &pods,
-        &list(vec![pod("tenant", "postgres-1", ME, &[ROUTER])]),
-    );
+    write_list(&pods, vec![pod("tenant", "postgres-1", ME, &[ROUTER])]);
     let took = AgentProc::wait_metrics(&sim.node, Duration::from_secs(1), |m| {
         sample(m, "ipshadow_collision_info", &[("pod", "postgres-1")]) == Some(1.0)
     });
@@ -130,7 +115,6 @@ fn findings_follow_netlink_and_file_changes_within_a_second() {
     assert!(status.success(), "{status:?}");
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     assert_eq!(attached_programs(&sim.node, "lo", "ipshadow_lo"), 0);
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -171,10 +155,7 @@ fn readyz_waits_for_the_first_reconcile_and_healthz_for_the_loop() {
     );
     assert_eq!(sample(&m, "ipshadow_ebpf_attached", &[]), Some(0.0), "{m}");
 
-    write_atomic(
-        &pods,
-        &list(vec![pod("tenant", "web", ME, &["10.244.0.35"])]),
-    );
+    write_list(&pods, vec![pod("tenant", "web", ME, &["10.244.0.35"])]);
     agent.wait_ready(&ns);
     let (_, m) = AgentProc::get(&ns, "/metrics").unwrap();
     assert_eq!(
@@ -189,7 +170,6 @@ fn readyz_waits_for_the_first_reconcile_and_healthz_for_the_loop() {
     );
     let (status, _) = agent.terminate();
     assert!(status.success());
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -201,13 +181,10 @@ fn prometheus_accepts_and_scrapes_the_metrics() {
     let d = dir("prom");
     let pods = d.join("pods.json");
     let cns = d.join("cns.json");
-    write_atomic(
-        &pods,
-        &list(vec![pod("tenant", "postgres-0", ME, &[ROUTER])]),
-    );
-    write_atomic(
+    write_list(&pods, vec![pod("tenant", "postgres-0", ME, &[ROUTER])]);
+    write_list(
         &cns,
-        &list(vec![cilium_node(ME, ROUTER, Some("10.244.4.12"), None)]),
+        vec![cilium_node(ME, ROUTER, Some("10.244.4.12"), None)],
     );
     let agent = AgentProc::spawn(
         &sim.node,
@@ -308,5 +285,4 @@ fn prometheus_accepts_and_scrapes_the_metrics() {
         "Prometheus never returned the series; agent log:\n{}",
         agent.log_text()
     );
-    let _ = std::fs::remove_dir_all(d);
 }

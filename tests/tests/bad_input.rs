@@ -6,8 +6,12 @@
 use std::{path::PathBuf, time::Duration};
 
 use ipshadow_tests::{
-    agent::AgentProc, can_run_netns_tests, figure, http::sample, lab::ME, node::SimNode,
-    objects::list,
+    agent::AgentProc,
+    can_run_netns_tests, figure,
+    http::sample,
+    lab::ME,
+    node::SimNode,
+    objects::{pending_pod, write_list},
 };
 use serde_json::json;
 
@@ -28,17 +32,15 @@ fn every_malformed_object_is_named_counted_and_survived() {
         return;
     }
     let sim = SimNode::kube_ovn("bad", "10.244.4.251");
-    let dir = std::env::temp_dir().join(format!("ipshadow-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("bad");
     let empty = dir.join("empty.json");
-    std::fs::write(&empty, serde_json::to_vec(&list(vec![])).unwrap()).unwrap();
+    write_list(&empty, vec![]);
     // The megabyte annotation is made here rather than kept in git.
     let megabyte = dir.join("pods--pod-megabyte-annotation.json");
     let annotation = "9".repeat(1 << 20);
-    let mut pod =
-        ipshadow_tests::objects::pending_pod("tenant", "pod-megabyte-annotation", ME, "x");
+    let mut pod = pending_pod("tenant", "pod-megabyte-annotation", ME, "x");
     pod["metadata"]["annotations"]["ovn.kubernetes.io/ip_address"] = json!(annotation);
-    std::fs::write(&megabyte, serde_json::to_vec(&list(vec![pod])).unwrap()).unwrap();
+    write_list(&megabyte, vec![pod]);
 
     let mut cases = corpus();
     assert!(cases.len() >= 10, "the corpus is gone: {cases:?}");
@@ -108,5 +110,4 @@ fn every_malformed_object_is_named_counted_and_survived() {
         cases.len(),
         report.join(", ")
     ));
-    let _ = std::fs::remove_dir_all(dir);
 }

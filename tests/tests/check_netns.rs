@@ -18,25 +18,19 @@ const OTHER_ROUTER: &str = "10.244.1.182";
 const OTHER_INGRESS: &str = "10.244.1.12";
 
 struct Files {
-    dir: PathBuf,
+    dir: ipshadow_tests::TempDir,
 }
 
 impl Files {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("ipshadow-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
+        Self {
+            dir: ipshadow_tests::TempDir::new(tag),
+        }
     }
     fn write(&self, name: &str, v: &Value) -> PathBuf {
         let p = self.dir.join(name);
         std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
         p
-    }
-}
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

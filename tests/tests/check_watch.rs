@@ -15,7 +15,7 @@ use ipshadow_tests::{
     can_run_netns_tests, ipshadow_bin,
     netns::{NetNs, attached_programs},
     node::SimNode,
-    objects::{cilium_node, list, pod},
+    objects::{cilium_node, list, pod, write_list},
 };
 use serde_json::Value;
 
@@ -24,9 +24,8 @@ const ROUTER: &str = "10.244.4.251";
 const PROGRAM: &str = "ipshadow_lo";
 
 /// A pods file and a CiliumNodes file for one pod on the router IP.
-fn inputs(tag: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ipshadow-watch-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn inputs(tag: &str) -> (ipshadow_tests::TempDir, PathBuf, PathBuf) {
+    let dir = ipshadow_tests::TempDir::new(&format!("watch-{tag}"));
     let pods = dir.join("pods.json");
     let cns = dir.join("cns.json");
     let p = list(vec![
@@ -34,11 +33,7 @@ fn inputs(tag: &str) -> (PathBuf, PathBuf, PathBuf) {
         pod("tenant", "web-0", ME, &["10.244.0.35"]),
     ]);
     std::fs::write(&pods, serde_json::to_vec(&p).unwrap()).unwrap();
-    std::fs::write(
-        &cns,
-        serde_json::to_vec(&list(vec![cilium_node(ME, ROUTER, None, None)])).unwrap(),
-    )
-    .unwrap();
+    write_list(&cns, vec![cilium_node(ME, ROUTER, None, None)]);
     (dir, pods, cns)
 }
 
@@ -113,7 +108,7 @@ fn watched_findings_carry_the_probes_as_evidence() {
     }
     let mut sim = SimNode::kube_ovn("wev", ROUTER);
     sim.add_pod("10.244.0.35");
-    let (dir, pods, cns) = inputs("ev");
+    let (_dir, pods, cns) = inputs("ev");
     let (child, _stderr) =
         spawn_until_attached(check_cmd(&sim.node, &pods, &cns, &["--watch-seconds", "3"]));
     // The kubelet's probes to postgres-0 on 5432, as in the field report.
@@ -136,7 +131,6 @@ fn watched_findings_carry_the_probes_as_evidence() {
     );
     // Detached on exit.
     assert_eq!(attached_programs(&sim.node, "lo", PROGRAM), 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -145,7 +139,7 @@ fn a_restart_after_kill_9_leaves_exactly_one_program_on_lo() {
         return;
     }
     let sim = SimNode::kube_ovn("wk9", ROUTER);
-    let (dir, pods, cns) = inputs("k9");
+    let (_dir, pods, cns) = inputs("k9");
     for mode in ["netlink", "tcx"] {
         let args = ["--watch-seconds", "60", "--tc-attach", mode];
         let (mut first, _) = spawn_until_attached(check_cmd(&sim.node, &pods, &cns, &args));
@@ -176,7 +170,6 @@ fn a_restart_after_kill_9_leaves_exactly_one_program_on_lo() {
         }
         assert_eq!(attached_programs(&sim.node, "lo", PROGRAM), 0, "{mode}");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -185,7 +178,7 @@ fn without_ebpf_detection_is_unchanged() {
         return;
     }
     let sim = SimNode::kube_ovn("woff", ROUTER);
-    let (dir, pods, cns) = inputs("off");
+    let (_dir, pods, cns) = inputs("off");
     let plain = check_cmd(&sim.node, &pods, &cns, &[]).output().unwrap();
     let plain = json(&plain);
     assert_eq!(plain["findings"].as_array().unwrap().len(), 1);
@@ -227,5 +220,4 @@ fn without_ebpf_detection_is_unchanged() {
     let required = dropped("required");
     assert_eq!(required.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&required.stderr).contains("--ebpf=required"));
-    let _ = std::fs::remove_dir_all(dir);
 }

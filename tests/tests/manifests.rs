@@ -11,14 +11,12 @@ use ipshadow_tests::{
     can_run_netns_tests, deploy, figure, ipshadow_bin,
     netns::attached_programs,
     node::SimNode,
-    objects::{cilium_node, list, pod, subnet, with_pod_cidrs},
+    objects::{cilium_node, pod, subnet, with_pod_cidrs, write_list},
 };
 use serde_json::Value;
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ipshadow-manifests-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(tag: &str) -> ipshadow_tests::TempDir {
+    ipshadow_tests::TempDir::new(&format!("manifests-{tag}"))
 }
 
 fn kind<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
@@ -111,7 +109,6 @@ fn every_object_validates_offline_against_the_kubernetes_schemas() {
         .unwrap();
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("monitoring.coreos.com"));
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -170,11 +167,7 @@ fn the_daemonset_capabilities_are_enough_and_each_is_needed() {
     let sim = SimNode::kube_ovn("mcap", "10.244.4.251");
     let d = temp_dir("caps");
     let pods = d.join("pods.json");
-    std::fs::write(
-        &pods,
-        serde_json::to_vec(&list(vec![pod("t", "pg", "node-a", &["10.244.4.251"])])).unwrap(),
-    )
-    .unwrap();
+    write_list(&pods, vec![pod("t", "pg", "node-a", &["10.244.4.251"])]);
     // As in the container: uid 0 with only `keep` in the bounding set, eBPF required.
     let run = |keep: &[String]| {
         let bounding = std::iter::once("-all".to_owned())
@@ -220,7 +213,6 @@ fn the_daemonset_capabilities_are_enough_and_each_is_needed() {
             "works without {missing}: the set is not minimal"
         );
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 /// The capability sets of a running process, as hex masks from /proc.
@@ -258,12 +250,7 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
         let sim = SimNode::kube_ovn(&format!("mdrop{}", &mode[..1]), ROUTER);
         let d = temp_dir(&format!("drop-{mode}"));
         let pods = d.join("pods.json");
-        let write = |v: Value| {
-            let tmp = d.join("pods.tmp");
-            std::fs::write(&tmp, serde_json::to_vec(&v).unwrap()).unwrap();
-            std::fs::rename(&tmp, &pods).unwrap();
-        };
-        write(list(vec![pod("t", "pg", "node-a", &[ROUTER])]));
+        write_list(&pods, vec![pod("t", "pg", "node-a", &[ROUTER])]);
         let agent = AgentProc::spawn_wrapped(
             &sim.node,
             &["setpriv", &bounding, "--"],
@@ -318,7 +305,7 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
             m.contains("ipshadow_refused_connections_total{") && m.contains("\"pg\"} 2")
         });
         assert!(counted.is_some(), "{mode}: log:\n{}", agent.log_text());
-        write(list(vec![]));
+        write_list(&pods, vec![]);
         let cleared = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
             !m.contains("ipshadow_collision_info{")
         });
@@ -335,7 +322,6 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
             0,
             "{mode}: program left on lo"
         );
-        let _ = std::fs::remove_dir_all(d);
     }
     figure(format!("capabilities after attach: {}", report.join("; ")));
 }
@@ -386,7 +372,6 @@ fn alerts_fire_from_series_shaped_like_the_agent_output() {
             "no promtool test for {name}"
         );
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 /// `ipshadow_…` metric names in a PromQL expression.
@@ -421,25 +406,21 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
         d.join("cns.json"),
         d.join("subnets.json"),
     );
-    let w = |p: &Path, v: Value| std::fs::write(p, serde_json::to_vec(&v).unwrap()).unwrap();
-    w(
+    write_list(
         &pods,
-        list(vec![
+        vec![
             pod("t", "pg", "node-a", &["10.244.4.251"]),
             pod("t", "lost", "node-a", &["10.244.0.99"]),
-        ]),
+        ],
     );
-    w(
+    write_list(
         &cns,
-        list(vec![with_pod_cidrs(
+        vec![with_pod_cidrs(
             cilium_node("node-a", "10.244.4.251", None, None),
             &["10.244.4.0/24"],
-        )]),
+        )],
     );
-    w(
-        &subnets,
-        list(vec![subnet("ovn-default", "10.244.0.0/16", &[])]),
-    );
+    write_list(&subnets, vec![subnet("ovn-default", "10.244.0.0/16", &[])]);
     let agent = AgentProc::spawn(
         &sim.node,
         &[
@@ -520,7 +501,6 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
             "{name} is used but the agent exports no such series:\n{exported:#?}"
         );
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use ipshadow_tests::{
     can_run_netns_tests, figure,
     netns::attached_programs,
     node::SimNode,
-    objects::{cilium_node, node, pod, with_pod_cidrs},
+    objects::{cilium_node, node, pod, with_pod_cidrs, write_list},
 };
 
 const ME: &str = "node-a";
@@ -46,8 +46,7 @@ fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_du
     );
     api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
     api.apply(Res::Pods, pod("tenant", "gateway-0", ME, &["10.244.4.12"]));
-    let dir = std::env::temp_dir().join(format!("ipshadow-rk9-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("rk9");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let env = [("KUBECONFIG", kubeconfig.to_str().unwrap())];
@@ -109,7 +108,6 @@ fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_du
     let (status, _) = last.terminate();
     assert!(status.success());
     assert_eq!(attached_programs(&sim.node, "lo", "ipshadow_lo"), 0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -120,15 +118,16 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
     let sim = SimNode::kube_ovn("rburst", ROUTER);
     sim.node.add_veth("burst0", "burst1");
     sim.node.ip(&["link", "set", "burst0", "up"]);
-    let dir = std::env::temp_dir().join(format!("ipshadow-rburst-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("rburst");
     let pods = dir.join("pods.json");
     // Two pods on addresses the burst adds: one stays, one goes again.
-    let list = ipshadow_tests::objects::list(vec![
-        pod("t", "stays", ME, &["10.244.203.3"]),
-        pod("t", "goes", ME, &["10.244.200.7"]),
-    ]);
-    std::fs::write(&pods, serde_json::to_vec(&list).unwrap()).unwrap();
+    write_list(
+        &pods,
+        vec![
+            pod("t", "stays", ME, &["10.244.203.3"]),
+            pod("t", "goes", ME, &["10.244.200.7"]),
+        ],
+    );
     let agent = AgentProc::spawn(
         &sim.node,
         &[
@@ -177,7 +176,6 @@ fn a_burst_of_ten_thousand_changes_ends_in_a_resync_with_no_stale_finding() {
     ));
     let (status, _) = agent.terminate();
     assert!(status.success());
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -187,11 +185,9 @@ fn interfaces_that_vanish_mid_reconcile_leave_no_error_and_no_stale_finding() {
     }
     const IP: &str = "10.244.210.7";
     let sim = SimNode::kube_ovn("rvanish", ROUTER);
-    let dir = std::env::temp_dir().join(format!("ipshadow-rvanish-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("rvanish");
     let pods = dir.join("pods.json");
-    let list = ipshadow_tests::objects::list(vec![pod("t", "flap", ME, &[IP])]);
-    std::fs::write(&pods, serde_json::to_vec(&list).unwrap()).unwrap();
+    write_list(&pods, vec![pod("t", "flap", ME, &[IP])]);
     let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
     agent.wait_ready(&sim.node);
 
@@ -244,5 +240,4 @@ fn interfaces_that_vanish_mid_reconcile_leave_no_error_and_no_stale_finding() {
     ));
     let (status, _) = agent.terminate();
     assert!(status.success());
-    let _ = std::fs::remove_dir_all(dir);
 }

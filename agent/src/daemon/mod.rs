@@ -189,7 +189,7 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         }
     };
 
-    let observer = match watch::start(&args.ebpf)? {
+    let mut observer = match watch::start(&args.ebpf)? {
         Started::Attached { observer, stale } => {
             if stale > 0 {
                 tracing::warn!(
@@ -233,7 +233,6 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         })?;
     tracing::info!(listen = %args.listen, node = %reconciler.node, "serving /metrics, /healthz, /readyz");
     // Everything that needed privilege (loading, attaching, binding) is done.
-    let mut observer = observer;
     match crate::privileges::drop_unneeded(observer.as_deref_mut()) {
         Ok(d) => {
             tracing::info!(kept = ?d.kept, dropped = d.dropped.len(), "dropped the capabilities not needed any more")

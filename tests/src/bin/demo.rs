@@ -207,8 +207,7 @@ fn run(ui: &Ui) -> bool {
         api.apply(Res::Pods, obj);
         println!("  pod {ns}/{name:<11} {ip:<13} {what}");
     }
-    let dir = std::env::temp_dir().join(format!("ipshadow-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("demo");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
 
@@ -314,7 +313,6 @@ fn run(ui: &Ui) -> bool {
     println!("\nagent stopped on SIGTERM in {took:?} ({status}); eBPF detached");
     drop(api);
     drop(sim);
-    let _ = std::fs::remove_dir_all(&dir);
     let ok = all && refused >= 5.0 && status.success();
     if !all {
         println!("missing Events: some mode was not reported");

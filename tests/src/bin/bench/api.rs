@@ -52,9 +52,7 @@ fn one(size: &str, other_nodes: usize, other_pods: usize) -> Value {
             pod("t", &format!("here-{i}"), "node-a", &[ip.as_str()]),
         );
     }
-    let dir =
-        std::env::temp_dir().join(format!("ipshadow-bench-api-{size}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new(&format!("bench-api-{size}"));
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let agent = AgentProc::spawn_env(
@@ -90,7 +88,6 @@ fn one(size: &str, other_nodes: usize, other_pods: usize) -> Value {
     std::thread::sleep(Duration::from_secs(3));
     let after = api.counts();
     drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
     let watches_at_start = start.watches;
     json!({
         "other_nodes": other_nodes,

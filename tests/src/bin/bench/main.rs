@@ -53,7 +53,7 @@ use std::{
 };
 
 use ipshadow::ebpf::{AttachMode, Floor, Observer};
-use ipshadow_tests::netns::NetNs;
+use ipshadow_tests::{agent::AgentProc, netns::NetNs};
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 3;
@@ -280,12 +280,10 @@ fn main() {
     let started = std::time::Instant::now();
     let report = match what.as_str() {
         "all" => {
-            let tmp = std::env::temp_dir().join(format!("ipshadow-bench-{}", std::process::id()));
-            std::fs::create_dir_all(&tmp).unwrap();
+            let tmp = ipshadow_tests::TempDir::new("bench");
             ebpf(&tmp.join("ebpf.json"));
             let ebpf_json: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(tmp.join("ebpf.json")).unwrap()).unwrap();
-            let _ = std::fs::remove_dir_all(&tmp);
             json!({
                 "packet_path": ebpf_json,
                 "reaction": reaction::run(),
@@ -319,11 +317,47 @@ fn main() {
         "seconds_taken": started.elapsed().as_secs(),
         "results": report,
     });
+    write_report(&out_path, &report);
+}
+
+/// Writes a bench's JSON report and says where.
+fn write_report(out_path: &std::path::Path, report: &Value) {
     if let Some(dir) = out_path.parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
-    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    std::fs::write(out_path, serde_json::to_vec_pretty(report).unwrap()).unwrap();
     println!("\nwritten to {}", out_path.display());
+}
+
+/// The real agent in `ns` reading these files, left alone for `idle` once
+/// ready (and 2 s more to settle): the CPU seconds it used meanwhile and its
+/// RSS at the end, in KiB.
+pub(crate) fn agent_at_rest(
+    ns: &NetNs,
+    pods: &std::path::Path,
+    cns: &std::path::Path,
+    idle: Duration,
+) -> (f64, u64) {
+    let agent = AgentProc::spawn(
+        ns,
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            pods.to_str().unwrap(),
+            "--ciliumnodes",
+            cns.to_str().unwrap(),
+            "--log-level",
+            "warn",
+        ],
+    );
+    agent.wait_ready(ns);
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = agent.pid();
+    let cpu0 = cpu_seconds(pid);
+    eprintln!("agent ready (pid {pid}); idle for {idle:?} …");
+    std::thread::sleep(idle);
+    (cpu_seconds(pid) - cpu0, rss_kib(pid))
 }
 
 /// CPU time (user + system) of `pid` in seconds, from /proc/<pid>/stat.
@@ -350,9 +384,8 @@ pub(crate) fn rss_kib(pid: u32) -> u64 {
 /// kube-ovn lays them on br-int) and a collision, for 60 s: CPU and memory.
 fn idle(out_path: &std::path::Path) {
     use ipshadow_tests::{
-        agent::AgentProc,
         node::SimNode,
-        objects::{cilium_node, list, pod},
+        objects::{cilium_node, pod, write_list},
     };
     const PODS: usize = 100;
     const SECONDS: u64 = 60;
@@ -360,74 +393,39 @@ fn idle(out_path: &std::path::Path) {
     let mut pods = Vec::new();
     for i in 0..PODS {
         let host = format!("p{i}h");
-        sim.node.ip(&[
-            "link",
-            "add",
-            &host,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("p{i}c"),
-        ]);
+        sim.node.add_veth(&host, &format!("p{i}c"));
         sim.node.ip(&["link", "set", &host, "up"]);
         let ip = format!("10.244.{}.{}", 10 + i / 200, 10 + i % 200);
         pods.push(pod("tenant", &format!("pod-{i}"), "node-a", &[ip.as_str()]));
     }
     pods.push(pod("tenant", "postgres-0", "node-a", &[TARGET]));
-    let dir = std::env::temp_dir().join(format!("ipshadow-bench-idle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("bench-idle");
     let pods_file = dir.join("pods.json");
     let cns_file = dir.join("cns.json");
-    std::fs::write(&pods_file, serde_json::to_vec(&list(pods)).unwrap()).unwrap();
-    std::fs::write(
-        &cns_file,
-        serde_json::to_vec(&list(vec![cilium_node("node-a", TARGET, None, None)])).unwrap(),
-    )
-    .unwrap();
-    let agent = AgentProc::spawn(
+    write_list(&pods_file, pods);
+    write_list(&cns_file, vec![cilium_node("node-a", TARGET, None, None)]);
+    let (cpu, rss) = agent_at_rest(
         &sim.node,
-        &[
-            "--node",
-            "node-a",
-            "--pods",
-            pods_file.to_str().unwrap(),
-            "--ciliumnodes",
-            cns_file.to_str().unwrap(),
-            "--log-level",
-            "warn",
-        ],
+        &pods_file,
+        &cns_file,
+        Duration::from_secs(SECONDS),
     );
-    agent.wait_ready(&sim.node);
-    std::thread::sleep(Duration::from_secs(2));
-    let pid = agent.pid();
-    let cpu0 = cpu_seconds(pid);
-    eprintln!("agent ready (pid {pid}); idle for {SECONDS} s …");
-    std::thread::sleep(Duration::from_secs(SECONDS));
-    let cpu1 = cpu_seconds(pid);
-    let rss = rss_kib(pid);
-    let percent = (cpu1 - cpu0) / SECONDS as f64 * 100.0;
+    let percent = cpu / SECONDS as f64 * 100.0;
     println!(
         "
 agent idle on a node with {PODS} pods and 1 collision, {SECONDS} s:"
     );
-    println!("  CPU  {:.3} s = {percent:.3} % of one core", cpu1 - cpu0);
+    println!("  CPU  {cpu:.3} s = {percent:.3} % of one core");
     println!("  RSS  {:.1} MiB", rss as f64 / 1024.0);
     let report = json!({
         "bench": "idle",
         "pods": PODS,
         "seconds": SECONDS,
-        "cpu_seconds": cpu1 - cpu0,
+        "cpu_seconds": cpu,
         "cpu_percent_of_one_core": percent,
         "rss_kib": rss,
     });
-    drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some(d) = out_path.parent() {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    std::fs::write(out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
-    println!("written to {}", out_path.display());
+    write_report(out_path, &report);
 }
 
 fn ebpf(out_path: &std::path::Path) {
@@ -536,9 +534,5 @@ fn ebpf(out_path: &std::path::Path) {
         "results": results,
         "connection_rate": conn,
     });
-    if let Some(dir) = out_path.parent() {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
-    println!("\nwritten to {}", out_path.display());
+    write_report(out_path, &report);
 }

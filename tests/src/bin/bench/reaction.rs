@@ -14,7 +14,7 @@ use ipshadow_tests::{
     http::sample,
     netns::NetNs,
     node::SimNode,
-    objects::{list, node, pod},
+    objects::{node, pod, write_list},
 };
 use netlink_packet_core::NetlinkPayload;
 use netlink_packet_route::{RouteNetlinkMessage, address::AddressAttribute};
@@ -91,14 +91,9 @@ pub fn run() -> Value {
     let sim = SimNode::kube_ovn("react", ROUTER);
     sim.node
         .ip(&["addr", "del", &format!("{ROUTER}/32"), "dev", "cilium_host"]);
-    let dir = std::env::temp_dir().join(format!("ipshadow-bench-react-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("bench-react");
     let pods = dir.join("pods.json");
-    std::fs::write(
-        &pods,
-        serde_json::to_vec(&list(vec![pod("t", "pg", "node-a", &[ROUTER])])).unwrap(),
-    )
-    .unwrap();
+    write_list(&pods, vec![pod("t", "pg", "node-a", &[ROUTER])]);
     let agent = AgentProc::spawn(
         &sim.node,
         &[
@@ -170,7 +165,6 @@ pub fn run() -> Value {
         });
     }
     drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
 
     let r = json!({
         "address_added": {

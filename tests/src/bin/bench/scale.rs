@@ -10,13 +10,12 @@ use std::{
 
 use ipshadow::{cli::NodeArgs, netlink::Netlink, reconcile::Reconciler, sources::FileSources};
 use ipshadow_tests::{
-    agent::AgentProc,
     node::SimNode,
-    objects::{cilium_node, list, pod},
+    objects::{cilium_node, pod, write_list},
 };
 use serde_json::{Value, json};
 
-use crate::{ALLOCATIONS, cpu_seconds, median, percentile, rss_kib};
+use crate::{ALLOCATIONS, median, percentile};
 
 const PODS: usize = 500;
 const CILIUM_NODES: usize = 5000;
@@ -28,8 +27,7 @@ fn pod_ip(i: usize) -> String {
 
 pub fn run() -> Value {
     let sim = SimNode::kube_ovn("scale", ROUTER);
-    let dir = std::env::temp_dir().join(format!("ipshadow-bench-scale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ipshadow_tests::TempDir::new("bench-scale");
     let mut pods: Vec<Value> = (0..PODS)
         .map(|i| pod("t", &format!("pod-{i}"), "node-a", &[pod_ip(i).as_str()]))
         .collect();
@@ -42,8 +40,8 @@ pub fn run() -> Value {
     }));
     let pods_file = dir.join("pods.json");
     let cns_file = dir.join("cns.json");
-    std::fs::write(&pods_file, serde_json::to_vec(&list(pods)).unwrap()).unwrap();
-    std::fs::write(&cns_file, serde_json::to_vec(&list(cns)).unwrap()).unwrap();
+    write_list(&pods_file, pods);
+    write_list(&cns_file, cns);
 
     // In-process: the same reconcile the agent runs, inside the node's namespace.
     let (times, allocs, batched) = {
@@ -100,28 +98,8 @@ pub fn run() -> Value {
     let processes = t.elapsed().as_secs_f64() * 1e3;
 
     // The real agent with the same inputs: memory, and CPU while idle.
-    let agent = AgentProc::spawn(
-        &sim.node,
-        &[
-            "--node",
-            "node-a",
-            "--pods",
-            pods_file.to_str().unwrap(),
-            "--ciliumnodes",
-            cns_file.to_str().unwrap(),
-            "--log-level",
-            "warn",
-        ],
-    );
-    agent.wait_ready(&sim.node);
-    std::thread::sleep(Duration::from_secs(2));
-    let pid = agent.pid();
-    let rss = rss_kib(pid);
-    let cpu0 = cpu_seconds(pid);
-    std::thread::sleep(Duration::from_secs(60));
-    let cpu = cpu_seconds(pid) - cpu0;
-    drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
+    let (cpu, rss) =
+        crate::agent_at_rest(&sim.node, &pods_file, &cns_file, Duration::from_secs(60));
 
     let p99 = percentile(&times, 0.99);
     let med = percentile(&times, 0.5);
