@@ -38,13 +38,6 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The objects of a `kubectl get -o json` file: a List's `items`, or one object.
-pub fn read_items(path: &Path, resource: &'static str) -> Result<Vec<Value>> {
-    let mut items = Vec::new();
-    for_each_item(path, resource, |_, v| items.push(v))?;
-    Ok(items)
-}
-
 /// Calls `each` with every object of a `kubectl get -o json` file (a List's
 /// `items`, or one object) while it is being parsed: one object's JSON tree is
 /// alive at a time, not the whole file's (5,000 CiliumNodes are ~20 MiB as
@@ -297,6 +290,13 @@ fn named<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The objects of a file, collected.
+    fn read_items(path: &Path, resource: &'static str) -> Result<Vec<Value>> {
+        let mut items = Vec::new();
+        for_each_item(path, resource, |_, v| items.push(v))?;
+        Ok(items)
+    }
 
     fn write(content: &str) -> tempfile_path::TempPath {
         tempfile_path::TempPath::with(content)
