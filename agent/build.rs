@@ -24,10 +24,17 @@ fn main() -> anyhow::Result<()> {
     let ebpf_dir = ebpf_dir
         .to_str()
         .ok_or_else(|| anyhow!("non-UTF-8 path {}", ebpf_dir.display()))?;
+    // The benchmarks' empty classifier only goes into the object with `--features bench`.
+    let features: &[&str] = if env::var_os("CARGO_FEATURE_BENCH").is_some() {
+        &["floor"]
+    } else {
+        &[]
+    };
     aya_build::build_ebpf(
         [Package {
             name: "ipshadow-ebpf",
             root_dir: ebpf_dir,
+            features,
             ..Default::default()
         }],
         Toolchain::Nightly,

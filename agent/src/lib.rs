@@ -1,20 +1,20 @@
 //! ipshadow: finds pod IPs shadowed by addresses the node itself holds.
 //!
-//! Detection ([`detect`]) is pure; [`netlink`], [`kube`] and [`ebpf`] are thin
-//! adapters that turn the node and the cluster into an [`inventory::Inventory`].
+//! Layers, with imports in one direction only (README, "Architecture"):
+//! [`inventory`] ← [`detect`] ← [`report`] ← adapters ([`netlink`], [`kube`],
+//! [`ebpf`], [`privileges`]) ← entry points ([`reconcile`], [`check`],
+//! [`daemon`], [`cli`]).
+
+#![warn(missing_docs)]
 
 pub mod check;
 pub mod cli;
 pub mod daemon;
 pub mod detect;
 pub mod ebpf;
-pub mod evidence;
 pub mod inventory;
 pub mod kube;
-pub mod metrics;
 pub mod netlink;
-pub mod output;
 pub mod privileges;
 pub mod reconcile;
-pub mod sources;
-pub mod watch;
+pub mod report;

@@ -6,10 +6,10 @@ use std::{io::IsTerminal as _, process::ExitCode, time::Duration};
 use anyhow::Context as _;
 use clap::Parser as _;
 use ipshadow::{
-    check,
-    cli::{CheckArgs, Cli, Command, LogArgs, LogFormat, OutputFormat},
-    output,
-    watch::{self, Outcome},
+    check::OutputFormat,
+    check::{self, Outcome},
+    cli::{Cli, Command, LogArgs, LogFormat},
+    report::output,
 };
 use tracing_subscriber::EnvFilter;
 
@@ -29,7 +29,7 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
     let mut report = check::run(&args.node, &args.sources)
         .await
         .context("ipshadow check failed")?;
@@ -39,7 +39,7 @@ async fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             seconds = args.watch_seconds,
             "watching host traffic to shadowed IPs"
         );
-        let outcome = watch::watch(&mut report.findings, &report.node, window, &args.ebpf)
+        let outcome = check::watch(&mut report, window, &args.ebpf)
             .await
             .context("the eBPF observer is required (--ebpf=required) but failed")?;
         match outcome {
@@ -54,7 +54,7 @@ async fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             }
             Outcome::Off => tracing::info!("eBPF is off (--ebpf=off): no traffic evidence"),
             Outcome::Unavailable(e) => {
-                tracing::warn!(reason = %e, "eBPF unavailable, running netlink-only: no traffic evidence")
+                tracing::warn!(reason = %e, "eBPF unavailable, running netlink-only: no traffic evidence");
             }
         }
     }

@@ -17,16 +17,26 @@
 
 use caps::{CapSet, Capability, CapsHashSet};
 
-use crate::ebpf::Observer;
-
+/// A capability call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading or changing a capability set failed.
     #[error("{action} failed: {source}; run with the capabilities the manifest in deploy/ grants")]
     Caps {
+        /// What was being done.
         action: &'static str,
+        /// The caps crate's error.
         #[source]
         source: caps::errors::CapsError,
     },
+}
+
+/// What the attached eBPF program still needs from the process.
+pub trait Attached {
+    /// Whether it hangs on `lo` as a legacy tc filter (removing it needs CAP_NET_ADMIN).
+    fn is_legacy(&self) -> bool;
+    /// Whether a map update works with the current effective set.
+    fn map_update_works(&mut self) -> bool;
 }
 
 /// What [`drop_unneeded`] did.
@@ -50,7 +60,7 @@ fn caps_err(action: &'static str) -> impl FnOnce(caps::errors::CapsError) -> Err
 
 /// Gives up every capability the running agent no longer needs (see the module
 /// docs). `observer` is the attached eBPF observer, if any.
-pub fn drop_unneeded(observer: Option<&mut Observer>) -> Result<Dropped, Error> {
+pub fn drop_unneeded(observer: Option<&mut dyn Attached>) -> Result<Dropped, Error> {
     let before = caps::read(None, CapSet::Permitted).map_err(caps_err("reading capabilities"))?;
     let mut keep = CapsHashSet::new();
     if let Some(observer) = observer {
@@ -81,7 +91,7 @@ pub fn drop_unneeded(observer: Option<&mut Observer>) -> Result<Dropped, Error> 
 
 /// Whether map updates still work without CAP_BPF (and CAP_SYS_ADMIN, which
 /// also passes the kernel's gate): tried with both out of the effective set.
-fn needs_cap_bpf(observer: &mut Observer, permitted: &CapsHashSet) -> Result<bool, Error> {
+fn needs_cap_bpf(observer: &mut dyn Attached, permitted: &CapsHashSet) -> Result<bool, Error> {
     let gate = [Capability::CAP_BPF, Capability::CAP_SYS_ADMIN];
     let mut without =
         caps::read(None, CapSet::Effective).map_err(caps_err("reading capabilities"))?;
@@ -97,7 +107,7 @@ fn needs_cap_bpf(observer: &mut Observer, permitted: &CapsHashSet) -> Result<boo
         without.remove(c);
     }
     caps::set(None, CapSet::Effective, &without).map_err(caps_err("trying without CAP_BPF"))?;
-    let works = observer.probe_update().is_ok();
+    let works = observer.map_update_works();
     // Back as it was; the caller decides what to keep.
     for c in had {
         if permitted.contains(&c) {

@@ -5,21 +5,43 @@
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
-    cli::NodeArgs,
-    detect::{Finding, detect},
-    inventory::Inventory,
+    detect::{Finding, detect, lookups},
+    inventory::{ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, Inventory},
     netlink::{self, Netlink},
-    sources::KubeState,
 };
 
+/// Which node this is and how to read its pods.
+#[derive(Debug, clap::Args)]
+pub struct NodeArgs {
+    /// This node's name as Kubernetes knows it (`spec.nodeName`). Default: the hostname.
+    #[arg(long, env = "NODE_NAME")]
+    pub node: Option<String>,
+    /// The device that carries Cilium's router IP.
+    #[arg(long, env = "IPSHADOW_ROUTER_DEVICE", default_value = DEFAULT_ROUTER_DEVICE)]
+    pub router_device: String,
+    /// Pod annotation(s) holding the IP a CNI assigned before the pod has a status IP
+    /// (comma-separated values are dual stack). Repeat or comma-separate the flag for several keys.
+    #[arg(
+        long = "pod-ip-annotation",
+        env = "IPSHADOW_POD_IP_ANNOTATIONS",
+        value_delimiter = ',',
+        default_value = DEFAULT_POD_IP_ANNOTATION
+    )]
+    pub pod_ip_annotations: Vec<String>,
+}
+
+/// Why a reconcile could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading the node failed.
     #[error(transparent)]
     Netlink(#[from] netlink::Error),
+    /// This node's name is unknown.
     #[error("cannot tell this node's name: {0}; pass --node or set NODE_NAME")]
     NodeName(String),
 }
 
+/// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// This node's name: the flag or NODE_NAME, else the kernel's hostname.
@@ -36,16 +58,10 @@ pub fn node_name(args: &NodeArgs) -> Result<String> {
     Ok(host.to_owned())
 }
 
-/// The IPs whose FIB answer detection needs: those of this node's pods.
-pub fn lookups(node: &str, kube: &KubeState) -> Vec<IpAddr> {
-    kube.pods
-        .iter()
-        .filter(|p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
-        .flat_map(|p| p.ips.iter().map(|i| i.ip))
-        .collect()
-}
-
+/// This node's netlink socket and the names detection needs.
+#[derive(Debug)]
 pub struct Reconciler {
+    /// This node's name.
     pub node: String,
     router_device: String,
     netlink: Netlink,
@@ -62,8 +78,10 @@ impl Reconciler {
     }
 
     /// Reads this node's network and detects, against `kube`.
-    pub async fn reconcile(&self, kube: &KubeState) -> Result<Reconciled> {
-        let host = self.netlink.read_host(&lookups(&self.node, kube)).await?;
+    #[tracing::instrument(skip_all, fields(pods = kube.pods.len(), cilium_nodes = kube.cilium_nodes.len()))]
+    pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {
+        let ips: Vec<IpAddr> = lookups(&self.node, &kube.pods).collect();
+        let host = self.netlink.read_host(&ips).await?;
         let inventory = Inventory {
             node: self.node.clone(),
             router_device: self.router_device.clone(),
@@ -82,7 +100,9 @@ impl Reconciler {
 }
 
 /// The outcome of one reconcile.
+#[derive(Debug)]
 pub struct Reconciled {
+    /// What detection found.
     pub findings: Vec<Finding>,
     /// Addresses of this node a pod elsewhere could hold (see [`pod_ip_watches`]).
     pub watch_ips: BTreeSet<IpAddr>,

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use ipshadow::evidence::{Evidence, Sample};
+use ipshadow::{ebpf::decode, report::evidence::Evidence};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Some(s) = Sample::decode(data) {
+    if let Some(s) = decode::sample(data) {
         let ev = Evidence::new(
             &Default::default(),
             std::slice::from_ref(&s),

@@ -2,21 +2,19 @@
 
 use std::{
     net::SocketAddr,
-    path::PathBuf,
     process::{Child, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
 use crate::{http, ipshadow_bin, netns::NetNs};
 
-static LOGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
 /// Where the agent listens inside its namespace (each test has its own).
 pub const LISTEN: &str = "127.0.0.1:9785";
 
 pub struct AgentProc {
     child: Option<Child>,
-    pub log: PathBuf,
+    /// The agent's stderr, removed with the process handle.
+    pub log: tempfile::TempPath,
 }
 
 impl AgentProc {
@@ -38,12 +36,12 @@ impl AgentProc {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let log = std::env::temp_dir().join(format!(
-            "{}-agent-{}.log",
-            ns.name,
-            LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let file = std::fs::File::create(&log).unwrap();
+        let (file, log) = tempfile::Builder::new()
+            .prefix(&format!("{}-agent-", ns.name))
+            .suffix(".log")
+            .tempfile()
+            .unwrap()
+            .into_parts();
         let bin = ipshadow_bin();
         let (program, before) = match wrapper.split_first() {
             Some((w, rest)) => (*w, rest),
@@ -107,13 +105,17 @@ impl AgentProc {
     /// Waits until `/readyz` answers 200.
     pub fn wait_ready(&self, ns: &NetNs) {
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(15) {
+        while start.elapsed() < crate::HANG {
             if matches!(Self::get(ns, "/readyz"), Ok((200, _))) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("agent not ready after 15 s; log:\n{}", self.log_text());
+        panic!(
+            "agent not ready after {:?}; log:\n{}",
+            crate::HANG,
+            self.log_text()
+        );
     }
 
     pub fn log_text(&self) -> String {
@@ -128,7 +130,7 @@ impl AgentProc {
     pub fn terminate(mut self) -> (ExitStatus, Duration) {
         let mut child = self.child.take().unwrap();
         // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id().cast_signed(), libc::SIGTERM) };
         let start = Instant::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -149,6 +151,5 @@ impl Drop for AgentProc {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_file(&self.log);
     }
 }

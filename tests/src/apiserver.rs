@@ -548,8 +548,7 @@ fn parse_path(path: &str) -> Option<Target> {
     let (group_len, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] => (2, rest),
         ["apis", "cilium.io", "v2", rest @ ..]
-        | ["apis", "kubeovn.io", "v1", rest @ ..]
-        | ["apis", "events.k8s.io", "v1", rest @ ..] => (3, rest),
+        | ["apis", "kubeovn.io" | "events.k8s.io", "v1", rest @ ..] => (3, rest),
         _ => return None,
     };
     let (namespace, rest) = match rest {
@@ -564,10 +563,9 @@ fn parse_path(path: &str) -> Option<Target> {
     let res = match (parts[1], plural) {
         ("v1", "pods") => Res::Pods,
         ("v1", "nodes") => Res::Nodes,
-        ("v1", "events") => Res::Events,
+        ("v1" | "events.k8s.io", "events") => Res::Events,
         ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
         ("kubeovn.io", "subnets") => Res::Subnets,
-        ("events.k8s.io", "events") => Res::Events,
         _ => return None,
     };
     Some(Target {
@@ -905,7 +903,7 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
         async move {
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => return None,
+                    () = tokio::time::sleep_until(deadline) => return None,
                     _ = drops.changed() => return None,
                     c = rx.recv() => match c {
                         Ok(c) if keep(&c) => return Some((Ok(watch_line(c.kind, &c.obj)), (rx, drops))),

@@ -15,7 +15,10 @@ use crate::{
     objects::{cilium_node, node, with_pod_cidrs},
 };
 
+/// The node the agent under test runs as.
 pub const ME: &str = "node-a";
+/// The classifier's name on `lo`.
+pub const PROGRAM: &str = "ipshadow_lo";
 pub const OTHER: &str = "node-b";
 pub const ROUTER: &str = "10.244.4.251";
 pub const INGRESS: &str = "10.244.4.12";

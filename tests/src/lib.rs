@@ -3,7 +3,12 @@
 //! when a test panics.
 //!
 //! Tests call `unwrap`/`panic!` on purpose: a failure keeps its stack trace.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
 pub mod agent;
 pub mod apiserver;
@@ -14,7 +19,11 @@ pub mod netns;
 pub mod node;
 pub mod objects;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
+
+/// How long a test waits for something that should happen in milliseconds:
+/// a bound for a hang, never a timing assertion (those are the benchmark's).
+pub const HANG: Duration = Duration::from_secs(30);
 
 /// Whether this process may create network namespaces; tests print why they
 /// skip otherwise (CI runs as root, so they always run there).
@@ -27,6 +36,31 @@ pub fn can_run_netns_tests(test: &str) -> bool {
         );
     }
     root
+}
+
+/// Whether the running kernel is at least `major.minor`; prints why `test` is
+/// skipped otherwise (as aya's integration tests do for kernel features).
+pub fn kernel_at_least(major: u8, minor: u8, test: &str, feature: &str) -> bool {
+    let current = aya::util::KernelVersion::current();
+    let ok = current
+        .as_ref()
+        .is_ok_and(|v| *v >= aya::util::KernelVersion::new(major, minor, 0));
+    if !ok {
+        eprintln!(
+            "skipping {test}: {feature} needs kernel {major}.{minor} or later (running {current:?})"
+        );
+    }
+    ok
+}
+
+/// The tc attach modes (`--tc-attach`) this kernel has: TCX needs 6.6; a test
+/// that would try both prints why it runs only the legacy one.
+pub fn attach_modes(test: &str) -> Vec<&'static str> {
+    if kernel_at_least(6, 6, test, "the TCX half of") {
+        vec!["tcx", "netlink"]
+    } else {
+        vec!["netlink"]
+    }
 }
 
 /// The `ipshadow` binary under test: `$IPSHADOW_BIN`, else the workspace's debug build.
@@ -70,33 +104,30 @@ pub fn figure(line: impl AsRef<str>) {
     }
 }
 
-/// A scratch directory `$TMPDIR/ipshadow-<tag>-<pid>`, removed when dropped
-/// (also when the test panics).
-pub struct TempDir(PathBuf);
+/// A scratch directory `$TMPDIR/ipshadow-<tag>-XXXXXX` (tempfile's unique
+/// name), removed when dropped, also when the test panics.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("ipshadow-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
+        Self(
+            tempfile::Builder::new()
+                .prefix(&format!("ipshadow-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 }
 
 impl std::ops::Deref for TempDir {
     type Target = std::path::Path;
     fn deref(&self) -> &std::path::Path {
-        &self.0
+        self.0.path()
     }
 }
 
 impl AsRef<std::path::Path> for TempDir {
     fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }

@@ -244,8 +244,10 @@ pub fn tcx_program_map_entries(ns: &NetNs, iface: &str, prog: &str, map: &str) -
         progs
             .iter()
             .find(|p| p.name_as_str() == Some(prog))
-            .map(aya::programs::ProgramInfo::id)
-            .unwrap_or_else(|| panic!("no program {prog} on {iface} in {}", ns.name))
+            .map_or_else(
+                || panic!("no program {prog} on {iface} in {}", ns.name),
+                aya::programs::ProgramInfo::id,
+            )
     };
     let info = bpftool_json(&["prog", "show", "id", &id.to_string()]);
     let map_id = info["map_ids"]

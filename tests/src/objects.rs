@@ -54,7 +54,8 @@ pub fn cilium_node(name: &str, router: &str, ingress: Option<&str>, health: Opti
 }
 
 /// A `kind: List` around `items`.
-pub fn list(items: Vec<Value>) -> Value {
+pub fn list(items: impl AsRef<[Value]>) -> Value {
+    let items = items.as_ref();
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
@@ -85,7 +86,7 @@ pub fn node(name: &str, pod_cidrs: &[&str]) -> Value {
 
 /// Writes `items` to `path` as `kubectl get … -o json` prints a List, atomically
 /// (a temporary file renamed over it), as an input file for the agent.
-pub fn write_list(path: &std::path::Path, items: Vec<Value>) {
+pub fn write_list(path: &std::path::Path, items: impl AsRef<[Value]>) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec(&list(items)).unwrap()).unwrap();
     std::fs::rename(&tmp, path).unwrap();

@@ -1,11 +1,17 @@
 //! Malformed objects (tests/corpus/bad-input, plus a 1 MiB annotation made
 //! here): each is named in a warning, counted in
 //! `ipshadow_invalid_objects_total`, and never stops or crashes the agent.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use ipshadow_tests::{
+    HANG,
     agent::AgentProc,
     can_run_netns_tests, figure,
     http::sample,
@@ -68,7 +74,7 @@ fn every_malformed_object_is_named_counted_and_survived() {
         }
         let agent = AgentProc::spawn(&sim.node, &args);
         agent.wait_ready(&sim.node);
-        let counted = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        let counted = AgentProc::wait_metrics(&sim.node, HANG, |m| {
             sample(
                 m,
                 "ipshadow_invalid_objects_total",

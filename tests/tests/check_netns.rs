@@ -1,21 +1,20 @@
 //! The real `ipshadow check` binary on a simulated kube-ovn + Cilium node.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
 use std::{path::PathBuf, process::Output};
 
 use ipshadow_tests::{
     can_run_netns_tests, ipshadow_bin,
+    lab::{INGRESS, ME, OTHER, OTHER_INGRESS, OTHER_ROUTER, ROUTER},
     node::SimNode,
     objects::{cilium_node, list, pending_pod, pod, subnet, with_pod_cidrs},
 };
 use serde_json::Value;
-
-const ME: &str = "node-a";
-const OTHER: &str = "node-b";
-const ROUTER: &str = "10.244.4.251";
-const INGRESS: &str = "10.244.4.12";
-const OTHER_ROUTER: &str = "10.244.1.182";
-const OTHER_INGRESS: &str = "10.244.1.12";
 
 struct Files {
     dir: ipshadow_tests::TempDir,

@@ -1,6 +1,11 @@
 //! `ipshadow check --watch-seconds`: eBPF evidence on findings, restarts after
 //! `kill -9`, and netlink-only operation when eBPF is off or cannot load.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -12,16 +17,13 @@ use std::{
 };
 
 use ipshadow_tests::{
-    can_run_netns_tests, ipshadow_bin,
+    attach_modes, can_run_netns_tests, ipshadow_bin,
+    lab::{ME, PROGRAM, ROUTER},
     netns::{NetNs, attached_programs},
     node::SimNode,
     objects::{cilium_node, list, pod, write_list},
 };
 use serde_json::Value;
-
-const ME: &str = "node-a";
-const ROUTER: &str = "10.244.4.251";
-const PROGRAM: &str = "ipshadow_lo";
 
 /// A pods file and a CiliumNodes file for one pod on the router IP.
 fn inputs(tag: &str) -> (ipshadow_tests::TempDir, PathBuf, PathBuf) {
@@ -140,7 +142,7 @@ fn a_restart_after_kill_9_leaves_exactly_one_program_on_lo() {
     }
     let sim = SimNode::kube_ovn("wk9", ROUTER);
     let (_dir, pods, cns) = inputs("k9");
-    for mode in ["netlink", "tcx"] {
+    for mode in attach_modes("a_restart_after_kill_9_leaves_exactly_one_program_on_lo") {
         let args = ["--watch-seconds", "60", "--tc-attach", mode];
         let (mut first, _) = spawn_until_attached(check_cmd(&sim.node, &pods, &cns, &args));
         assert_eq!(attached_programs(&sim.node, "lo", PROGRAM), 1, "{mode}");

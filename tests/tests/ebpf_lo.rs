@@ -1,6 +1,11 @@
 //! The embedded eBPF classifier, loaded and attached to `lo` of a fresh
 //! network namespace, counts host traffic to a shadowed IP (and nothing else).
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
 use std::{
     net::{IpAddr, SocketAddr, TcpStream},
@@ -9,11 +14,11 @@ use std::{
 
 use ipshadow::ebpf::{AttachMode, Observer};
 use ipshadow_tests::{
-    can_run_netns_tests,
+    can_run_netns_tests, kernel_at_least,
+    lab::ROUTER,
     netns::{NetNs, attached_programs},
 };
 
-const ROUTER: &str = "10.244.4.251";
 /// Nothing listens here: every connect is refused with a RST by the local stack.
 const CLOSED_PORT: u16 = 5432;
 
@@ -47,22 +52,22 @@ fn counts_syns_rsts_and_samples(mode: AttachMode) {
     );
     let router: IpAddr = ROUTER.parse().unwrap();
     obs.watch(router).unwrap();
-    assert_eq!(obs.counters(router).unwrap().unwrap().packets_to, 0);
+    assert_eq!(obs.counters(router).unwrap().unwrap().packets, 0);
     drop(inside);
     assert_eq!(attached_programs(&ns, "lo", "ipshadow_lo"), 1, "{mode:?}");
-    let _inside = ns.enter();
+    let inside_again = ns.enter();
 
     // 30 "kubelet probes" to the pod that has the router IP: each SYN is
     // delivered locally and refused.
     refused_connects(ROUTER, 30);
     let c = obs.counters(router).unwrap().unwrap();
-    assert_eq!(c.tcp_syns_to, 30, "{c:?}");
-    assert_eq!(c.tcp_rsts_from, 30, "{c:?}");
+    assert_eq!(c.tcp_syns, 30, "{c:?}");
+    assert_eq!(c.refused, 30, "{c:?}");
     // SYN and RST both have the router IP as destination (the host talks to
     // itself). Exactly 60: lo's ingress hook sees each looped-back packet once,
     // in both directions of the exchange.
-    assert_eq!(c.packets_to, 60, "{c:?}");
-    assert!(c.bytes_to >= 60 * 40 && c.last_seen_ns > 0, "{c:?}");
+    assert_eq!(c.packets, 60, "{c:?}");
+    assert!(c.bytes >= 60 * 40, "{c:?}");
 
     // Every SYN was either sampled to the ring buffer or held back by the rate limit.
     let (samples, bad) = obs.drain_samples();
@@ -95,13 +100,14 @@ fn counts_syns_rsts_and_samples(mode: AttachMode) {
 
     // Dropping the observer detaches it.
     drop(obs);
-    drop(_inside);
+    drop(inside_again);
     assert_eq!(attached_programs(&ns, "lo", "ipshadow_lo"), 0, "{mode:?}");
 }
 
 #[test]
 fn tcx_classifier_counts_syns_rsts_and_samples_of_a_shadowed_ip_only() {
-    if can_run_netns_tests("tcx_classifier_counts_syns_rsts_and_samples_of_a_shadowed_ip_only") {
+    let test = "tcx_classifier_counts_syns_rsts_and_samples_of_a_shadowed_ip_only";
+    if can_run_netns_tests(test) && kernel_at_least(6, 6, test, "TCX") {
         counts_syns_rsts_and_samples(AttachMode::Tcx);
     }
 }
@@ -130,7 +136,7 @@ fn a_udp_flood_is_rate_limited_in_the_kernel() {
         let _ = sock.send_to(b"probe", (ROUTER, 53));
     }
     let c = obs.counters(router).unwrap().unwrap();
-    assert_eq!(c.udp_to, 2000, "{c:?}");
+    assert_eq!(c.udp, 2000, "{c:?}");
     let cpus = aya::util::nr_cpus().unwrap() as u64;
     // At most 16 samples per CPU per one-second window; the loop may straddle a window edge.
     assert!(c.samples_sent <= 2 * 16 * cpus, "{c:?}");

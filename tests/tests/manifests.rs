@@ -2,13 +2,20 @@
 //! DaemonSet is as locked down as it claims, its capabilities are exactly
 //! enough, the alerts fire from agent-shaped series, and the dashboard and
 //! alerts only use metrics the agent exports.
-#![allow(clippy::unwrap_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    clippy::items_after_statements,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
+)]
 
 use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
 
 use ipshadow_tests::{
+    HANG,
     agent::AgentProc,
-    can_run_netns_tests, deploy, figure, ipshadow_bin,
+    attach_modes, can_run_netns_tests, deploy, figure, ipshadow_bin,
+    lab::ROUTER,
     netns::attached_programs,
     node::SimNode,
     objects::{cilium_node, pod, subnet, with_pod_cidrs, write_list},
@@ -235,7 +242,6 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
     }
     const NET_ADMIN: u64 = 1 << 12;
     const BPF: u64 = 1 << 39;
-    const ROUTER: &str = "10.244.4.251";
     let caps = kind(&deploy::manifests(), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
         ["securityContext"]["capabilities"]["add"]
         .as_array()
@@ -246,7 +252,7 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
         .join(",");
     let bounding = format!("--bounding-set=-all,{caps}");
     let mut report = Vec::new();
-    for mode in ["tcx", "netlink"] {
+    for mode in attach_modes("the_agent_gives_up_what_it_no_longer_needs_once_attached") {
         let sim = SimNode::kube_ovn(&format!("mdrop{}", &mode[..1]), ROUTER);
         let d = temp_dir(&format!("drop-{mode}"));
         let pods = d.join("pods.json");
@@ -301,14 +307,13 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
                 );
             }
         }
-        let counted = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+        let counted = AgentProc::wait_metrics(&sim.node, HANG, |m| {
             m.contains("ipshadow_refused_connections_total{") && m.contains("\"pg\"} 2")
         });
         assert!(counted.is_some(), "{mode}: log:\n{}", agent.log_text());
         write_list(&pods, vec![]);
-        let cleared = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
-            !m.contains("ipshadow_collision_info{")
-        });
+        let cleared =
+            AgentProc::wait_metrics(&sim.node, HANG, |m| !m.contains("ipshadow_collision_info{"));
         assert!(cleared.is_some(), "{mode}: log:\n{}", agent.log_text());
         let log = agent.log_text();
         assert!(
@@ -442,12 +447,14 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
             Duration::from_secs(1),
         );
     }
-    let body = AgentProc::wait_metrics(&sim.node, Duration::from_secs(5), |m| {
+    let body = AgentProc::wait_metrics(&sim.node, HANG, |m| {
         m.contains("ipshadow_refused_connections_total{")
     })
     .and_then(|_| AgentProc::get(&sim.node, "/metrics").ok())
-    .map(|(_, b)| b)
-    .unwrap_or_else(|| panic!("no traffic series; log:\n{}", agent.log_text()));
+    .map_or_else(
+        || panic!("no traffic series; log:\n{}", agent.log_text()),
+        |(_, b)| b,
+    );
     // Sample names, and the families the agent declares (a family can be empty,
     // e.g. no malformed object seen yet); histograms have their three series.
     let mut exported: BTreeSet<String> = body

@@ -112,6 +112,8 @@ fn main() -> anyhow::Result<()> {
                 "--locked",
                 "-p",
                 "ipshadow-tests",
+                "--features",
+                "bench",
                 "--bin",
                 "ipshadow-bench",
             ])?;
@@ -196,8 +198,7 @@ fn image(tag: &str) -> anyhow::Result<()> {
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."))
+        .map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 /// Runs `cargo <args>` in the workspace root, failing on a non-zero exit.
@@ -225,6 +226,8 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
             "--exclude",
             "ipshadow-ebpf",
             "--all-targets",
+            // The benchmark's code is behind a feature: lint it too.
+            "--all-features",
             "--",
             "-D",
             "warnings",

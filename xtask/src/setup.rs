@@ -29,7 +29,7 @@ const APT_PACKAGES: &[&str] = &[
     "g++",
 ];
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     rust_src()?;
     apt()?;
     bpf_linker()?;
@@ -174,7 +174,7 @@ fn cargo_fuzz() -> anyhow::Result<()> {
 }
 
 /// For `cargo xtask image` only: the musl target and its C toolchain (ring builds C).
-pub fn musl() -> anyhow::Result<()> {
+pub(crate) fn musl() -> anyhow::Result<()> {
     let targets =
         output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
     if !targets.lines().any(|t| t == "x86_64-unknown-linux-musl") {

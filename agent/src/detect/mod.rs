@@ -10,21 +10,17 @@
 //! - pods that cannot receive traffic (hostNetwork, Succeeded, Failed) are skipped.
 
 mod finding;
-mod message;
 mod overlap;
+mod owners;
 
-use std::{
-    collections::{HashMap, HashSet},
-    net::IpAddr,
-};
+use std::{collections::HashSet, net::IpAddr};
 
-pub use finding::{Finding, FindingKind, Owner, PodRef, Role, Scope};
+pub use finding::{Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope};
+use owners::Owners;
 
 use crate::inventory::{FibResult, Inventory, Pod, PodIp, RouteKind, TABLE_LOCAL, TABLE_MAIN};
 
-/// Where Cilium's health endpoint address lives on the host side.
-const HEALTH_DEVICE: &str = "lxc_health";
-
+/// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
 pub fn detect(inv: &Inventory) -> Vec<Finding> {
     let owners = Owners::new(inv);
     let mut seen = HashSet::new();
@@ -42,10 +38,20 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
             )) {
                 continue;
             }
+            // The pod's side is built (strings cloned) only for a finding.
+            let site = || PodSite {
+                pod: PodRef {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                },
+                node: pod_node.to_owned(),
+                ip_source: pip.source.clone(),
+            };
             let finding = if pod_node == inv.node {
-                check_own_pod(inv, &owners, pod, pip)
+                check_own_pod(inv, &owners, site, pip)
             } else {
-                check_foreign_pod(&owners, pod, pod_node, pip)
+                check_foreign_pod(&owners, site, pip)
             };
             findings.extend(finding);
         }
@@ -55,163 +61,36 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
     findings
 }
 
-/// Who holds an address, borrowed from the inventory: building the index of
-/// thousands of CiliumNodes allocates no strings; only findings own theirs.
-#[derive(Clone, Copy)]
-pub(crate) struct OwnerRef<'a> {
-    node: &'a str,
-    role: Role,
-    device: Option<&'a str>,
-    /// Named by a CiliumNode (rather than only seen on a kernel device).
-    from_cilium: bool,
+/// The IPs whose FIB answer detection needs: those of `node`'s pods.
+pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAddr> + 'a {
+    pods.iter()
+        .filter(move |p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
+        .flat_map(|p| p.ips.iter().map(|i| i.ip))
 }
 
-impl OwnerRef<'_> {
-    pub(crate) fn to_owner(self) -> Owner {
-        Owner {
-            node: self.node.to_owned(),
-            role: self.role,
-            device: self.device.map(str::to_owned),
-        }
-    }
-}
-
-/// Every address that shadows a pod IP, by IP: this node's first, then other nodes' Cilium addresses.
-pub(crate) struct Owners<'a> {
-    mine: HashMap<IpAddr, OwnerRef<'a>>,
-    others: HashMap<IpAddr, OwnerRef<'a>>,
-}
-
-impl<'a> Owners<'a> {
-    fn new(inv: &'a Inventory) -> Self {
-        let mut mine = HashMap::with_capacity(inv.host.addresses.len());
-        for a in &inv.host.addresses {
-            let role = if a.device == inv.router_device {
-                Role::Router
-            } else {
-                Role::Local
-            };
-            mine.entry(a.ip).or_insert(OwnerRef {
-                node: inv.node.as_str(),
-                role,
-                device: Some(a.device.as_str()),
-                from_cilium: false,
-            });
-        }
-        let mut others = HashMap::with_capacity(inv.cilium_nodes.len() * 3);
-        let mut nodes: Vec<_> = inv.cilium_nodes.iter().collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        for cn in nodes {
-            let infra = [
-                (Role::Router, &cn.router, Some(inv.router_device.as_str())),
-                (Role::Ingress, &cn.ingress, None),
-                (Role::Health, &cn.health, Some(HEALTH_DEVICE)),
-            ];
-            for (role, ips, default_device) in infra {
-                for ip in ips {
-                    if cn.name == inv.node {
-                        // The CiliumNode names the role; the kernel, if it holds the
-                        // address, names the device. An IP listed in two roles keeps
-                        // the first in Role order, whatever order the objects came in.
-                        let existing = mine.get(ip).copied();
-                        if existing.is_some_and(|o: OwnerRef<'_>| o.from_cilium && o.role <= role) {
-                            continue;
-                        }
-                        let device = existing.and_then(|o| o.device).or(default_device);
-                        mine.insert(
-                            *ip,
-                            OwnerRef {
-                                node: cn.name.as_str(),
-                                role,
-                                device,
-                                from_cilium: true,
-                            },
-                        );
-                    } else {
-                        let candidate = OwnerRef {
-                            node: cn.name.as_str(),
-                            role,
-                            device: default_device,
-                            from_cilium: true,
-                        };
-                        // Two nodes claiming one IP: the lowest (name, role) wins, so the
-                        // answer does not depend on list order.
-                        others
-                            .entry(*ip)
-                            .and_modify(|o: &mut OwnerRef<'a>| {
-                                if (candidate.node, candidate.role) < (o.node, o.role) {
-                                    *o = candidate;
-                                }
-                            })
-                            .or_insert(candidate);
-                    }
-                }
-            }
-        }
-        Self { mine, others }
-    }
-}
-
-fn pod_ref(pod: &Pod) -> PodRef {
-    PodRef {
-        namespace: pod.namespace.clone(),
-        name: pod.name.clone(),
-        uid: pod.uid.clone(),
-    }
-}
-
-fn check_own_pod(inv: &Inventory, owners: &Owners<'_>, pod: &Pod, pip: &PodIp) -> Option<Finding> {
+fn check_own_pod(
+    inv: &Inventory,
+    owners: &Owners<'_>,
+    site: impl FnOnce() -> PodSite,
+    pip: &PodIp,
+) -> Option<Finding> {
     let fib = inv.host.fib.get(&pip.ip);
-    let fib_text = fib.map(|f| message::describe_fib(&inv.host, f));
-    let base = |kind, scope, owner: Owner| Finding {
-        kind,
-        scope,
-        ip: pip.ip,
-        pod: Some(pod_ref(pod)),
-        owner,
-        message: String::new(),
-        pod_node: Some(inv.node.clone()),
-        ip_source: Some(pip.source.clone()),
-        fib: fib_text.clone(),
-        shadowed_route: None,
-        subnet: None,
-        cilium_range: None,
-        evidence: None,
-    };
+    let fib_text = || fib.map(|f| inv.host.describe_fib(f));
 
     // 1. The kernel delivers the IP locally: whatever holds it, host traffic never reaches the pod.
     if let Some(FibResult::Local { oif }) = fib {
         let owner = owners
             .mine
             .get(&pip.ip)
-            .map(|o| o.to_owner())
-            .unwrap_or_else(|| {
-                // A `local` route covering the IP, with no address: name the device of
-                // that route (the lookup itself answers `dev lo`).
-                let route_oif = inv
-                    .host
-                    .best_route(pip.ip, TABLE_LOCAL)
-                    .filter(|r| r.kind == RouteKind::Local)
-                    .and_then(|r| r.oif);
-                let device = route_oif
-                    .or(*oif)
-                    .and_then(|i| inv.host.link_name(i))
-                    .map(str::to_owned);
-                let role = if device.as_deref() == Some(inv.router_device.as_str()) {
-                    Role::Router
-                } else {
-                    Role::Local
-                };
-                Owner {
-                    node: inv.node.clone(),
-                    role,
-                    device,
-                }
-            });
-        let mut f = base(FindingKind::for_role(owner.role), Scope::SameNode, owner);
-        f.shadowed_route = shadowed_pod_route(inv, pip.ip);
-        f.message = message::collision(&f);
-        return Some(f);
+            .map_or_else(|| local_route_owner(inv, pip.ip, *oif), |o| o.to_owner());
+        return Some(Finding::collision(
+            Scope::SameNode,
+            pip.ip,
+            owner,
+            site(),
+            fib_text(),
+            shadowed_pod_route(inv, pip.ip),
+        ));
     }
 
     // 2. An address this node or another node holds without the kernel showing it
@@ -222,47 +101,63 @@ fn check_own_pod(inv: &Inventory, owners: &Owners<'_>, pod: &Pod, pip: &PodIp) -
         .map(|o| (o, Scope::SameNode))
         .or_else(|| owners.others.get(&pip.ip).map(|o| (o, Scope::CrossNode)));
     if let Some((owner, scope)) = owned {
-        let mut f = base(FindingKind::for_role(owner.role), scope, owner.to_owner());
-        f.message = message::collision(&f);
-        return Some(f);
+        return Some(Finding::collision(
+            scope,
+            pip.ip,
+            owner.to_owner(),
+            site(),
+            fib_text(),
+            None,
+        ));
     }
 
     // 3. No one else holds it, but the host's route to it goes nowhere.
-    let dead_end = fib.and_then(FibResult::blackhole_kind)?;
-    let owner = Owner {
-        node: inv.node.clone(),
-        role: Role::Local,
-        device: None,
+    let dead_end = fib.and_then(FibResult::dead_end)?;
+    let route = inv
+        .host
+        .best_route_of_kind(pip.ip, dead_end.route_kind())
+        .map(|r| inv.host.describe_route(r));
+    Some(Finding::blackhole(pip.ip, site(), dead_end, route))
+}
+
+/// The owner of a locally delivered IP that no address names: a `local` route
+/// covering it (the lookup itself answers `dev lo`), named by its device.
+fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner {
+    let route_oif = inv
+        .host
+        .best_route(ip, TABLE_LOCAL)
+        .filter(|r| r.kind == RouteKind::Local)
+        .and_then(|r| r.oif);
+    let device = route_oif
+        .or(fib_oif)
+        .and_then(|i| inv.host.link_name(i))
+        .map(str::to_owned);
+    let role = if device.as_deref() == Some(inv.router_device.as_str()) {
+        Role::Router
+    } else {
+        Role::Local
     };
-    let mut f = base(FindingKind::HostRouteBlackhole, Scope::SameNode, owner);
-    f.message = message::blackhole(&f, dead_end, &inv.host);
-    Some(f)
+    Owner {
+        node: inv.node.clone(),
+        role,
+        device,
+    }
 }
 
 fn check_foreign_pod(
     owners: &Owners<'_>,
-    pod: &Pod,
-    pod_node: &str,
+    site: impl FnOnce() -> PodSite,
     pip: &PodIp,
 ) -> Option<Finding> {
     let owner = owners.mine.get(&pip.ip)?;
-    let mut f = Finding {
-        kind: FindingKind::for_role(owner.role),
-        scope: Scope::CrossNode,
-        ip: pip.ip,
-        pod: Some(pod_ref(pod)),
-        owner: owner.to_owner(),
-        message: String::new(),
-        pod_node: Some(pod_node.to_owned()),
-        ip_source: Some(pip.source.clone()),
-        fib: None,
-        shadowed_route: None,
-        subnet: None,
-        cilium_range: None,
-        evidence: None,
-    };
-    f.message = message::collision(&f);
-    Some(f)
+    Some(Finding::collision(
+        Scope::CrossNode,
+        pip.ip,
+        owner.to_owner(),
+        site(),
+        None,
+        None,
+    ))
 }
 
 /// A host route in the main table that points at the pod (a /32 or /128 as
@@ -272,7 +167,7 @@ fn shadowed_pod_route(inv: &Inventory, ip: IpAddr) -> Option<String> {
         .host
         .best_route(ip, TABLE_MAIN)
         .filter(|r| r.dst.prefix_len() == r.dst.max_prefix_len())?;
-    Some(message::describe_route(&inv.host, r))
+    Some(inv.host.describe_route(r))
 }
 
 #[cfg(test)]

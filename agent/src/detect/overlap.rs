@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{Finding, FindingKind, Owner, Owners, Role, Scope};
+use super::{Finding, Owner, Owners, Role};
 use crate::inventory::{CiliumNode, Inventory, IpRange, Subnet};
 
 /// This node's overlaps: one finding per infrastructure address kube-ovn may
@@ -99,52 +99,8 @@ fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
     }
 }
 
-/// `infra`: `ip` is an address Cilium holds; otherwise one it may take from `range`.
-fn finding(
-    subnet: &Subnet,
-    ip: IpAddr,
-    owner: Owner,
-    range: Option<IpNet>,
-    infra: bool,
-) -> Finding {
-    let block = subnet
-        .cidrs
-        .iter()
-        .find(|c| c.contains(&ip))
-        .map_or_else(String::new, ToString::to_string);
-    let exclude = range.map_or_else(|| ip.to_string(), |r| IpRange::of(&r).to_string());
-    let what = match (infra, range) {
-        (true, _) => format!("Cilium's {} IP {ip} of node {}", owner.role, owner.node),
-        (false, Some(r)) => format!(
-            "Cilium's allocation range {r} of node {} (e.g. {ip})",
-            owner.node
-        ),
-        (false, None) => format!("Cilium's address {ip} of node {}", owner.node),
-    };
-    let source = range.map_or_else(String::new, |r| {
-        format!(" Cilium takes it from {r} (CiliumNode.spec.ipam.podCIDRs).")
-    });
-    let message = format!(
-        "{what} lies inside kube-ovn Subnet {} ({block}) and is not in its excludeIps, so kube-ovn \
-         can hand it to a pod at any time — a pod that then sits in ContainerCreating (Ingress IP) \
-         or is unreachable from its node (router, health IP).{source} Fix: add \"{exclude}\" to \
-         spec.excludeIps of Subnet {}, or give Cilium an IPAM pool outside {block} \
-         (ipam.mode=cluster-pool with clusterPoolIPv4PodCIDRList on a disjoint prefix).",
-        subnet.name, subnet.name
-    );
-    Finding {
-        kind: FindingKind::AllocatorOverlap,
-        scope: Scope::SameNode,
-        ip,
-        pod: None,
-        owner,
-        message,
-        pod_node: None,
-        ip_source: None,
-        fib: None,
-        shadowed_route: None,
-        subnet: Some(subnet.name.clone()),
-        cilium_range: range.map(|r| r.to_string()),
-        evidence: None,
-    }
+/// `held`: `ip` is an address Cilium holds; otherwise one it may take from `range`.
+fn finding(subnet: &Subnet, ip: IpAddr, owner: Owner, range: Option<IpNet>, held: bool) -> Finding {
+    let block = subnet.cidrs.iter().find(|c| c.contains(&ip)).copied();
+    Finding::overlap(ip, owner, subnet.name.clone(), block, range, held)
 }

@@ -1,28 +1,39 @@
 //! Kubernetes state from files: the JSON `kubectl get … -o json` prints, for
 //! clusters the tool cannot reach and for tests.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
-use super::objects::{self, Invalid};
-use crate::inventory::{CiliumNode, Pod, Subnet};
+use super::objects;
+use crate::inventory::{CiliumNode, Invalid, Pod, Subnet};
 
+/// An input file that cannot be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// It could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What the OS said.
         #[source]
         source: std::io::Error,
     },
     #[error(
         "{path} is not valid JSON ({source}); expected the output of `kubectl get {resource} -o json`"
     )]
+    /// It is not JSON.
     Json {
+        /// The file.
         path: PathBuf,
+        /// The resource it should hold.
         resource: &'static str,
+        /// serde_json's error.
         #[source]
         source: serde_json::Error,
     },
@@ -30,18 +41,22 @@ pub enum Error {
         "{path} holds neither a List (with `items`) nor a single object; expected the output of \
          `kubectl get {resource} -o json`"
     )]
+    /// It is JSON, but no List or object.
     Shape {
+        /// The file.
         path: PathBuf,
+        /// The resource it should hold.
         resource: &'static str,
     },
 }
 
+/// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Calls `each` with every object of a `kubectl get -o json` file (a List's
-/// `items`, or one object) while it is being parsed: one object's JSON tree is
-/// alive at a time, not the whole file's (5,000 CiliumNodes are ~20 MiB as
-/// trees, and the allocator keeps what a peak took).
+/// `items`, or one object). The items are borrowed slices of the file until
+/// each is parsed: one object's JSON tree is alive at a time, not the whole
+/// file's (5,000 CiliumNodes are ~20 MiB as trees).
 pub fn for_each_item(
     path: &Path,
     resource: &'static str,
@@ -59,168 +74,36 @@ pub fn for_each_item_in(
     bytes: &[u8],
     path: &Path,
     resource: &'static str,
-    each: impl FnMut(usize, Value),
+    mut each: impl FnMut(usize, Value),
 ) -> Result<()> {
-    let mut shape_ok = true;
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let found = serde::de::DeserializeSeed::deserialize(
-        stream::Document {
-            each,
-            shape_ok: &mut shape_ok,
-        },
-        &mut de,
-    )
-    .and_then(|found| de.end().map(|()| found))
-    .map_err(|source| Error::Json {
+    let json = |source| Error::Json {
         path: path.to_owned(),
         resource,
         source,
-    })?;
-    if shape_ok && found {
-        Ok(())
-    } else {
-        Err(Error::Shape {
-            path: path.to_owned(),
-            resource,
-        })
+    };
+    let shape = || Error::Shape {
+        path: path.to_owned(),
+        resource,
+    };
+    // The whole document first: valid JSON, nothing trailing.
+    let doc: &RawValue = serde_json::from_slice(bytes).map_err(json)?;
+    if !doc.get().starts_with('{') {
+        return Err(shape());
     }
-}
-
-/// serde visitors for [`for_each_item`].
-mod stream {
-    use std::fmt;
-
-    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-    use serde_json::{Map, Value};
-
-    /// The whole document; yields whether it held items or was one object.
-    pub struct Document<'a, F> {
-        pub each: F,
-        pub shape_ok: &'a mut bool,
-    }
-
-    impl<'de, F: FnMut(usize, Value)> DeserializeSeed<'de> for Document<'_, F> {
-        type Value = bool;
-        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl<'de, F: FnMut(usize, Value)> Visitor<'de> for Document<'_, F> {
-        type Value = bool;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a Kubernetes List or object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<bool, A::Error> {
-            // Everything but `items` is kept, for the single-object form.
-            let mut rest = Map::new();
-            let mut listed = false;
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "items" {
-                    map.next_value_seed(Items {
-                        each: &mut self.each,
-                        shape_ok: self.shape_ok,
-                    })?;
-                    listed = true;
-                } else {
-                    let v: Value = map.next_value()?;
-                    rest.insert(key, v);
-                }
-            }
-            if listed {
-                return Ok(true);
-            }
-            if rest.contains_key("metadata") {
-                (self.each)(0, Value::Object(rest));
-                return Ok(true);
-            }
-            Ok(false)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(false)
-        }
-
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-    }
-
-    /// A List's `items`: each element handed over as soon as it is parsed.
-    struct Items<'a, F> {
-        each: &'a mut F,
-        shape_ok: &'a mut bool,
-    }
-
-    impl<'de, F: FnMut(usize, Value)> DeserializeSeed<'de> for Items<'_, F> {
-        type Value = ();
-        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl<'de, F: FnMut(usize, Value)> Visitor<'de> for Items<'_, F> {
-        type Value = ();
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a list of objects")
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            let mut i = 0;
-            while let Some(v) = seq.next_element::<Value>()? {
-                (self.each)(i, v);
-                i += 1;
+    // Top-level keys own their names (a few); values stay borrowed, unparsed.
+    let parts: HashMap<String, &RawValue> = serde_json::from_str(doc.get()).map_err(json)?;
+    match (parts.get("items"), parts.contains_key("metadata")) {
+        (Some(items), _) if items.get() == "null" => Ok(()),
+        (Some(items), _) if items.get().starts_with('[') => {
+            let items: Vec<&RawValue> = serde_json::from_str(items.get()).map_err(json)?;
+            for (i, item) in items.into_iter().enumerate() {
+                each(i, serde_json::from_str(item.get()).map_err(json)?);
             }
             Ok(())
         }
-
-        /// `"items": null`: an empty List.
-        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-            *self.shape_ok = false;
-            Ok(())
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-            *self.shape_ok = false;
-            Ok(())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-            *self.shape_ok = false;
-            Ok(())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-            *self.shape_ok = false;
-            Ok(())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-            *self.shape_ok = false;
-            Ok(())
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-            *self.shape_ok = false;
+        (Some(_), _) | (None, false) => Err(shape()),
+        (None, true) => {
+            each(0, serde_json::from_str(doc.get()).map_err(json)?);
             Ok(())
         }
     }
@@ -238,6 +121,7 @@ fn object_name(v: &Value, index: usize) -> String {
     }
 }
 
+/// The pods of a `kubectl get pods -A -o json` file.
 pub fn pods(
     path: &Path,
     annotation_keys: &[String],
@@ -258,10 +142,12 @@ pub fn pods(
     Ok(out)
 }
 
+/// The CiliumNodes of a `kubectl get ciliumnodes -o json` file.
 pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CiliumNode>> {
     named(path, "ciliumnodes", problems, objects::cilium_node)
 }
 
+/// The Subnets of a `kubectl get subnets.kubeovn.io -o json` file.
 pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
     named(path, "subnets.kubeovn.io", problems, objects::subnet)
 }
@@ -298,37 +184,18 @@ mod tests {
         Ok(items)
     }
 
-    fn write(content: &str) -> tempfile_path::TempPath {
-        tempfile_path::TempPath::with(content)
-    }
-
-    /// A file under the target dir's tmp, removed on drop (no extra crate).
-    mod tempfile_path {
-        use std::path::PathBuf;
-
-        pub struct TempPath(pub PathBuf);
-        impl TempPath {
-            pub fn with(content: &str) -> Self {
-                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let p = std::env::temp_dir()
-                    .join(format!("ipshadow-files-{}-{n}.json", std::process::id()));
-                std::fs::write(&p, content).expect("write temp file");
-                Self(p)
-            }
-        }
-        impl Drop for TempPath {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
+    /// A temporary file holding `content`, removed on drop.
+    fn write(content: &str) -> tempfile::TempPath {
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        std::io::Write::write_all(&mut f, content.as_bytes()).expect("write temp file");
+        f.into_temp_path()
     }
 
     #[test]
     fn unparsable_json_names_the_file_and_the_command() {
         let f = write("{\"items\": [");
-        let err = read_items(&f.0, "pods").expect_err("bad json").to_string();
-        assert!(err.contains(&f.0.display().to_string()), "{err}");
+        let err = read_items(&f, "pods").expect_err("bad json").to_string();
+        assert!(err.contains(&f.display().to_string()), "{err}");
         assert!(err.contains("kubectl get pods -o json"), "{err}");
     }
 
@@ -337,11 +204,11 @@ mod tests {
         let list = write(
             r#"{"kind":"List","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
         );
-        assert_eq!(read_items(&list.0, "ciliumnodes").expect("list").len(), 2);
+        assert_eq!(read_items(&list, "ciliumnodes").expect("list").len(), 2);
         let one = write(r#"{"kind":"CiliumNode","metadata":{"name":"a"}}"#);
-        assert_eq!(read_items(&one.0, "ciliumnodes").expect("one").len(), 1);
+        assert_eq!(read_items(&one, "ciliumnodes").expect("one").len(), 1);
         let wrong = write("[1,2]");
-        assert!(read_items(&wrong.0, "ciliumnodes").is_err());
+        assert!(read_items(&wrong, "ciliumnodes").is_err());
     }
 
     /// What the streaming reader must agree with: the whole tree, then its items.
@@ -350,9 +217,8 @@ mod tests {
             Value::Object(mut o) => match o.remove("items") {
                 Some(Value::Array(items)) => Some(items),
                 Some(Value::Null) => Some(Vec::new()),
-                Some(_) => None,
                 None if o.contains_key("metadata") => Some(vec![Value::Object(o)]),
-                None => None,
+                Some(_) | None => None,
             },
             _ => None,
         }
@@ -369,14 +235,14 @@ mod tests {
             (r#"{"kind":"Pod"}"#, None),
         ] {
             let f = write(doc);
-            let got = read_items(&f.0, "pods");
+            let got = read_items(&f, "pods");
             match items {
                 Some(n) => assert_eq!(got.expect(doc).len(), n, "{doc}"),
                 None => assert!(matches!(got, Err(Error::Shape { .. })), "{doc}: {got:?}"),
             }
         }
         let f = write(r#"{"items":[]} trailing"#);
-        assert!(matches!(read_items(&f.0, "pods"), Err(Error::Json { .. })));
+        assert!(matches!(read_items(&f, "pods"), Err(Error::Json { .. })));
     }
 
     proptest::proptest! {
@@ -388,7 +254,7 @@ mod tests {
         ) {
             let doc = if wrap { serde_json::json!({"kind": "List", "items": items}) } else { v };
             let f = write(&doc.to_string());
-            let streamed = read_items(&f.0, "x").ok();
+            let streamed = read_items(&f, "x").ok();
             proptest::prop_assert_eq!(streamed, items_of_tree(doc));
         }
     }
@@ -403,7 +269,7 @@ mod tests {
             ]}"#,
         );
         let mut problems = vec![];
-        let pods = pods(&f.0, &[], &mut problems).expect("file reads");
+        let pods = pods(&f, &[], &mut problems).expect("file reads");
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].name, "good");
         assert_eq!(problems.len(), 1);

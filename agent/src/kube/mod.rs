@@ -2,10 +2,46 @@
 //! turned into inventory types, from files or from the cluster (watches), and
 //! Events written back.
 
-pub mod cache;
 pub mod cluster;
-pub mod events;
 pub mod files;
 pub mod objects;
+pub mod recorder;
+pub mod sources;
 
-pub use objects::Invalid;
+use std::path::PathBuf;
+
+/// Where the Kubernetes side comes from: files, or the cluster.
+#[derive(Debug, clap::Args)]
+pub struct SourceArgs {
+    /// Read Kubernetes state from files instead of the cluster: pods as `kubectl get
+    /// pods -A -o json` prints them (all namespaces, so pods on other nodes holding
+    /// this node's addresses are seen too). Without it, ipshadow watches the cluster
+    /// (kubeconfig from KUBECONFIG or ~/.kube/config, else the in-cluster service account).
+    #[arg(long, env = "IPSHADOW_PODS_FILE")]
+    pub pods: Option<PathBuf>,
+    /// With --pods: CiliumNodes as `kubectl get ciliumnodes -o json` prints them.
+    /// Without them only what this node's kernel shows is checked.
+    #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE", requires = "pods")]
+    pub ciliumnodes: Option<PathBuf>,
+    /// With --pods: kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints
+    /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides.
+    #[arg(long, env = "IPSHADOW_SUBNETS_FILE", requires = "pods")]
+    pub subnets: Option<PathBuf>,
+    /// In cluster mode, how long to wait for the first list of each resource, in seconds.
+    #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub sync_timeout_seconds: u64,
+}
+
+/// No client for the API server could be made.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "connecting to the Kubernetes API failed: {0}; set KUBECONFIG (or run in a pod with a \
+     service account), or pass --pods/--ciliumnodes/--subnets files"
+)]
+pub struct ClientError(#[source] kube::Error);
+
+/// A client from KUBECONFIG (or `~/.kube/config`), else the in-cluster service account.
+pub async fn client() -> Result<kube::Client, ClientError> {
+    kube::Client::try_default().await.map_err(ClientError)
+}

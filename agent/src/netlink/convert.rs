@@ -8,37 +8,21 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
-    link::{LinkAttribute, LinkInfo, LinkMessage},
+    link::{LinkAttribute, LinkMessage},
     route::{RouteAddress, RouteAttribute, RouteMessage, RouteType},
 };
 
 use crate::inventory::{FibResult, Link, LocalAddress, Route, RouteKind};
 
+/// A link's index and name; `None` for a message without a name.
 pub fn link(msg: &LinkMessage) -> Option<Link> {
-    let mut name = None;
-    let mut kind = None;
-    let mut peer_index = None;
-    let mut peer_netns_id = None;
-    for attr in &msg.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => name = Some(n.clone()),
-            LinkAttribute::Link(i) => peer_index = Some(*i),
-            LinkAttribute::LinkNetNsId(i) => peer_netns_id = Some(*i),
-            LinkAttribute::LinkInfo(infos) => {
-                kind = infos.iter().find_map(|i| match i {
-                    LinkInfo::Kind(k) => Some(k.to_string()),
-                    _ => None,
-                });
-            }
-            _ => {}
-        }
-    }
+    let name = msg.attributes.iter().find_map(|attr| match attr {
+        LinkAttribute::IfName(n) => Some(n.clone()),
+        _ => None,
+    })?;
     Some(Link {
         index: msg.header.index,
-        name: name?,
-        kind,
-        peer_index,
-        peer_netns_id,
+        name,
     })
 }
 
@@ -60,12 +44,7 @@ pub fn address(msg: &AddressMessage, links: &[Link]) -> Option<LocalAddress> {
         .iter()
         .find(|l| l.index == index)
         .map_or_else(|| format!("if{index}"), |l| l.name.clone());
-    Some(LocalAddress {
-        ip,
-        prefix_len: msg.header.prefix_len,
-        ifindex: index,
-        device,
-    })
+    Some(LocalAddress { ip, device })
 }
 
 fn ip_of(a: &RouteAddress) -> Option<IpAddr> {
@@ -76,6 +55,7 @@ fn ip_of(a: &RouteAddress) -> Option<IpAddr> {
     }
 }
 
+/// The inventory kind of a route type.
 pub fn route_kind(kind: RouteType) -> RouteKind {
     match kind {
         RouteType::Unicast => RouteKind::Unicast,
@@ -91,6 +71,7 @@ pub fn route_kind(kind: RouteType) -> RouteKind {
     }
 }
 
+/// A route message as an inventory route; `None` without a usable destination.
 pub fn route(msg: &RouteMessage) -> Option<Route> {
     let mut table = u32::from(msg.header.table);
     let mut dst = None;
@@ -162,7 +143,10 @@ pub fn fib_answer(reply: Result<&RouteMessage, i32>) -> FibResult {
 
 #[cfg(test)]
 mod tests {
-    use netlink_packet_route::{AddressFamily, link::InfoKind};
+    use netlink_packet_route::{
+        AddressFamily,
+        link::{InfoKind, LinkInfo},
+    };
 
     use super::*;
 
@@ -201,21 +185,18 @@ mod tests {
     }
 
     #[test]
-    fn veth_links_keep_kind_and_peer() {
+    fn links_keep_index_and_name_and_unnamed_ones_are_skipped() {
         let mut m = LinkMessage::default();
         m.header.index = 4;
+        assert!(link(&m).is_none());
         m.attributes
             .push(LinkAttribute::IfName("cilium_host".into()));
-        m.attributes.push(LinkAttribute::Link(5));
         m.attributes
             .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
                 InfoKind::Veth,
             )]));
         let l = link(&m).expect("named link");
-        assert_eq!(
-            (l.index, l.name.as_str(), l.kind.as_deref(), l.peer_index),
-            (4, "cilium_host", Some("veth"), Some(5))
-        );
+        assert_eq!((l.index, l.name.as_str()), (4, "cilium_host"));
     }
 
     #[test]

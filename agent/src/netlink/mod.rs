@@ -20,36 +20,39 @@ use crate::inventory::{FibResult, HostNetwork};
 /// How many FIB lookups are in flight on the socket at once.
 const FIB_PIPELINE: usize = 64;
 
+/// Reading this node over netlink failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
         "opening an rtnetlink socket failed: {source}; ipshadow must run on the node itself \
          (hostNetwork: true in Kubernetes) on Linux"
     )]
+    /// The socket could not be opened.
     Connect {
+        /// What the kernel said.
         #[source]
         source: std::io::Error,
     },
+    /// A dump failed.
     #[error("reading {what} over netlink failed: {source}")]
     Dump {
+        /// Links, addresses or routes.
         what: &'static str,
+        /// rtnetlink's error.
         #[source]
         source: rtnetlink::Error,
     },
 }
 
+/// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// One rtnetlink connection, driven by a task on the current tokio runtime.
+/// The task ends by itself when the handle is dropped (netlink-proto shuts a
+/// connection down once no handle and no unsolicited-message receiver is left).
+#[derive(Debug)]
 pub struct Netlink {
     handle: Handle,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Netlink {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl Netlink {
@@ -57,11 +60,12 @@ impl Netlink {
     pub fn connect() -> Result<Self> {
         let (conn, handle, _) =
             rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
-        let task = tokio::spawn(conn);
-        Ok(Self { handle, task })
+        drop(tokio::spawn(conn));
+        Ok(Self { handle })
     }
 
     /// Links, addresses and routes of every table, plus a FIB lookup for each of `lookups`.
+    #[tracing::instrument(skip_all, fields(lookups = lookups.len()))]
     pub async fn read_host(&self, lookups: &[IpAddr]) -> Result<HostNetwork> {
         let links: Vec<_> = self
             .handle
@@ -149,7 +153,7 @@ async fn fib_lookup(handle: &Handle, ip: IpAddr) -> FibResult {
     match replies.next().await {
         Some(Ok(m)) => convert::fib_answer(Ok(&m)),
         Some(Err(rtnetlink::Error::NetlinkError(e))) => {
-            convert::fib_answer(Err(e.code.map_or(0, |c| c.get())))
+            convert::fib_answer(Err(e.code.map_or(0, std::num::NonZero::get)))
         }
         Some(Err(e)) => FibResult::Other(format!("lookup failed: {e}")),
         None => FibResult::Other("no answer".to_owned()),

@@ -3,6 +3,12 @@
 //! Everything here is `#[repr(C)]`, `Copy` and free of implicit padding, because
 //! the kernel copies these bytes between the program and userspace verbatim.
 #![no_std]
+// The program inlines everything it calls: the verifier follows no calls cheaply,
+// and these sit on the path of every packet on lo.
+#![allow(
+    clippy::inline_always,
+    reason = "inlined into the eBPF program's packet path"
+)]
 
 /// Name of the per-CPU hash map of shadowed IPs (key [`IpKey`], value [`IpCounters`]).
 pub const SHADOWED_MAP: &str = "SHADOWED";
@@ -34,7 +40,8 @@ pub fn filter_bit(key: &IpKey) -> u32 {
     folded.wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS_LOG2)
 }
 
-/// An empty classifier in the same object, for benchmarks only: the floor.
+/// An empty classifier in the same object, built with the eBPF crate's `floor`
+/// feature for benchmarks only: the floor.
 pub const FLOOR_PROGRAM_NAME: &str = "ipshadow_floor";
 /// Upper bound on shadowed IPs the map can hold. A node has a handful of
 /// infrastructure addresses; this leaves room for pathological clusters.
@@ -80,11 +87,8 @@ pub struct IpCounters {
     pub tcp_syns_to: u64,
     pub udp_to: u64,
     pub icmp_to: u64,
-    pub packets_from: u64,
     /// TCP segments with RST set whose source is the shadowed IP: refused connections.
     pub tcp_rsts_from: u64,
-    /// `bpf_ktime_get_ns()` of the last packet seen (CLOCK_MONOTONIC).
-    pub last_seen_ns: u64,
     /// Samples sent to the ring buffer, and those the rate limit or a full buffer held back.
     pub samples_sent: u64,
     pub samples_dropped: u64,
@@ -102,13 +106,9 @@ impl IpCounters {
         self.tcp_syns_to += other.tcp_syns_to;
         self.udp_to += other.udp_to;
         self.icmp_to += other.icmp_to;
-        self.packets_from += other.packets_from;
         self.tcp_rsts_from += other.tcp_rsts_from;
         self.samples_sent += other.samples_sent;
         self.samples_dropped += other.samples_dropped;
-        if other.last_seen_ns > self.last_seen_ns {
-            self.last_seen_ns = other.last_seen_ns;
-        }
     }
 }
 
@@ -125,6 +125,11 @@ pub struct FlowSample {
     pub dport: u16,
     pub proto: u8,
     pub tcp_flags: u8,
+    /// Explicit padding to 48 bytes, always zero.
+    #[allow(
+        clippy::pub_underscore_fields,
+        reason = "padding, set by the program, never read"
+    )]
     pub _pad: [u8; 2],
 }
 
@@ -144,7 +149,7 @@ mod tests {
     #[test]
     fn shared_types_have_no_padding() {
         assert_eq!(core::mem::size_of::<IpKey>(), 16);
-        assert_eq!(core::mem::size_of::<IpCounters>(), 12 * 8);
+        assert_eq!(core::mem::size_of::<IpCounters>(), 10 * 8);
         assert_eq!(
             core::mem::size_of::<FlowSample>(),
             16 + 16 + 8 + 2 + 2 + 1 + 1 + 2
@@ -162,7 +167,8 @@ mod tests {
     fn filter_bits_stay_in_range_and_spread() {
         let mut seen = [false; 1 << 12];
         for i in 0..4096u32 {
-            let k = IpKey::from_v4_octets([10, 250, (i >> 8) as u8, i as u8]);
+            let [_, _, hi, lo] = i.to_be_bytes();
+            let k = IpKey::from_v4_octets([10, 250, hi, lo]);
             let bit = filter_bit(&k);
             assert!(bit < 1 << FILTER_BITS_LOG2);
             seen[(bit >> 8) as usize] = true;
@@ -172,23 +178,23 @@ mod tests {
     }
 
     #[test]
-    fn accumulate_sums_counters_and_keeps_the_latest_time() {
+    fn accumulate_sums_counters_but_not_the_rate_limit_state() {
         let mut a = IpCounters {
             packets_to: 1,
             tcp_syns_to: 1,
-            last_seen_ns: 9,
+            rl_count: 4,
             ..Default::default()
         };
         let b = IpCounters {
             packets_to: 2,
             tcp_rsts_from: 3,
-            last_seen_ns: 5,
+            rl_count: 5,
             ..Default::default()
         };
         a.accumulate(&b);
         assert_eq!(
-            (a.packets_to, a.tcp_syns_to, a.tcp_rsts_from, a.last_seen_ns),
-            (3, 1, 3, 9)
+            (a.packets_to, a.tcp_syns_to, a.tcp_rsts_from, a.rl_count),
+            (3, 1, 3, 4)
         );
     }
 }

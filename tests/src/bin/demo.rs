@@ -7,7 +7,12 @@
 //! removed at the end, on Ctrl-C, and on the next run if it was killed.
 //!
 //! `--non-interactive` (or CI=true) skips the pauses; the test suite runs it so.
-#![allow(clippy::unwrap_used, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::print_stdout,
+    clippy::too_many_lines,
+    reason = "a demo: one story told top to bottom, printed"
+)]
 
 use std::{
     io::IsTerminal as _,

@@ -111,7 +111,7 @@ fn one(size: &str, other_nodes: usize, other_pods: usize) -> Value {
     })
 }
 
-pub fn run() -> Value {
+pub(crate) fn run() -> Value {
     // Side by side, each in its own namespaces with its own API server.
     let small = std::thread::spawn(|| one("small", 10, 100));
     let large = one("large", 1000, 5000);

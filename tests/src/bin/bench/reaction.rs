@@ -78,7 +78,7 @@ fn wait_metrics(ns: &NetNs, f: impl Fn(&str) -> bool) -> Instant {
     }
 }
 
-pub fn run() -> Value {
+pub(crate) fn run() -> Value {
     let router = |m: &str| {
         sample(
             m,

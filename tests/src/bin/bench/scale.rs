@@ -8,7 +8,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ipshadow::{cli::NodeArgs, netlink::Netlink, reconcile::Reconciler, sources::FileSources};
+use ipshadow::{
+    kube::{SourceArgs, sources::FileSources},
+    netlink::Netlink,
+    reconcile::{NodeArgs, Reconciler},
+};
 use ipshadow_tests::{
     node::SimNode,
     objects::{cilium_node, pod, write_list},
@@ -25,7 +29,7 @@ fn pod_ip(i: usize) -> String {
     format!("10.244.{}.{}", 10 + i / 250, i % 250 + 1)
 }
 
-pub fn run() -> Value {
+pub(crate) fn run() -> Value {
     let sim = SimNode::kube_ovn("scale", ROUTER);
     let dir = ipshadow_tests::TempDir::new("bench-scale");
     let mut pods: Vec<Value> = (0..PODS)
@@ -56,8 +60,13 @@ pub fn run() -> Value {
                 router_device: "cilium_host".into(),
                 pod_ip_annotations: vec!["ovn.kubernetes.io/ip_address".into()],
             };
-            let mut files =
-                FileSources::new(pods_file.clone(), Some(cns_file.clone()), None, &args);
+            let sources = SourceArgs {
+                pods: Some(pods_file.clone()),
+                ciliumnodes: Some(cns_file.clone()),
+                subnets: None,
+                sync_timeout_seconds: 30,
+            };
+            let mut files = FileSources::new(&sources, &args.pod_ip_annotations).unwrap();
             assert!(files.refresh().is_empty());
             let r = Reconciler::new(&args).unwrap();
             for _ in 0..5 {
@@ -98,8 +107,7 @@ pub fn run() -> Value {
     let processes = t.elapsed().as_secs_f64() * 1e3;
 
     // The real agent with the same inputs: memory, and CPU while idle.
-    let (cpu, rss) =
-        crate::agent_at_rest(&sim.node, &pods_file, &cns_file, Duration::from_secs(60));
+    let (cpu, rss) = crate::agent_at_rest(&sim.node, &pods_file, &cns_file, Duration::from_mins(1));
 
     let p99 = percentile(&times, 0.99);
     let med = percentile(&times, 0.5);

@@ -9,11 +9,11 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use kube::runtime::watcher::Event;
 
-use super::objects::Invalid;
+use crate::inventory::Invalid;
 
 /// What a converter makes of one object: its key, the value (or why the whole
 /// object is unusable), and problems with single fields.
-pub type Converted<T> = (String, Result<T, Invalid>, Vec<Invalid>);
+pub(crate) type Converted<T> = (String, Result<T, Invalid>, Vec<Invalid>);
 
 struct Entries<T> {
     ok: BTreeMap<String, T>,
@@ -53,14 +53,14 @@ impl<T> Entries<T> {
     }
 }
 
-pub struct Cache<T> {
+pub(crate) struct Cache<T> {
     live: Entries<T>,
     /// The values as one shared list, made when asked for after a change.
     shared: Option<Arc<Vec<T>>>,
     /// Objects of a relist in progress, swapped in at `InitDone`.
     relist: Option<Entries<T>>,
     /// Whether one full list has completed.
-    pub synced: bool,
+    pub(crate) synced: bool,
 }
 
 impl<T> Default for Cache<T> {
@@ -76,7 +76,7 @@ impl<T> Default for Cache<T> {
 
 impl<T> Cache<T> {
     /// Applies one watcher event, converting objects with `convert`.
-    pub fn apply<K>(&mut self, event: Event<K>, convert: impl Fn(&K) -> Converted<T>) {
+    pub(crate) fn apply<K>(&mut self, event: Event<K>, convert: impl Fn(&K) -> Converted<T>) {
         if !matches!(event, Event::Init | Event::InitApply(_)) {
             self.shared = None;
         }
@@ -100,13 +100,13 @@ impl<T> Cache<T> {
         }
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.live.ok.values()
     }
 
     /// The values, shared: rebuilt only after a change (5,000 CiliumNodes are
     /// read by every reconcile and change rarely).
-    pub fn shared(&mut self) -> Arc<Vec<T>>
+    pub(crate) fn shared(&mut self) -> Arc<Vec<T>>
     where
         T: Clone,
     {
@@ -117,15 +117,17 @@ impl<T> Cache<T> {
         )
     }
 
-    pub fn problems(&self) -> impl Iterator<Item = &Invalid> {
+    pub(crate) fn problems(&self) -> impl Iterator<Item = &Invalid> {
         self.live.problems.values().flatten()
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.live.ok.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.live.ok.is_empty()
     }
 }

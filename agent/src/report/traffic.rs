@@ -8,45 +8,56 @@
 //! continue where they stopped if the finding returns.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
 };
 
-use ipshadow_common::IpCounters;
+use crate::detect::{Finding, FindingKind, Role};
 
 /// The labels of a traffic series.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SeriesKey {
+    /// The shadowed IP.
     pub ip: IpAddr,
+    /// The namespace of the pod holding it.
     pub namespace: String,
+    /// The pod holding it.
     pub pod: String,
 }
 
-/// The counters exported per series.
+/// What the eBPF classifier counted for one IP, decoded from the kernel's
+/// per-CPU values (summed) by the `ebpf` adapter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Totals {
+pub struct Counters {
+    /// Packets to the IP.
     pub packets: u64,
+    /// Bytes to the IP.
     pub bytes: u64,
+    /// TCP connection attempts (SYN without ACK) to the IP.
     pub tcp_syns: u64,
+    /// TCP RSTs the local stack sent in the IP's name: refused connections.
     pub refused: u64,
+    /// UDP packets to the IP.
+    pub udp: u64,
+    /// ICMP packets to the IP.
+    pub icmp: u64,
+    /// Flow samples sent to the ring buffer.
+    pub samples_sent: u64,
+    /// Flow samples the rate limit (or a full ring buffer) held back.
+    pub samples_dropped: u64,
 }
 
-impl Totals {
-    fn of(c: &IpCounters) -> Self {
-        Self {
-            packets: c.packets_to,
-            bytes: c.bytes_to,
-            tcp_syns: c.tcp_syns_to,
-            refused: c.tcp_rsts_from,
-        }
-    }
-
+impl Counters {
     fn plus(self, o: Self) -> Self {
         Self {
             packets: self.packets + o.packets,
             bytes: self.bytes + o.bytes,
             tcp_syns: self.tcp_syns + o.tcp_syns,
             refused: self.refused + o.refused,
+            udp: self.udp + o.udp,
+            icmp: self.icmp + o.icmp,
+            samples_sent: self.samples_sent + o.samples_sent,
+            samples_dropped: self.samples_dropped + o.samples_dropped,
         }
     }
 
@@ -57,19 +68,52 @@ impl Totals {
             bytes: self.bytes.saturating_sub(base.bytes),
             tcp_syns: self.tcp_syns.saturating_sub(base.tcp_syns),
             refused: self.refused.saturating_sub(base.refused),
+            udp: self.udp.saturating_sub(base.udp),
+            icmp: self.icmp.saturating_sub(base.icmp),
+            samples_sent: self.samples_sent.saturating_sub(base.samples_sent),
+            samples_dropped: self.samples_dropped.saturating_sub(base.samples_dropped),
         }
     }
 }
 
-struct Segment {
-    key: SeriesKey,
-    baseline: Totals,
-    last: Totals,
+/// The traffic series exposed now, with their running totals.
+pub type Traffic = Vec<(SeriesKey, Counters)>;
+
+/// The IPs whose locally delivered traffic is evidence: addresses `node` holds
+/// in its kernel (router, health, other local addresses) that a pod has. The
+/// Ingress IP is not a kernel address, so host traffic to it never crosses `lo`.
+pub fn watch_set(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
+    findings
+        .iter()
+        .filter(|f| f.owner.node == node && f.owner.role != Role::Ingress)
+        .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
+        .map(|f| f.ip)
+        .collect()
 }
 
+/// Which series each watched IP's traffic belongs to: the first finding's pod.
+pub fn series_of(findings: &[Finding], watched: &BTreeSet<IpAddr>) -> BTreeMap<IpAddr, SeriesKey> {
+    let mut want = BTreeMap::new();
+    for f in findings.iter().filter(|f| watched.contains(&f.ip)) {
+        want.entry(f.ip).or_insert_with(|| SeriesKey {
+            ip: f.ip,
+            namespace: f.pod().map(|p| p.namespace.clone()).unwrap_or_default(),
+            pod: f.pod().map(|p| p.name.clone()).unwrap_or_default(),
+        });
+    }
+    want
+}
+
+struct Segment {
+    key: SeriesKey,
+    baseline: Counters,
+    last: Counters,
+}
+
+/// Running totals per series (see the module docs).
 #[derive(Default)]
 pub struct TrafficBook {
-    retired: HashMap<SeriesKey, Totals>,
+    retired: HashMap<SeriesKey, Counters>,
     active: BTreeMap<IpAddr, Segment>,
 }
 
@@ -81,8 +125,8 @@ impl TrafficBook {
     pub fn update(
         &mut self,
         want: &BTreeMap<IpAddr, SeriesKey>,
-        current: &BTreeMap<IpAddr, IpCounters>,
-        removed: &BTreeMap<IpAddr, IpCounters>,
+        current: &BTreeMap<IpAddr, Counters>,
+        removed: &BTreeMap<IpAddr, Counters>,
     ) {
         let ips: Vec<IpAddr> = self.active.keys().copied().collect();
         for ip in ips {
@@ -91,7 +135,7 @@ impl TrafficBook {
             };
             let still_mapped = current.get(&ip);
             if let Some(c) = still_mapped.or_else(|| removed.get(&ip)) {
-                seg.last = Totals::of(c);
+                seg.last = *c;
             }
             if (still_mapped.is_none() || want.get(&ip) != Some(&seg.key))
                 && let Some(seg) = self.active.remove(&ip)
@@ -105,7 +149,7 @@ impl TrafficBook {
             if self.active.contains_key(ip) {
                 continue;
             }
-            let baseline = current.get(ip).map(Totals::of).unwrap_or_default();
+            let baseline = current.get(ip).copied().unwrap_or_default();
             self.active.insert(
                 *ip,
                 Segment {
@@ -118,7 +162,7 @@ impl TrafficBook {
     }
 
     /// The series to expose now, with their running totals.
-    pub fn exposed(&self) -> Vec<(SeriesKey, Totals)> {
+    pub fn exposed(&self) -> Traffic {
         self.active
             .values()
             .map(|s| {
@@ -126,15 +170,6 @@ impl TrafficBook {
                 (s.key.clone(), before.plus(s.last.since(s.baseline)))
             })
             .collect()
-    }
-
-    /// Series currently exposed (for leak checks).
-    pub fn len(&self) -> usize {
-        self.active.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.active.is_empty()
     }
 }
 
@@ -150,11 +185,11 @@ mod tests {
         }
     }
 
-    fn counters(packets: u64) -> IpCounters {
-        IpCounters {
-            packets_to: packets,
-            tcp_syns_to: packets / 2,
-            tcp_rsts_from: packets / 2,
+    fn counters(packets: u64) -> Counters {
+        Counters {
+            packets,
+            tcp_syns: packets / 2,
+            refused: packets / 2,
             ..Default::default()
         }
     }

@@ -1,5 +1,5 @@
-//! Kubernetes Events (events.k8s.io/v1) for findings, so `kubectl describe pod`
-//! says what is wrong and how to fix it.
+//! Writes the Event series of one node to the API server, the way client-go's
+//! events library does: one object per series, repeats counted in place.
 //!
 //! One Event object per series (regarding object, reason, IP). Its name is a
 //! hash of those, so an agent that restarts finds its series again (create
@@ -10,14 +10,11 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use k8s_openapi::{
-    api::{
-        core::v1::ObjectReference,
-        events::v1::{Event, EventSeries},
-    },
+    api::events::v1::{Event, EventSeries},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
@@ -26,169 +23,10 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 
-use crate::{
-    daemon::traffic::{SeriesKey, Totals},
-    detect::{Finding, FindingKind},
+use crate::report::events::{
+    ACTION, Desired, REASON_RESOLVED, REASON_TRAFFIC, REPEAT_EVERY, REPORTING_CONTROLLER, SeriesId,
+    truncate_note,
 };
-
-/// `reportingController` of every Event ipshadow writes.
-pub const REPORTING_CONTROLLER: &str = "ipshadow.io/agent";
-pub const ACTION: &str = "Detect";
-pub const REASON_RESOLVED: &str = "IPCollisionResolved";
-pub const REASON_TRAFFIC: &str = "HostTrafficBlackholed";
-/// events.k8s.io/v1 rejects notes longer than 1 kB.
-const NOTE_MAX: usize = 1024;
-/// Repeats of a series are counted at most this often.
-pub const REPEAT_EVERY: Duration = Duration::from_secs(30);
-
-/// One Event series this node should have.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Desired {
-    pub regarding: ObjectReference,
-    /// Where the Event object lives: the pod's namespace, `default` for a Node.
-    pub namespace: String,
-    pub reason: String,
-    pub ip: String,
-    pub warning: bool,
-    pub note: String,
-}
-
-impl Desired {
-    fn id(&self) -> (String, String, String) {
-        let who = self
-            .regarding
-            .uid
-            .clone()
-            .or_else(|| self.regarding.name.clone())
-            .unwrap_or_default();
-        (who, self.reason.clone(), self.ip.clone())
-    }
-
-    /// A stable, valid object name: `<regarding name>.ipshadow.<fnv64 of the series id>`.
-    pub fn event_name(&self) -> String {
-        let (who, reason, ip) = self.id();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in who
-            .bytes()
-            .chain([0])
-            .chain(reason.bytes())
-            .chain([0])
-            .chain(ip.bytes())
-        {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        let mut base: String = self.regarding.name.clone().unwrap_or_default();
-        base.truncate(200);
-        format!("{base}.ipshadow.{h:016x}")
-    }
-}
-
-fn truncate_note(note: &str) -> String {
-    if note.len() <= NOTE_MAX {
-        return note.to_owned();
-    }
-    let mut end = NOTE_MAX - 3;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &note[..end])
-}
-
-fn pod_ref(f: &Finding) -> Option<(ObjectReference, String)> {
-    let p = f.pod.as_ref()?;
-    Some((
-        ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Pod".to_owned()),
-            name: Some(p.name.clone()),
-            namespace: Some(p.namespace.clone()),
-            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        },
-        p.namespace.clone(),
-    ))
-}
-
-/// The Event series this node reports for `findings` and `traffic` (pure).
-///
-/// Who writes what: the pod's node reports collisions of its own pods; the
-/// owner node reports non-Cilium local-address collisions of pods elsewhere and
-/// the host traffic it delivers locally (`HostTrafficBlackholed`); a node
-/// reports its own allocator overlaps on its Node.
-pub fn desired(
-    findings: &[Finding],
-    traffic: &[(SeriesKey, Totals)],
-    node: &str,
-    node_uid: Option<&str>,
-) -> Vec<Desired> {
-    let mut out = Vec::new();
-    for f in findings {
-        if f.kind == FindingKind::AllocatorOverlap {
-            out.push(Desired {
-                regarding: ObjectReference {
-                    api_version: Some("v1".to_owned()),
-                    kind: Some("Node".to_owned()),
-                    name: Some(node.to_owned()),
-                    uid: node_uid.map(str::to_owned),
-                    ..Default::default()
-                },
-                namespace: "default".to_owned(),
-                reason: f.kind.as_str().to_owned(),
-                ip: f.ip.to_string(),
-                warning: true,
-                note: truncate_note(&f.message),
-            });
-            continue;
-        }
-        let mine = f.pod_node.as_deref() == Some(node)
-            || (f.owner.node == node && f.kind == FindingKind::LocalAddressCollision);
-        if let (true, Some((regarding, namespace))) = (mine, pod_ref(f)) {
-            out.push(Desired {
-                regarding,
-                namespace,
-                reason: f.kind.as_str().to_owned(),
-                ip: f.ip.to_string(),
-                warning: true,
-                note: truncate_note(&f.message),
-            });
-        }
-    }
-    for (key, totals) in traffic.iter().filter(|(_, t)| t.packets > 0) {
-        let Some(f) = findings.iter().find(|f| {
-            f.ip == key.ip
-                && f.pod
-                    .as_ref()
-                    .is_some_and(|p| p.name == key.pod && p.namespace == key.namespace)
-        }) else {
-            continue;
-        };
-        let Some((regarding, namespace)) = pod_ref(f) else {
-            continue;
-        };
-        let note = format!(
-            "Node {node}'s host sent {} packets to {} (this pod's IP), {} of them TCP connection attempts, \
-             and its own stack refused {}: they were delivered to {node} itself (seen by ipshadow's eBPF \
-             classifier on lo), not to this pod. Kubelet probes and webhooks from {node} cannot reach it. {}",
-            totals.packets,
-            key.ip,
-            totals.tcp_syns,
-            totals.refused,
-            f.message
-                .split_once("Fix:")
-                .map_or(String::new(), |(_, fix)| format!("Fix:{fix}"))
-        );
-        out.push(Desired {
-            regarding,
-            namespace,
-            reason: REASON_TRAFFIC.to_owned(),
-            ip: key.ip.to_string(),
-            warning: true,
-            note: truncate_note(&note),
-        });
-    }
-    out
-}
 
 struct Series {
     desired: Desired,
@@ -200,12 +38,13 @@ struct Series {
 pub struct EventWriter {
     client: Client,
     node: String,
-    series: BTreeMap<(String, String, String), Series>,
+    series: BTreeMap<SeriesId, Series>,
     /// IPCollisionResolved Events that could not be written yet (API down).
-    unresolved: BTreeMap<(String, String, String), Desired>,
+    unresolved: BTreeMap<SeriesId, Desired>,
 }
 
 impl EventWriter {
+    /// A writer for `node`'s Events.
     pub fn new(client: Client, node: &str) -> Self {
         Self {
             client,
@@ -219,6 +58,7 @@ impl EventWriter {
     /// continued after a restart), repeats counted at most every 30 s, cleared
     /// collisions resolved. Errors are logged per Event and retried next time.
     /// Returns how many writes failed.
+    #[tracing::instrument(skip_all, fields(node = %self.node, series = want.len()))]
     pub async fn sync(&mut self, want: &[Desired]) -> usize {
         let mut failed = 0;
         let ids: BTreeSet<_> = want.iter().map(Desired::id).collect();
@@ -240,7 +80,7 @@ impl EventWriter {
                     }
                     Err(e) => {
                         failed += 1;
-                        tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later")
+                        tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
                     }
                 },
                 Some(s) if s.last.elapsed() >= REPEAT_EVERY => {
@@ -254,7 +94,7 @@ impl EventWriter {
                         }
                         Err(e) => {
                             failed += 1;
-                            tracing::warn!(event = %d.event_name(), error = %e, "updating an Event failed; retrying later")
+                            tracing::warn!(event = %d.event_name(), error = %e, "updating an Event failed; retrying later");
                         }
                     }
                 }
@@ -297,6 +137,7 @@ impl EventWriter {
     }
 
     /// Creates the series' Event, or continues it if it exists (a restart): the count it is at now.
+    #[tracing::instrument(skip_all, fields(event = %d.event_name(), reason = %d.reason))]
     async fn open(&self, d: &Desired) -> Result<i32, kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let name = d.event_name();
@@ -333,6 +174,7 @@ impl EventWriter {
         }
     }
 
+    #[tracing::instrument(skip_all, fields(event = %d.event_name(), count))]
     async fn bump(&self, d: &Desired, count: i32) -> Result<(), kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let patch = serde_json::json!({
@@ -347,10 +189,12 @@ impl EventWriter {
         Ok(())
     }
 
+    /// This node's name.
     pub fn node(&self) -> &str {
         &self.node
     }
 
+    /// Series open now.
     pub fn series_count(&self) -> usize {
         self.series.len()
     }

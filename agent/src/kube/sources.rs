@@ -1,46 +1,23 @@
-//! Where the Kubernetes side of the inventory comes from. For now: files as
-//! `kubectl get -o json` prints them (the cluster comes with the kube layer).
-//! Each source keeps its last good content, so a file caught half-written or
-//! broken degrades that source, never the findings of the others.
+//! The cluster's state from files as `kubectl get -o json` prints them. Each
+//! file keeps its last good content, so a file caught half-written or broken
+//! degrades that source, never the findings of the others.
 
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use ipnet::IpNet;
+use super::{SourceArgs, files};
+use crate::inventory::{ClusterState, Invalid, SourceStatus};
 
-use crate::{
-    cli::NodeArgs,
-    inventory::{CiliumNode, Pod, Subnet},
-    kube::{Invalid, files},
-};
-
-/// The Kubernetes objects one reconcile looks at.
-#[derive(Clone, Debug, Default)]
-pub struct KubeState {
-    pub pods: Arc<Vec<Pod>>,
-    pub cilium_nodes: Arc<Vec<CiliumNode>>,
-    pub subnets: Arc<Vec<Subnet>>,
-    /// This node's `spec.podCIDRs`, when its Node object is known.
-    pub node_pod_cidrs: Vec<IpNet>,
-    /// Objects (or fields) skipped as malformed in the last read.
-    pub invalid: Vec<Invalid>,
-}
-
-/// One source's name as metrics label it, and whether its last read worked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceStatus {
-    pub source: &'static str,
-    pub up: bool,
-}
-
+/// The input files and what was last read from them.
+#[derive(Debug)]
 pub struct FileSources {
     pods: PathBuf,
     ciliumnodes: Option<PathBuf>,
     subnets: Option<PathBuf>,
     annotation_keys: Vec<String>,
-    state: KubeState,
+    state: ClusterState,
     invalid: [Vec<Invalid>; 3],
     status: Vec<SourceStatus>,
 }
@@ -77,21 +54,17 @@ impl Outcome<'_> {
 }
 
 impl FileSources {
-    pub fn new(
-        pods: PathBuf,
-        ciliumnodes: Option<PathBuf>,
-        subnets: Option<PathBuf>,
-        node: &NodeArgs,
-    ) -> Self {
-        Self {
-            pods,
-            ciliumnodes,
-            subnets,
-            annotation_keys: node.pod_ip_annotations.clone(),
-            state: KubeState::default(),
+    /// The files `args` name (`None` without `--pods`: the cluster is the source).
+    pub fn new(args: &SourceArgs, annotation_keys: &[String]) -> Option<Self> {
+        Some(Self {
+            pods: args.pods.clone()?,
+            ciliumnodes: args.ciliumnodes.clone(),
+            subnets: args.subnets.clone(),
+            annotation_keys: annotation_keys.to_vec(),
+            state: ClusterState::default(),
             invalid: Default::default(),
             status: Vec::new(),
-        }
+        })
     }
 
     /// The files to watch for changes.
@@ -134,10 +107,12 @@ impl FileSources {
         errors
     }
 
-    pub fn state(&self) -> &KubeState {
+    /// What was last read.
+    pub fn state(&self) -> &ClusterState {
         &self.state
     }
 
+    /// Whether each file's last read worked.
     pub fn status(&self) -> &[SourceStatus] {
         &self.status
     }

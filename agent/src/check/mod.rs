@@ -1,0 +1,140 @@
+//! `ipshadow check`: one reconcile, optionally with a window of traffic
+//! evidence from the eBPF observer, printed.
+
+mod watch;
+
+use std::{sync::Arc, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::watch::{Outcome, watch};
+use crate::{
+    ebpf,
+    kube::{self, SourceArgs, cluster::ClusterSource, sources::FileSources},
+    reconcile::{self, NodeArgs, Reconciler},
+    report::Report,
+};
+
+/// `ipshadow check`: the flags of a one-shot check.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// This node.
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Files, or the cluster.
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// The eBPF observer for `--watch-seconds`.
+    #[command(flatten)]
+    pub ebpf: ebpf::Args,
+    /// Watch host traffic to the shadowed IPs for this many seconds with the eBPF
+    /// classifier and add what it saw to each finding. 0: do not watch.
+    #[arg(long, env = "IPSHADOW_WATCH_SECONDS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub watch_seconds: u64,
+    /// Output format.
+    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+/// Output format of `check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Columns for people, each message wrapped under its row.
+    Table,
+    /// The JSON contract of DESIGN.md.
+    Json,
+}
+
+/// Why a check could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input file could not be read.
+    #[error(transparent)]
+    Files(#[from] kube::files::Error),
+    /// The node could not be read.
+    #[error(transparent)]
+    Reconcile(#[from] reconcile::Error),
+    /// No client for the API server.
+    #[error(transparent)]
+    Client(#[from] kube::ClientError),
+    /// The lists did not come in time.
+    #[error(
+        "pods were not listed from the cluster within {0:?}; check that the API server is reachable \
+         and that the service account may list pods (see deploy/rbac.yaml)"
+    )]
+    Sync(Duration),
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Reads the sources and this node's netlink state, and detects. Any file that
+/// cannot be read is an error: a one-shot check has no earlier state to fall back on.
+pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
+    let reconciler = Reconciler::new(node)?;
+    let Some(mut files) = FileSources::new(sources, &node.pod_ip_annotations) else {
+        return from_cluster(&reconciler, node, sources).await;
+    };
+    if let Some(e) = files.refresh().into_iter().next() {
+        return Err(e.into());
+    }
+    let done = reconciler.reconcile(files.state()).await?;
+    Ok(Report {
+        node: reconciler.node.clone(),
+        findings: done.findings,
+        invalid: files.state().invalid.clone(),
+        ..Report::default()
+    })
+}
+
+/// One reconcile against the cluster: list everything once, then list the pods
+/// holding this node's addresses, and reconcile again with them.
+async fn from_cluster(
+    reconciler: &Reconciler,
+    node: &NodeArgs,
+    sources: &SourceArgs,
+) -> Result<Report> {
+    let client = kube::client().await?;
+    let (source, cluster) = ClusterSource::new(
+        client,
+        &reconciler.node,
+        &node.pod_ip_annotations,
+        Arc::new(|| {}),
+    );
+    let token = CancellationToken::new();
+    let watches = tokio::spawn(source.run(token.clone()));
+    let result = async {
+        let timeout = Duration::from_secs(sources.sync_timeout_seconds);
+        wait(timeout, || cluster.settled()).await?;
+        if !cluster.synced() {
+            return Err(Error::Sync(timeout));
+        }
+        let first = reconciler.reconcile(&cluster.snapshot().0).await?;
+        cluster.watch_ips(&first.watch_ips);
+        wait(timeout, || cluster.synced()).await?;
+        let (state, _) = cluster.snapshot();
+        let done = reconciler.reconcile(&state).await?;
+        Ok(Report {
+            node: reconciler.node.clone(),
+            findings: done.findings,
+            invalid: state.invalid,
+            ..Report::default()
+        })
+    }
+    .await;
+    token.cancel();
+    let _ = watches.await;
+    result
+}
+
+async fn wait(timeout: Duration, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let start = std::time::Instant::now();
+    while !ready() {
+        if start.elapsed() > timeout {
+            return Err(Error::Sync(timeout));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The observer subsystem: keeps the eBPF map equal to the IPs of the latest
+//! findings, reads its counters (at once when flows are sampled, else on a
+//! timer while any IP is watched) and publishes traffic series.
+
+use std::{collections::BTreeMap, net::IpAddr, os::fd::OwnedFd, sync::Arc, time::Duration};
+
+use tokio::{io::unix::AsyncFd, sync::watch};
+use tokio_util::sync::CancellationToken;
+
+use super::Published;
+use crate::{
+    ebpf::{self, LOOPBACK, Observer, Started},
+    privileges,
+    report::{
+        metrics::Metrics,
+        traffic::{Counters, Traffic, TrafficBook, series_of, watch_set},
+    },
+};
+
+/// The observer's flags.
+#[derive(Debug, clap::Args)]
+#[group(id = "observer")]
+pub struct Args {
+    /// Whether and how to attach.
+    #[command(flatten)]
+    pub ebpf: ebpf::Args,
+    /// How often to read the eBPF counters while any IP is watched, in seconds
+    /// (sampled new flows refresh them at once).
+    #[arg(long, env = "IPSHADOW_COUNTERS_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub counters_seconds: u64,
+}
+
+/// The attached observer and what it reads and writes.
+pub(crate) struct ObserverTask {
+    observer: Box<Observer>,
+    /// A second descriptor of the ring buffer, for epoll: readable when samples wait.
+    samples: Option<AsyncFd<OwnedFd>>,
+    counters_every: Duration,
+    node: String,
+    metrics: Arc<Metrics>,
+    findings: watch::Receiver<Published>,
+    traffic: watch::Sender<Arc<Traffic>>,
+    book: TrafficBook,
+}
+
+impl privileges::Attached for ObserverTask {
+    fn is_legacy(&self) -> bool {
+        self.observer.is_legacy()
+    }
+
+    fn map_update_works(&mut self) -> bool {
+        self.observer.probe_update().is_ok()
+    }
+}
+
+impl ObserverTask {
+    /// Loads and attaches the program as `args` say: `None` when it is off or
+    /// unavailable (netlink-only), `Err` only when it is required.
+    pub(crate) fn new(
+        args: &Args,
+        node: &str,
+        metrics: Arc<Metrics>,
+        findings: watch::Receiver<Published>,
+        traffic: watch::Sender<Arc<Traffic>>,
+    ) -> ebpf::Result<Option<Self>> {
+        let observer = match ebpf::start(&args.ebpf)? {
+            Started::Attached { observer, stale } => {
+                if stale > 0 {
+                    tracing::warn!(
+                        removed = stale,
+                        "removed tc filters an earlier ipshadow left on lo"
+                    );
+                }
+                tracing::info!(interface = LOOPBACK, "eBPF observer attached");
+                observer
+            }
+            Started::Unavailable(e) => {
+                tracing::warn!(reason = %e, "eBPF unavailable, running netlink-only");
+                return Ok(None);
+            }
+            Started::Off => {
+                tracing::info!("eBPF is off (--ebpf=off), running netlink-only");
+                return Ok(None);
+            }
+        };
+        let samples = observer
+            .samples_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| {
+                // SAFETY: `fd` is an open descriptor owned by the AsyncFd for its whole life.
+                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+                    .map_err(std::io::Error::from)
+            })
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot poll the eBPF ring buffer; counters refresh on a timer only"))
+            .ok();
+        metrics.ebpf_attached.set(1);
+        Ok(Some(Self {
+            observer,
+            samples,
+            counters_every: Duration::from_secs(args.counters_seconds),
+            node: node.to_owned(),
+            metrics,
+            findings,
+            traffic,
+            book: TrafficBook::default(),
+        }))
+    }
+
+    /// Follows the findings until `token` is cancelled, then detaches.
+    pub(crate) async fn run(mut self, token: CancellationToken) {
+        let mut next_counters = tokio::time::Instant::now() + self.counters_every;
+        let mut publisher_gone = false;
+        let samples = self.samples.take();
+        loop {
+            let watching = !self.observer.watched().is_empty();
+            tokio::select! {
+                () = token.cancelled() => break,
+                changed = self.findings.changed(), if !publisher_gone => {
+                    publisher_gone = changed.is_err();
+                    let removed = self.sync();
+                    self.refresh(&removed);
+                }
+                r = readable(samples.as_ref()) => {
+                    if let Ok(mut guard) = r {
+                        self.drain_samples();
+                        guard.clear_ready();
+                        self.refresh(&BTreeMap::new());
+                    }
+                }
+                () = tokio::time::sleep_until(next_counters), if watching => {
+                    next_counters = tokio::time::Instant::now() + self.counters_every;
+                    self.refresh(&BTreeMap::new());
+                }
+            }
+        }
+        // Dropping the observer detaches the program: it must not outlive the agent.
+        drop(samples);
+        drop(self.observer);
+        self.metrics.ebpf_attached.set(0);
+    }
+
+    /// Makes the kernel's SHADOWED map equal to the IPs of the current findings;
+    /// the last counters of the IPs removed.
+    fn sync(&mut self) -> BTreeMap<IpAddr, Counters> {
+        let want = watch_set(&self.findings.borrow().findings, &self.node);
+        self.observer.sync(&want).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "updating the eBPF map failed");
+            BTreeMap::new()
+        })
+    }
+
+    fn drain_samples(&mut self) {
+        let (samples, bad) = self.observer.drain_samples();
+        if bad > 0 {
+            tracing::warn!(
+                records = bad,
+                "ring buffer records of an unexpected size skipped"
+            );
+        }
+        for s in samples {
+            tracing::debug!(src = %s.src, dst = %s.dst, protocol = s.protocol, dport = s.dport, flags = %s.tcp_flags, "host traffic to a shadowed IP");
+        }
+    }
+
+    /// Reads the per-IP counters and publishes the traffic series.
+    fn refresh(&mut self, removed: &BTreeMap<IpAddr, Counters>) {
+        let watched = self.observer.watched().clone();
+        let mut current = BTreeMap::new();
+        for ip in &watched {
+            match self.observer.counters(*ip) {
+                Ok(Some(c)) => {
+                    current.insert(*ip, c);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "reading eBPF counters failed"),
+            }
+        }
+        let want = series_of(&self.findings.borrow().findings, &watched);
+        self.book.update(&want, &current, removed);
+        let exposed = self.book.exposed();
+        self.metrics
+            .view
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .traffic
+            .clone_from(&exposed);
+        // New traffic can open a HostTrafficBlackholed series; the writer acts only on news.
+        self.traffic.send_if_modified(|t| {
+            let changed = **t != exposed;
+            if changed {
+                *t = Arc::new(exposed);
+            }
+            changed
+        });
+    }
+}
+
+async fn readable(
+    fd: Option<&AsyncFd<OwnedFd>>,
+) -> std::io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>> {
+    match fd {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,263 @@
+//! The reconcile loop: the same reconcile `check` runs once, on every change
+//! (debounced), on a long resync timer, and again soon after a failure. It
+//! publishes each reconcile's findings to the observer, the Event writer and
+//! the metrics, and answers `/healthz`'s pings between two steps.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{Published, host::Trigger};
+use crate::{
+    detect::Finding,
+    inventory::{ClusterState, Invalid, SourceStatus},
+    kube::{cluster::ClusterView, sources::FileSources},
+    reconcile::Reconciler,
+    report::metrics::{Metrics, Outcome, ResourceLabels, ResultLabels, SourceLabels},
+};
+
+/// A failed read of the node (e.g. a dump interrupted by changes) is retried
+/// soon, then less often: the kernel's notifications may already be spent.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// The loop's timing.
+#[derive(Debug, clap::Args)]
+#[group(id = "reconcile")]
+pub struct Args {
+    /// Full resync period, in seconds, on top of change notifications.
+    #[arg(long, env = "IPSHADOW_RESYNC_SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub resync_seconds: u64,
+    /// How long to wait for more changes before reconciling, in milliseconds.
+    #[arg(long, env = "IPSHADOW_DEBOUNCE_MS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub debounce_ms: u64,
+}
+
+/// Where the cluster's state comes from.
+pub(crate) enum Input {
+    /// Files, re-read when they change.
+    Files(Box<FileSources>),
+    /// The cluster's watches.
+    Cluster(ClusterView),
+}
+
+/// What the loop owns between two wake-ups.
+pub(crate) struct ReconcileLoop {
+    args: Args,
+    reconciler: Reconciler,
+    input: Input,
+    files_dirty: bool,
+    triggers: mpsc::Receiver<Trigger>,
+    pings: mpsc::Receiver<oneshot::Sender<()>>,
+    published: watch::Sender<Published>,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    findings: Arc<Vec<Finding>>,
+    seen_invalid: HashSet<Invalid>,
+}
+
+/// The loop's inputs and outputs, for `new`.
+pub(crate) struct Wiring {
+    pub(crate) triggers: mpsc::Receiver<Trigger>,
+    pub(crate) pings: mpsc::Receiver<oneshot::Sender<()>>,
+    pub(crate) published: watch::Sender<Published>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) ready: Arc<AtomicBool>,
+}
+
+impl ReconcileLoop {
+    pub(crate) fn new(args: Args, reconciler: Reconciler, input: Input, wiring: Wiring) -> Self {
+        Self {
+            args,
+            reconciler,
+            input,
+            files_dirty: true,
+            triggers: wiring.triggers,
+            pings: wiring.pings,
+            published: wiring.published,
+            metrics: wiring.metrics,
+            ready: wiring.ready,
+            findings: Arc::default(),
+            seen_invalid: HashSet::new(),
+        }
+    }
+
+    /// Reconciles on every trigger until `token` is cancelled.
+    pub(crate) async fn run(mut self, token: CancellationToken) {
+        let resync_every = Duration::from_secs(self.args.resync_seconds);
+        let debounce = Duration::from_millis(self.args.debounce_ms);
+        let mut due = Some(tokio::time::Instant::now());
+        let mut retry = RETRY_FIRST;
+        let mut next_resync = tokio::time::Instant::now() + resync_every;
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                Some(reply) = self.pings.recv() => { let _ = reply.send(()); }
+                Some(t) = self.triggers.recv() => {
+                    match t {
+                        Trigger::Files => self.files_dirty = true,
+                        Trigger::NetlinkOverrun => {
+                            tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
+                            self.files_dirty = true;
+                        }
+                        Trigger::Netlink | Trigger::Kube => {}
+                    }
+                    // Debounce: the first change schedules a reconcile at most `debounce` later.
+                    due.get_or_insert_with(|| tokio::time::Instant::now() + debounce);
+                }
+                () = sleep_until_opt(due) => {
+                    due = None;
+                    if self.reconcile().await {
+                        retry = RETRY_FIRST;
+                    } else {
+                        due = Some(tokio::time::Instant::now() + retry);
+                        retry = (retry * 2).min(RETRY_MAX);
+                    }
+                }
+                () = tokio::time::sleep_until(next_resync) => {
+                    next_resync = tokio::time::Instant::now() + resync_every;
+                    self.files_dirty = true;
+                    if !self.reconcile().await {
+                        due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cluster's state now (`None` until pods were read once), this node's
+    /// uid, and each source's status.
+    fn cluster_state(&mut self) -> (Option<ClusterState>, Option<String>, Vec<SourceStatus>) {
+        match &mut self.input {
+            Input::Files(files) => {
+                if std::mem::take(&mut self.files_dirty) {
+                    for e in files.refresh() {
+                        tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
+                    }
+                }
+                let state = files.has_pods().then(|| files.state().clone());
+                (state, None, files.status().to_vec())
+            }
+            Input::Cluster(cluster) => {
+                let (state, node) = cluster.snapshot();
+                let state = cluster.pods_listed().then_some(state);
+                (state, node.map(|n| n.uid), cluster.status())
+            }
+        }
+    }
+
+    /// One reconcile; `false` when reading the node failed (and it should be retried).
+    #[tracing::instrument(skip_all)]
+    async fn reconcile(&mut self) -> bool {
+        let (state, node_uid, status) = self.cluster_state();
+        for s in status {
+            self.metrics
+                .source_up
+                .get_or_create(&SourceLabels { source: s.source })
+                .set(i64::from(s.up));
+        }
+        // Nothing to check pods against yet: not ready.
+        let Some(state) = state else { return true };
+        self.count_invalid(&state.invalid);
+        let started = Instant::now();
+        let result = self.reconciler.reconcile(&state).await;
+        let elapsed = started.elapsed();
+        let netlink_up = self
+            .metrics
+            .source_up
+            .get_or_create(&SourceLabels { source: "netlink" });
+        let outcome = if result.is_ok() {
+            Outcome::ok
+        } else {
+            Outcome::error
+        };
+        self.metrics
+            .reconciles
+            .get_or_create(&ResultLabels { result: outcome })
+            .inc();
+        let done = match result {
+            Ok(done) => done,
+            Err(e) => {
+                netlink_up.set(0);
+                tracing::warn!(error = %e, "reconcile failed; keeping the last findings and retrying");
+                return false;
+            }
+        };
+        netlink_up.set(1);
+        self.metrics
+            .reconcile_duration
+            .observe(elapsed.as_secs_f64());
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.metrics.last_reconcile.set(now);
+        log_changes(&self.findings, &done.findings);
+        self.findings = Arc::new(done.findings);
+        if let Input::Cluster(c) = &self.input {
+            c.watch_ips(&done.watch_ips);
+        }
+        self.metrics
+            .view
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .findings
+            .clone_from(&self.findings);
+        self.published.send_replace(Published {
+            findings: self.findings.clone(),
+            node_uid,
+            ready: true,
+        });
+        self.ready.store(true, Ordering::Relaxed);
+        tracing::debug!(
+            findings = self.findings.len(),
+            micros = elapsed.as_micros(),
+            "reconciled"
+        );
+        true
+    }
+
+    /// Counts each distinct malformed object or field once, and warns about it once.
+    fn count_invalid(&mut self, invalid: &[Invalid]) {
+        for bad in invalid {
+            if self.seen_invalid.insert(bad.clone()) {
+                tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
+                self.metrics
+                    .invalid_objects
+                    .get_or_create(&ResourceLabels {
+                        resource: bad.resource,
+                    })
+                    .inc();
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Logs findings that appeared and cleared since the last reconcile.
+fn log_changes(before: &[Finding], after: &[Finding]) {
+    let id = |f: &Finding| (f.kind, f.ip, f.pod().cloned());
+    let old: HashSet<_> = before.iter().map(id).collect();
+    let new: HashSet<_> = after.iter().map(id).collect();
+    for f in after.iter().filter(|f| !old.contains(&id(f))) {
+        tracing::warn!(kind = f.kind.as_str(), scope = f.scope.as_str(), ip = %f.ip, pod = ?f.pod().map(ToString::to_string), owner = %f.owner.node, role = f.owner.role.as_str(), "finding: {}", crate::report::message::render(f));
+    }
+    for f in before.iter().filter(|f| !new.contains(&id(f))) {
+        tracing::info!(kind = f.kind.as_str(), ip = %f.ip, pod = ?f.pod().map(ToString::to_string), "finding cleared");
+    }
+}

@@ -1,0 +1,227 @@
+//! The loaded classifier and its maps: what the agent and `check` drive.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+};
+
+use aya::{
+    Ebpf,
+    maps::{MapData, PerCpuHashMap, PerCpuValues, RingBuf},
+    programs::{TcAttachType, tc::TcAttachOptions},
+};
+use ipshadow_common::{FILTER_MAP, IpCounters, IpKey, SAMPLES_MAP, SHADOWED_MAP};
+
+use super::{
+    AttachMode, Error, ProgramStats, Result, attach_options, classifier, decode, key, load_object,
+    prefilter::Prefilter, program_stats, remove_stale_filters, take_map,
+};
+use crate::report::{evidence::Sample, traffic::Counters};
+
+/// The classifier, loaded (and once attached, hanging on an interface).
+pub struct Observer {
+    ebpf: Ebpf,
+    shadowed: PerCpuHashMap<MapData, IpKey, IpCounters>,
+    samples: RingBuf<MapData>,
+    filter: Prefilter,
+    watched: BTreeSet<IpAddr>,
+    cpus: usize,
+    /// Attached as a legacy tc filter (removing it at exit needs CAP_NET_ADMIN).
+    legacy: bool,
+}
+
+impl Observer {
+    /// Loads the embedded program into the kernel (runs the verifier); does not attach.
+    pub fn load() -> Result<Self> {
+        let mut ebpf = load_object()?;
+        classifier(&mut ebpf)?
+            .load()
+            .map_err(|source| Error::Program {
+                action: "loading the classifier into the kernel (verifier)",
+                source,
+            })?;
+        let shadowed = take_map(&mut ebpf, SHADOWED_MAP)?;
+        let samples = take_map(&mut ebpf, SAMPLES_MAP)?;
+        let filter = Prefilter::new(take_map(&mut ebpf, FILTER_MAP)?);
+        let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus { what, source })?;
+        Ok(Self {
+            ebpf,
+            shadowed,
+            samples,
+            filter,
+            watched: BTreeSet::new(),
+            cpus,
+            legacy: false,
+        })
+    }
+
+    /// Attaches to the ingress of `iface`, first removing legacy tc filters an
+    /// earlier ipshadow left there when it was killed. Returns how many it removed.
+    pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<usize> {
+        let stale = remove_stale_filters(iface)?;
+        let options = attach_options(iface, mode);
+        self.legacy = matches!(options, TcAttachOptions::Netlink(_));
+        classifier(&mut self.ebpf)?
+            .attach_with_options(iface, TcAttachType::Ingress, options)
+            .map_err(|source| Error::Program {
+                action: "attaching the classifier to the interface's ingress",
+                source,
+            })?;
+        Ok(stale)
+    }
+
+    /// Whether the program hangs on lo as a legacy tc filter rather than a TCX link.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
+    }
+
+    /// Writes one word of the prefilter with the value it already has: the
+    /// cheapest map update, to learn whether updates still work (e.g. after a
+    /// capability was dropped; kernels before 6.5 gate every bpf() call).
+    pub fn probe_update(&mut self) -> Result<()> {
+        self.filter.rewrite_one()
+    }
+
+    /// Makes the watched set equal to `want`: new IPs start at zero, IPs no
+    /// longer wanted are removed. Returns the last counters of the removed ones.
+    pub fn sync(&mut self, want: &BTreeSet<IpAddr>) -> Result<BTreeMap<IpAddr, Counters>> {
+        let mut last = BTreeMap::new();
+        let gone: Vec<IpAddr> = self.watched.difference(want).copied().collect();
+        // Removal: the prefilter first (the program stops looking), then the entries.
+        let changed: BTreeSet<u32> = gone
+            .iter()
+            .filter_map(|ip| self.filter.update(*ip, false))
+            .collect();
+        self.filter.write(&changed)?;
+        for ip in gone {
+            if let Some(c) = self.counters(ip)? {
+                last.insert(ip, c);
+            }
+            match self.shadowed.remove(&key(ip)) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(source) => {
+                    return Err(Error::Map {
+                        action: "removing from SHADOWED",
+                        ip,
+                        source,
+                    });
+                }
+            }
+            self.watched.remove(&ip);
+        }
+        // Addition: the entries first, then the prefilter.
+        let new: Vec<IpAddr> = want.difference(&self.watched).copied().collect();
+        let mut changed = BTreeSet::new();
+        for ip in new {
+            insert_retrying(&mut self.shadowed, ip, self.cpus)?;
+            self.watched.insert(ip);
+            changed.extend(self.filter.update(ip, true));
+        }
+        self.filter.write(&changed)?;
+        Ok(last)
+    }
+
+    /// Starts counting `ip` (a shorthand for adding it to the watched set).
+    pub fn watch(&mut self, ip: IpAddr) -> Result<()> {
+        let mut want = self.watched.clone();
+        want.insert(ip);
+        self.sync(&want).map(drop)
+    }
+
+    /// Stops counting `ip`, returning its last counters.
+    pub fn unwatch(&mut self, ip: IpAddr) -> Result<Option<Counters>> {
+        let mut want = self.watched.clone();
+        want.remove(&ip);
+        Ok(self.sync(&want)?.remove(&ip))
+    }
+
+    /// The IPs counted now.
+    pub fn watched(&self) -> &BTreeSet<IpAddr> {
+        &self.watched
+    }
+
+    /// The counters of `ip` summed over CPUs; `None` when it is not watched.
+    pub fn counters(&self, ip: IpAddr) -> Result<Option<Counters>> {
+        match self.shadowed.get(&key(ip), 0) {
+            Ok(per_cpu) => Ok(Some(decode::counters(per_cpu.iter()))),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(source) => Err(Error::Map {
+                action: "reading SHADOWED",
+                ip,
+                source,
+            }),
+        }
+    }
+
+    /// Every sample waiting in the ring buffer, oldest first. Records of the
+    /// wrong size (a program of another version) are skipped and counted.
+    pub fn drain_samples(&mut self) -> (Vec<Sample>, usize) {
+        let mut out = Vec::new();
+        let mut bad = 0;
+        while let Some(item) = self.samples.next() {
+            match decode::sample(&item) {
+                Some(s) => out.push(s),
+                None => bad += 1,
+            }
+        }
+        (out, bad)
+    }
+
+    /// The ring buffer's file descriptor, readable when samples wait (for epoll).
+    pub fn samples_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd as _;
+        self.samples.as_fd()
+    }
+
+    /// The kernel's id of the loaded program and its run statistics (run count
+    /// and total run time; non-zero only while BPF stats are enabled).
+    pub fn program_stats(&mut self) -> Result<ProgramStats> {
+        program_stats(classifier(&mut self.ebpf)?)
+    }
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer")
+            .field("watched", &self.watched.len())
+            .field("legacy", &self.legacy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Inserts into SHADOWED, retrying briefly on ENOMEM: the kernel allocates a
+/// non-preallocated entry's per-CPU value without sleeping, from chunks it
+/// refills in the background, so a burst of inserts can run ahead of it.
+fn insert_retrying(
+    map: &mut PerCpuHashMap<MapData, IpKey, IpCounters>,
+    ip: IpAddr,
+    cpus: usize,
+) -> Result<()> {
+    const ATTEMPTS: u32 = 50;
+    let mut attempt = 0;
+    loop {
+        let zeros =
+            PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
+                Error::Cpus {
+                    what: "per-CPU values",
+                    source,
+                }
+            })?;
+        match map.insert(key(ip), zeros, 0) {
+            Ok(()) => return Ok(()),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::ENOMEM) && attempt < ATTEMPTS =>
+            {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt)));
+            }
+            Err(source) => {
+                return Err(Error::Map {
+                    action: "adding to SHADOWED",
+                    ip,
+                    source,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Watched objects converted to inventory types, keyed for the caches.
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
+use kube::api::DynamicObject;
+
+use super::{NodeInfo, cache::Converted};
+use crate::{
+    inventory::{CiliumNode, Invalid, Pod, Subnet},
+    kube::objects,
+};
+
+fn pod_key(p: &K8sPod) -> String {
+    let m = &p.metadata;
+    format!(
+        "{}/{}/{}",
+        m.namespace.as_deref().unwrap_or(""),
+        m.name.as_deref().unwrap_or(""),
+        m.uid.as_deref().unwrap_or("")
+    )
+}
+
+pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
+    let mut problems = Vec::new();
+    let pod = objects::pod(p, keys, &mut problems);
+    (pod_key(p), Ok(pod), problems)
+}
+
+fn dyn_key(o: &DynamicObject) -> String {
+    o.metadata.name.clone().unwrap_or_default()
+}
+
+/// A dynamic object as the JSON the file converters read (metadata + data).
+fn as_json(o: &DynamicObject) -> serde_json::Value {
+    let mut v = o.data.clone();
+    if let (Some(map), Ok(meta)) = (v.as_object_mut(), serde_json::to_value(&o.metadata)) {
+        map.insert("metadata".to_owned(), meta);
+    }
+    v
+}
+
+pub(super) fn convert_cilium_node(o: &DynamicObject) -> Converted<CiliumNode> {
+    let mut problems = Vec::new();
+    let r = objects::cilium_node(&as_json(o), &mut problems);
+    (dyn_key(o), r, problems)
+}
+
+pub(super) fn convert_subnet(o: &DynamicObject) -> Converted<Subnet> {
+    let mut problems = Vec::new();
+    let r = objects::subnet(&as_json(o), &mut problems);
+    (dyn_key(o), r, problems)
+}
+
+pub(super) fn convert_node(n: &Node) -> Converted<NodeInfo> {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let mut problems = Vec::new();
+    let spec = n.spec.as_ref();
+    let raw: Vec<String> = spec
+        .and_then(|s| s.pod_cidrs.clone())
+        .filter(|v| !v.is_empty())
+        .or_else(|| spec.and_then(|s| s.pod_cidr.clone()).map(|c| vec![c]))
+        .unwrap_or_default();
+    let mut pod_cidrs = Vec::new();
+    for c in raw {
+        match c.parse::<IpNet>() {
+            Ok(net) => pod_cidrs.push(net.trunc()),
+            Err(_) => problems.push(Invalid {
+                resource: "nodes",
+                object: name.clone(),
+                problem: format!(
+                    "spec.podCIDRs entry {} is not a CIDR; ignored",
+                    objects::quote(&c)
+                ),
+            }),
+        }
+    }
+    let info = NodeInfo {
+        name: name.clone(),
+        uid: n.metadata.uid.clone().unwrap_or_default(),
+        pod_cidrs,
+    };
+    (name, Ok(info), problems)
+}

@@ -1,0 +1,307 @@
+//! The cluster as a source: kube-runtime watchers (list + watch, no polling)
+//! feeding converted caches. Watches per agent: pods on this node, all
+//! CiliumNodes, kube-ovn Subnets, this node's Node, and one `status.podIP=<ip>`
+//! pod watch per address of this node that a pod elsewhere could hold — a
+//! number independent of the cluster's size.
+//!
+//! [`ClusterSource`] runs the watches until cancelled; the [`ClusterView`] it
+//! hands out reads snapshots and says which addresses to watch.
+
+mod cache;
+mod convert;
+mod watch;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind},
+    runtime::watcher,
+};
+use tokio::sync::watch as channel;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+pub use self::watch::{Failure, backoff};
+use self::{
+    cache::Cache,
+    convert::{convert_cilium_node, convert_node, convert_pod, convert_subnet},
+};
+use crate::inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet};
+
+/// This node as its Node object says.
+#[derive(Clone, Debug, Default)]
+pub struct NodeInfo {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.podCIDRs` (or `spec.podCIDR`).
+    pub pod_cidrs: Vec<IpNet>,
+}
+
+#[derive(Default)]
+struct State {
+    pods_here: Cache<Pod>,
+    pods_at: BTreeMap<IpAddr, Cache<Pod>>,
+    cilium_nodes: Cache<CiliumNode>,
+    subnets: Cache<Subnet>,
+    node: Cache<NodeInfo>,
+    up: BTreeMap<&'static str, bool>,
+}
+
+type Shared = Arc<Mutex<State>>;
+type OnChange = Arc<dyn Fn() + Send + Sync>;
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock leaves consistent-enough caches: keep going.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The CiliumNode resource (cilium.io/v2, cluster-scoped).
+pub fn cilium_nodes_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cilium.io", "v2", "CiliumNode"),
+        "ciliumnodes",
+    )
+}
+
+/// kube-ovn's Subnet resource (kubeovn.io/v1, cluster-scoped).
+pub fn subnets_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeovn.io", "v1", "Subnet"),
+        "subnets",
+    )
+}
+
+/// The watches of one node; [`ClusterSource::run`] runs them.
+pub struct ClusterSource {
+    client: Client,
+    node: String,
+    keys: Arc<Vec<String>>,
+    state: Shared,
+    on_change: OnChange,
+    want_ips: channel::Receiver<BTreeSet<IpAddr>>,
+}
+
+/// Reads what the watches have seen, and asks for per-address pod watches.
+pub struct ClusterView {
+    node: String,
+    state: Shared,
+    want_ips: channel::Sender<BTreeSet<IpAddr>>,
+}
+
+impl ClusterSource {
+    /// The watches of `node`; `on_change` is called after every applied event.
+    pub fn new(
+        client: Client,
+        node: &str,
+        annotation_keys: &[String],
+        on_change: Arc<dyn Fn() + Send + Sync>,
+    ) -> (Self, ClusterView) {
+        let state = Shared::default();
+        let (tx, rx) = channel::channel(BTreeSet::new());
+        let source = Self {
+            client,
+            node: node.to_owned(),
+            keys: Arc::new(annotation_keys.to_vec()),
+            state: state.clone(),
+            on_change,
+            want_ips: rx,
+        };
+        let view = ClusterView {
+            node: node.to_owned(),
+            state,
+            want_ips: tx,
+        };
+        (source, view)
+    }
+
+    /// Runs the fixed watches, and one pod watch per address the view asks
+    /// for, until `token` is cancelled.
+    pub async fn run(mut self, token: CancellationToken) {
+        let tasks = TaskTracker::new();
+        let node = self.node.clone();
+        let k = self.keys.clone();
+        tasks.spawn(watch::run(
+            Api::<K8sPod>::all(self.client.clone()),
+            watcher::Config::default().fields(&format!("spec.nodeName={node}")),
+            "pods",
+            self.state.clone(),
+            self.on_change.clone(),
+            move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
+            token.clone(),
+        ));
+        tasks.spawn(watch::run(
+            Api::<DynamicObject>::all_with(self.client.clone(), &cilium_nodes_resource()),
+            watcher::Config::default(),
+            "ciliumnodes",
+            self.state.clone(),
+            self.on_change.clone(),
+            |st, ev| st.cilium_nodes.apply(ev, convert_cilium_node),
+            token.clone(),
+        ));
+        tasks.spawn(watch::run(
+            Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
+            watcher::Config::default(),
+            "subnets",
+            self.state.clone(),
+            self.on_change.clone(),
+            |st, ev| st.subnets.apply(ev, convert_subnet),
+            token.clone(),
+        ));
+        tasks.spawn(watch::run(
+            Api::<Node>::all(self.client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={node}")),
+            "nodes",
+            self.state.clone(),
+            self.on_change.clone(),
+            |st, ev| st.node.apply(ev, convert_node),
+            token.clone(),
+        ));
+        let mut ip_watches: BTreeMap<IpAddr, CancellationToken> = BTreeMap::new();
+        let mut view_gone = false;
+        loop {
+            let want = self.want_ips.borrow_and_update().clone();
+            ip_watches.retain(|ip, t| {
+                let keep = want.contains(ip);
+                if !keep {
+                    t.cancel();
+                    lock(&self.state).pods_at.remove(ip);
+                }
+                keep
+            });
+            for ip in want {
+                if ip_watches.contains_key(&ip) {
+                    continue;
+                }
+                let stop = token.child_token();
+                ip_watches.insert(ip, stop.clone());
+                tasks.spawn(self.watch_ip(ip, stop));
+            }
+            tokio::select! {
+                () = token.cancelled() => break,
+                changed = self.want_ips.changed(), if !view_gone => view_gone = changed.is_err(),
+            }
+        }
+        tasks.close();
+        tasks.wait().await;
+    }
+
+    /// Watches pods holding `ip` anywhere in the cluster (`status.podIP=<ip>`).
+    fn watch_ip(&self, ip: IpAddr, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
+        let k = self.keys.clone();
+        let stopped = stop.clone();
+        watch::run(
+            Api::<K8sPod>::all(self.client.clone()),
+            watcher::Config::default().fields(&format!("status.podIP={ip}")),
+            "pods",
+            self.state.clone(),
+            self.on_change.clone(),
+            move |st, ev| {
+                // An event that raced the stop must not bring the cache back.
+                if !stopped.is_cancelled() {
+                    st.pods_at
+                        .entry(ip)
+                        .or_default()
+                        .apply(ev, |p| convert_pod(p, &k));
+                }
+            },
+            stop,
+        )
+    }
+}
+
+impl ClusterView {
+    /// Watches pods holding each of `ips` anywhere in the cluster, and stops
+    /// watching the IPs no longer wanted.
+    pub fn watch_ips(&self, ips: &BTreeSet<IpAddr>) {
+        self.want_ips.send_if_modified(|cur| {
+            let changed = cur != ips;
+            if changed {
+                cur.clone_from(ips);
+            }
+            changed
+        });
+    }
+
+    /// Whether this node's pods have been listed once: enough to reconcile. The
+    /// agent does not wait for the per-address watches (with the API server away,
+    /// a new one would otherwise hold up netlink detection).
+    pub fn pods_listed(&self) -> bool {
+        lock(&self.state).pods_here.synced
+    }
+
+    /// Whether this node's pods and every per-address watch have listed once
+    /// (what a one-shot check waits for).
+    pub fn synced(&self) -> bool {
+        let st = lock(&self.state);
+        st.pods_here.synced
+            && self
+                .want_ips
+                .borrow()
+                .iter()
+                .all(|ip| st.pods_at.get(ip).is_some_and(|c| c.synced))
+    }
+
+    /// Whether every fixed watch has listed once or failed (e.g. a CRD that is absent).
+    pub fn settled(&self) -> bool {
+        let st = lock(&self.state);
+        let done = |c: bool, s: &str| c || st.up.get(s) == Some(&false);
+        done(st.pods_here.synced, "pods")
+            && done(st.cilium_nodes.synced, "ciliumnodes")
+            && done(st.subnets.synced, "subnets")
+            && done(st.node.synced, "nodes")
+    }
+
+    /// The current picture, for one reconcile, and this node's Node.
+    pub fn snapshot(&self) -> (ClusterState, Option<NodeInfo>) {
+        let mut st = lock(&self.state);
+        let mut seen = BTreeSet::new();
+        let mut pods = Vec::new();
+        for p in st
+            .pods_here
+            .values()
+            .chain(st.pods_at.values().flat_map(Cache::values))
+        {
+            if seen.insert((p.namespace.clone(), p.name.clone(), p.uid.clone())) {
+                pods.push(p.clone());
+            }
+        }
+        let invalid = st
+            .pods_here
+            .problems()
+            .chain(st.pods_at.values().flat_map(Cache::problems))
+            .chain(st.cilium_nodes.problems())
+            .chain(st.subnets.problems())
+            .chain(st.node.problems())
+            .cloned()
+            .collect();
+        let node = st.node.values().find(|n| n.name == self.node).cloned();
+        let state = ClusterState {
+            pods: Arc::new(pods),
+            cilium_nodes: st.cilium_nodes.shared(),
+            subnets: st.subnets.shared(),
+            node_pod_cidrs: node
+                .as_ref()
+                .map(|n| n.pod_cidrs.clone())
+                .unwrap_or_default(),
+            invalid,
+        };
+        (state, node)
+    }
+
+    /// Whether each watch's last request worked.
+    pub fn status(&self) -> Vec<SourceStatus> {
+        let st = lock(&self.state);
+        ["pods", "ciliumnodes", "subnets", "nodes"]
+            .into_iter()
+            .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))
+            .collect()
+    }
+}

@@ -1,0 +1,142 @@
+//! Conversions of real and odd objects.
+
+use serde_json::json;
+
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use serde_json::Value;
+
+use std::net::IpAddr;
+
+use super::*;
+use crate::inventory::IpSource;
+
+fn k8s_pod(v: Value) -> K8sPod {
+    serde_json::from_value(v).expect("test pod")
+}
+
+fn keys() -> Vec<String> {
+    vec![crate::inventory::DEFAULT_POD_IP_ANNOTATION.to_owned()]
+}
+
+#[test]
+fn pod_ips_come_from_status_and_the_annotation_only_without_them() {
+    let mut problems = vec![];
+    let running = k8s_pod(json!({
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u1",
+                     "annotations": {"ovn.kubernetes.io/ip_address": "10.244.9.9"}},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Running", "podIP": "10.244.0.5",
+                   "podIPs": [{"ip": "10.244.0.5"}, {"ip": "fd00::5"}]}
+    }));
+    let p = pod(&running, &keys(), &mut problems);
+    assert_eq!(
+        p.ips.iter().map(|i| i.ip.to_string()).collect::<Vec<_>>(),
+        ["10.244.0.5", "fd00::5"]
+    );
+    assert!(p.ips.iter().all(|i| i.source == IpSource::Status));
+    assert_eq!(p.node.as_deref(), Some("n1"));
+
+    let pending = k8s_pod(json!({
+        "metadata": {"name": "b", "namespace": "ns",
+                     "annotations": {"ovn.kubernetes.io/ip_address": "10.244.1.12,fd00::c"}},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Pending"}
+    }));
+    let p = pod(&pending, &keys(), &mut problems);
+    assert_eq!(p.ips.len(), 2);
+    assert!(p.ips.iter().all(|i| i.source == IpSource::Annotation));
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+#[test]
+fn a_bad_annotation_is_reported_by_object_and_cut_short() {
+    let mut problems = vec![];
+    let huge = "x".repeat(1 << 20);
+    let p = k8s_pod(json!({
+        "metadata": {"name": "c", "namespace": "ns", "annotations": {"ovn.kubernetes.io/ip_address": huge}},
+        "spec": {"containers": []}
+    }));
+    let p = pod(&p, &keys(), &mut problems);
+    assert!(p.ips.is_empty());
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].object, "ns/c");
+    assert!(problems[0].problem.contains("not an IP address"));
+    assert!(
+        problems[0].problem.len() < 200,
+        "{}",
+        problems[0].problem.len()
+    );
+}
+
+#[test]
+fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
+    let mut problems = vec![];
+    let v = json!({
+        "metadata": {"name": "node-a"},
+        "spec": {
+            "addresses": [
+                {"type": "InternalIP", "ip": "192.168.100.11"},
+                {"type": "CiliumInternalIP", "ip": "10.244.4.251"},
+                {"type": "CiliumInternalIP", "ip": "not-an-ip"}
+            ],
+            "ingress": {"ipv4": "10.244.4.12", "ipv6": "10.244.4.13"},
+            "health": {"ipv4": 42}
+        }
+    });
+    let n = cilium_node(&v, &mut problems).expect("named node");
+    assert_eq!(
+        n.router,
+        vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]
+    );
+    assert_eq!(
+        n.ingress,
+        vec!["10.244.4.12".parse::<IpAddr>().expect("ip")]
+    );
+    assert!(n.health.is_empty());
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 3, "{text:?}");
+    assert!(
+        text[0].contains("ciliumnodes node-a: spec.addresses[2].ip \"not-an-ip\""),
+        "{text:?}"
+    );
+    assert!(
+        text[1].contains("spec.ingress.ipv6 \"10.244.4.13\" is of the wrong address family"),
+        "{text:?}"
+    );
+    assert!(
+        text[2].contains("spec.health.ipv4 is \"42\", not a string"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
+    let mut problems = vec![];
+    let v = json!({
+        "metadata": {"name": "ovn-default"},
+        "spec": {"cidrBlock": "10.244.0.0/16,fd00:10:244::/112",
+                 "excludeIps": ["10.244.0.1", "10.244.248.0..10.244.255.255", "10.0.0.9..10.0.0.1", 7]}
+    });
+    let s = subnet(&v, &mut problems).expect("usable subnet");
+    assert_eq!(s.cidrs.len(), 2);
+    assert_eq!(s.exclude.len(), 2);
+    assert!(!s.allocates("10.244.0.1".parse().expect("ip")));
+    assert!(!s.allocates("10.244.250.3".parse().expect("ip")));
+    assert!(s.allocates("10.244.4.251".parse().expect("ip")));
+    assert!(!s.allocates("10.245.0.1".parse().expect("ip")));
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].problem.contains("excludeIps[2]"));
+    let err = subnet(
+        &json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}}),
+        &mut problems,
+    )
+    .expect_err("no valid block");
+    assert!(err.problem.contains("no valid CIDR"));
+}
+
+#[test]
+fn a_cilium_node_without_a_name_is_rejected() {
+    let mut problems = vec![];
+    let err = cilium_node(&json!({"spec": {}}), &mut problems).expect_err("no name");
+    assert!(err.problem.contains("metadata.name"));
+}

@@ -1,0 +1,186 @@
+//! Kubernetes Events (events.k8s.io/v1) for findings, so `kubectl describe pod`
+//! says what is wrong and how to fix it.
+//!
+//! One Event object per series (regarding object, reason, IP). Its name is a
+//! hash of those, so an agent that restarts finds its series again (create
+//! answers 409, and the series continues with a count PATCH) instead of
+//! starting a new one; kube-runtime's Recorder keeps its series in memory only.
+//! Repeats bump `series.count` at most every 30 s. A series whose finding
+//! clears gets a Normal `IPCollisionResolved`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+
+use super::{message, traffic::Traffic};
+use crate::detect::{Finding, FindingKind};
+
+/// `reportingController` of every Event ipshadow writes.
+pub const REPORTING_CONTROLLER: &str = "ipshadow.io/agent";
+/// `action` of every Event.
+pub const ACTION: &str = "Detect";
+/// The reason of the Normal Event written when a finding clears.
+pub const REASON_RESOLVED: &str = "IPCollisionResolved";
+/// The reason of the Event about host traffic the eBPF observer saw.
+pub const REASON_TRAFFIC: &str = "HostTrafficBlackholed";
+/// events.k8s.io/v1 rejects notes longer than 1 kB.
+const NOTE_MAX: usize = 1024;
+/// Repeats of a series are counted at most this often.
+pub const REPEAT_EVERY: Duration = Duration::from_secs(30);
+
+/// One Event series this node should have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// The Pod or Node the Event is about.
+    pub regarding: ObjectReference,
+    /// Where the Event object lives: the pod's namespace, `default` for a Node.
+    pub namespace: String,
+    /// The Event's reason (a finding kind, or one of the `REASON_*`).
+    pub reason: String,
+    /// The IP the series is about.
+    pub ip: String,
+    /// Warning (or Normal).
+    pub warning: bool,
+    /// The note, at most 1 kB.
+    pub note: String,
+}
+
+/// What identifies a series: (regarding uid or name, reason, IP).
+pub type SeriesId = (String, String, String);
+
+impl Desired {
+    /// The series this Event belongs to.
+    pub fn id(&self) -> SeriesId {
+        let who = self
+            .regarding
+            .uid
+            .clone()
+            .or_else(|| self.regarding.name.clone())
+            .unwrap_or_default();
+        (who, self.reason.clone(), self.ip.clone())
+    }
+
+    /// A stable, valid object name: `<regarding name>.ipshadow.<fnv64 of the series id>`.
+    pub fn event_name(&self) -> String {
+        let (who, reason, ip) = self.id();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in who
+            .bytes()
+            .chain([0])
+            .chain(reason.bytes())
+            .chain([0])
+            .chain(ip.bytes())
+        {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let mut base: String = self.regarding.name.clone().unwrap_or_default();
+        base.truncate(200);
+        format!("{base}.ipshadow.{h:016x}")
+    }
+}
+
+/// `note` cut to what events.k8s.io/v1 accepts.
+pub fn truncate_note(note: &str) -> String {
+    if note.len() <= NOTE_MAX {
+        return note.to_owned();
+    }
+    let mut end = NOTE_MAX - 3;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &note[..end])
+}
+
+fn pod_ref(f: &Finding) -> Option<(ObjectReference, String)> {
+    let p = f.pod()?;
+    Some((
+        ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            name: Some(p.name.clone()),
+            namespace: Some(p.namespace.clone()),
+            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        },
+        p.namespace.clone(),
+    ))
+}
+
+/// The Event series this node reports for `findings` and `traffic` (pure).
+///
+/// Who writes what: the pod's node reports collisions of its own pods; the
+/// owner node reports non-Cilium local-address collisions of pods elsewhere and
+/// the host traffic it delivers locally (`HostTrafficBlackholed`); a node
+/// reports its own allocator overlaps on its Node.
+#[tracing::instrument(skip_all, fields(findings = findings.len(), traffic = traffic.len()))]
+pub fn desired(
+    findings: &[Finding],
+    traffic: &Traffic,
+    node: &str,
+    node_uid: Option<&str>,
+) -> Vec<Desired> {
+    let mut out = Vec::new();
+    for f in findings {
+        if f.kind == FindingKind::AllocatorOverlap {
+            out.push(Desired {
+                regarding: ObjectReference {
+                    api_version: Some("v1".to_owned()),
+                    kind: Some("Node".to_owned()),
+                    name: Some(node.to_owned()),
+                    uid: node_uid.map(str::to_owned),
+                    ..Default::default()
+                },
+                namespace: "default".to_owned(),
+                reason: f.kind.as_str().to_owned(),
+                ip: f.ip.to_string(),
+                warning: true,
+                note: truncate_note(&message::render(f)),
+            });
+            continue;
+        }
+        let mine = f.pod_node() == Some(node)
+            || (f.owner.node == node && f.kind == FindingKind::LocalAddressCollision);
+        if let (true, Some((regarding, namespace))) = (mine, pod_ref(f)) {
+            out.push(Desired {
+                regarding,
+                namespace,
+                reason: f.kind.as_str().to_owned(),
+                ip: f.ip.to_string(),
+                warning: true,
+                note: truncate_note(&message::render(f)),
+            });
+        }
+    }
+    for (key, totals) in traffic.iter().filter(|(_, t)| t.packets > 0) {
+        let Some(f) = findings.iter().find(|f| {
+            f.ip == key.ip
+                && f.pod()
+                    .is_some_and(|p| p.name == key.pod && p.namespace == key.namespace)
+        }) else {
+            continue;
+        };
+        let Some((regarding, namespace)) = pod_ref(f) else {
+            continue;
+        };
+        let text = format!(
+            "Node {node}'s host sent {} packets to {} (this pod's IP), {} of them TCP connection attempts, \
+             and its own stack refused {}: they were delivered to {node} itself (seen by ipshadow's eBPF \
+             classifier on lo), not to this pod. Kubelet probes and webhooks from {node} cannot reach it. {}",
+            totals.packets,
+            key.ip,
+            totals.tcp_syns,
+            totals.refused,
+            message::remedy(&f.remedy())
+        );
+        out.push(Desired {
+            regarding,
+            namespace,
+            reason: REASON_TRAFFIC.to_owned(),
+            ip: key.ip.to_string(),
+            warning: true,
+            note: truncate_note(&text),
+        });
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! The scrape-time families: one series per finding and per traffic series,
+//! written from the latest view, so a cleared finding's series simply stops.
+
+use std::sync::{Arc, RwLock};
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _},
+    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+};
+
+use super::FindingsView;
+use crate::{
+    detect::{FindingKind, Scope},
+    report::traffic::Counters,
+};
+
+#[derive(EncodeLabelSet)]
+struct CollisionLabels {
+    kind: &'static str,
+    scope: &'static str,
+}
+
+// The derive takes no lifetimes: these own their strings (one scrape's worth).
+#[derive(EncodeLabelSet)]
+struct FindingLabels {
+    kind: &'static str,
+    scope: &'static str,
+    namespace: String,
+    pod: String,
+    ip: String,
+    owner_node: String,
+    role: &'static str,
+    device: String,
+}
+
+#[derive(EncodeLabelSet)]
+struct TrafficLabels {
+    ip: String,
+    namespace: String,
+    pod: String,
+}
+
+/// A traffic counter family: name, help, and which counter it exposes.
+type TrafficMetric = (&'static str, &'static str, fn(&Counters) -> u64);
+
+/// A count as a gauge value (saturating: a node never has 2^63 findings).
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Writes the per-finding and traffic families from the latest view at every scrape.
+#[derive(Debug)]
+pub(super) struct FindingsCollector {
+    view: Arc<RwLock<FindingsView>>,
+}
+
+impl FindingsCollector {
+    pub(super) fn new(view: Arc<RwLock<FindingsView>>) -> Self {
+        Self { view }
+    }
+}
+
+/// The kinds counted in `ipshadow_collisions`: an address held by two owners.
+const COLLISION_KINDS: [FindingKind; 4] = [
+    FindingKind::RouterIpCollision,
+    FindingKind::IngressIpCollision,
+    FindingKind::HealthIpCollision,
+    FindingKind::LocalAddressCollision,
+];
+
+impl Collector for FindingsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // A poisoned lock only means a writer panicked mid-update; the data is still the last view.
+        let view = self
+            .view
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = |kind: FindingKind, scope: Option<Scope>| {
+            view.findings
+                .iter()
+                .filter(|f| f.kind == kind && scope.is_none_or(|s| f.scope == s))
+                .count()
+        };
+
+        let mut m = encoder.encode_descriptor(
+            "ipshadow_collisions",
+            "Pod IPs that collide with an address a node holds, by kind and scope",
+            None,
+            MetricType::Gauge,
+        )?;
+        for kind in COLLISION_KINDS {
+            for scope in [Scope::SameNode, Scope::CrossNode] {
+                let l = CollisionLabels {
+                    kind: kind.as_str(),
+                    scope: scope.as_str(),
+                };
+                ConstGauge::new(gauge(count(kind, Some(scope)))).encode(m.encode_family(&l)?)?;
+            }
+        }
+
+        let mut m = encoder.encode_descriptor(
+            "ipshadow_collision_info",
+            "One series per active finding (value 1), with what collides with what",
+            None,
+            MetricType::Gauge,
+        )?;
+        for f in &view.findings {
+            let (namespace, pod) = f
+                .pod()
+                .map_or_else(Default::default, |p| (p.namespace.clone(), p.name.clone()));
+            let l = FindingLabels {
+                kind: f.kind.as_str(),
+                scope: f.scope.as_str(),
+                namespace,
+                pod,
+                ip: f.ip.to_string(),
+                owner_node: f.owner.node.clone(),
+                role: f.owner.role.as_str(),
+                device: f.owner.device.clone().unwrap_or_default(),
+            };
+            ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
+        }
+
+        let m = encoder.encode_descriptor(
+            "ipshadow_host_route_blackholes",
+            "Pods on this node whose host route ends in blackhole, unreachable, prohibit or nowhere",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(gauge(count(FindingKind::HostRouteBlackhole, None))).encode(m)?;
+        let m = encoder.encode_descriptor(
+            "ipshadow_allocator_overlaps",
+            "Cilium infrastructure addresses (or ranges) of this node that kube-ovn may hand to pods",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(gauge(count(FindingKind::AllocatorOverlap, None))).encode(m)?;
+
+        let traffic: [TrafficMetric; 4] = [
+            (
+                "ipshadow_blackholed_packets",
+                "Packets from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
+                |t| t.packets,
+            ),
+            (
+                "ipshadow_blackholed_bytes",
+                "Bytes from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
+                |t| t.bytes,
+            ),
+            (
+                "ipshadow_blackholed_tcp_syns",
+                "TCP connection attempts (SYN) from this node's host to a shadowed pod IP",
+                |t| t.tcp_syns,
+            ),
+            (
+                "ipshadow_refused_connections",
+                "TCP connections to a shadowed pod IP refused (RST) by this node's own stack",
+                |t| t.refused,
+            ),
+        ];
+        for (name, help, pick) in traffic {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (key, totals) in &view.traffic {
+                let l = TrafficLabels {
+                    ip: key.ip.to_string(),
+                    namespace: key.namespace.clone(),
+                    pod: key.pod.clone(),
+                };
+                ConstCounter::new(pick(totals)).encode(m.encode_family(&l)?)?;
+            }
+        }
+        Ok(())
+    }
+}

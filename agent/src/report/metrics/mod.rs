@@ -1,0 +1,280 @@
+//! Prometheus metrics (OpenMetrics text via prometheus-client).
+//!
+//! Agent health metrics are ordinary registered metrics; the per-finding ones
+//! are produced at scrape time by a collector over the latest reconcile, so a
+//! cleared finding's series simply stops being written.
+
+mod collector;
+
+use std::sync::{Arc, RwLock};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, EncodeLabelValue},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::{Registry, Unit},
+};
+
+use super::traffic::Traffic;
+use crate::detect::Finding;
+
+/// The Content-Type of `/metrics` in OpenMetrics, what Prometheus asks for first.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The classic Prometheus text format (0.0.4), for clients that do not ask for
+/// OpenMetrics (curl, promtool, older scrapers): counters' HELP and TYPE carry
+/// the `_total` name there, which its parser requires.
+pub const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// `ipshadow_build_info`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// `ipshadow_source_up`'s labels: `netlink`, `pods`, `ciliumnodes`, `subnets`, `nodes`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The source.
+    pub source: &'static str,
+}
+
+/// `ipshadow_invalid_objects_total`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// The resource the object belongs to.
+    pub resource: &'static str,
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, reason = "the label values are lowercase")]
+pub enum Outcome {
+    /// It ran.
+    ok,
+    /// Reading the node failed.
+    error,
+}
+
+/// `ipshadow_reconciles_total`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// How it ended.
+    pub result: Outcome,
+}
+
+/// What the collector exposes: the latest findings and traffic totals.
+#[derive(Debug, Default)]
+pub struct FindingsView {
+    /// The findings of the last reconcile.
+    pub findings: Vec<Finding>,
+    /// The traffic series and their totals.
+    pub traffic: Traffic,
+}
+
+/// The agent's metrics and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    /// Read by the collector at every scrape.
+    pub view: Arc<RwLock<FindingsView>>,
+    /// `ipshadow_ebpf_attached`.
+    pub ebpf_attached: Gauge,
+    /// `ipshadow_source_up`.
+    pub source_up: Family<SourceLabels, Gauge>,
+    /// `ipshadow_invalid_objects_total`.
+    pub invalid_objects: Family<ResourceLabels, Counter>,
+    /// `ipshadow_reconciles_total`.
+    pub reconciles: Family<ResultLabels, Counter>,
+    /// `ipshadow_reconcile_duration_seconds`.
+    pub reconcile_duration: Histogram,
+    /// `ipshadow_last_reconcile_timestamp_seconds`.
+    pub last_reconcile: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl Metrics {
+    /// Every metric registered, the per-finding ones through a collector.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let view = Arc::new(RwLock::new(FindingsView::default()));
+        let ebpf_attached = Gauge::default();
+        let source_up = Family::<SourceLabels, Gauge>::default();
+        let invalid_objects = Family::<ResourceLabels, Counter>::default();
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let reconcile_duration = Histogram::new([
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+        ]);
+        let last_reconcile = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        // A gauge fixed at 1 rather than an OpenMetrics `info`: promtool and
+        // Prometheus' text parser (2.42) reject the `info` type.
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "ipshadow_build_info",
+            "Build information of the running agent (value 1)",
+            build_info,
+        );
+        registry.register(
+            "ipshadow_ebpf_attached",
+            "1 when the eBPF classifier is attached to lo, 0 when the agent runs netlink-only",
+            ebpf_attached.clone(),
+        );
+        registry.register(
+            "ipshadow_source_up",
+            "1 when the last read of a source (netlink, pods, ciliumnodes, subnets) worked",
+            source_up.clone(),
+        );
+        registry.register(
+            "ipshadow_invalid_objects",
+            "Malformed objects or fields skipped, by resource (counted once per distinct problem)",
+            invalid_objects.clone(),
+        );
+        registry.register(
+            "ipshadow_reconciles",
+            "Reconciles run, by result (ok, error)",
+            reconciles.clone(),
+        );
+        registry.register_with_unit(
+            "ipshadow_reconcile_duration",
+            "Time one reconcile takes: netlink read, FIB lookups, detection",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        registry.register_with_unit(
+            "ipshadow_last_reconcile_timestamp",
+            "Unix time of the last successful reconcile",
+            Unit::Seconds,
+            last_reconcile.clone(),
+        );
+        registry.register_collector(Box::new(collector::FindingsCollector::new(view.clone())));
+        // Series that start at zero rather than appear on the first increment, so
+        // increase() and alerts see 0, not "no data".
+        for resource in ["pods", "ciliumnodes", "subnets", "nodes"] {
+            let _ = invalid_objects.get_or_create(&ResourceLabels { resource });
+        }
+        for result in [Outcome::ok, Outcome::error] {
+            let _ = reconciles.get_or_create(&ResultLabels { result });
+        }
+        Self {
+            registry,
+            view,
+            ebpf_attached,
+            source_up,
+            invalid_objects,
+            reconciles,
+            reconcile_duration,
+            last_reconcile,
+        }
+    }
+
+    /// Everything registered, as OpenMetrics or as Prometheus text.
+    pub fn encode(&self, openmetrics: bool) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        if openmetrics {
+            prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        } else {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        detect::{Owner, PodRef, PodSite, Role, Scope},
+        inventory::{DeadEnd, IpSource},
+        report::traffic::{Counters, SeriesKey},
+    };
+
+    fn site() -> PodSite {
+        PodSite {
+            pod: PodRef {
+                namespace: "ns".into(),
+                name: "p".into(),
+                uid: "u".into(),
+            },
+            node: "n".into(),
+            ip_source: IpSource::Status,
+        }
+    }
+
+    #[test]
+    fn findings_and_traffic_are_exposed_in_both_formats() {
+        let m = Metrics::new();
+        {
+            let mut v = m.view.write().expect("lock");
+            let owner = Owner {
+                node: "n".into(),
+                role: Role::Router,
+                device: Some("cilium_host".into()),
+            };
+            v.findings = vec![
+                Finding::collision(
+                    Scope::SameNode,
+                    "10.0.0.1".parse().expect("ip"),
+                    owner,
+                    site(),
+                    None,
+                    None,
+                ),
+                Finding::blackhole(
+                    "10.0.0.2".parse().expect("ip"),
+                    site(),
+                    DeadEnd::Blackhole,
+                    None,
+                ),
+            ];
+            v.traffic = vec![(
+                SeriesKey {
+                    ip: "10.0.0.1".parse().expect("ip"),
+                    namespace: "ns".into(),
+                    pod: "p".into(),
+                },
+                Counters {
+                    packets: 4,
+                    bytes: 256,
+                    tcp_syns: 2,
+                    refused: 2,
+                    ..Counters::default()
+                },
+            )];
+        }
+        let om = m.encode(true).expect("encodes");
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        for line in [
+            "ipshadow_collisions{kind=\"RouterIPCollision\",scope=\"same-node\"} 1",
+            "ipshadow_collisions{kind=\"HealthIPCollision\",scope=\"cross-node\"} 0",
+            "ipshadow_host_route_blackholes 1",
+            "ipshadow_allocator_overlaps 0",
+            "ipshadow_refused_connections_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 2",
+            "ipshadow_blackholed_bytes_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 256",
+            "ipshadow_build_info{version=",
+        ] {
+            assert!(om.contains(line), "{line} missing in\n{om}");
+        }
+        let text = m.encode(false).expect("encodes");
+        // Prometheus text names counter families with their _total suffix.
+        assert!(
+            text.contains("# TYPE ipshadow_refused_connections_total counter"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"));
+
+        // A cleared finding's series is gone on the next scrape.
+        m.view.write().expect("lock").findings.clear();
+        let om = m.encode(true).expect("encodes");
+        assert!(!om.contains("ipshadow_collision_info{"), "{om}");
+        assert!(
+            om.contains("ipshadow_collisions{kind=\"RouterIPCollision\",scope=\"same-node\"} 0")
+        );
+    }
+}

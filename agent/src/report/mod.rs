@@ -1,0 +1,36 @@
+//! Reporting: what findings become for people and machines — messages, Event
+//! series, metrics, `check` output — and the traffic evidence that joins them.
+//! Pure: the adapters write what this layer renders.
+
+pub mod events;
+pub mod evidence;
+pub mod message;
+pub mod metrics;
+pub mod output;
+pub mod traffic;
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use self::evidence::Evidence;
+use crate::{detect::Finding, inventory::Invalid};
+
+/// The outcome of one check: findings, what the eBPF observer saw of their
+/// IPs, and the input skipped as malformed.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// This node's name.
+    pub node: String,
+    /// What detection found.
+    pub findings: Vec<Finding>,
+    /// Traffic evidence by IP, for findings on addresses this node holds.
+    pub evidence: BTreeMap<IpAddr, Evidence>,
+    /// Objects (or fields) skipped as malformed.
+    pub invalid: Vec<Invalid>,
+}
+
+impl Report {
+    /// The evidence joined to `f`: traffic to its IP, if watched.
+    pub fn evidence_of(&self, f: &Finding) -> Option<&Evidence> {
+        self.evidence.get(&f.ip)
+    }
+}
