@@ -88,6 +88,7 @@ impl Reconciler {
             host,
             pods: Arc::clone(&kube.pods),
             cilium_nodes: Arc::clone(&kube.cilium_nodes),
+            annotated_nodes: Arc::clone(&kube.annotated_nodes),
             subnets: Arc::clone(&kube.subnets),
         };
         let findings = detect(&inventory);
@@ -114,12 +115,22 @@ pub struct Reconciled {
 /// names (the Ingress IP is on no device). The cluster source watches pods
 /// holding each of them, anywhere.
 pub fn pod_ip_watches(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTreeSet<IpAddr> {
-    let mine = inv.cilium_nodes.iter().find(|c| c.name == inv.node);
+    let mine: Vec<_> = inv
+        .cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .filter(|c| c.name == inv.node)
+        .collect();
     let ranges: Vec<ipnet::IpNet> = node_pod_cidrs
         .iter()
         .copied()
-        .chain(inv.subnets.iter().flat_map(|s| s.cidrs.iter().copied()))
-        .chain(mine.iter().flat_map(|c| c.pod_cidrs.iter().copied()))
+        .chain(
+            inv.subnets
+                .iter()
+                .filter(|s| s.primary)
+                .flat_map(|s| s.cidrs.iter().copied()),
+        )
+        .chain(mine.iter().flat_map(|c| c.ranges().map(|(r, _)| r)))
         .collect();
     let local = inv
         .host
@@ -129,6 +140,6 @@ pub fn pod_ip_watches(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTree
         .filter(|ip| ranges.iter().any(|r| r.contains(ip)));
     let infra = mine
         .into_iter()
-        .flat_map(|c| c.router.iter().chain(&c.ingress).chain(&c.health).copied());
+        .flat_map(|c| c.addresses.iter().map(|a| a.ip));
     local.chain(infra).collect()
 }

@@ -1,6 +1,7 @@
 //! Files and watch objects as `kubectl get -o json` prints them: the List is
-//! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet and a Pod
-//! (with its IP annotations). Whatever the bytes: no panic, no hang.
+//! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet, a Node's
+//! Cilium annotations and a Pod (with its IP annotations). Whatever the bytes:
+//! no panic, no hang.
 #![no_main]
 
 use std::path::Path;
@@ -17,6 +18,12 @@ fuzz_target!(|data: &[u8]| {
     let _ = files::for_each_item_in(data, Path::new("fuzz-input"), "fuzz", |_, item| {
         let _ = objects::cilium_node(&item, &mut problems);
         let _ = objects::subnet(&item, &mut problems);
+        if let Ok(meta) = serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(
+            item["metadata"].clone(),
+        ) && let Some(annotations) = &meta.annotations
+        {
+            let _ = objects::node_annotations("fuzz", annotations, &mut problems);
+        }
         if let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(item) {
             let _ = objects::pod(&pod, &keys, &mut problems);
         }

@@ -197,8 +197,18 @@ impl ApiServer {
                 let serve = |l: tokio::net::TcpListener| {
                     let app = Router::new().fallback({
                         let s = server_shared.clone();
-                        move |method: Method, uri: Uri, body: Bytes| {
-                            handle(s.clone(), method, uri, body)
+                        move |method: Method,
+                              headers: axum::http::HeaderMap,
+                              uri: Uri,
+                              body: Bytes| {
+                            // Metadata-only lists and watches (kube's metadata_watcher) ask
+                            // for PartialObjectMetadata in Accept, as the real server reads it.
+                            let metadata_only = headers
+                                .get_all(header::ACCEPT)
+                                .iter()
+                                .filter_map(|v| v.to_str().ok())
+                                .any(|v| v.contains("as=PartialObjectMetadata"));
+                            handle(s.clone(), method, uri, body, metadata_only)
                         }
                     });
                     tokio::spawn(async move {
@@ -541,6 +551,13 @@ struct Target {
     name: Option<String>,
     /// `/api/v1/…/events`: the core/v1 view of events.
     core_events: bool,
+    /// The client asked for PartialObjectMetadata (metadata only).
+    metadata_only: bool,
+}
+
+/// An object as PartialObjectMetadata: its metadata and nothing else.
+fn partial(obj: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]})
 }
 
 fn parse_path(path: &str) -> Option<Target> {
@@ -573,6 +590,7 @@ fn parse_path(path: &str) -> Option<Target> {
         namespace,
         name,
         core_events: group_len == 2 && res == Res::Events,
+        metadata_only: false,
     })
 }
 
@@ -655,7 +673,13 @@ fn in_scope(t: &Target, obj: &Value) -> bool {
         .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
 }
 
-async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
+async fn handle(
+    shared: Arc<Shared>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+    metadata_only: bool,
+) -> Response {
     let q = query(&uri);
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     let (delay, fault, throttle) = {
@@ -712,13 +736,14 @@ async fn handle(shared: Arc<Shared>, method: Method, uri: Uri, body: Bytes) -> R
     if let Some(r) = discovery(&shared, path) {
         return r;
     }
-    let Some(t) = parse_path(path) else {
+    let Some(mut t) = parse_path(path) else {
         return status(
             404,
             "NotFound",
             &format!("the server could not find the requested resource ({path})"),
         );
     };
+    t.metadata_only = metadata_only;
     if t.res.is_crd() && !shared.store.lock().unwrap().crds.contains(&t.res) {
         return status(
             404,
@@ -827,15 +852,18 @@ fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
             }
         })
         .filter(|o| in_scope(t, o) && matches(o, &sel))
+        .map(|o| if t.metadata_only { partial(&o) } else { o })
         .collect();
-    let api_version = if t.core_events {
-        "v1"
+    let (api_version, kind) = if t.metadata_only {
+        ("meta.k8s.io/v1", "PartialObjectMetadataList".to_owned())
+    } else if t.core_events {
+        ("v1", format!("{}List", t.res.kind()))
     } else {
-        t.res.api_version()
+        (t.res.api_version(), format!("{}List", t.res.kind()))
     };
     json_response(
         StatusCode::OK,
-        &json!({"apiVersion": api_version, "kind": format!("{}List", t.res.kind()),
+        &json!({"apiVersion": api_version, "kind": kind,
                 "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
     )
 }
@@ -890,23 +918,31 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
             && matches(&c.obj, &sel)
     };
     let keep2 = keep.clone();
+    let metadata_only = t.metadata_only;
+    let encode = move |c: &Change| {
+        if metadata_only {
+            watch_line(c.kind, &partial(&c.obj))
+        } else {
+            watch_line(c.kind, &c.obj)
+        }
+    };
     let first: Vec<Result<Bytes, Infallible>> = backlog
         .into_iter()
         .filter(|c| keep(c))
-        .map(|c| Ok(watch_line(c.kind, &c.obj)))
+        .map(|c| Ok(encode(&c)))
         .collect();
     let mut drops = shared.drops.subscribe();
     drops.mark_unchanged();
     let deadline = tokio::time::Instant::now() + timeout;
     let live = futures::stream::unfold((rx, drops), move |(mut rx, mut drops)| {
-        let keep = keep2.clone();
+        let wanted = keep2.clone();
         async move {
             loop {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => return None,
                     _ = drops.changed() => return None,
                     c = rx.recv() => match c {
-                        Ok(c) if keep(&c) => return Some((Ok(watch_line(c.kind, &c.obj)), (rx, drops))),
+                        Ok(c) if wanted(&c) => return Some((Ok(encode(&c)), (rx, drops))),
                         Ok(_) => {}
                         // Lagged or closed: end the stream, the client re-watches.
                         Err(_) => return None,

@@ -138,7 +138,7 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
     assert_eq!(f["pod"]["name"], "postgres-0");
     assert_eq!(
         f["owner"],
-        serde_json::json!({"node": ME, "role": "router", "device": "cilium_host"})
+        serde_json::json!({"node": ME, "role": "router", "device": "cilium_host", "source": "ciliumnode.spec.addresses"})
     );
     // No /32 for the pod in the main table (kube-ovn routes the /16): the kernel's
     // local-table answer is what shows the host never reaches this pod.

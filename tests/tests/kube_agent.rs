@@ -635,9 +635,15 @@ fn watches_dropped_every_two_seconds_resume_without_relisting_or_losing_a_change
     figure(format!(
         "{ROUNDS} watch drops: {watches} re-watches, {lists} relists"
     ));
-    // Resumed from the last resourceVersion: no relist, about one watch per stream per drop.
+    // Resumed from the last resourceVersion: no relist, about one watch per stream
+    // per drop. Six streams: pods here, CiliumNodes, Subnets, this Node, every
+    // Node's metadata (annotations), and the pods holding this node's router IP.
+    const STREAMS: u64 = 6;
     assert_eq!(lists, 0, "watches relisted after a plain drop");
-    assert!(watches <= 5 * (ROUNDS as u64 + 2), "{watches} watches");
+    assert!(
+        watches <= STREAMS * (ROUNDS as u64 + 2),
+        "{watches} watches"
+    );
     let (status, _) = agent.terminate();
     assert!(status.success());
 }
@@ -803,4 +809,45 @@ fn with_the_api_server_a_new_pod_on_a_local_address_is_found() {
     });
     let took = took.unwrap_or_else(|| panic!("no finding; log:\n{}", agent.log_text()));
     figure(format!("pod added -> finding in /metrics: {took:?}"));
+}
+
+#[test]
+fn a_node_annotation_alone_names_another_node_s_router_ip() {
+    if !can_run_netns_tests("a_node_annotation_alone_names_another_node_s_router_ip") {
+        return;
+    }
+    // No CiliumNode for node-b: only its Node's annotation (Cilium's
+    // --annotate-k8s-node) says what its router IP is. The agent reads every
+    // Node's annotations through a metadata-only watch.
+    let sim = SimNode::kube_ovn("kann", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    api.apply(Res::Nodes, node(ME, &["10.244.4.0/24"]));
+    let mut other = node(OTHER, &["10.244.1.0/24"]);
+    other["metadata"]["annotations"] =
+        serde_json::json!({"network.cilium.io/ipv4-cilium-host": OTHER_ROUTER});
+    api.apply(Res::Nodes, other);
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    let lab = Lab::new("ann", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("pod", "api-0"),
+                ("owner_node", OTHER),
+                ("scope", "cross-node"),
+            ],
+        ) == Some(1.0)
+    });
+    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    let e = wait_for("api-0's Event", HANG, || {
+        event(&api, "tenant", "api-0", "RouterIPCollision")
+    });
+    let note = e["message"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("network.cilium.io annotations"),
+        "the note names where the address was read: {note}"
+    );
 }

@@ -7,7 +7,8 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::inventory::{DeadEnd, IpRange, IpSource};
+pub use crate::inventory::Role;
+use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
 /// The kinds of finding (DESIGN.md); their names are Event reasons and metric labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -97,38 +98,6 @@ impl fmt::Display for Scope {
     }
 }
 
-/// What the shadowing address is to its owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Cilium's router IP, on `cilium_host`.
-    Router,
-    /// Cilium's Ingress IP, held by its endpoint manager only.
-    Ingress,
-    /// Cilium's health endpoint IP.
-    Health,
-    /// Any other address of the node.
-    Local,
-}
-
-impl Role {
-    /// The name used in JSON and metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Router => "router",
-            Self::Ingress => "ingress",
-            Self::Health => "health",
-            Self::Local => "local",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A pod, by namespace, name and uid.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct PodRef {
@@ -156,6 +125,8 @@ pub struct Owner {
     /// The kernel device holding it; `None` where no device does (Cilium's
     /// Ingress IP lives only in its endpoint manager, a blackhole has no device).
     pub device: Option<String>,
+    /// Where the address was read.
+    pub source: Source,
 }
 
 /// The pod side of a finding: which pod, on which node, and where its IP came from.
@@ -196,24 +167,47 @@ pub enum Cause {
         subnet: String,
         /// The Subnet's block holding the address.
         block: Option<IpNet>,
-        /// Cilium's range (`CiliumNode.spec.ipam.podCIDRs`) involved.
-        cilium_range: Option<IpNet>,
+        /// Cilium's range involved, and the field it was read from.
+        cilium_range: Option<(IpNet, &'static str)>,
         /// Whether the IP is an address Cilium holds now (rather than one it may take).
         held: bool,
     },
 }
 
-/// What the operator should do; rendered into every message and Event note.
+/// What the operator should do, decided from what the inventory shows of the
+/// cluster; rendered into every message and Event note.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Remedy {
-    /// Give Cilium's IPAM a pool outside the range the pod allocator hands out.
-    SeparateCiliumPool,
-    /// Remove the local address, or exclude it from the pod allocator's range.
-    RemoveLocalAddress,
+    /// kube-ovn hands out pod addresses over Cilium's range: give Cilium a pool
+    /// cut from the end of the Subnet's block and exclude it there.
+    CarveCiliumPool {
+        /// The Subnet that handed the address out.
+        subnet: String,
+        /// Its block holding the address.
+        block: IpNet,
+        /// A block at its end for Cilium's pool.
+        pool: IpNet,
+    },
+    /// kube-ovn hands out pod addresses, but no Subnet known here holds this one.
+    ExcludeInPodAllocator,
+    /// Cilium is the only allocator and gave a pod an address it holds itself.
+    ReallocatePod {
+        /// The node whose allocator did it.
+        node: String,
+    },
+    /// Remove the local address, or keep the pod allocator off it.
+    RemoveLocalAddress {
+        /// The device holding it.
+        device: Option<String>,
+        /// The kube-ovn Subnet that hands it out, if one does.
+        subnet: Option<String>,
+    },
     /// Restore the pod network's route on the node.
     RestoreRoute {
         /// The node missing the route.
         node: String,
+        /// Whether kube-ovn lays the pod routes (one per subnet, via ovn0).
+        kube_ovn: bool,
     },
     /// Delete the stale route that drops the pod's traffic.
     DeleteStaleRoute {
@@ -247,6 +241,8 @@ pub struct Finding {
     pub owner: Owner,
     /// What exactly was found.
     pub cause: Cause,
+    /// What fixes it.
+    pub remedy: Remedy,
 }
 
 impl Finding {
@@ -256,8 +252,8 @@ impl Finding {
         ip: IpAddr,
         owner: Owner,
         site: PodSite,
-        fib: Option<String>,
-        shadowed_route: Option<String>,
+        (fib, shadowed_route): (Option<String>, Option<String>),
+        remedy: Remedy,
     ) -> Self {
         Self {
             kind: FindingKind::for_role(owner.role),
@@ -269,11 +265,24 @@ impl Finding {
                 fib,
                 shadowed_route,
             },
+            remedy,
         }
     }
 
     /// A pod IP its own node routes into `dead_end`.
-    pub fn blackhole(ip: IpAddr, site: PodSite, dead_end: DeadEnd, route: Option<String>) -> Self {
+    pub fn blackhole(
+        ip: IpAddr,
+        site: PodSite,
+        dead_end: DeadEnd,
+        route: Option<String>,
+        kube_ovn: bool,
+    ) -> Self {
+        let node = site.node.clone();
+        let remedy = if dead_end == DeadEnd::NoRoute {
+            Remedy::RestoreRoute { node, kube_ovn }
+        } else {
+            Remedy::DeleteStaleRoute { node, dead_end }
+        };
         Self {
             kind: FindingKind::HostRouteBlackhole,
             scope: Scope::SameNode,
@@ -282,12 +291,14 @@ impl Finding {
                 node: site.node.clone(),
                 role: Role::Local,
                 device: None,
+                source: Source::Kernel,
             },
             cause: Cause::Blackhole {
                 site,
                 dead_end,
                 route,
             },
+            remedy,
         }
     }
 
@@ -298,9 +309,21 @@ impl Finding {
         owner: Owner,
         subnet: String,
         block: Option<IpNet>,
-        cilium_range: Option<IpNet>,
+        cilium_range: Option<(IpNet, &'static str)>,
         held: bool,
     ) -> Self {
+        let exclude = cilium_range.as_ref().map_or(
+            IpRange {
+                first: ip,
+                last: ip,
+            },
+            |(r, _)| IpRange::of(r),
+        );
+        let remedy = Remedy::ExcludeFromSubnet {
+            subnet: subnet.clone(),
+            exclude,
+            block,
+        };
         Self {
             kind: FindingKind::AllocatorOverlap,
             scope: Scope::SameNode,
@@ -312,6 +335,7 @@ impl Finding {
                 cilium_range,
                 held,
             },
+            remedy,
         }
     }
 
@@ -331,41 +355,6 @@ impl Finding {
     /// The node the pod runs on; `None` for node-level findings.
     pub fn pod_node(&self) -> Option<&str> {
         self.site().map(|s| s.node.as_str())
-    }
-
-    /// What fixes it.
-    pub fn remedy(&self) -> Remedy {
-        match &self.cause {
-            Cause::Collision { .. } if self.owner.role == Role::Local => Remedy::RemoveLocalAddress,
-            Cause::Collision { .. } => Remedy::SeparateCiliumPool,
-            Cause::Blackhole {
-                site,
-                dead_end: DeadEnd::NoRoute,
-                ..
-            } => Remedy::RestoreRoute {
-                node: site.node.clone(),
-            },
-            Cause::Blackhole { site, dead_end, .. } => Remedy::DeleteStaleRoute {
-                node: site.node.clone(),
-                dead_end: *dead_end,
-            },
-            Cause::Overlap {
-                subnet,
-                block,
-                cilium_range,
-                ..
-            } => Remedy::ExcludeFromSubnet {
-                subnet: subnet.clone(),
-                exclude: cilium_range.as_ref().map_or(
-                    IpRange {
-                        first: self.ip,
-                        last: self.ip,
-                    },
-                    IpRange::of,
-                ),
-                block: *block,
-            },
-        }
     }
 
     /// Stable order for output and comparisons: by kind, IP, pod.

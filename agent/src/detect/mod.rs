@@ -16,9 +16,12 @@ mod owners;
 use std::{collections::HashSet, net::IpAddr};
 
 pub use finding::{Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope};
+use ipnet::IpNet;
 use owners::Owners;
 
-use crate::inventory::{FibResult, Inventory, Pod, PodIp, RouteKind, TABLE_LOCAL, TABLE_MAIN};
+use crate::inventory::{
+    FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, Source, TABLE_LOCAL, TABLE_MAIN,
+};
 
 /// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
 pub fn detect(inv: &Inventory) -> Vec<Finding> {
@@ -51,7 +54,7 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
             let finding = if pod_node == inv.node {
                 check_own_pod(inv, &owners, site, pip)
             } else {
-                check_foreign_pod(&owners, site, pip)
+                check_foreign_pod(inv, &owners, site, pip)
             };
             findings.extend(finding);
         }
@@ -83,13 +86,14 @@ fn check_own_pod(
             .mine
             .get(&pip.ip)
             .map_or_else(|| local_route_owner(inv, pip.ip, *oif), |o| o.to_owner());
+        let remedy = collision_remedy(inv, &owner, pip);
         return Some(Finding::collision(
             Scope::SameNode,
             pip.ip,
             owner,
             site(),
-            fib_text(),
-            shadowed_pod_route(inv, pip.ip),
+            (fib_text(), shadowed_pod_route(inv, pip.ip)),
+            remedy,
         ));
     }
 
@@ -100,14 +104,16 @@ fn check_own_pod(
         .get(&pip.ip)
         .map(|o| (o, Scope::SameNode))
         .or_else(|| owners.others.get(&pip.ip).map(|o| (o, Scope::CrossNode)));
-    if let Some((owner, scope)) = owned {
+    if let Some((held_by, scope)) = owned {
+        let holder = held_by.to_owner();
+        let remedy = collision_remedy(inv, &holder, pip);
         return Some(Finding::collision(
             scope,
             pip.ip,
-            owner.to_owner(),
+            holder,
             site(),
-            fib_text(),
-            None,
+            (fib_text(), None),
+            remedy,
         ));
     }
 
@@ -117,7 +123,13 @@ fn check_own_pod(
         .host
         .best_route_of_kind(pip.ip, dead_end.route_kind())
         .map(|r| inv.host.describe_route(r));
-    Some(Finding::blackhole(pip.ip, site(), dead_end, route))
+    Some(Finding::blackhole(
+        pip.ip,
+        site(),
+        dead_end,
+        route,
+        uses_kube_ovn(inv, pip),
+    ))
 }
 
 /// The owner of a locally delivered IP that no address names: a `local` route
@@ -141,22 +153,63 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
         node: inv.node.clone(),
         role,
         device,
+        source: Source::Kernel,
     }
 }
 
+/// Whether kube-ovn hands out pod addresses here: a primary Subnet is known, or
+/// the pod's IP came from kube-ovn's annotation.
+fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
+    pip.source == IpSource::Annotation || inv.subnets.iter().any(|s| s.primary)
+}
+
+/// The fix of a collision, fitted to the allocators the inventory shows.
+fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
+    let subnet = inv.subnets.iter().filter(|s| s.primary).find_map(|s| {
+        let block = s.cidrs.iter().find(|c| c.contains(&pip.ip))?;
+        Some((s.name.clone(), *block))
+    });
+    match (owner.role, subnet) {
+        (Role::Local, subnet) => Remedy::RemoveLocalAddress {
+            device: owner.device.clone(),
+            subnet: subnet.map(|(name, _)| name),
+        },
+        (_, Some((subnet, block))) => Remedy::CarveCiliumPool {
+            subnet,
+            block,
+            pool: pool_at_end(block),
+        },
+        (_, None) if uses_kube_ovn(inv, pip) => Remedy::ExcludeInPodAllocator,
+        (_, None) => Remedy::ReallocatePod {
+            node: owner.node.clone(),
+        },
+    }
+}
+
+/// A block at the end of `block` for Cilium's pool: a /21 of a /16 (room for a
+/// /29 per node), as the field report's fix cut it; never smaller than /29 (IPv4).
+fn pool_at_end(block: IpNet) -> IpNet {
+    let len = (block.prefix_len() + 5)
+        .min(block.max_prefix_len().saturating_sub(3))
+        .max(block.prefix_len());
+    IpNet::new(block.broadcast(), len).map_or(block, |n| n.trunc())
+}
+
 fn check_foreign_pod(
+    inv: &Inventory,
     owners: &Owners<'_>,
     site: impl FnOnce() -> PodSite,
     pip: &PodIp,
 ) -> Option<Finding> {
-    let owner = owners.mine.get(&pip.ip)?;
+    let owner = owners.mine.get(&pip.ip)?.to_owner();
+    let remedy = collision_remedy(inv, &owner, pip);
     Some(Finding::collision(
         Scope::CrossNode,
         pip.ip,
-        owner.to_owner(),
+        owner,
         site(),
-        None,
-        None,
+        (None, None),
+        remedy,
     ))
 }
 

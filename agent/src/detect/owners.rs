@@ -3,7 +3,7 @@
 use std::{collections::HashMap, net::IpAddr};
 
 use super::{Owner, Role};
-use crate::inventory::Inventory;
+use crate::inventory::{InfraAddress, Inventory, Source};
 
 /// Where Cilium's health endpoint address lives on the host side.
 const HEALTH_DEVICE: &str = "lxc_health";
@@ -15,8 +15,7 @@ pub(super) struct OwnerRef<'a> {
     node: &'a str,
     pub(super) role: Role,
     device: Option<&'a str>,
-    /// Named by a CiliumNode (rather than only seen on a kernel device).
-    from_cilium: bool,
+    source: Source,
 }
 
 impl OwnerRef<'_> {
@@ -25,7 +24,13 @@ impl OwnerRef<'_> {
             node: self.node.to_owned(),
             role: self.role,
             device: self.device.map(str::to_owned),
+            source: self.source,
         }
+    }
+
+    /// Named by Cilium (a CiliumNode or Node annotation), not only seen in the kernel.
+    fn named_by_cilium(self) -> bool {
+        self.source != Source::Kernel
     }
 }
 
@@ -48,57 +53,52 @@ impl<'a> Owners<'a> {
                 node: inv.node.as_str(),
                 role,
                 device: Some(a.device.as_str()),
-                from_cilium: false,
+                source: Source::Kernel,
             });
         }
         let mut others = HashMap::with_capacity(inv.cilium_nodes.len() * 3);
-        let mut nodes: Vec<_> = inv.cilium_nodes.iter().collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        for cn in nodes {
-            let infra = [
-                (Role::Router, &cn.router, Some(inv.router_device.as_str())),
-                (Role::Ingress, &cn.ingress, None),
-                (Role::Health, &cn.health, Some(HEALTH_DEVICE)),
-            ];
-            for (role, ips, default_device) in infra {
-                for ip in ips {
-                    if cn.name == inv.node {
-                        // The CiliumNode names the role; the kernel, if it holds the
-                        // address, names the device. An IP listed in two roles keeps
-                        // the first in Role order, whatever order the objects came in.
-                        let existing = mine.get(ip).copied();
-                        if existing.is_some_and(|o: OwnerRef<'_>| o.from_cilium && o.role <= role) {
-                            continue;
-                        }
-                        let device = existing.and_then(|o| o.device).or(default_device);
-                        mine.insert(
-                            *ip,
-                            OwnerRef {
-                                node: cn.name.as_str(),
-                                role,
-                                device,
-                                from_cilium: true,
-                            },
-                        );
-                    } else {
-                        let candidate = OwnerRef {
-                            node: cn.name.as_str(),
-                            role,
-                            device: default_device,
-                            from_cilium: true,
-                        };
-                        // Two nodes claiming one IP: the lowest (name, role) wins, so the
-                        // answer does not depend on list order.
-                        others
-                            .entry(*ip)
-                            .and_modify(|o: &mut OwnerRef<'a>| {
-                                if (candidate.node, candidate.role) < (o.node, o.role) {
-                                    *o = candidate;
-                                }
-                            })
-                            .or_insert(candidate);
-                    }
+        // Every Cilium address of every node, from every source, in an order that
+        // does not depend on the lists': (node, role, source, ip).
+        let mut infra: Vec<(&'a str, &'a InfraAddress)> = inv
+            .cilium_nodes
+            .iter()
+            .chain(inv.annotated_nodes.iter())
+            .flat_map(|cn| cn.addresses.iter().map(move |a| (cn.name.as_str(), a)))
+            .collect();
+        infra.sort_by_key(|(node, a)| (*node, a.role, a.source, a.ip));
+        for (node, a) in infra {
+            let default_device = match a.role {
+                Role::Router => Some(inv.router_device.as_str()),
+                Role::Health => Some(HEALTH_DEVICE),
+                Role::Ingress | Role::Local => None,
+            };
+            if node == inv.node {
+                // Cilium names the role; the kernel, if it holds the address, names
+                // the device. An IP in two roles keeps the first in Role order, and
+                // of one role the best source.
+                let existing = mine.get(&a.ip).copied();
+                if existing.is_some_and(|o: OwnerRef<'_>| o.named_by_cilium()) {
+                    continue;
                 }
+                let device = existing.and_then(|o| o.device).or(default_device);
+                mine.insert(
+                    a.ip,
+                    OwnerRef {
+                        node,
+                        role: a.role,
+                        device,
+                        source: a.source,
+                    },
+                );
+            } else {
+                // Two nodes claiming one IP: the lowest (name, role, source) wins,
+                // which the sort made the first.
+                others.entry(a.ip).or_insert(OwnerRef {
+                    node,
+                    role: a.role,
+                    device: default_device,
+                    source: a.source,
+                });
             }
         }
         Self { mine, others }

@@ -8,7 +8,10 @@ use std::{
 use proptest::prelude::*;
 
 use super::*;
-use crate::inventory::{CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp};
+use crate::inventory::{
+    CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role,
+    fixtures::cilium_node,
+};
 
 const ME: &str = "node-a";
 
@@ -35,23 +38,20 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
 fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
     let cilium_nodes: Vec<CiliumNode> = infra
         .iter()
-        .map(|(n, r, i, h)| CiliumNode {
-            name: if *n == 0 {
+        .map(|(n, r, i, h)| {
+            let name = if *n == 0 {
                 ME.to_owned()
             } else {
                 format!("node-{n}")
-            },
-            router: vec![ip4(*r)],
-            ingress: vec![ip4(*i)],
-            health: vec![ip4(*h)],
-            pod_cidrs: vec![],
+            };
+            cilium_node(&name, &[ip4(*r)], &[ip4(*i)], &[ip4(*h)], &[])
         })
         .collect();
     let mut host = HostNetwork::default();
     for c in cilium_nodes.iter().filter(|c| c.name == ME) {
-        for r in &c.router {
+        for r in c.ips(Role::Router) {
             host.addresses.push(LocalAddress {
-                ip: *r,
+                ip: r,
                 device: "cilium_host".into(),
             });
         }
@@ -81,6 +81,7 @@ fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
         host,
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
+        annotated_nodes: Arc::default(),
         subnets: Arc::default(),
     }
 }
@@ -110,9 +111,9 @@ proptest! {
             let ip = p.ips[0].ip;
             let here = p.node.as_deref() == Some(ME);
             let mine = inv.cilium_nodes.iter().filter(|c| c.name == ME)
-                .any(|c| c.router.contains(&ip) || c.ingress.contains(&ip) || c.health.contains(&ip));
+                .any(|c| c.addresses.iter().any(|a| a.ip == ip));
             let anyone = inv.cilium_nodes.iter()
-                .any(|c| c.router.contains(&ip) || c.ingress.contains(&ip) || c.health.contains(&ip));
+                .any(|c| c.addresses.iter().any(|a| a.ip == ip));
             let expected = if here { anyone } else { mine };
             let n = findings.iter().filter(|f| f.pod().is_some_and(|r| r.name == format!("p{i}"))).count();
             prop_assert_eq!(n, usize::from(expected), "pod p{} ip {} here {}", i, ip, here);

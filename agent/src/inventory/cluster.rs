@@ -14,6 +14,9 @@ pub struct ClusterState {
     pub pods: Arc<Vec<Pod>>,
     /// Every CiliumNode of the cluster.
     pub cilium_nodes: Arc<Vec<CiliumNode>>,
+    /// Cilium's addresses from the Nodes' annotations (`network.cilium.io/*`,
+    /// legacy `io.cilium.network.*`), one entry per annotated node.
+    pub annotated_nodes: Arc<Vec<CiliumNode>>,
     /// kube-ovn Subnets (empty when the CRD is absent).
     pub subnets: Arc<Vec<Subnet>>,
     /// This node's `spec.podCIDRs`, when its Node object is known.

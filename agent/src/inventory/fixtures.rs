@@ -8,7 +8,7 @@ use ipnet::IpNet;
 
 use super::{
     CiliumNode, FibResult, HostNetwork, Inventory, IpRange, IpSource, Link, LocalAddress, Pod,
-    PodIp, Route, RouteKind, Subnet,
+    PodIp, Role, Route, RouteKind, Source, Subnet,
 };
 
 pub(crate) const ME: &str = "node-a";
@@ -74,22 +74,48 @@ pub(crate) fn host() -> HostNetwork {
     }
 }
 
+/// A CiliumNode as its spec lists them: router IPs in `spec.addresses`,
+/// `spec.ingress`, `spec.health`, `spec.ipam.podCIDRs`.
+pub(crate) fn cilium_node(
+    name: &str,
+    router: &[IpAddr],
+    ingress: &[IpAddr],
+    health: &[IpAddr],
+    pod_cidrs: &[IpNet],
+) -> CiliumNode {
+    let mut cn = CiliumNode {
+        name: name.into(),
+        pod_cidrs: pod_cidrs.to_vec(),
+        ..CiliumNode::default()
+    };
+    for (ips, role, source) in [
+        (router, Role::Router, Source::SpecAddresses),
+        (ingress, Role::Ingress, Source::SpecIngress),
+        (health, Role::Health, Source::SpecHealth),
+    ] {
+        for ip in ips {
+            cn.add(*ip, role, source);
+        }
+    }
+    cn
+}
+
 pub(crate) fn cilium_nodes() -> Vec<CiliumNode> {
     vec![
-        CiliumNode {
-            name: ME.into(),
-            router: vec![ip("10.244.4.251"), ip("fd00:10:244:4::1f")],
-            ingress: vec![ip("10.244.4.12")],
-            health: vec![ip("10.244.4.104")],
-            pod_cidrs: vec![net("10.244.4.0/24")],
-        },
-        CiliumNode {
-            name: OTHER.into(),
-            router: vec![ip("10.244.1.182")],
-            ingress: vec![ip("10.244.1.12")],
-            health: vec![ip("10.244.1.243")],
-            pod_cidrs: vec![net("10.244.1.0/24")],
-        },
+        cilium_node(
+            ME,
+            &[ip("10.244.4.251"), ip("fd00:10:244:4::1f")],
+            &[ip("10.244.4.12")],
+            &[ip("10.244.4.104")],
+            &[net("10.244.4.0/24")],
+        ),
+        cilium_node(
+            OTHER,
+            &[ip("10.244.1.182")],
+            &[ip("10.244.1.12")],
+            &[ip("10.244.1.243")],
+            &[net("10.244.1.0/24")],
+        ),
     ]
 }
 
@@ -133,6 +159,7 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
         host: host(),
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes()),
+        annotated_nodes: Arc::default(),
         subnets: Arc::default(),
     };
     // Every own-pod IP gets a lookup, as the adapter does: local for local addresses, else via ovn0.
@@ -157,6 +184,7 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
 pub(crate) fn ovn_default(exclude: &[(&str, &str)]) -> Subnet {
     Subnet {
         name: "ovn-default".into(),
+        primary: true,
         cidrs: vec![net("10.244.0.0/16")],
         exclude: exclude
             .iter()

@@ -152,6 +152,26 @@ pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> 
     named(path, "subnets.kubeovn.io", problems, objects::subnet)
 }
 
+/// Cilium's addresses in the annotations of a `kubectl get nodes -o json` file
+/// (Nodes without them are left out).
+pub fn node_annotations(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CiliumNode>> {
+    let mut out = Vec::new();
+    for_each_item(path, "nodes", |i, item| {
+        let name = object_name(&item, i);
+        let annotations: std::collections::BTreeMap<String, String> = item
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.extend(objects::node_annotations(&name, &annotations, problems));
+    })?;
+    Ok(out)
+}
+
 /// The objects of a file converted by `convert`; an unusable one is skipped with
 /// its problem, named by position when it has no name.
 fn named<T>(

@@ -27,6 +27,11 @@ pub struct SourceArgs {
     /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides.
     #[arg(long, env = "IPSHADOW_SUBNETS_FILE", requires = "pods")]
     pub subnets: Option<PathBuf>,
+    /// With --pods: Nodes as `kubectl get nodes -o json` prints them, for the
+    /// addresses Cilium publishes in their annotations (`network.cilium.io/*`,
+    /// legacy `io.cilium.network.*`) where a CiliumNode does not show them.
+    #[arg(long, env = "IPSHADOW_NODES_FILE", requires = "pods")]
+    pub nodes: Option<PathBuf>,
     /// In cluster mode, how long to wait for the first list of each resource, in seconds.
     #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -16,9 +16,10 @@ pub struct FileSources {
     pods: PathBuf,
     ciliumnodes: Option<PathBuf>,
     subnets: Option<PathBuf>,
+    nodes: Option<PathBuf>,
     annotation_keys: Vec<String>,
     state: ClusterState,
-    invalid: [Vec<Invalid>; 3],
+    invalid: [Vec<Invalid>; 4],
     status: Vec<SourceStatus>,
 }
 
@@ -60,6 +61,7 @@ impl FileSources {
             pods: args.pods.clone()?,
             ciliumnodes: args.ciliumnodes.clone(),
             subnets: args.subnets.clone(),
+            nodes: args.nodes.clone(),
             annotation_keys: annotation_keys.to_vec(),
             state: ClusterState::default(),
             invalid: Default::default(),
@@ -72,6 +74,7 @@ impl FileSources {
         std::iter::once(self.pods.as_path())
             .chain(self.ciliumnodes.as_deref())
             .chain(self.subnets.as_deref())
+            .chain(self.nodes.as_deref())
             .collect()
     }
 
@@ -80,7 +83,7 @@ impl FileSources {
     pub fn refresh(&mut self) -> Vec<files::Error> {
         let mut errors = Vec::new();
         let mut status = Vec::new();
-        let [pods_invalid, cns_invalid, subnets_invalid] = &mut self.invalid;
+        let [pods_invalid, cns_invalid, subnets_invalid, nodes_invalid] = &mut self.invalid;
         let keys = &self.annotation_keys;
         let mut out = Outcome {
             errors: &mut errors,
@@ -101,6 +104,14 @@ impl FileSources {
             out.read("subnets", &mut self.state.subnets, subnets_invalid, |bad| {
                 files::subnets(path, bad).map(Arc::new)
             });
+        }
+        if let Some(path) = &self.nodes {
+            out.read(
+                "nodes",
+                &mut self.state.annotated_nodes,
+                nodes_invalid,
+                |bad| files::node_annotations(path, bad).map(Arc::new),
+            );
         }
         self.state.invalid = self.invalid.concat();
         self.status = status;

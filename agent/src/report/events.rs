@@ -171,7 +171,7 @@ pub fn desired(
             key.ip,
             totals.tcp_syns,
             totals.refused,
-            message::remedy(&f.remedy())
+            message::remedy(&f.remedy)
         );
         out.push(Desired {
             regarding,

@@ -68,7 +68,7 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
             None,
             None,
             Some(subnet.as_str()),
-            cilium_range.map(|r| r.to_string()),
+            cilium_range.map(|(r, _)| r.to_string()),
         ),
     };
     JsonFinding {

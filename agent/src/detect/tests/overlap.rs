@@ -7,7 +7,7 @@ use crate::{
     detect::{Cause, FindingKind::*, Remedy, Role::*, Scope::*, detect},
     inventory::{
         IpRange,
-        fixtures::{ME, OTHER, inventory, ip, net, ovn_default},
+        fixtures::{ME, OTHER, cilium_node, inventory, ip, net, ovn_default},
     },
 };
 
@@ -52,13 +52,13 @@ fn allocator_overlap_is_found_in_the_cozystack_configuration() {
     );
     let router = &f[2];
     assert!(
-        matches!(&router.cause, Cause::Overlap { subnet, cilium_range: Some(r), held: true, .. }
+        matches!(&router.cause, Cause::Overlap { subnet, cilium_range: Some((r, "CiliumNode.spec.ipam.podCIDRs")), held: true, .. }
             if subnet == "ovn-default" && *r == net("10.244.4.0/24")),
         "{:?}",
         router.cause
     );
     assert_eq!(
-        router.remedy(),
+        router.remedy,
         Remedy::ExcludeFromSubnet {
             subnet: "ovn-default".into(),
             exclude: IpRange {
@@ -76,10 +76,13 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
     // The fix of seed 001's alternative: Cilium's pool is a /21 cut from the end of
     // the pod CIDR, and kube-ovn excludes exactly that /21.
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0].pod_cidrs = vec![net("10.244.252.0/24")];
-    Arc::make_mut(&mut inv.cilium_nodes)[0].router = vec![ip("10.244.252.77")];
-    Arc::make_mut(&mut inv.cilium_nodes)[0].ingress = vec![ip("10.244.252.12")];
-    Arc::make_mut(&mut inv.cilium_nodes)[0].health = vec![];
+    Arc::make_mut(&mut inv.cilium_nodes)[0] = cilium_node(
+        ME,
+        &[ip("10.244.252.77")],
+        &[ip("10.244.252.12")],
+        &[],
+        &[net("10.244.252.0/24")],
+    );
     inv.host.addresses.retain(|a| a.device != "cilium_host");
     inv.subnets = Arc::new(vec![ovn_default(&[
         ("10.244.0.1", "10.244.0.1"),
@@ -91,16 +94,14 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
 #[test]
 fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0].router.clear();
-    Arc::make_mut(&mut inv.cilium_nodes)[0].ingress.clear();
-    Arc::make_mut(&mut inv.cilium_nodes)[0].health.clear();
+    Arc::make_mut(&mut inv.cilium_nodes)[0].addresses.clear();
     // Only the first half of 10.244.4.0/24 is excluded.
     inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
     let f = detect(&inv);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!((f[0].kind, f[0].ip), (AllocatorOverlap, ip("10.244.4.128")));
     assert!(
-        matches!(&f[0].cause, Cause::Overlap { cilium_range: Some(r), held: false, .. } if *r == net("10.244.4.0/24")),
+        matches!(&f[0].cause, Cause::Overlap { cilium_range: Some((r, _)), held: false, .. } if *r == net("10.244.4.0/24")),
         "{:?}",
         f[0].cause
     );

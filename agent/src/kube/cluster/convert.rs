@@ -2,7 +2,7 @@
 
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
-use kube::api::DynamicObject;
+use kube::{api::DynamicObject, core::PartialObjectMeta};
 
 use super::{NodeInfo, cache::Converted};
 use crate::{
@@ -80,4 +80,21 @@ pub(super) fn convert_node(n: &Node) -> Converted<NodeInfo> {
         pod_cidrs,
     };
     (name, Ok(info), problems)
+}
+
+/// A Node's metadata as Cilium's addresses in its annotations (an entry with
+/// none for a Node without them, so that a removed annotation clears).
+pub(super) fn convert_node_annotations(n: &PartialObjectMeta<Node>) -> Converted<CiliumNode> {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let mut problems = Vec::new();
+    let node = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| objects::node_annotations(&name, a, &mut problems))
+        .unwrap_or_else(|| CiliumNode {
+            name: name.clone(),
+            ..CiliumNode::default()
+        });
+    (name, Ok(node), problems)
 }

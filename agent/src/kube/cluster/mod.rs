@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
+    core::PartialObjectMeta,
     runtime::watcher,
 };
 use tokio::sync::watch as channel;
@@ -30,7 +31,9 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub use self::watch::{Failure, backoff};
 use self::{
     cache::Cache,
-    convert::{convert_cilium_node, convert_node, convert_pod, convert_subnet},
+    convert::{
+        convert_cilium_node, convert_node, convert_node_annotations, convert_pod, convert_subnet,
+    },
 };
 use crate::inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet};
 
@@ -52,6 +55,8 @@ struct State {
     cilium_nodes: Cache<CiliumNode>,
     subnets: Cache<Subnet>,
     node: Cache<NodeInfo>,
+    /// Cilium's addresses in every Node's annotations (metadata-only watch).
+    annotated: Cache<CiliumNode>,
     up: BTreeMap<&'static str, bool>,
 }
 
@@ -164,6 +169,16 @@ impl ClusterSource {
             |st, ev| st.node.apply(ev, convert_node),
             token.clone(),
         ));
+        // Every Node's annotations: metadata only, as light as the CiliumNode watch.
+        tasks.spawn(watch::run(
+            Api::<PartialObjectMeta<Node>>::all(self.client.clone()),
+            watcher::Config::default(),
+            "node-annotations",
+            self.state.clone(),
+            self.on_change.clone(),
+            |st, ev| st.annotated.apply(ev, convert_node_annotations),
+            token.clone(),
+        ));
         let mut ip_watches: BTreeMap<IpAddr, CancellationToken> = BTreeMap::new();
         let mut view_gone = false;
         loop {
@@ -257,6 +272,7 @@ impl ClusterView {
             && done(st.cilium_nodes.synced, "ciliumnodes")
             && done(st.subnets.synced, "subnets")
             && done(st.node.synced, "nodes")
+            && done(st.annotated.synced, "node-annotations")
     }
 
     /// The current picture, for one reconcile, and this node's Node.
@@ -280,12 +296,14 @@ impl ClusterView {
             .chain(st.cilium_nodes.problems())
             .chain(st.subnets.problems())
             .chain(st.node.problems())
+            .chain(st.annotated.problems())
             .cloned()
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();
         let state = ClusterState {
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),
+            annotated_nodes: st.annotated.shared(),
             subnets: st.subnets.shared(),
             node_pod_cidrs: node
                 .as_ref()
@@ -299,9 +317,15 @@ impl ClusterView {
     /// Whether each watch's last request worked.
     pub fn status(&self) -> Vec<SourceStatus> {
         let st = lock(&self.state);
-        ["pods", "ciliumnodes", "subnets", "nodes"]
-            .into_iter()
-            .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))
-            .collect()
+        [
+            "pods",
+            "ciliumnodes",
+            "subnets",
+            "nodes",
+            "node-annotations",
+        ]
+        .into_iter()
+        .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))
+        .collect()
     }
 }

@@ -7,9 +7,13 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::quote;
-use crate::inventory::{CiliumNode, Invalid, IpRange, Subnet};
+use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet};
 
-/// The infrastructure addresses of a `cilium.io/v2` CiliumNode, read from JSON.
+/// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
+/// JSON: every `CiliumInternalIP` of `spec.addresses`, `spec.ingress`,
+/// `spec.health`, the `router`/`health`/`ingress` owners of `status.ipam.used`
+/// (the CRD-style allocators), `spec.ipam.podCIDRs` (not in CRD-style modes,
+/// where it means nothing) and `spec.ipam.pools.allocated[].cidrs` (multi-pool).
 /// `Err` when the object is unusable (no name); field problems go to `problems`.
 pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode, Invalid> {
     let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
@@ -30,6 +34,53 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         name: name.to_owned(),
         ..Default::default()
     };
+    spec_addresses(v, &mut node, &mut bad);
+    for (section, role, source) in [
+        ("ingress", Role::Ingress, Source::SpecIngress),
+        ("health", Role::Health, Source::SpecHealth),
+    ] {
+        match v.pointer(&format!("/spec/{section}")) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => {
+                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
+                    let field = format!("spec.{section}.{family}");
+                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), &mut bad) {
+                        node.add(ip, role, source);
+                    }
+                }
+            }
+            Some(_) => bad(format!("spec.{section} is not an object")),
+        }
+    }
+    let crd_style = status_ipam_used(v, &mut node, &mut bad)
+        || v.pointer("/spec/ipam/pool")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty());
+    node.pod_cidrs = cidr_list(
+        v.pointer("/spec/ipam/podCIDRs"),
+        "spec.ipam.podCIDRs",
+        &mut bad,
+    );
+    if crd_style {
+        // ENI, Azure, CRD: addresses come from the cloud's interfaces, not this range.
+        node.pod_cidrs.clear();
+    }
+    match v.pointer("/spec/ipam/pools/allocated") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(pools)) => {
+            for (i, p) in pools.iter().enumerate() {
+                let field = format!("spec.ipam.pools.allocated[{i}].cidrs");
+                let cidrs = cidr_list(p.get("cidrs"), &field, &mut bad);
+                node.pool_cidrs.extend(cidrs);
+            }
+        }
+        Some(_) => bad("spec.ipam.pools.allocated is not a list".to_owned()),
+    }
+    Ok(node)
+}
+
+/// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
+fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
     match v.pointer("/spec/addresses") {
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
@@ -49,45 +100,121 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
                     }
                 }
                 let field = format!("spec.addresses[{i}].ip");
-                if let Some(ip) = ip_field(a.get("ip"), &field, None, &mut bad)
-                    && !push_unique(&mut node.router, ip)
-                {
-                    bad(format!("{field} {ip} is listed twice; counted once"));
+                if let Some(ip) = ip_field(a.get("ip"), &field, None, bad) {
+                    if node.ips(Role::Router).any(|r| r == ip) {
+                        bad(format!("{field} {ip} is listed twice; counted once"));
+                    }
+                    node.add(ip, Role::Router, Source::SpecAddresses);
                 }
             }
         }
         Some(_) => bad("spec.addresses is not a list".to_owned()),
     }
-    match v.pointer("/spec/ipam/podCIDRs") {
+}
+
+/// The infrastructure owners of `status.ipam.used`; whether it lists any address
+/// at all (the mark of a CRD-style allocator).
+fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) -> bool {
+    match v.pointer("/status/ipam/used") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(used)) => {
+            for (key, entry) in used {
+                let role = match entry.get("owner").and_then(Value::as_str) {
+                    Some("router") => Role::Router,
+                    Some("health") => Role::Health,
+                    Some("ingress") => Role::Ingress,
+                    // Pods (`namespace/name`) and anything else: not Cilium's own.
+                    _ => continue,
+                };
+                match key.trim().parse::<IpAddr>() {
+                    Ok(ip) => node.add(ip, role, Source::StatusIpamUsed),
+                    Err(_) => bad(format!(
+                        "status.ipam.used key {} (owner {role}) is not an IP address; ignored",
+                        quote(key)
+                    )),
+                }
+            }
+            !used.is_empty()
+        }
+        Some(_) => {
+            bad("status.ipam.used is not an object".to_owned());
+            false
+        }
+    }
+}
+
+/// A list of CIDR strings; bad entries named and skipped.
+fn cidr_list(v: Option<&Value>, field: &str, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
+    let mut out = Vec::new();
+    match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(cidrs)) => {
             for (i, c) in cidrs.iter().enumerate() {
                 match c.as_str().map(|t| t.trim().parse::<IpNet>()) {
-                    Some(Ok(net)) => node.pod_cidrs.push(net.trunc()),
+                    Some(Ok(net)) => out.push(net.trunc()),
                     _ => bad(format!(
-                        "spec.ipam.podCIDRs[{i}] {} is not a CIDR; ignored",
+                        "{field}[{i}] {} is not a CIDR; ignored",
                         quote(&c.to_string())
                     )),
                 }
             }
         }
-        Some(_) => bad("spec.ipam.podCIDRs is not a list".to_owned()),
+        Some(_) => bad(format!("{field} is not a list")),
     }
-    for (section, target) in [("ingress", &mut node.ingress), ("health", &mut node.health)] {
-        match v.pointer(&format!("/spec/{section}")) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(o)) => {
-                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
-                    let field = format!("spec.{section}.{family}");
-                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), &mut bad) {
-                        target.push(ip);
-                    }
-                }
+    out
+}
+
+/// The annotation suffixes Cilium writes on a Node with `--annotate-k8s-node`,
+/// after `network.cilium.io/` (or the legacy `io.cilium.network.`).
+const NODE_ANNOTATIONS: [(&str, Role, bool); 6] = [
+    ("ipv4-cilium-host", Role::Router, false),
+    ("ipv6-cilium-host", Role::Router, true),
+    ("ipv4-health-ip", Role::Health, false),
+    ("ipv6-health-ip", Role::Health, true),
+    // The capital I is Cilium's spelling.
+    ("ipv4-Ingress-ip", Role::Ingress, false),
+    ("ipv6-Ingress-ip", Role::Ingress, true),
+];
+
+/// Cilium's addresses as a Node's annotations publish them; `None` when it has
+/// none. Bad values are named in `problems` (resource `nodes`).
+pub fn node_annotations(
+    name: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+    problems: &mut Vec<Invalid>,
+) -> Option<CiliumNode> {
+    let mut node = CiliumNode {
+        name: name.to_owned(),
+        ..Default::default()
+    };
+    let mut bad = |problem: String| {
+        problems.push(Invalid {
+            resource: "nodes",
+            object: name.to_owned(),
+            problem,
+        });
+    };
+    for (prefix, source) in [
+        ("network.cilium.io/", Source::NodeAnnotation),
+        ("io.cilium.network.", Source::LegacyNodeAnnotation),
+    ] {
+        for (suffix, role, v6) in NODE_ANNOTATIONS {
+            let key = format!("{prefix}{suffix}");
+            let Some(value) = annotations.get(&key) else {
+                continue;
+            };
+            let field = format!("annotation {key}");
+            if let Some(ip) = ip_field(
+                Some(&Value::from(value.as_str())),
+                &field,
+                Some(v6),
+                &mut bad,
+            ) {
+                node.add(ip, role, source);
             }
-            Some(_) => bad(format!("spec.{section} is not an object")),
         }
     }
-    Ok(node)
+    (!node.addresses.is_empty()).then_some(node)
 }
 
 /// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
@@ -142,8 +269,15 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
         }
         Some(_) => problems.push(invalid("spec.excludeIps is not a list; ignored".to_owned())),
     }
+    // Unset or `ovn`: pods' primary addresses. `<nad>.<ns>` (IPAM only) and
+    // `<nad>.<ns>.ovn` (kube-ovn attachments) are secondary networks.
+    let primary = match v.pointer("/spec/provider") {
+        None | Some(Value::Null) => true,
+        Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
+    };
     Ok(Subnet {
         name: name.to_owned(),
+        primary,
         cidrs,
         exclude,
     })
@@ -167,15 +301,6 @@ pub fn parse_range(s: &str) -> Option<IpRange> {
         _ => false,
     };
     ordered.then_some(IpRange { first, last })
-}
-
-/// Adds `ip` unless it is there already; whether it was added.
-fn push_unique(list: &mut Vec<IpAddr>, ip: IpAddr) -> bool {
-    let new = !list.contains(&ip);
-    if new {
-        list.push(ip);
-    }
-    new
 }
 
 /// `spec.addresses[].type` values Cilium writes besides CiliumInternalIP (the

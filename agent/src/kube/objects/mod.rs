@@ -7,7 +7,7 @@
 mod crds;
 mod pod;
 
-pub use crds::{cilium_node, parse_range, subnet};
+pub use crds::{cilium_node, node_annotations, parse_range, subnet};
 pub use pod::pod;
 
 /// Longest value quoted back in a warning: annotations can be megabytes.

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::*;
+use crate::inventory::Role;
 
 /// Arbitrary JSON, a few levels deep.
 pub(crate) fn any_json() -> impl Strategy<Value = Value> {
@@ -36,8 +37,8 @@ proptest! {
         let mut problems = Vec::new();
         if let Ok(n) = cilium_node(&v, &mut problems) {
             // ipv4 and ipv6 fields keep at most one address each, of their own family.
-            prop_assert!(n.ingress.iter().filter(|i| i.is_ipv4()).count() <= 1);
-            prop_assert!(n.ingress.iter().filter(|i| i.is_ipv6()).count() <= 1);
+            prop_assert!(n.ips(Role::Ingress).filter(IpAddr::is_ipv4).count() <= 1);
+            prop_assert!(n.ips(Role::Ingress).filter(IpAddr::is_ipv6).count() <= 1);
         }
     }
 

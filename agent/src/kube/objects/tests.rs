@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::net::IpAddr;
 
 use super::*;
-use crate::inventory::IpSource;
+use crate::inventory::{IpSource, Role};
 
 fn k8s_pod(v: Value) -> K8sPod {
     serde_json::from_value(v).expect("test pod")
@@ -85,14 +85,14 @@ fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
     });
     let n = cilium_node(&v, &mut problems).expect("named node");
     assert_eq!(
-        n.router,
+        n.ips(Role::Router).collect::<Vec<_>>(),
         vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]
     );
     assert_eq!(
-        n.ingress,
+        n.ips(Role::Ingress).collect::<Vec<_>>(),
         vec!["10.244.4.12".parse::<IpAddr>().expect("ip")]
     );
-    assert!(n.health.is_empty());
+    assert_eq!(n.ips(Role::Health).count(), 0);
     let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert_eq!(problems.len(), 3, "{text:?}");
     assert!(

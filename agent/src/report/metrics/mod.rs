@@ -190,8 +190,8 @@ impl Default for Metrics {
 mod tests {
     use super::*;
     use crate::{
-        detect::{Owner, PodRef, PodSite, Role, Scope},
-        inventory::{DeadEnd, IpSource},
+        detect::{Owner, PodRef, PodSite, Remedy, Role, Scope},
+        inventory::{DeadEnd, IpSource, Source},
         report::traffic::{Counters, SeriesKey},
     };
 
@@ -216,6 +216,7 @@ mod tests {
                 node: "n".into(),
                 role: Role::Router,
                 device: Some("cilium_host".into()),
+                source: Source::SpecAddresses,
             };
             v.findings = vec![
                 Finding::collision(
@@ -223,14 +224,15 @@ mod tests {
                     "10.0.0.1".parse().expect("ip"),
                     owner,
                     site(),
-                    None,
-                    None,
+                    (None, None),
+                    Remedy::ReallocatePod { node: "n".into() },
                 ),
                 Finding::blackhole(
                     "10.0.0.2".parse().expect("ip"),
                     site(),
                     DeadEnd::Blackhole,
                     None,
+                    false,
                 ),
             ];
             v.traffic = vec![(

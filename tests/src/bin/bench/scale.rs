@@ -64,6 +64,7 @@ pub(crate) fn run() -> Value {
                 pods: Some(pods_file.clone()),
                 ciliumnodes: Some(cns_file.clone()),
                 subnets: None,
+                nodes: None,
                 sync_timeout_seconds: 30,
             };
             let mut files = FileSources::new(&sources, &args.pod_ip_annotations).unwrap();

@@ -1,0 +1,253 @@
+//! The cluster objects detection reads: pods, Cilium's own addresses per
+//! node, kube-ovn Subnets.
+
+use std::{fmt, net::IpAddr};
+
+use ipnet::IpNet;
+use serde::Serialize;
+
+/// A pod as detection needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pod {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.nodeName`; `None` while unscheduled.
+    pub node: Option<String>,
+    /// Its IPs, at most one per family in a sane object.
+    pub ips: Vec<PodIp>,
+    /// `spec.hostNetwork`: its IP is the node's.
+    pub host_network: bool,
+    /// `status.phase` (Pending, Running, Succeeded, Failed, Unknown).
+    pub phase: Option<String>,
+}
+
+impl Pod {
+    /// Pods that cannot receive traffic are not findings: host-network pods
+    /// (their IP is the node's) and pods that have terminated.
+    pub fn can_receive_traffic(&self) -> bool {
+        !self.host_network && !matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+}
+
+/// One IP of a pod, and where it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodIp {
+    /// The address.
+    pub ip: IpAddr,
+    /// Where it came from.
+    pub source: IpSource,
+}
+
+/// Where a pod IP came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpSource {
+    /// `status.podIPs`.
+    Status,
+    /// A CNI annotation (kube-ovn's `ovn.kubernetes.io/ip_address`): the pod has
+    /// no status IP yet, e.g. because its sandbox keeps failing.
+    Annotation,
+}
+
+/// What an address is to the node that holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Cilium's router IP, on `cilium_host`.
+    Router,
+    /// Cilium's Ingress IP, held by its endpoint manager only.
+    Ingress,
+    /// Cilium's health endpoint IP.
+    Health,
+    /// Any other address of the node.
+    Local,
+}
+
+impl Role {
+    /// The name used in JSON and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Router => "router",
+            Self::Ingress => "ingress",
+            Self::Health => "health",
+            Self::Local => "local",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an owner's address was read, best first: when two sources name the
+/// same address, the first in this order is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Source {
+    /// `CiliumNode.spec.addresses[type=CiliumInternalIP]`.
+    #[serde(rename = "ciliumnode.spec.addresses")]
+    SpecAddresses,
+    /// `CiliumNode.spec.ingress`.
+    #[serde(rename = "ciliumnode.spec.ingress")]
+    SpecIngress,
+    /// `CiliumNode.spec.health`.
+    #[serde(rename = "ciliumnode.spec.health")]
+    SpecHealth,
+    /// `CiliumNode.status.ipam.used` (owners `router`, `health`, `ingress`).
+    #[serde(rename = "ciliumnode.status.ipam.used")]
+    StatusIpamUsed,
+    /// A `network.cilium.io/*` annotation on the Node (`--annotate-k8s-node`).
+    #[serde(rename = "node.annotations")]
+    NodeAnnotation,
+    /// A legacy `io.cilium.network.*` annotation on the Node.
+    #[serde(rename = "node.annotations.legacy")]
+    LegacyNodeAnnotation,
+    /// The node's own kernel (netlink).
+    #[serde(rename = "kernel")]
+    Kernel,
+}
+
+impl Source {
+    /// The field or place, as operators know it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SpecAddresses => "CiliumNode.spec.addresses",
+            Self::SpecIngress => "CiliumNode.spec.ingress",
+            Self::SpecHealth => "CiliumNode.spec.health",
+            Self::StatusIpamUsed => "CiliumNode.status.ipam.used",
+            Self::NodeAnnotation => "the Node's network.cilium.io annotations",
+            Self::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
+            Self::Kernel => "the node's kernel",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One of Cilium's own addresses on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InfraAddress {
+    /// The address.
+    pub ip: IpAddr,
+    /// Router, Ingress or health.
+    pub role: Role,
+    /// Where it was read.
+    pub source: Source,
+}
+
+/// Cilium's own addresses on one node, from its CiliumNode or its Node's
+/// annotations, and the ranges Cilium takes them from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CiliumNode {
+    /// `metadata.name`: the node's name.
+    pub name: String,
+    /// Router, Ingress and health addresses, each once per source.
+    pub addresses: Vec<InfraAddress>,
+    /// `spec.ipam.podCIDRs` (kubernetes, cluster-pool); empty in the CRD-style
+    /// modes (crd, eni, azure, alibabacloud), where it means nothing.
+    pub pod_cidrs: Vec<IpNet>,
+    /// `spec.ipam.pools.allocated[].cidrs` (multi-pool, ENI from 1.20).
+    pub pool_cidrs: Vec<IpNet>,
+}
+
+impl CiliumNode {
+    /// The addresses of `role`, in the order read.
+    pub fn ips(&self, role: Role) -> impl Iterator<Item = IpAddr> + '_ {
+        self.addresses
+            .iter()
+            .filter(move |a| a.role == role)
+            .map(|a| a.ip)
+    }
+
+    /// Adds an address unless the same (ip, role) was read from a better source.
+    pub fn add(&mut self, ip: IpAddr, role: Role, source: Source) {
+        if !self
+            .addresses
+            .iter()
+            .any(|a| a.ip == ip && a.role == role && a.source <= source)
+        {
+            self.addresses.retain(|a| !(a.ip == ip && a.role == role));
+            self.addresses.push(InfraAddress { ip, role, source });
+        }
+    }
+
+    /// Every range Cilium takes its addresses from, and the field naming it.
+    pub fn ranges(&self) -> impl Iterator<Item = (IpNet, &'static str)> + '_ {
+        self.pod_cidrs
+            .iter()
+            .map(|c| (*c, "CiliumNode.spec.ipam.podCIDRs"))
+            .chain(
+                self.pool_cidrs
+                    .iter()
+                    .map(|c| (*c, "CiliumNode.spec.ipam.pools.allocated")),
+            )
+    }
+}
+
+/// A kube-ovn `Subnet` (kubeovn.io/v1): the range another allocator hands pods from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subnet {
+    /// `metadata.name`.
+    pub name: String,
+    /// Whether it hands out pods' primary addresses (`spec.provider` unset or
+    /// `ovn`); secondary networks' addresses never show in `status.podIPs`.
+    pub primary: bool,
+    /// `spec.cidrBlock`, comma-separated for dual stack.
+    pub cidrs: Vec<IpNet>,
+    /// `spec.excludeIps`: single IPs and `first..last` ranges, inclusive.
+    pub exclude: Vec<IpRange>,
+}
+
+impl Subnet {
+    /// Whether kube-ovn may hand `ip` to a pod: inside the block and not excluded.
+    pub fn allocates(&self, ip: IpAddr) -> bool {
+        self.cidrs.iter().any(|c| c.contains(&ip)) && !self.exclude.iter().any(|r| r.contains(ip))
+    }
+}
+
+/// An inclusive range of addresses, as kube-ovn writes `first..last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    /// The first address.
+    pub first: IpAddr,
+    /// The last address (inclusive).
+    pub last: IpAddr,
+}
+
+impl IpRange {
+    /// Whether `ip` lies in the range (same family only).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.first, self.last, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b), IpAddr::V4(x)) => a <= x && x <= b,
+            (IpAddr::V6(a), IpAddr::V6(b), IpAddr::V6(x)) => a <= x && x <= b,
+            _ => false,
+        }
+    }
+
+    /// The whole of `net` as a range.
+    pub fn of(net: &IpNet) -> Self {
+        Self {
+            first: net.network(),
+            last: net.broadcast(),
+        }
+    }
+}
+
+impl fmt::Display for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}..{}", self.first, self.last)
+        }
+    }
+}
