@@ -22,7 +22,7 @@ use ipshadow_tests::{
     },
     netns::NetNs,
     node::SimNode,
-    objects::{node, pending_pod, pod, subnet},
+    objects::{cilium_node, node, pending_pod, pod, subnet, with_pod_cidrs},
 };
 use serde_json::Value;
 
@@ -850,4 +850,124 @@ fn a_node_annotation_alone_names_another_node_s_router_ip() {
         note.contains("network.cilium.io annotations"),
         "the note names where the address was read: {note}"
     );
+}
+
+#[test]
+fn every_list_is_served_from_the_watch_cache() {
+    if !can_run_netns_tests("every_list_is_served_from_the_watch_cache") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kcache", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::Subnets, true);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("cache", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    assert!(
+        AgentProc::wait_metrics(&sim.node, HANG, |m| {
+            sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]) == Some(1.0)
+        })
+        .is_some()
+    );
+    let lists: Vec<String> = api
+        .counts()
+        .log
+        .into_iter()
+        .filter(|(m, uri)| m == "GET" && !uri.contains("watch=true") && !uri.contains("/events"))
+        .filter(|(_, uri)| {
+            ["/api/v1/pods", "/api/v1/nodes", "/ciliumnodes", "/subnets"]
+                .iter()
+                .any(|p| uri.split('?').next().is_some_and(|path| path.ends_with(p)))
+        })
+        .map(|(_, uri)| uri)
+        .collect();
+    assert!(lists.len() >= 5, "{lists:#?}");
+    let consistent: Vec<&String> = lists
+        .iter()
+        .filter(|u| !u.contains("resourceVersion=0"))
+        .collect();
+    assert!(
+        consistent.is_empty(),
+        "lists not from the watch cache: {consistent:#?}"
+    );
+}
+
+#[test]
+fn status_only_updates_of_subnets_and_ciliumnodes_reconcile_nothing() {
+    if !can_run_netns_tests("status_only_updates_of_subnets_and_ciliumnodes_reconcile_nothing") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kstat", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::Subnets, true);
+    let ovn_default = subnet("ovn-default", "10.244.0.0/16", &["10.244.0.1"]);
+    api.apply(Res::Subnets, ovn_default.clone());
+    api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.0.35"]));
+    let lab = Lab::new("stat", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let overlaps = |m: &str| sample(m, "ipshadow_allocator_overlaps", &[]);
+    assert!(
+        AgentProc::wait_metrics(&sim.node, HANG, |m| overlaps(m) == Some(2.0)).is_some(),
+        "the router and Ingress IPs of node-a lie in ovn-default"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let reconciles = || {
+        let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+        sample(&m, "ipshadow_reconciles_total", &[("result", "ok")]).unwrap()
+    };
+    let before = reconciles();
+    // What kube-ovn writes on every address it hands out anywhere, and what a
+    // CRD-style Cilium operator writes for every pod: nothing detection reads.
+    let mut other = with_pod_cidrs(
+        cilium_node(OTHER, OTHER_ROUTER, Some(OTHER_INGRESS), None),
+        &["10.244.1.0/24"],
+    );
+    for i in 0..200u32 {
+        let mut s = ovn_default.clone();
+        s["status"] = serde_json::json!({
+            "v4usingIPs": i, "v4availableIPs": 65_533 - i,
+            "v4usingIPrange": format!("10.244.0.2-10.244.0.{}", 2 + i % 250),
+        });
+        api.apply(Res::Subnets, s);
+        other["status"] = serde_json::json!({"ipam": {"operator-status": {}, "used": {
+            "10.244.1.7": {"owner": format!("tenant/pod-{i}")}
+        }}});
+        api.apply(Res::CiliumNodes, other.clone());
+    }
+    // Then one change of each that detection does read, behind them in their
+    // streams: when both show, every status update has been seen.
+    let mut fixed = subnet(
+        "ovn-default",
+        "10.244.0.0/16",
+        &["10.244.0.1", "10.244.4.0..10.244.4.255"],
+    );
+    fixed["status"] = serde_json::json!({"v4usingIPs": 200});
+    api.apply(Res::Subnets, fixed);
+    other["spec"]["ingress"] = serde_json::json!({"ipv4": "10.244.0.35"});
+    api.apply(Res::CiliumNodes, other);
+    let seen = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        overlaps(m) == Some(0.0)
+            && sample(
+                m,
+                "ipshadow_collision_info",
+                &[("pod", "web-0"), ("kind", "IngressIPCollision")],
+            ) == Some(1.0)
+    });
+    let took = seen.unwrap_or_else(|| {
+        panic!(
+            "the address change did not show; log:\n{}",
+            agent.log_text()
+        )
+    });
+    let during = reconciles() - before;
+    figure(format!(
+        "400 status-only updates (200 Subnet, 200 CiliumNode) and 2 real changes: {during} reconciles; the Ingress IP change shown {took:?} after it was written"
+    ));
+    // The two real changes, and one for the CiliumNode that became CRD-style
+    // (its status.ipam.used appeared), debounced together or not.
+    assert!(during <= 5.0, "{during} reconciles for status-only updates");
 }

@@ -29,15 +29,30 @@ impl<T> Default for Entries<T> {
     }
 }
 
-impl<T> Entries<T> {
-    fn put(&mut self, (key, value, mut problems): Converted<T>) {
+impl<T: PartialEq> Entries<T> {
+    /// Stores one converted object; whether anything detection reads changed.
+    fn put(&mut self, (key, value, mut problems): Converted<T>) -> bool {
+        let value = match value {
+            Ok(v) => Some(v),
+            Err(e) => {
+                problems.push(e);
+                None
+            }
+        };
+        let same_value = self.ok.get(&key) == value.as_ref();
+        let same_problems = self
+            .problems
+            .get(&key)
+            .map_or(problems.is_empty(), |p| *p == problems);
+        if same_value && same_problems {
+            return false;
+        }
         match value {
-            Ok(v) => {
+            Some(v) => {
                 self.ok.insert(key.clone(), v);
             }
-            Err(e) => {
+            None => {
                 self.ok.remove(&key);
-                problems.push(e);
             }
         }
         if problems.is_empty() {
@@ -45,11 +60,13 @@ impl<T> Entries<T> {
         } else {
             self.problems.insert(key, problems);
         }
+        true
     }
 
-    fn remove(&mut self, key: &str) {
-        self.ok.remove(key);
-        self.problems.remove(key);
+    /// Forgets one object; whether it was there.
+    fn remove(&mut self, key: &str) -> bool {
+        let had = self.ok.remove(key).is_some();
+        self.problems.remove(key).is_some() || had
     }
 }
 
@@ -74,30 +91,50 @@ impl<T> Default for Cache<T> {
     }
 }
 
-impl<T> Cache<T> {
-    /// Applies one watcher event, converting objects with `convert`.
-    pub(crate) fn apply<K>(&mut self, event: Event<K>, convert: impl Fn(&K) -> Converted<T>) {
-        if !matches!(event, Event::Init | Event::InitApply(_)) {
-            self.shared = None;
-        }
-        match event {
+impl<T: PartialEq> Cache<T> {
+    /// Applies one watcher event, converting objects with `convert`. Returns
+    /// whether what detection reads changed: an update of fields nothing reads
+    /// (a Subnet's status counters, a pod's entry in a CiliumNode's
+    /// `status.ipam.used`) converts to the same value and changes nothing.
+    pub(crate) fn apply<K>(
+        &mut self,
+        event: Event<K>,
+        convert: impl Fn(&K) -> Converted<T>,
+    ) -> bool {
+        let changed = match event {
             Event::Apply(obj) => self.live.put(convert(&obj)),
             Event::Delete(obj) => {
                 let (key, _, _) = convert(&obj);
-                self.live.remove(&key);
+                self.live.remove(&key)
             }
-            Event::Init => self.relist = Some(Entries::default()),
-            Event::InitApply(obj) => self
-                .relist
-                .get_or_insert_with(Entries::default)
-                .put(convert(&obj)),
+            Event::Init => {
+                self.relist = Some(Entries::default());
+                false
+            }
+            Event::InitApply(obj) => {
+                self.relist
+                    .get_or_insert_with(Entries::default)
+                    .put(convert(&obj));
+                false
+            }
             Event::InitDone => {
-                if let Some(fresh) = self.relist.take() {
-                    self.live = fresh;
-                }
+                let first = !self.synced;
                 self.synced = true;
+                match self.relist.take() {
+                    Some(fresh)
+                        if fresh.ok != self.live.ok || fresh.problems != self.live.problems =>
+                    {
+                        self.live = fresh;
+                        true
+                    }
+                    _ => first,
+                }
             }
+        };
+        if changed {
+            self.shared = None;
         }
+        changed
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
@@ -177,5 +214,35 @@ mod tests {
         assert_eq!(*c.shared(), [2]);
         c.apply(Event::Delete(("b", 2)), conv);
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn only_a_change_of_the_converted_value_counts_as_a_change() {
+        let mut c: Cache<i32> = Cache::default();
+        assert!(!c.apply(Event::Init, conv));
+        assert!(!c.apply(Event::InitApply(("a", 1)), conv));
+        assert!(c.apply(Event::InitDone, conv), "the first list is news");
+        let shared = c.shared();
+        assert!(
+            !c.apply(Event::Apply(("a", 1)), conv),
+            "same value: nothing to reconcile"
+        );
+        assert!(
+            Arc::ptr_eq(&shared, &c.shared()),
+            "and the shared list is kept"
+        );
+        assert!(c.apply(Event::Apply(("a", 2)), conv));
+        assert!(
+            c.apply(Event::Apply(("b", -1)), conv),
+            "a new problem is news"
+        );
+        assert!(!c.apply(Event::Apply(("b", -1)), conv));
+        // A relist that finds what is already there changes nothing.
+        c.apply(Event::Init, conv);
+        c.apply(Event::InitApply(("a", 2)), conv);
+        c.apply(Event::InitApply(("b", -1)), conv);
+        assert!(!c.apply(Event::InitDone, conv));
+        assert!(c.apply(Event::Delete(("a", 2)), conv));
+        assert!(!c.apply(Event::Delete(("a", 2)), conv), "already gone");
     }
 }

@@ -6,6 +6,11 @@
 //!
 //! [`ClusterSource`] runs the watches until cancelled; the [`ClusterView`] it
 //! hands out reads snapshots and says which addresses to watch.
+//!
+//! Every list is served from the API server's watch cache (`resourceVersion=0`,
+//! kube-runtime's `any_semantic`), as kubelet and client-go informers list: a
+//! DaemonSet rollout on thousands of nodes must not become thousands of
+//! consistent reads that go to etcd (before Kubernetes 1.31).
 
 mod cache;
 mod convert;
@@ -38,7 +43,7 @@ use self::{
 use crate::inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet};
 
 /// This node as its Node object says.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeInfo {
     /// `metadata.name`.
     pub name: String,
@@ -66,6 +71,15 @@ type OnChange = Arc<dyn Fn() + Send + Sync>;
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock leaves consistent-enough caches: keep going.
     state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A watcher whose lists come from the API server's watch cache:
+/// `resourceVersion=0`, unpaginated (the cache serves a list whole; kube omits
+/// `resourceVersion=0` when a page size is set).
+fn cached() -> watcher::Config {
+    let mut config = watcher::Config::default().any_semantic();
+    config.page_size = None;
+    config
 }
 
 /// The CiliumNode resource (cilium.io/v2, cluster-scoped).
@@ -135,7 +149,7 @@ impl ClusterSource {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
             Api::<K8sPod>::all(self.client.clone()),
-            watcher::Config::default().fields(&format!("spec.nodeName={node}")),
+            cached().fields(&format!("spec.nodeName={node}")),
             "pods",
             self.state.clone(),
             self.on_change.clone(),
@@ -144,7 +158,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<DynamicObject>::all_with(self.client.clone(), &cilium_nodes_resource()),
-            watcher::Config::default(),
+            cached(),
             "ciliumnodes",
             self.state.clone(),
             self.on_change.clone(),
@@ -153,7 +167,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
-            watcher::Config::default(),
+            cached(),
             "subnets",
             self.state.clone(),
             self.on_change.clone(),
@@ -162,7 +176,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<Node>::all(self.client.clone()),
-            watcher::Config::default().fields(&format!("metadata.name={node}")),
+            cached().fields(&format!("metadata.name={node}")),
             "nodes",
             self.state.clone(),
             self.on_change.clone(),
@@ -172,7 +186,7 @@ impl ClusterSource {
         // Every Node's annotations: metadata only, as light as the CiliumNode watch.
         tasks.spawn(watch::run(
             Api::<PartialObjectMeta<Node>>::all(self.client.clone()),
-            watcher::Config::default(),
+            cached(),
             "node-annotations",
             self.state.clone(),
             self.on_change.clone(),
@@ -214,18 +228,18 @@ impl ClusterSource {
         let stopped = stop.clone();
         watch::run(
             Api::<K8sPod>::all(self.client.clone()),
-            watcher::Config::default().fields(&format!("status.podIP={ip}")),
+            cached().fields(&format!("status.podIP={ip}")),
             "pods",
             self.state.clone(),
             self.on_change.clone(),
             move |st, ev| {
                 // An event that raced the stop must not bring the cache back.
-                if !stopped.is_cancelled() {
-                    st.pods_at
+                !stopped.is_cancelled()
+                    && st
+                        .pods_at
                         .entry(ip)
                         .or_default()
-                        .apply(ev, |p| convert_pod(p, &k));
-                }
+                        .apply(ev, |p| convert_pod(p, &k))
             },
             stop,
         )

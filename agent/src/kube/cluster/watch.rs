@@ -65,7 +65,7 @@ pub(super) async fn run<K>(
     source: &'static str,
     state: Shared,
     on_change: OnChange,
-    apply: impl Fn(&mut super::State, watcher::Event<K>) + Send + 'static,
+    apply: impl Fn(&mut super::State, watcher::Event<K>) -> bool + Send + 'static,
     token: CancellationToken,
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -80,7 +80,7 @@ pub(super) async fn run_stream<K>(
     source: &'static str,
     state: Shared,
     on_change: OnChange,
-    apply: impl Fn(&mut super::State, watcher::Event<K>) + Send + 'static,
+    apply: impl Fn(&mut super::State, watcher::Event<K>) -> bool + Send + 'static,
     token: CancellationToken,
 ) where
     K: Send + 'static,
@@ -101,20 +101,25 @@ pub(super) async fn run_stream<K>(
         match item {
             Ok(event) => {
                 let progress = !matches!(event, watcher::Event::Init);
-                {
+                let changed = {
                     let mut st = lock(&state);
-                    apply(&mut st, event);
+                    let changed = apply(&mut st, event);
                     if progress {
                         st.up.insert(source, true);
                     }
-                }
+                    changed
+                };
                 if progress {
                     errors.reset();
                     absent.reset();
-                    if failing {
-                        tracing::info!(source, "watch recovered");
-                        failing = false;
-                    }
+                }
+                // A recovery changes the source's status; otherwise only a change of
+                // what detection reads is worth a reconcile.
+                if progress && failing {
+                    tracing::info!(source, "watch recovered");
+                    failing = false;
+                    on_change();
+                } else if changed {
                     on_change();
                 }
             }
