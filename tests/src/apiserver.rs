@@ -100,6 +100,8 @@ struct Store {
     /// Watches from a resourceVersion below this one are answered with 410 Gone.
     oldest_rv: u64,
     crds: BTreeSet<Res>,
+    /// Namespaces being deleted: creating anything in them is Forbidden.
+    terminating: BTreeSet<String>,
 }
 
 /// What the server is told to get wrong.
@@ -330,6 +332,17 @@ impl ApiServer {
                 },
             );
         }
+    }
+
+    /// Marks a namespace as being deleted: the real server then answers every
+    /// create in it with 403 Forbidden.
+    pub fn terminate_namespace(&self, namespace: &str) {
+        self.shared
+            .store
+            .lock()
+            .unwrap()
+            .terminating
+            .insert(namespace.to_owned());
     }
 
     /// Installs or removes a custom resource's "CRD" (404 for its paths while absent).
@@ -986,6 +999,15 @@ fn create_event(shared: &Shared, t: &Target, body: &[u8]) -> Response {
         return status(422, "Invalid", "note must be at most 1 kB");
     }
     let mut st = shared.store.lock().unwrap();
+    if st.terminating.contains(&ns) {
+        return status(
+            403,
+            "Forbidden",
+            &format!(
+                "events.events.k8s.io \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        );
+    }
     let key = (Res::Events, ns.clone(), name.clone());
     if st.objects.contains_key(&key) {
         return status(

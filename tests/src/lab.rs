@@ -39,9 +39,16 @@ impl Lab {
     }
 
     pub fn agent(&self, ns: &NetNs, node: &str) -> AgentProc {
+        self.agent_with(ns, node, &[])
+    }
+
+    /// The agent with extra flags.
+    pub fn agent_with(&self, ns: &NetNs, node: &str, args: &[&str]) -> AgentProc {
+        let mut all = vec!["--node", node];
+        all.extend_from_slice(args);
         AgentProc::spawn_env(
             ns,
-            &["--node", node],
+            &all,
             &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())],
         )
     }

@@ -160,7 +160,9 @@ fn one_event_object_per_series_across_repeats_and_restarts() {
         event(&api, "tenant", "postgres-0", "RouterIPCollision")
     });
 
-    // 100 detections of the same collision: every one a reconcile (the pod object changes).
+    // 100 detections of the same collision: every one a reconcile (the pod's
+    // phase flips between Pending and Running, which detection reads; a change
+    // nothing reads would not reconcile at all).
     let before = sample(
         &AgentProc::get(&sim.node, "/metrics").unwrap().1,
         "ipshadow_reconciles_total",
@@ -170,7 +172,7 @@ fn one_event_object_per_series_across_repeats_and_restarts() {
     for i in 0..100 {
         let mut p = pod("tenant", "postgres-0", ME, &[ROUTER]);
         p["metadata"]["uid"] = Value::from("uid-postgres-0");
-        p["metadata"]["labels"] = serde_json::json!({"round": i.to_string()});
+        p["status"]["phase"] = Value::from(if i % 2 == 0 { "Pending" } else { "Running" });
         api.apply(Res::Pods, p);
         std::thread::sleep(Duration::from_millis(25));
     }
@@ -970,4 +972,85 @@ fn status_only_updates_of_subnets_and_ciliumnodes_reconcile_nothing() {
     // The two real changes, and one for the CiliumNode that became CRD-style
     // (its status.ipam.used appeared), debounced together or not.
     assert!(during <= 5.0, "{during} reconciles for status-only updates");
+}
+
+/// `ipshadow_event_writes_total{result}` from a scrape (a counter: whole).
+fn event_writes(sim: &SimNode, result: &str) -> u64 {
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let v = sample(&m, "ipshadow_event_writes_total", &[("result", result)]).unwrap();
+    format!("{v}").parse().unwrap()
+}
+
+#[test]
+fn an_event_deleted_under_a_live_series_comes_back_at_the_next_refresh() {
+    if !can_run_netns_tests("an_event_deleted_under_a_live_series_comes_back_at_the_next_refresh") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kdel", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("del", &api);
+    // A refresh every second instead of every 30 minutes, to see one happen.
+    let agent = lab.agent_with(&sim.node, ME, &["--event-refresh-seconds", "1"]);
+    agent.wait_ready(&sim.node);
+    let first = wait_for("the Event", HANG, || {
+        series_objects(&api, "postgres-0", "RouterIPCollision").pop()
+    });
+    let name = first["metadata"]["name"].as_str().unwrap().to_owned();
+    // As the API server's TTL (or an operator) would.
+    api.delete(Res::Events, "tenant", &name);
+    let back = wait_for("the Event again", HANG, || {
+        series_objects(&api, "postgres-0", "RouterIPCollision").pop()
+    });
+    assert_eq!(
+        back["metadata"]["name"],
+        name.as_str(),
+        "the series' own name"
+    );
+    assert_ne!(
+        back["metadata"]["uid"], first["metadata"]["uid"],
+        "a new object"
+    );
+    assert!(event_writes(&sim, "created") >= 2);
+    assert_eq!(event_writes(&sim, "dropped"), 0);
+}
+
+#[test]
+fn a_series_in_a_terminating_namespace_ends_with_one_line_and_no_retries() {
+    if !can_run_netns_tests("a_series_in_a_terminating_namespace_ends_with_one_line_and_no_retries")
+    {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kterm", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.terminate_namespace("doomed");
+    api.apply(Res::Pods, pod("doomed", "postgres-0", ME, &[ROUTER]));
+    api.apply(Res::Pods, pod("tenant", "gateway-0", ME, &[INGRESS]));
+    let lab = Lab::new("term", &api);
+    let agent = lab.agent_with(&sim.node, ME, &["--event-refresh-seconds", "1"]);
+    agent.wait_ready(&sim.node);
+    wait_for("the other namespace's Event", HANG, || {
+        event(&api, "tenant", "gateway-0", "IngressIPCollision")
+    });
+    wait_for("the series to be dropped", HANG, || {
+        (event_writes(&sim, "dropped") == 1).then_some(())
+    });
+    let creates = api.counts().creates;
+    // Three refresh periods: the ended series is not tried again, nor backed off on.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        api.counts().creates,
+        creates,
+        "the dropped series was retried"
+    );
+    assert_eq!(event_writes(&sim, "dropped"), 1);
+    assert_eq!(event_writes(&sim, "failed"), 0);
+    let log = agent.log_text();
+    assert_eq!(
+        log.matches("refuses this Event for good").count(),
+        1,
+        "one log line; log:\n{log}"
+    );
 }

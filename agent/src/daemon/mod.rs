@@ -12,7 +12,7 @@
 //!
 //! This module only wires them: channels between them, one token to stop them.
 
-mod events;
+pub mod events;
 mod files;
 mod host;
 pub mod http;
@@ -65,6 +65,9 @@ pub struct Args {
     /// The HTTP endpoints.
     #[command(flatten)]
     pub http: http::Args,
+    /// The Event writer.
+    #[command(flatten)]
+    pub events: events::Args,
 }
 
 /// Why the agent could not start.
@@ -131,35 +134,16 @@ pub async fn run(args: Args) -> Result<()> {
     let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
 
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
-    let input = if let Some(files) = FileSources::new(&args.sources, &args.node.pod_ip_annotations)
-    {
-        let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
-            .map_err(subscribe("changes of the input files (inotify)"))?;
-        tasks.spawn(watch.run(token.child_token()));
-        tracing::info!("reading Kubernetes state from files; no Events are written");
-        Input::Files(Box::new(files))
-    } else {
-        let client = kube::client().await?;
-        let tx = trigger_tx.clone();
-        let on_change = Arc::new(move || {
-            let _ = tx.try_send(Trigger::Kube);
-        });
-        let (source, view) = ClusterSource::new(
-            client.clone(),
-            &node,
-            &args.node.pod_ip_annotations,
-            on_change,
-        );
-        tasks.spawn(source.run(token.child_token()));
-        let writer = EventTask::new(
-            EventWriter::new(client, &node),
-            published.clone(),
-            traffic.clone(),
-        );
-        tasks.spawn(writer.run(token.child_token()));
-        tracing::info!("watching the cluster");
-        Input::Cluster(view)
-    };
+    let input = cluster_input(
+        &args,
+        &node,
+        &tasks,
+        &token,
+        &trigger_tx,
+        &metrics,
+        (published.clone(), traffic.clone()),
+    )
+    .await?;
     let mut observer = ObserverTask::new(
         &args.observer,
         &node,
@@ -219,4 +203,51 @@ pub async fn run(args: Args) -> Result<()> {
     tasks.wait().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The cluster side: inotify on the input files, or the cluster's watches and
+/// the Event writer, spawned on `tasks`.
+async fn cluster_input(
+    args: &Args,
+    node: &str,
+    tasks: &TaskTracker,
+    token: &CancellationToken,
+    trigger_tx: &mpsc::Sender<Trigger>,
+    metrics: &Arc<Metrics>,
+    (published, traffic): (watch::Receiver<Published>, watch::Receiver<Arc<Traffic>>),
+) -> Result<Input> {
+    let subscribe = |what| move |source| Error::Subscribe { what, source };
+    let input = if let Some(files) = FileSources::new(&args.sources, &args.node.pod_ip_annotations)
+    {
+        let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
+            .map_err(subscribe("changes of the input files (inotify)"))?;
+        tasks.spawn(watch.run(token.child_token()));
+        tracing::info!("reading Kubernetes state from files; no Events are written");
+        Input::Files(Box::new(files))
+    } else {
+        let client = kube::client().await?;
+        let tx = trigger_tx.clone();
+        let on_change = Arc::new(move || {
+            let _ = tx.try_send(Trigger::Kube);
+        });
+        let (source, view) = ClusterSource::new(
+            client.clone(),
+            node,
+            &args.node.pod_ip_annotations,
+            on_change,
+        );
+        tasks.spawn(source.run(token.child_token()));
+        let refresh = std::time::Duration::from_secs(args.events.event_refresh_seconds);
+        let writer = EventTask::new(
+            EventWriter::new(client, node, refresh),
+            &args.events,
+            metrics.clone(),
+            published,
+            traffic,
+        );
+        tasks.spawn(writer.run(token.child_token()));
+        tracing::info!("watching the cluster");
+        Input::Cluster(view)
+    };
+    Ok(input)
 }

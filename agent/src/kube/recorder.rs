@@ -5,7 +5,8 @@
 //! hash of those, so an agent that restarts finds its series again (create
 //! answers 409, and the series continues with a count PATCH) instead of
 //! starting a new one; kube-runtime's Recorder keeps its series in memory only.
-//! Repeats bump `series.count` at most every 30 s. A series whose finding
+//! A live series' `series.count` is written back every refresh period (30
+//! minutes by default, client-go's `refreshTime`). A series whose finding
 //! clears gets a Normal `IPCollisionResolved`.
 
 use std::{
@@ -24,8 +25,7 @@ use kube::{
 };
 
 use crate::report::events::{
-    ACTION, Desired, REASON_RESOLVED, REASON_TRAFFIC, REPEAT_EVERY, REPORTING_CONTROLLER, SeriesId,
-    truncate_note,
+    ACTION, Desired, REASON_RESOLVED, REASON_TRAFFIC, REPORTING_CONTROLLER, SeriesId, truncate_note,
 };
 
 struct Series {
@@ -38,69 +38,130 @@ struct Series {
 pub struct EventWriter {
     client: Client,
     node: String,
+    /// How often a live series is written back.
+    refresh: std::time::Duration,
     series: BTreeMap<SeriesId, Series>,
     /// IPCollisionResolved Events that could not be written yet (API down).
     unresolved: BTreeMap<SeriesId, Desired>,
+    /// Series a permanent error ended, until their finding goes.
+    ended: BTreeSet<SeriesId>,
+}
+
+/// What one [`EventWriter::sync`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Event objects created (new series, re-created ones, resolutions).
+    pub created: u64,
+    /// Series counts written back (continued after a restart, or refreshed).
+    pub patched: u64,
+    /// Writes that failed and will be retried.
+    pub failed: u64,
+    /// Series ended for good by a permanent error (namespace gone or
+    /// terminating, an object the API server rejects).
+    pub dropped: u64,
+    /// Series (and resolutions) not written yet.
+    pub pending: u64,
+}
+
+/// Whether an API error will not go away by retrying: the namespace is gone
+/// (404 on create) or terminating (403), or the server rejects the object (422).
+fn permanent(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 403 | 404 | 422))
 }
 
 impl EventWriter {
-    /// A writer for `node`'s Events.
-    pub fn new(client: Client, node: &str) -> Self {
+    /// A writer for `node`'s Events; live series are written back every `refresh`.
+    pub fn new(client: Client, node: &str, refresh: std::time::Duration) -> Self {
         Self {
             client,
             node: node.to_owned(),
+            refresh,
             series: BTreeMap::new(),
             unresolved: BTreeMap::new(),
+            ended: BTreeSet::new(),
         }
     }
 
-    /// Makes the cluster's Events match `want`: new series are created (or
-    /// continued after a restart), repeats counted at most every 30 s, cleared
-    /// collisions resolved. Errors are logged per Event and retried next time.
-    /// Returns how many writes failed.
+    /// Makes the cluster's Events match `want`, the way client-go's events
+    /// library does: new series are created (or continued after a restart),
+    /// live ones written back every `refresh` (which also keeps them past the
+    /// API server's Event TTL; one deleted meanwhile is created again), cleared
+    /// collisions resolved. Transient errors are logged per Event and retried
+    /// next time; a permanent one ends the series with one log line.
     #[tracing::instrument(skip_all, fields(node = %self.node, series = want.len()))]
-    pub async fn sync(&mut self, want: &[Desired]) -> usize {
-        let mut failed = 0;
+    pub async fn sync(&mut self, want: &[Desired]) -> SyncStats {
+        let mut stats = SyncStats::default();
         let ids: BTreeSet<_> = want.iter().map(Desired::id).collect();
-        // A collision that came back needs no resolution any more.
+        // A collision that came back needs no resolution any more; an ended
+        // series whose finding went may start again when it returns.
         self.unresolved.retain(|id, _| !ids.contains(id));
+        self.ended.retain(|id| ids.contains(id));
         for d in want {
             let id = d.id();
-            match self.series.get(&id) {
-                None => match self.open(d).await {
-                    Ok(count) => {
-                        self.series.insert(
-                            id,
-                            Series {
-                                desired: d.clone(),
-                                count,
-                                last: Instant::now(),
-                            },
-                        );
+            if self.ended.contains(&id) {
+                continue;
+            }
+            let due = match self.series.get(&id) {
+                None => None,
+                Some(s) if s.last.elapsed() >= self.refresh => Some(s.count + 1),
+                Some(_) => continue,
+            };
+            let written = match due {
+                None => self.open(d).await.map(|(count, created)| {
+                    if created {
+                        stats.created += 1;
+                    } else {
+                        stats.patched += 1;
                     }
-                    Err(e) => {
-                        failed += 1;
-                        tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
+                    count
+                }),
+                Some(count) => match self.bump(d, count).await {
+                    Ok(()) => {
+                        stats.patched += 1;
+                        Ok(count)
                     }
+                    // Deleted under a live series (the TTL, or by hand): create it again.
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        tracing::info!(event = %d.event_name(), "Event of a live series was deleted; creating it again");
+                        self.open(d).await.map(|(count, _)| {
+                            stats.created += 1;
+                            count
+                        })
+                    }
+                    Err(e) => Err(e),
                 },
-                Some(s) if s.last.elapsed() >= REPEAT_EVERY => {
-                    let count = s.count + 1;
-                    match self.bump(d, count).await {
-                        Ok(()) => {
-                            if let Some(s) = self.series.get_mut(&id) {
-                                s.count = count;
-                                s.last = Instant::now();
-                            }
-                        }
-                        Err(e) => {
-                            failed += 1;
-                            tracing::warn!(event = %d.event_name(), error = %e, "updating an Event failed; retrying later");
-                        }
-                    }
+            };
+            match written {
+                Ok(count) => {
+                    self.series.insert(
+                        id,
+                        Series {
+                            desired: d.clone(),
+                            count,
+                            last: Instant::now(),
+                        },
+                    );
                 }
-                Some(_) => {}
+                Err(e) if permanent(&e) => {
+                    stats.dropped += 1;
+                    tracing::warn!(reason = %d.reason, event = %d.event_name(), namespace = %d.namespace, error = %e, "the API server refuses this Event for good (namespace gone or terminating, or an invalid object); its series ends here");
+                    self.series.remove(&id);
+                    self.ended.insert(id);
+                }
+                Err(e) => {
+                    stats.failed += 1;
+                    stats.pending += 1;
+                    tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
+                }
             }
         }
+        self.resolve_cleared(&ids, &mut stats).await;
+        stats
+    }
+
+    /// Writes IPCollisionResolved for every series whose finding is gone (and
+    /// again for those that failed before).
+    async fn resolve_cleared(&mut self, ids: &BTreeSet<SeriesId>, stats: &mut SyncStats) {
         let cleared: Vec<_> = self
             .series
             .keys()
@@ -127,18 +188,26 @@ impl EventWriter {
         }
         let pending = std::mem::take(&mut self.unresolved);
         for (id, resolved) in pending {
-            if let Err(e) = self.open(&resolved).await {
-                failed += 1;
-                tracing::warn!(event = %resolved.event_name(), error = %e, "writing IPCollisionResolved failed; retrying later");
-                self.unresolved.insert(id, resolved);
+            match self.open(&resolved).await {
+                Ok(_) => stats.created += 1,
+                Err(e) if permanent(&e) => {
+                    stats.dropped += 1;
+                    tracing::warn!(event = %resolved.event_name(), error = %e, "the API server refuses IPCollisionResolved for good; dropped");
+                }
+                Err(e) => {
+                    stats.failed += 1;
+                    stats.pending += 1;
+                    tracing::warn!(event = %resolved.event_name(), error = %e, "writing IPCollisionResolved failed; retrying later");
+                    self.unresolved.insert(id, resolved);
+                }
             }
         }
-        failed
     }
 
-    /// Creates the series' Event, or continues it if it exists (a restart): the count it is at now.
+    /// Creates the series' Event, or continues it if it exists (a restart): the
+    /// count it is at now, and whether an object was created.
     #[tracing::instrument(skip_all, fields(event = %d.event_name(), reason = %d.reason))]
-    async fn open(&self, d: &Desired) -> Result<i32, kube::Error> {
+    async fn open(&self, d: &Desired) -> Result<(i32, bool), kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let name = d.event_name();
         let now = MicroTime(Timestamp::now());
@@ -161,14 +230,14 @@ impl EventWriter {
         match api.create(&PostParams::default(), &ev).await {
             Ok(_) => {
                 tracing::info!(event = %name, reason = %d.reason, regarding = ?d.regarding.name, "Event created");
-                Ok(1)
+                Ok((1, true))
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let existing = api.get(&name).await?;
                 let count = existing.series.as_ref().map_or(1, |s| s.count) + 1;
                 self.bump(d, count).await?;
                 tracing::info!(event = %name, count, "continuing an existing Event series");
-                Ok(count)
+                Ok((count, false))
             }
             Err(e) => Err(e),
         }

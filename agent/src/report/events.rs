@@ -25,8 +25,10 @@ pub const REASON_RESOLVED: &str = "IPCollisionResolved";
 pub const REASON_TRAFFIC: &str = "HostTrafficBlackholed";
 /// events.k8s.io/v1 rejects notes longer than 1 kB.
 const NOTE_MAX: usize = 1024;
-/// Repeats of a series are counted at most this often.
-pub const REPEAT_EVERY: Duration = Duration::from_secs(30);
+/// How often a live series is written back by default: client-go's events
+/// library's `refreshTime`, which also keeps series past the API server's 1 h
+/// Event TTL.
+pub const REFRESH_EVERY: Duration = Duration::from_mins(30);
 
 /// One Event series this node should have.
 #[derive(Clone, Debug, PartialEq)]

@@ -54,6 +54,27 @@ pub enum Outcome {
     error,
 }
 
+/// What became of an Event write.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, reason = "the label values are lowercase")]
+pub enum WriteResult {
+    /// An Event object was created.
+    created,
+    /// A series' count was written back.
+    patched,
+    /// The write failed and will be retried.
+    failed,
+    /// A permanent error ended the series.
+    dropped,
+}
+
+/// `ipshadow_event_writes_total`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// What became of the write.
+    pub result: WriteResult,
+}
+
 /// `ipshadow_reconciles_total`'s labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -87,6 +108,10 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     /// `ipshadow_last_reconcile_timestamp_seconds`.
     pub last_reconcile: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// `ipshadow_event_writes_total`.
+    pub event_writes: Family<WriteLabels, Counter>,
+    /// `ipshadow_events_pending`.
+    pub events_pending: Gauge,
 }
 
 impl Metrics {
@@ -102,6 +127,26 @@ impl Metrics {
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
         ]);
         let last_reconcile = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        let event_writes = Family::<WriteLabels, Counter>::default();
+        let events_pending = Gauge::default();
+        registry.register(
+            "ipshadow_event_writes",
+            "Event writes to the API server, by result (created, patched, failed, dropped)",
+            event_writes.clone(),
+        );
+        registry.register(
+            "ipshadow_events_pending",
+            "Event series and resolutions not written yet (the API server refused or was away)",
+            events_pending.clone(),
+        );
+        for result in [
+            WriteResult::created,
+            WriteResult::patched,
+            WriteResult::failed,
+            WriteResult::dropped,
+        ] {
+            let _ = event_writes.get_or_create(&WriteLabels { result });
+        }
         // A gauge fixed at 1 rather than an OpenMetrics `info`: promtool and
         // Prometheus' text parser (2.42) reject the `info` type.
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -165,6 +210,8 @@ impl Metrics {
             reconciles,
             reconcile_duration,
             last_reconcile,
+            event_writes,
+            events_pending,
         }
     }
 
