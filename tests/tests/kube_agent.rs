@@ -1054,3 +1054,70 @@ fn a_series_in_a_terminating_namespace_ends_with_one_line_and_no_retries() {
         "one log line; log:\n{log}"
     );
 }
+
+#[test]
+fn beyond_the_series_cap_pods_are_counted_in_one_node_event() {
+    if !can_run_netns_tests("beyond_the_series_cap_pods_are_counted_in_one_node_event") {
+        return;
+    }
+    // 150 pods on addresses of kube-ipvs0 (150 Service IPs in the pod range):
+    // 150 findings, at most 20 pod Event series, one Node Event for the rest.
+    let sim = SimNode::kube_ovn("kcap", ROUTER);
+    sim.node.add_veth("kube-ipvs0", "ipvs-peer");
+    let mut batch = String::new();
+    for i in 0..150 {
+        batch.push_str("addr add 10.244.200.");
+        batch.push_str(&(i + 1).to_string());
+        batch.push_str("/32 dev kube-ipvs0\n");
+    }
+    sim.node.ip_batch(&batch);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    for i in 0..150 {
+        api.apply(
+            Res::Pods,
+            pod(
+                "tenant",
+                &format!("svc-{i:03}"),
+                ME,
+                &[&format!("10.244.200.{}", i + 1)],
+            ),
+        );
+    }
+    let lab = Lab::new("cap", &api);
+    let agent = lab.agent_with(
+        &sim.node,
+        ME,
+        &["--event-series-max", "20", "--event-burst", "30"],
+    );
+    agent.wait_ready(&sim.node);
+    let many = wait_for("the Node's ManyShadowedPods Event", HANG, || {
+        api.event_objects()
+            .into_iter()
+            .find(|e| e["reason"] == "ManyShadowedPods")
+    });
+    assert_eq!(many["regarding"]["kind"], "Node");
+    let note = many["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("130 more pods") && note.contains("LocalAddressCollision x130"),
+        "{note}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let pod_events = api
+        .event_objects()
+        .into_iter()
+        .filter(|e| e["regarding"]["kind"] == "Pod")
+        .count();
+    assert_eq!(pod_events, 20, "pod series beyond the cap");
+    assert_eq!(api.counts().creates, 21, "20 pod series and the Node's");
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(
+            &m,
+            "ipshadow_collisions",
+            &[("kind", "LocalAddressCollision"), ("scope", "same-node")]
+        ),
+        Some(150.0),
+        "every finding is still in the metrics"
+    );
+}

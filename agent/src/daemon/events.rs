@@ -12,7 +12,7 @@ use super::Published;
 use crate::{
     kube::{
         cluster::{Failure, backoff},
-        recorder::{EventWriter, SyncStats},
+        recorder::{Budget, EventWriter, SyncStats},
     },
     report::{
         events::{self, REFRESH_EVERY},
@@ -30,12 +30,33 @@ pub struct Args {
     #[arg(long, env = "IPSHADOW_EVENT_REFRESH_SECONDS", default_value_t = REFRESH_EVERY.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub event_refresh_seconds: u64,
+    /// Event writes allowed at once (the per-node budget's burst).
+    #[arg(long, env = "IPSHADOW_EVENT_BURST", default_value_t = 25,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub event_burst: u32,
+    /// Event writes per minute once the burst is spent.
+    #[arg(long, env = "IPSHADOW_EVENT_WRITES_PER_MINUTE", default_value_t = 30,
+          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub event_writes_per_minute: u32,
+    /// At most this many Warning series about pods per node; beyond, one
+    /// ManyShadowedPods Event on the Node counts the rest.
+    #[arg(long, env = "IPSHADOW_EVENT_SERIES_MAX", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub event_series_max: u64,
+}
+
+impl Args {
+    /// The per-node write budget these flags describe.
+    pub(crate) fn budget(&self) -> Budget {
+        Budget::new(self.event_burst, self.event_writes_per_minute)
+    }
 }
 
 /// The writer and what it follows.
 pub(crate) struct EventTask {
     writer: EventWriter,
     refresh: std::time::Duration,
+    series_max: usize,
     metrics: Arc<Metrics>,
     findings: watch::Receiver<Published>,
     traffic: watch::Receiver<Arc<Traffic>>,
@@ -52,6 +73,7 @@ impl EventTask {
         Self {
             writer,
             refresh: std::time::Duration::from_secs(args.event_refresh_seconds),
+            series_max: usize::try_from(args.event_series_max).unwrap_or(usize::MAX),
             metrics,
             findings,
             traffic,
@@ -87,12 +109,9 @@ impl EventTask {
             let traffic = self.traffic.borrow_and_update().clone();
             let mut failed = 0;
             if input.ready {
-                let want = events::desired(
-                    &input.findings,
-                    &traffic,
-                    self.writer.node(),
-                    input.node_uid.as_deref(),
-                );
+                let node_uid = input.node_uid.as_deref();
+                let want = events::desired(&input.findings, &traffic, self.writer.node(), node_uid);
+                let want = events::cap(want, self.series_max, self.writer.node(), node_uid);
                 tracing::debug!(series = want.len(), "syncing Events");
                 let stats = tokio::select! {
                     () = token.cancelled() => return,
@@ -100,6 +119,14 @@ impl EventTask {
                 };
                 self.count(stats);
                 failed = stats.failed;
+                if failed == 0 && stats.deferred > 0 {
+                    // The budget is spent: go on when it allows the next write.
+                    let until_next = self.writer.budget().next_in();
+                    tokio::select! {
+                        () = token.cancelled() => return,
+                        () = tokio::time::sleep(until_next) => continue,
+                    }
+                }
             }
             if failed > 0 {
                 let delay = backoff.next().unwrap_or(self.refresh);

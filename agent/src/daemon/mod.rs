@@ -239,7 +239,7 @@ async fn cluster_input(
         tasks.spawn(source.run(token.child_token()));
         let refresh = std::time::Duration::from_secs(args.events.event_refresh_seconds);
         let writer = EventTask::new(
-            EventWriter::new(client, node, refresh),
+            EventWriter::new(client, node, refresh, args.events.budget()),
             &args.events,
             metrics.clone(),
             published,

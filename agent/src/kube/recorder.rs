@@ -40,11 +40,53 @@ pub struct EventWriter {
     node: String,
     /// How often a live series is written back.
     refresh: std::time::Duration,
+    budget: Budget,
     series: BTreeMap<SeriesId, Series>,
     /// IPCollisionResolved Events that could not be written yet (API down).
     unresolved: BTreeMap<SeriesId, Desired>,
     /// Series a permanent error ended, until their finding goes.
     ended: BTreeSet<SeriesId>,
+}
+
+/// A per-node write budget: a token bucket, so that a burst of findings (or an
+/// API server back after an outage) is written at a bounded rate.
+#[derive(Debug)]
+pub struct Budget {
+    tokens: f64,
+    burst: f64,
+    per_second: f64,
+    last: Instant,
+}
+
+impl Budget {
+    /// `burst` writes at once, then `per_minute`.
+    pub fn new(burst: u32, per_minute: u32) -> Self {
+        Self {
+            tokens: f64::from(burst),
+            burst: f64::from(burst),
+            per_second: f64::from(per_minute) / 60.0,
+            last: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let earned = now.duration_since(self.last).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + earned).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// How long until the next write is allowed.
+    pub fn next_in(&self) -> std::time::Duration {
+        let missing = (1.0 - self.tokens).max(0.0);
+        std::time::Duration::from_secs_f64(missing / self.per_second)
+    }
 }
 
 /// What one [`EventWriter::sync`] did.
@@ -61,6 +103,8 @@ pub struct SyncStats {
     pub dropped: u64,
     /// Series (and resolutions) not written yet.
     pub pending: u64,
+    /// Writes put off because the budget was spent (not failures).
+    pub deferred: u64,
 }
 
 /// Whether an API error will not go away by retrying: the namespace is gone
@@ -71,11 +115,12 @@ fn permanent(e: &kube::Error) -> bool {
 
 impl EventWriter {
     /// A writer for `node`'s Events; live series are written back every `refresh`.
-    pub fn new(client: Client, node: &str, refresh: std::time::Duration) -> Self {
+    pub fn new(client: Client, node: &str, refresh: std::time::Duration, budget: Budget) -> Self {
         Self {
             client,
             node: node.to_owned(),
             refresh,
+            budget,
             series: BTreeMap::new(),
             unresolved: BTreeMap::new(),
             ended: BTreeSet::new(),
@@ -106,6 +151,11 @@ impl EventWriter {
                 Some(s) if s.last.elapsed() >= self.refresh => Some(s.count + 1),
                 Some(_) => continue,
             };
+            if !self.budget.take() {
+                stats.deferred += 1;
+                stats.pending += 1;
+                continue;
+            }
             let written = match due {
                 None => self.open(d).await.map(|(count, created)| {
                     if created {
@@ -188,6 +238,12 @@ impl EventWriter {
         }
         let pending = std::mem::take(&mut self.unresolved);
         for (id, resolved) in pending {
+            if !self.budget.take() {
+                stats.deferred += 1;
+                stats.pending += 1;
+                self.unresolved.insert(id, resolved);
+                continue;
+            }
             match self.open(&resolved).await {
                 Ok(_) => stats.created += 1,
                 Err(e) if permanent(&e) => {
@@ -246,8 +302,10 @@ impl EventWriter {
     #[tracing::instrument(skip_all, fields(event = %d.event_name(), count))]
     async fn bump(&self, d: &Desired, count: i32) -> Result<(), kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
+        // The note too: an aggregated Node Event's counts change between refreshes.
         let patch = serde_json::json!({
-            "series": EventSeries { count, last_observed_time: MicroTime(Timestamp::now()) }
+            "series": EventSeries { count, last_observed_time: MicroTime(Timestamp::now()) },
+            "note": d.note,
         });
         api.patch(
             &d.event_name(),
@@ -263,8 +321,38 @@ impl EventWriter {
         &self.node
     }
 
+    /// The write budget.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// Series open now.
     pub fn series_count(&self) -> usize {
         self.series.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_allows_its_burst_then_its_rate() {
+        let mut b = Budget::new(3, 60);
+        assert!(b.take() && b.take() && b.take());
+        assert!(!b.take(), "the burst is spent");
+        let wait = b.next_in();
+        assert!(
+            wait > std::time::Duration::from_millis(900)
+                && wait <= std::time::Duration::from_secs(1),
+            "{wait:?}"
+        );
+        // A token comes back after its share of a minute.
+        b.last -= std::time::Duration::from_secs(1);
+        assert!(b.take());
+        assert!(!b.take());
+        // And never more than the burst, however long it waited.
+        b.last -= std::time::Duration::from_hours(1);
+        assert_eq!((0..10).filter(|_| b.take()).count(), 3);
     }
 }

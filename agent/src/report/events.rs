@@ -23,6 +23,8 @@ pub const ACTION: &str = "Detect";
 pub const REASON_RESOLVED: &str = "IPCollisionResolved";
 /// The reason of the Event about host traffic the eBPF observer saw.
 pub const REASON_TRAFFIC: &str = "HostTrafficBlackholed";
+/// The reason of the one Node Event standing for the pod series beyond the cap.
+pub const REASON_MANY: &str = "ManyShadowedPods";
 /// events.k8s.io/v1 rejects notes longer than 1 kB.
 const NOTE_MAX: usize = 1024;
 /// How often a live series is written back by default: client-go's events
@@ -126,13 +128,7 @@ pub fn desired(
     for f in findings {
         if f.kind == FindingKind::AllocatorOverlap {
             out.push(Desired {
-                regarding: ObjectReference {
-                    api_version: Some("v1".to_owned()),
-                    kind: Some("Node".to_owned()),
-                    name: Some(node.to_owned()),
-                    uid: node_uid.map(str::to_owned),
-                    ..Default::default()
-                },
+                regarding: node_ref(node, node_uid),
                 namespace: "default".to_owned(),
                 reason: f.kind.as_str().to_owned(),
                 ip: f.ip.to_string(),
@@ -185,4 +181,138 @@ pub fn desired(
         });
     }
     out
+}
+
+/// The Node as an Event's `regarding` object.
+fn node_ref(node: &str, node_uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Node".to_owned()),
+        name: Some(node.to_owned()),
+        uid: node_uid.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+/// At most `max` Warning series about pods; the rest become one Warning Event
+/// on the Node that counts them by reason and names a few, so a node with
+/// thousands of findings writes a bounded number of objects (the metrics still
+/// carry every finding).
+pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str>) -> Vec<Desired> {
+    let is_pod_warning = |d: &Desired| d.warning && d.regarding.kind.as_deref() == Some("Pod");
+    let pod_warnings = want.iter().filter(|d| is_pod_warning(d)).count();
+    if pod_warnings <= max {
+        return want;
+    }
+    // Pod Warnings first, each kind of series in a stable order: the first
+    // `max` in (reason, namespace, name, ip) order are kept.
+    want.sort_by(|a, b| {
+        let key = |d: &Desired| {
+            (
+                !is_pod_warning(d),
+                d.reason.clone(),
+                d.namespace.clone(),
+                d.regarding.name.clone(),
+                d.ip.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let rest: Vec<Desired> = want.drain(max..pod_warnings).collect();
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for d in &rest {
+        *by_reason.entry(d.reason.as_str()).or_default() += 1;
+    }
+    let counts = by_reason
+        .iter()
+        .map(|(r, n)| format!("{r} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let examples = rest
+        .iter()
+        .take(5)
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d.namespace,
+                d.regarding.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    want.push(Desired {
+        regarding: node_ref(node, node_uid),
+        namespace: "default".to_owned(),
+        reason: REASON_MANY.to_owned(),
+        ip: String::new(),
+        warning: true,
+        note: truncate_note(&format!(
+            "{} more pods on or holding addresses of node {node} have findings than ipshadow writes \
+             one Event each for (at most {max} per node): {counts}; e.g. {examples}. Every finding \
+             is in ipshadow_collision_info on this node's agent, and `ipshadow check` on the node \
+             lists them.",
+            rest.len()
+        )),
+    });
+    want
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_series(i: usize) -> Desired {
+        Desired {
+            regarding: ObjectReference {
+                kind: Some("Pod".to_owned()),
+                name: Some(format!("p{i:03}")),
+                namespace: Some("t".to_owned()),
+                ..Default::default()
+            },
+            namespace: "t".to_owned(),
+            reason: "LocalAddressCollision".to_owned(),
+            ip: format!("10.0.{}.{}", i / 250, i % 250),
+            warning: true,
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn beyond_the_cap_pod_series_become_one_node_event() {
+        let overlap = Desired {
+            regarding: node_ref("n", None),
+            namespace: "default".to_owned(),
+            reason: "AllocatorOverlap".to_owned(),
+            ip: "10.244.4.12".to_owned(),
+            warning: true,
+            note: String::new(),
+        };
+        let mut want: Vec<Desired> = (0..150).rev().map(pod_series).collect();
+        want.push(overlap.clone());
+        let out = cap(want, 20, "n", Some("uid-n"));
+        assert_eq!(out.len(), 20 + 1 + 1);
+        let kept: Vec<&str> = out
+            .iter()
+            .filter(|d| d.regarding.kind.as_deref() == Some("Pod"))
+            .filter_map(|d| d.regarding.name.as_deref())
+            .collect();
+        assert_eq!(kept.first(), Some(&"p000"));
+        assert_eq!(kept.last(), Some(&"p019"));
+        assert!(out.contains(&overlap), "node series are never capped");
+        let many = out
+            .iter()
+            .find(|d| d.reason == REASON_MANY)
+            .expect("aggregate");
+        assert!(
+            many.note
+                .starts_with("130 more pods on or holding addresses of node n")
+                && many.note.contains("LocalAddressCollision x130")
+                && many.note.contains("t/p020"),
+            "{}",
+            many.note
+        );
+        // Under the cap nothing changes.
+        let few: Vec<Desired> = (0..5).map(pod_series).collect();
+        assert_eq!(cap(few.clone(), 20, "n", None), few);
+    }
 }
