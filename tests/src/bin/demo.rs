@@ -305,11 +305,13 @@ fn run(ui: &Ui) -> bool {
     )
     .unwrap_or(0.0);
 
-    ui.step("the fix, as the Events say: a Cilium pool outside kube-ovn's range, or excluded in the Subnet");
+    ui.step("the fix, as the Events say: a Cilium pool cut from the end of ovn-default's block, excluded there");
     println!(
-        "  e.g. kubectl patch subnet ovn-default --type merge -p '{{\"spec\":{{\"excludeIps\":[\"10.244.0.1\",\"10.244.4.0..10.244.4.255\"]}}}}'"
+        "  Cilium: ipam.mode=cluster-pool from 10.244.248.0/21 (a /29 per node); kube-ovn: \n  kubectl patch subnet ovn-default --type merge -p '{{\"spec\":{{\"excludeIps\":[\"10.244.0.1\",\"10.244.248.0..10.244.255.255\"]}}}}'"
     );
-    println!("  then delete the colliding pods so kube-ovn gives them other IPs.");
+    println!(
+        "  (not a prefix outside ovn-default: kube-ovn masquerades host traffic only from its\n  overlay subnets, and Gateway API across nodes breaks); then delete the colliding pods."
+    );
 
     if !all {
         println!("agent log:\n{}", agent.log_text());
