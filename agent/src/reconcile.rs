@@ -6,7 +6,9 @@ use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
     detect::{Finding, detect, lookups},
-    inventory::{ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, Inventory},
+    inventory::{
+        ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, HostNetwork, Inventory,
+    },
     netlink::{self, Netlink},
 };
 
@@ -81,11 +83,37 @@ impl Reconciler {
     #[tracing::instrument(skip_all, fields(pods = kube.pods.len(), cilium_nodes = kube.cilium_nodes.len()))]
     pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {
         let ips: Vec<IpAddr> = lookups(&self.node, &kube.pods).collect();
-        let host = self.netlink.read_host(&ips).await?;
+        let host = Arc::new(self.netlink.read_host(&ips).await?);
+        Ok(self.detect(kube, host))
+    }
+
+    /// Detects against `kube` on the host snapshot of an earlier reconcile, for
+    /// a change of the cluster only (no netlink notification since): only the
+    /// FIB answers of pod IPs it has not looked up yet are asked for.
+    #[tracing::instrument(skip_all, fields(pods = kube.pods.len()))]
+    pub async fn reconcile_cluster_change(
+        &self,
+        kube: &ClusterState,
+        host: &Arc<HostNetwork>,
+    ) -> Reconciled {
+        let missing: Vec<IpAddr> = lookups(&self.node, &kube.pods)
+            .filter(|ip| !host.fib.contains_key(ip))
+            .collect();
+        let host = if missing.is_empty() {
+            Arc::clone(host)
+        } else {
+            let mut more = HostNetwork::clone(host);
+            more.fib.extend(self.netlink.lookup(&missing).await);
+            Arc::new(more)
+        };
+        self.detect(kube, host)
+    }
+
+    fn detect(&self, kube: &ClusterState, host: Arc<HostNetwork>) -> Reconciled {
         let inventory = Inventory {
             node: self.node.clone(),
             router_device: self.router_device.clone(),
-            host,
+            host: Arc::clone(&host),
             pods: Arc::clone(&kube.pods),
             cilium_nodes: Arc::clone(&kube.cilium_nodes),
             annotated_nodes: Arc::clone(&kube.annotated_nodes),
@@ -93,10 +121,11 @@ impl Reconciler {
         };
         let findings = detect(&inventory);
         let watch_ips = pod_ip_watches(&inventory, &kube.node_pod_cidrs);
-        Ok(Reconciled {
+        Reconciled {
             findings,
             watch_ips,
-        })
+            host,
+        }
     }
 }
 
@@ -107,6 +136,8 @@ pub struct Reconciled {
     pub findings: Vec<Finding>,
     /// Addresses of this node a pod elsewhere could hold (see [`pod_ip_watches`]).
     pub watch_ips: BTreeSet<IpAddr>,
+    /// The host snapshot it ran on, for reconciles of cluster changes only.
+    pub host: Arc<HostNetwork>,
 }
 
 /// The addresses of this node that a pod on another node could be given: its

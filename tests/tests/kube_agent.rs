@@ -972,6 +972,12 @@ fn status_only_updates_of_subnets_and_ciliumnodes_reconcile_nothing() {
     // The two real changes, and one for the CiliumNode that became CRD-style
     // (its status.ipam.used appeared), debounced together or not.
     assert!(during <= 5.0, "{during} reconciles for status-only updates");
+    // Changes of the cluster alone: the node's network is not read again.
+    let log = agent.log_text();
+    assert!(
+        log.contains("a change of the cluster only: reusing the host snapshot"),
+        "{log}"
+    );
 }
 
 /// `ipshadow_event_writes_total{result}` from a scrape (a counter: whole).

@@ -165,7 +165,7 @@ fn overlaps(
     let inv = Inventory {
         node: node.into(),
         router_device: "cilium_host".into(),
-        host: HostNetwork::default(),
+        host: Arc::new(HostNetwork::default()),
         cilium_nodes: Arc::new(cns),
         subnets: Arc::new(subnets),
         ..Inventory::default()

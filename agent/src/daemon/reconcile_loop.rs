@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Published, host::Trigger};
 use crate::{
     detect::Finding,
-    inventory::{ClusterState, Invalid, SourceStatus},
+    inventory::{ClusterState, HostNetwork, Invalid, SourceStatus},
     kube::{cluster::ClusterView, sources::FileSources},
     reconcile::Reconciler,
     report::metrics::{Metrics, Outcome, ResourceLabels, ResultLabels, SourceLabels},
@@ -64,6 +64,10 @@ pub(crate) struct ReconcileLoop {
     ready: Arc<AtomicBool>,
     findings: Arc<Vec<Finding>>,
     seen_invalid: HashSet<Invalid>,
+    /// The host snapshot of the last reconcile, and whether the node's network
+    /// may have changed since (a netlink notification, a resync, a failure).
+    host: Option<Arc<HostNetwork>>,
+    host_dirty: bool,
 }
 
 /// The loop's inputs and outputs, for `new`.
@@ -89,6 +93,8 @@ impl ReconcileLoop {
             ready: wiring.ready,
             findings: Arc::default(),
             seen_invalid: HashSet::new(),
+            host: None,
+            host_dirty: true,
         }
     }
 
@@ -109,8 +115,10 @@ impl ReconcileLoop {
                         Trigger::NetlinkOverrun => {
                             tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
                             self.files_dirty = true;
+                            self.host_dirty = true;
                         }
-                        Trigger::Netlink | Trigger::Kube => {}
+                        Trigger::Netlink => self.host_dirty = true,
+                        Trigger::Kube => {}
                     }
                     // Debounce: the first change schedules a reconcile at most `debounce` later.
                     due.get_or_insert_with(|| tokio::time::Instant::now() + debounce);
@@ -127,6 +135,7 @@ impl ReconcileLoop {
                 () = tokio::time::sleep_until(next_resync) => {
                     next_resync = tokio::time::Instant::now() + resync_every;
                     self.files_dirty = true;
+                    self.host_dirty = true;
                     if !self.reconcile().await {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
@@ -170,7 +179,15 @@ impl ReconcileLoop {
         let Some(state) = state else { return true };
         self.count_invalid(&state.invalid);
         let started = Instant::now();
-        let result = self.reconciler.reconcile(&state).await;
+        // A change of the cluster alone reuses the host snapshot (netlink would
+        // have said if the node's network changed): no dumps, only new lookups.
+        let result = match (&self.host, self.host_dirty) {
+            (Some(host), false) => {
+                tracing::debug!("a change of the cluster only: reusing the host snapshot");
+                Ok(self.reconciler.reconcile_cluster_change(&state, host).await)
+            }
+            _ => self.reconciler.reconcile(&state).await,
+        };
         let elapsed = started.elapsed();
         let netlink_up = self
             .metrics
@@ -194,6 +211,8 @@ impl ReconcileLoop {
             }
         };
         netlink_up.set(1);
+        self.host = Some(Arc::clone(&done.host));
+        self.host_dirty = false;
         self.metrics
             .reconcile_duration
             .observe(elapsed.as_secs_f64());

@@ -78,7 +78,7 @@ fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
     Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
-        host,
+        host: Arc::new(host),
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
         annotated_nodes: Arc::default(),

@@ -140,7 +140,7 @@ pub(crate) fn pod(name: &str, node: &str, ips: &[&str]) -> Pod {
 /// The FIB answers the kernel gives on this node for `ips`, as the netlink adapter records them.
 pub(crate) fn with_fib(mut inv: Inventory, answers: &[(&str, FibResult)]) -> Inventory {
     for (a, r) in answers {
-        inv.host.fib.insert(ip(a), r.clone());
+        Arc::make_mut(&mut inv.host).fib.insert(ip(a), r.clone());
     }
     inv
 }
@@ -156,7 +156,7 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
     let mut inv = Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
-        host: host(),
+        host: Arc::new(host()),
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes()),
         annotated_nodes: Arc::default(),
@@ -176,7 +176,7 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
         } else {
             unicast_via_ovn0()
         };
-        inv.host.fib.insert(a, r);
+        Arc::make_mut(&mut inv.host).fib.insert(a, r);
     }
     inv
 }
@@ -200,11 +200,11 @@ pub(crate) fn ovn_default(exclude: &[(&str, &str)]) -> Subnet {
 /// a pod whose IP is also an address of this node (on kube-ipvs0).
 pub(crate) fn shadowed_pod_route() -> Inventory {
     let mut inv = inventory(vec![pod("shadowed", ME, &["10.96.0.10"])]);
-    inv.host.links.push(Link {
+    Arc::make_mut(&mut inv.host).links.push(Link {
         index: 7,
         name: "lxc1234".into(),
     });
-    inv.host.routes.push(Route {
+    Arc::make_mut(&mut inv.host).routes.push(Route {
         table: 254,
         dst: net("10.96.0.10/32"),
         kind: RouteKind::Unicast,

@@ -30,8 +30,8 @@ pub struct Inventory {
     pub node: String,
     /// The device holding Cilium's router IP on this node.
     pub router_device: String,
-    /// This node's network.
-    pub host: HostNetwork,
+    /// This node's network (shared: a reconcile of cluster changes reuses it).
+    pub host: Arc<HostNetwork>,
     // Shared with the sources' state: a reconcile copies no object.
     /// This node's pods, and pods elsewhere holding one of its addresses.
     pub pods: Arc<Vec<Pod>>,

@@ -348,7 +348,7 @@ mod tests {
             ),
         ] {
             let mut inv = inventory(vec![pod("lost", ME, &["10.244.0.99"])]);
-            inv.host.routes.push(Route {
+            Arc::make_mut(&mut inv.host).routes.push(Route {
                 table: 254,
                 dst: net("10.244.0.99/32"),
                 kind,

@@ -16,8 +16,8 @@ fn pod_on_router_ip_is_found_through_the_fib_lookup_alone() {
     // No CiliumNode and no address list: only the kernel's answer that the IP is local.
     let mut inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
     Arc::make_mut(&mut inv.cilium_nodes).clear();
-    inv.host.addresses.clear();
-    inv.host
+    Arc::make_mut(&mut inv.host).addresses.clear();
+    Arc::make_mut(&mut inv.host)
         .fib
         .insert(ip("10.244.4.251"), FibResult::Local { oif: Some(4) });
     let f = detect(&inv);
@@ -62,7 +62,7 @@ fn host_route_blackholes_of_every_kind_are_found() {
         (FibResult::NoRoute, "no route"),
     ] {
         let mut inv = inventory(vec![pod("lost", ME, &["10.244.0.99"])]);
-        inv.host.routes.push(Route {
+        Arc::make_mut(&mut inv.host).routes.push(Route {
             table: 254,
             dst: net("10.244.0.99/32"),
             kind: match answer {

@@ -83,7 +83,9 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
         &[],
         &[net("10.244.252.0/24")],
     );
-    inv.host.addresses.retain(|a| a.device != "cilium_host");
+    Arc::make_mut(&mut inv.host)
+        .addresses
+        .retain(|a| a.device != "cilium_host");
     inv.subnets = Arc::new(vec![ovn_default(&[
         ("10.244.0.1", "10.244.0.1"),
         ("10.244.248.0", "10.244.255.255"),
