@@ -58,7 +58,8 @@ fn failure(e: &watcher::Error) -> Failure {
     }
 }
 
-/// Runs one watcher (of whole objects) until `token` is cancelled; see [`run_stream`].
+/// Runs one watcher until `token` is cancelled, applying its events to the
+/// shared state and calling `on_change` when what detection reads changed.
 pub(super) async fn run<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -70,25 +71,10 @@ pub(super) async fn run<K>(
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    run_stream(watcher(api, config), source, state, on_change, apply, token).await;
-}
-
-/// Runs one watch stream until `token` is cancelled, applying its events to
-/// the shared state and calling `on_change` after each.
-pub(super) async fn run_stream<K>(
-    stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-    source: &'static str,
-    state: Shared,
-    on_change: OnChange,
-    apply: impl Fn(&mut super::State, watcher::Event<K>) -> bool + Send + 'static,
-    token: CancellationToken,
-) where
-    K: Send + 'static,
-{
     // Our own backoff rather than kube's default_backoff: the watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
-    let mut stream = stream.boxed();
+    let mut stream = watcher(api, config).boxed();
     let mut errors = backoff(Failure::Error);
     let mut absent = backoff(Failure::NotFound);
     let mut failing = false;
