@@ -585,7 +585,17 @@ fn watches_dropped_every_two_seconds_resume_without_relisting_or_losing_a_change
     let lab = Lab::new("flap", &api);
     let agent = lab.agent(&sim.node, ME);
     agent.wait_ready(&sim.node);
-    let start = api.counts();
+    // Ready comes before the per-address pod watches have listed: count from
+    // when every list has its watch and nothing new opens for half a second.
+    let start = wait_for("the agent's watches to open", HANG, || {
+        let before = api.counts();
+        std::thread::sleep(Duration::from_millis(500));
+        let after = api.counts();
+        (after.lists == before.lists
+            && after.watches == before.watches
+            && after.watches >= after.lists)
+            .then_some(after)
+    });
 
     // 30 s: every 2 s all watch streams end; in between, colliding pods come and
     // go and harmless pods churn.

@@ -47,7 +47,7 @@ pub struct Args {
 
 impl Args {
     /// The per-node write budget these flags describe.
-    pub(crate) fn budget(&self) -> Budget {
+    fn budget(&self) -> Budget {
         Budget::new(self.event_burst, self.event_writes_per_minute)
     }
 }
@@ -63,16 +63,18 @@ pub(crate) struct EventTask {
 }
 
 impl EventTask {
+    /// The writer of `node`'s Events, configured by `args`.
     pub(crate) fn new(
-        writer: EventWriter,
+        client: kube::Client,
+        node: &str,
         args: &Args,
         metrics: Arc<Metrics>,
-        findings: watch::Receiver<Published>,
-        traffic: watch::Receiver<Arc<Traffic>>,
+        (findings, traffic): (watch::Receiver<Published>, watch::Receiver<Arc<Traffic>>),
     ) -> Self {
+        let refresh = std::time::Duration::from_secs(args.event_refresh_seconds);
         Self {
-            writer,
-            refresh: std::time::Duration::from_secs(args.event_refresh_seconds),
+            writer: EventWriter::new(client, node, refresh, args.budget()),
+            refresh,
             series_max: usize::try_from(args.event_series_max).unwrap_or(usize::MAX),
             metrics,
             findings,
@@ -94,7 +96,7 @@ impl EventTask {
         }
         self.metrics
             .events_pending
-            .set(i64::try_from(stats.pending).unwrap_or(i64::MAX));
+            .set(i64::try_from(stats.pending()).unwrap_or(i64::MAX));
     }
 
     /// Writes until `token` is cancelled.

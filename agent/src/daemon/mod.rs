@@ -41,7 +41,7 @@ use self::{
 use crate::{
     detect::Finding,
     ebpf,
-    kube::{self, SourceArgs, cluster::ClusterSource, recorder::EventWriter, sources::FileSources},
+    kube::{self, SourceArgs, cluster::ClusterSource, sources::FileSources},
     privileges,
     reconcile::{self, NodeArgs, Reconciler},
     report::{metrics::Metrics, traffic::Traffic},
@@ -237,13 +237,12 @@ async fn cluster_input(
             on_change,
         );
         tasks.spawn(source.run(token.child_token()));
-        let refresh = std::time::Duration::from_secs(args.events.event_refresh_seconds);
         let writer = EventTask::new(
-            EventWriter::new(client, node, refresh, args.events.budget()),
+            client,
+            node,
             &args.events,
             metrics.clone(),
-            published,
-            traffic,
+            (published, traffic),
         );
         tasks.spawn(writer.run(token.child_token()));
         tracing::info!("watching the cluster");

@@ -64,10 +64,9 @@ pub(crate) struct ReconcileLoop {
     ready: Arc<AtomicBool>,
     findings: Arc<Vec<Finding>>,
     seen_invalid: HashSet<Invalid>,
-    /// The host snapshot of the last reconcile, and whether the node's network
+    /// The host snapshot of the last reconcile; `None` once the node's network
     /// may have changed since (a netlink notification, a resync, a failure).
     host: Option<Arc<HostNetwork>>,
-    host_dirty: bool,
 }
 
 /// The loop's inputs and outputs, for `new`.
@@ -94,7 +93,6 @@ impl ReconcileLoop {
             findings: Arc::default(),
             seen_invalid: HashSet::new(),
             host: None,
-            host_dirty: true,
         }
     }
 
@@ -115,9 +113,9 @@ impl ReconcileLoop {
                         Trigger::NetlinkOverrun => {
                             tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
                             self.files_dirty = true;
-                            self.host_dirty = true;
+                            self.host = None;
                         }
-                        Trigger::Netlink => self.host_dirty = true,
+                        Trigger::Netlink => self.host = None,
                         Trigger::Kube => {}
                     }
                     // Debounce: the first change schedules a reconcile at most `debounce` later.
@@ -135,7 +133,7 @@ impl ReconcileLoop {
                 () = tokio::time::sleep_until(next_resync) => {
                     next_resync = tokio::time::Instant::now() + resync_every;
                     self.files_dirty = true;
-                    self.host_dirty = true;
+                    self.host = None;
                     if !self.reconcile().await {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
@@ -181,12 +179,12 @@ impl ReconcileLoop {
         let started = Instant::now();
         // A change of the cluster alone reuses the host snapshot (netlink would
         // have said if the node's network changed): no dumps, only new lookups.
-        let result = match (&self.host, self.host_dirty) {
-            (Some(host), false) => {
+        let result = match &self.host {
+            Some(host) => {
                 tracing::debug!("a change of the cluster only: reusing the host snapshot");
                 Ok(self.reconciler.reconcile_cluster_change(&state, host).await)
             }
-            _ => self.reconciler.reconcile(&state).await,
+            None => self.reconciler.reconcile(&state).await,
         };
         let elapsed = started.elapsed();
         let netlink_up = self
@@ -212,7 +210,6 @@ impl ReconcileLoop {
         };
         netlink_up.set(1);
         self.host = Some(Arc::clone(&done.host));
-        self.host_dirty = false;
         self.metrics
             .reconcile_duration
             .observe(elapsed.as_secs_f64());

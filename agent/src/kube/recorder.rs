@@ -70,7 +70,10 @@ impl Budget {
     }
 
     fn take(&mut self) -> bool {
-        let now = Instant::now();
+        self.take_at(Instant::now())
+    }
+
+    fn take_at(&mut self, now: Instant) -> bool {
         let earned = now.duration_since(self.last).as_secs_f64() * self.per_second;
         self.tokens = (self.tokens + earned).min(self.burst);
         self.last = now;
@@ -101,10 +104,15 @@ pub struct SyncStats {
     /// Series ended for good by a permanent error (namespace gone or
     /// terminating, an object the API server rejects).
     pub dropped: u64,
-    /// Series (and resolutions) not written yet.
-    pub pending: u64,
     /// Writes put off because the budget was spent (not failures).
     pub deferred: u64,
+}
+
+impl SyncStats {
+    /// Series (and resolutions) not written yet: the failed and the put off.
+    pub fn pending(&self) -> u64 {
+        self.failed + self.deferred
+    }
 }
 
 /// Whether an API error will not go away by retrying: the namespace is gone
@@ -153,7 +161,6 @@ impl EventWriter {
             };
             if !self.budget.take() {
                 stats.deferred += 1;
-                stats.pending += 1;
                 continue;
             }
             let written = match due {
@@ -200,7 +207,6 @@ impl EventWriter {
                 }
                 Err(e) => {
                     stats.failed += 1;
-                    stats.pending += 1;
                     tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
                 }
             }
@@ -240,7 +246,6 @@ impl EventWriter {
         for (id, resolved) in pending {
             if !self.budget.take() {
                 stats.deferred += 1;
-                stats.pending += 1;
                 self.unresolved.insert(id, resolved);
                 continue;
             }
@@ -252,7 +257,6 @@ impl EventWriter {
                 }
                 Err(e) => {
                     stats.failed += 1;
-                    stats.pending += 1;
                     tracing::warn!(event = %resolved.event_name(), error = %e, "writing IPCollisionResolved failed; retrying later");
                     self.unresolved.insert(id, resolved);
                 }
@@ -324,11 +328,6 @@ impl EventWriter {
     /// The write budget.
     pub fn budget(&self) -> &Budget {
         &self.budget
-    }
-
-    /// Series open now.
-    pub fn series_count(&self) -> usize {
-        self.series.len()
     }
 }
 

@@ -194,30 +194,32 @@ fn node_ref(node: &str, node_uid: Option<&str>) -> ObjectReference {
     }
 }
 
+fn is_pod_warning(d: &Desired) -> bool {
+    d.warning && d.regarding.kind.as_deref() == Some("Pod")
+}
+
+/// Pod Warnings first, then (reason, namespace, name, IP): a stable order.
+fn series_order(d: &Desired) -> (bool, &str, &str, Option<&str>, &str) {
+    (
+        !is_pod_warning(d),
+        &d.reason,
+        &d.namespace,
+        d.regarding.name.as_deref(),
+        &d.ip,
+    )
+}
+
 /// At most `max` Warning series about pods; the rest become one Warning Event
 /// on the Node that counts them by reason and names a few, so a node with
 /// thousands of findings writes a bounded number of objects (the metrics still
 /// carry every finding).
 pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str>) -> Vec<Desired> {
-    let is_pod_warning = |d: &Desired| d.warning && d.regarding.kind.as_deref() == Some("Pod");
     let pod_warnings = want.iter().filter(|d| is_pod_warning(d)).count();
     if pod_warnings <= max {
         return want;
     }
-    // Pod Warnings first, each kind of series in a stable order: the first
-    // `max` in (reason, namespace, name, ip) order are kept.
-    want.sort_by(|a, b| {
-        let key = |d: &Desired| {
-            (
-                !is_pod_warning(d),
-                d.reason.clone(),
-                d.namespace.clone(),
-                d.regarding.name.clone(),
-                d.ip.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    // The first `max` pod Warnings in a stable order are kept.
+    want.sort_by(|a, b| series_order(a).cmp(&series_order(b)));
     let rest: Vec<Desired> = want.drain(max..pod_warnings).collect();
     let mut by_reason: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for d in &rest {
