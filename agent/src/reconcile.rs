@@ -120,10 +120,10 @@ impl Reconciler {
             subnets: Arc::clone(&kube.subnets),
         };
         let findings = detect(&inventory);
-        let watch_ips = pod_ip_watches(&inventory, &kube.node_pod_cidrs);
+        let claimable = claimable(&inventory, &kube.node_pod_cidrs);
         Reconciled {
             findings,
-            watch_ips,
+            claimable,
             host,
         }
     }
@@ -134,18 +134,20 @@ impl Reconciler {
 pub struct Reconciled {
     /// What detection found.
     pub findings: Vec<Finding>,
-    /// Addresses of this node a pod elsewhere could hold (see [`pod_ip_watches`]).
-    pub watch_ips: BTreeSet<IpAddr>,
+    /// Addresses of this node a pod elsewhere could hold (see [`claimable`]).
+    pub claimable: BTreeSet<IpAddr>,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
 }
 
-/// The addresses of this node that a pod on another node could be given: its
-/// local addresses inside any pod range (its Node's podCIDRs, kube-ovn Subnets,
-/// its CiliumNode's podCIDRs) and the infrastructure addresses its CiliumNode
-/// names (the Ingress IP is on no device). The cluster source watches pods
-/// holding each of them, anywhere.
-pub fn pod_ip_watches(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTreeSet<IpAddr> {
+/// The addresses of this node's kernel that a pod on another node could be
+/// given: its local addresses inside any pod range (its Node's podCIDRs,
+/// kube-ovn Subnets, its CiliumNode's podCIDRs) and the infrastructure
+/// addresses its CiliumNode names that are local here (the Ingress IP is on no
+/// device, the health IP in its own namespace: host traffic to them is never
+/// delivered here). The observer watches their traffic; traffic no finding
+/// explains makes the agent ask once which pod holds the address.
+pub fn claimable(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTreeSet<IpAddr> {
     let mine: Vec<_> = inv
         .cilium_nodes
         .iter()
@@ -163,14 +165,14 @@ pub fn pod_ip_watches(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTree
         )
         .chain(mine.iter().flat_map(|c| c.ranges().map(|(r, _)| r)))
         .collect();
-    let local = inv
-        .host
+    let infra: BTreeSet<IpAddr> = mine
+        .into_iter()
+        .flat_map(|c| c.addresses.iter().map(|a| a.ip))
+        .collect();
+    inv.host
         .addresses
         .iter()
         .map(|a| a.ip)
-        .filter(|ip| ranges.iter().any(|r| r.contains(ip)));
-    let infra = mine
-        .into_iter()
-        .flat_map(|c| c.addresses.iter().map(|a| a.ip));
-    local.chain(infra).collect()
+        .filter(|ip| infra.contains(ip) || ranges.iter().any(|r| r.contains(ip)))
+        .collect()
 }

@@ -136,6 +136,10 @@ pub struct RequestCounts {
     pub log: Vec<(String, String)>,
     /// When each request came, its URI, and the fault status it was answered with.
     pub timeline: Vec<(std::time::Instant, String, Option<u16>)>,
+    /// Lists and watches whose field selector the real API server's watch
+    /// cache cannot index (it then tests every object, or every change, of the
+    /// resource cluster-wide): (watch?, URI).
+    pub unindexed: Vec<(bool, String)>,
 }
 
 struct Shared {
@@ -483,6 +487,20 @@ fn store(
     let rv = st.rv;
     let res = key.0;
     obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    // Set by the server on create and kept on every update, as the real one does.
+    obj["metadata"]["creationTimestamp"] = st
+        .objects
+        .get(&key)
+        .map(|o| o["metadata"]["creationTimestamp"].clone())
+        .filter(|t| !t.is_null())
+        .unwrap_or_else(|| {
+            let now = jiff::Timestamp::now();
+            json!(
+                jiff::Timestamp::from_second(now.as_second())
+                    .unwrap_or(now)
+                    .to_string()
+            )
+        });
     obj["apiVersion"] = json!(res.api_version());
     obj["kind"] = json!(res.kind());
     st.objects.insert(key, obj.clone());
@@ -646,6 +664,43 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The field labels the real API server accepts per resource (the
+/// conversion functions of pkg/apis/core/v1; custom resources: metadata only;
+/// Events: left open, nothing here selects them).
+fn field_label_supported(res: Res, label: &str) -> bool {
+    let meta = matches!(label, "metadata.name" | "metadata.namespace");
+    match res {
+        Res::Pods => {
+            meta || matches!(
+                label,
+                "spec.nodeName"
+                    | "spec.restartPolicy"
+                    | "spec.schedulerName"
+                    | "spec.serviceAccountName"
+                    | "spec.hostNetwork"
+                    | "status.phase"
+                    | "status.podIP"
+                    | "status.podIPs"
+                    | "status.nominatedNodeName"
+            )
+        }
+        Res::Nodes => meta || label == "spec.unschedulable",
+        Res::CiliumNodes | Res::Subnets => meta,
+        Res::Events => true,
+    }
+}
+
+/// Whether the real watch cache answers this selector without testing every
+/// object of the resource: no selector (nothing to test), `metadata.name=` in
+/// a namespace or of a cluster-scoped object (served as one key), or pods by
+/// `spec.nodeName=` (the cache's only field index, which kubelet uses).
+fn indexed(res: Res, namespaced: bool, sel: &[(String, bool, String)]) -> bool {
+    let equal = |label: &str| sel.iter().any(|(k, eq, _)| k == label && *eq);
+    sel.is_empty()
+        || (equal("metadata.name") && (namespaced || !res.namespaced()))
+        || (res == Res::Pods && equal("spec.nodeName"))
+}
+
 /// `spec.nodeName=a,status.podIP!=b` as (path, equal?, value) terms.
 fn selector(s: Option<&String>) -> Vec<(String, bool, String)> {
     s.map(|s| {
@@ -765,6 +820,22 @@ async fn handle(
         );
     }
     let counts = || shared.counts.lock().unwrap();
+    if method == Method::GET && t.name.is_none() {
+        let sel = selector(q.get("fieldSelector"));
+        if let Some((bad, _, _)) = sel
+            .iter()
+            .find(|(k, _, _)| !field_label_supported(t.res, k))
+        {
+            return status(
+                400,
+                "BadRequest",
+                &format!("field label not supported: {bad} (for {})", t.res.plural()),
+            );
+        }
+        if !indexed(t.res, t.namespace.is_some(), &sel) {
+            counts().unindexed.push((watch, uri.to_string()));
+        }
+    }
     match (method, t.name.as_deref(), watch) {
         (Method::GET, None, true) => {
             counts().watches += 1;
@@ -1085,6 +1156,28 @@ mod tests {
                 .core_events
         );
         assert!(parse_path("/apis/apps/v1/deployments").is_none());
+    }
+
+    #[test]
+    fn field_labels_are_checked_and_only_real_indexes_count_as_indexed() {
+        let sel = |s: &str| selector(Some(&s.to_owned()));
+        assert!(field_label_supported(Res::Pods, "status.podIP"));
+        assert!(!field_label_supported(Res::Pods, "status.hostIP"));
+        assert!(!field_label_supported(
+            Res::CiliumNodes,
+            "spec.ipam.podCIDRs"
+        ));
+        assert!(field_label_supported(Res::Nodes, "metadata.name"));
+        assert!(indexed(Res::Pods, false, &sel("spec.nodeName=a")));
+        assert!(indexed(Res::Pods, true, &sel("metadata.name=p")));
+        assert!(indexed(Res::Nodes, false, &sel("metadata.name=n")));
+        assert!(indexed(Res::CiliumNodes, false, &[]));
+        assert!(!indexed(Res::Pods, false, &sel("status.podIP=10.0.0.1")));
+        assert!(
+            !indexed(Res::Pods, false, &sel("metadata.name=p")),
+            "a name across all namespaces is a scan"
+        );
+        assert!(!indexed(Res::Pods, false, &sel("spec.nodeName!=a")));
     }
 
     #[test]

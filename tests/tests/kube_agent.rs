@@ -266,7 +266,46 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
             .contains("host network of node node-a cannot reach it"),
         "{e:#}"
     );
-    // … and the owner node finds the pod elsewhere through its status.podIP watch.
+    assert!(
+        AgentProc::wait_metrics(&b.node, HANG, |m| {
+            sample(
+                m,
+                "ipshadow_collision_info",
+                &[
+                    ("pod", "webhook-0"),
+                    ("scope", "cross-node"),
+                    ("owner_node", ME),
+                ],
+            ) == Some(1.0)
+        })
+        .is_some(),
+        "the pod's node names the owner; log:\n{}",
+        agent_b.log_text()
+    );
+    // The owner node watches no pod but its own: it does not know yet, and has
+    // asked the API server nothing it cannot index.
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, from_a) = AgentProc::get(&a.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(&from_a, "ipshadow_collision_info", &[("pod", "webhook-0")]),
+        None,
+        "{from_a}"
+    );
+    let before = api.counts();
+    assert!(before.unindexed.is_empty(), "{:#?}", before.unindexed);
+    assert!(!before.log.iter().any(|(_, u)| u.contains("status.podIP")));
+
+    // The owner node's host traffic to that IP never leaves A: the observer
+    // sees it, A looks up once who holds the address, and writes HostTrafficBlackholed.
+    {
+        let _inside = a.node.enter();
+        for _ in 0..3 {
+            let _ = std::net::TcpStream::connect_timeout(
+                &format!("{ROUTER}:443").parse().unwrap(),
+                Duration::from_secs(1),
+            );
+        }
+    }
     let found = AgentProc::wait_metrics(&a.node, HANG, |m| {
         sample(
             m,
@@ -280,49 +319,28 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
     });
     assert!(
         found.is_some(),
-        "owner node did not see it; log:\n{}",
+        "owner node did not find the pod after traffic; log:\n{}",
         agent_a.log_text()
     );
-    let from_b = AgentProc::get(&b.node, "/metrics").unwrap().1;
-    assert_eq!(
-        sample(
-            &from_b,
-            "ipshadow_collision_info",
-            &[
-                ("pod", "webhook-0"),
-                ("scope", "cross-node"),
-                ("owner_node", ME)
-            ]
-        ),
-        Some(1.0),
-        "{from_b}"
-    );
-    // The owner node's host traffic to that IP never leaves A: A writes HostTrafficBlackholed.
-    {
-        let _inside = a.node.enter();
-        for _ in 0..3 {
-            let _ = std::net::TcpStream::connect_timeout(
-                &format!("{ROUTER}:443").parse().unwrap(),
-                Duration::from_secs(1),
-            );
-        }
-    }
-    let t = wait_for("HostTrafficBlackholed", Duration::from_secs(40), || {
+    let blackholed = wait_for("HostTrafficBlackholed", Duration::from_secs(40), || {
         event(&api, "tenant", "webhook-0", "HostTrafficBlackholed")
     });
-    assert_eq!(t["reportingInstance"], ME);
+    assert_eq!(blackholed["reportingInstance"], ME);
     // The Event is written at first sight (later counts wait for the 30-minute
-    // refresh), so it holds however many of the three were refused by then.
-    let note = t["message"].as_str().unwrap();
+    // refresh); the traffic that led to the lookup is the pod's (it existed by then).
+    let note = blackholed["message"].as_str().unwrap();
     assert!(
         ["refused 1", "refused 2", "refused 3"]
             .iter()
             .any(|n| note.contains(n)),
-        "{t:#}"
+        "{blackholed:#}"
     );
-    // All three reached the node's own stack: the counter says so.
     let counted = AgentProc::wait_metrics(&a.node, HANG, |m| {
-        sample(m, "ipshadow_refused_connections_total", &[("ip", ROUTER)]) == Some(3.0)
+        sample(
+            m,
+            "ipshadow_refused_connections_total",
+            &[("ip", ROUTER), ("pod", "webhook-0")],
+        ) == Some(3.0)
     });
     assert!(counted.is_some(), "{}", agent_a.log_text());
     // One series per (pod, reason, IP): B's Event and A's are different reasons.
@@ -330,6 +348,60 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
         series_objects(&api, "webhook-0", "RouterIPCollision").len(),
         1
     );
+
+    // Exactly one lookup: a list from the watch cache; then the pod is watched
+    // by name (a single key), nothing unindexed is watched.
+    let lookups = |c: &ipshadow_tests::apiserver::RequestCounts| {
+        c.log
+            .iter()
+            .filter(|(_, u)| u.contains("status.podIP"))
+            .map(|(_, u)| u.clone())
+            .collect::<Vec<_>>()
+    };
+    let counts = api.counts();
+    let asked = lookups(&counts);
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert!(
+        asked[0].contains("resourceVersion=0") && !asked[0].contains("watch=true"),
+        "{asked:#?}"
+    );
+    assert_eq!(
+        counts.unindexed,
+        [(false, asked[0].clone())],
+        "the lookup is the only unindexed request"
+    );
+    assert!(
+        counts
+            .log
+            .iter()
+            .any(|(_, u)| u.contains("/namespaces/tenant/pods?")
+                && u.contains("metadata.name%3Dwebhook-0")
+                && u.contains("watch=true"))
+    );
+    // More traffic is explained now: no new lookup.
+    {
+        let _inside = a.node.enter();
+        let _ = std::net::TcpStream::connect_timeout(
+            &format!("{ROUTER}:443").parse().unwrap(),
+            Duration::from_secs(1),
+        );
+    }
+    AgentProc::wait_metrics(&a.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_refused_connections_total",
+            &[("ip", ROUTER), ("pod", "webhook-0")],
+        ) == Some(4.0)
+    })
+    .unwrap();
+    assert_eq!(lookups(&api.counts()).len(), 1);
+
+    // The pod goes: its watch by name says so, and the owner's finding clears.
+    api.delete(Res::Pods, "tenant", "webhook-0");
+    let cleared = AgentProc::wait_metrics(&a.node, HANG, |m| {
+        sample(m, "ipshadow_collision_info", &[("pod", "webhook-0")]).is_none()
+    });
+    assert!(cleared.is_some(), "{}", agent_a.log_text());
 }
 
 /// The cozystack cluster with postgres-0 on node-a's router IP, and the agent
@@ -914,6 +986,9 @@ fn every_list_is_served_from_the_watch_cache() {
         consistent.is_empty(),
         "lists not from the watch cache: {consistent:#?}"
     );
+    // Nothing the watch cache cannot index (no traffic: no lookup).
+    let unindexed = api.counts().unindexed;
+    assert!(unindexed.is_empty(), "{unindexed:#?}");
 }
 
 #[test]
@@ -1038,7 +1113,10 @@ fn an_event_deleted_under_a_live_series_comes_back_at_the_next_refresh() {
         back["metadata"]["uid"], first["metadata"]["uid"],
         "a new object"
     );
-    assert!(event_writes(&sim, "created") >= 2);
+    // The counter moves once the create's answer is in, just after the object shows.
+    wait_for("the second create counted", HANG, || {
+        (event_writes(&sim, "created") >= 2).then_some(())
+    });
     assert_eq!(event_writes(&sim, "dropped"), 0);
 }
 

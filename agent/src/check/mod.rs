@@ -10,7 +10,11 @@ use tokio_util::sync::CancellationToken;
 pub use self::watch::{Outcome, watch};
 use crate::{
     ebpf,
-    kube::{self, SourceArgs, cluster::ClusterSource, sources::FileSources},
+    kube::{
+        self, SourceArgs,
+        cluster::{ClusterSource, pods_holding},
+        sources::FileSources,
+    },
     reconcile::{self, NodeArgs, Reconciler},
     report::Report,
 };
@@ -58,6 +62,12 @@ pub enum Error {
     /// No client for the API server.
     #[error(transparent)]
     Client(#[from] kube::ClientError),
+    /// Looking up which pod holds one of this node's addresses failed.
+    #[error(
+        "listing the pods that hold this node's addresses (fieldSelector status.podIP) failed: {0}; \
+         check that the service account may list pods cluster-wide (see deploy/rbac.yaml)"
+    )]
+    Lookup(#[from] ::kube::Error),
     /// The lists did not come in time.
     #[error(
         "pods were not listed from the cluster within {0:?}; check that the API server is reachable \
@@ -88,8 +98,9 @@ pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
     })
 }
 
-/// One reconcile against the cluster: list everything once, then list the pods
-/// holding this node's addresses, and reconcile again with them.
+/// One reconcile against the cluster: list everything once, then look up once
+/// which pods elsewhere hold this node's addresses (a one-off list each: a
+/// person runs `check`, not every node all the time), and reconcile again with them.
 async fn from_cluster(
     reconciler: &Reconciler,
     node: &NodeArgs,
@@ -97,7 +108,7 @@ async fn from_cluster(
 ) -> Result<Report> {
     let client = kube::client().await?;
     let (source, cluster) = ClusterSource::new(
-        client,
+        client.clone(),
         &reconciler.node,
         &node.pod_ip_annotations,
         Arc::new(|| {}),
@@ -107,13 +118,25 @@ async fn from_cluster(
     let result = async {
         let timeout = Duration::from_secs(sources.sync_timeout_seconds);
         wait(timeout, || cluster.settled()).await?;
-        if !cluster.synced() {
+        if !cluster.pods_listed() {
             return Err(Error::Sync(timeout));
         }
-        let first = reconciler.reconcile(&cluster.snapshot().0).await?;
-        cluster.watch_ips(&first.watch_ips);
-        wait(timeout, || cluster.synced()).await?;
-        let (state, _) = cluster.snapshot();
+        let (mut state, _) = cluster.snapshot();
+        let first = reconciler.reconcile(&state).await?;
+        let lookups = first
+            .claimable
+            .iter()
+            .map(|ip| pods_holding(&client, *ip, &node.pod_ip_annotations));
+        let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
+            .await
+            .map_err(|_| Error::Sync(timeout))??;
+        let mut pods = state.pods.as_ref().clone();
+        for p in found.into_iter().flatten() {
+            if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {
+                pods.push(p);
+            }
+        }
+        state.pods = Arc::new(pods);
         let done = reconciler.reconcile(&state).await?;
         Ok(Report {
             node: reconciler.node.clone(),

@@ -2,7 +2,7 @@
 //! joining what the eBPF classifier saw to the report as evidence.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     net::IpAddr,
     time::{Duration, Instant},
 };
@@ -54,7 +54,7 @@ pub async fn watch(
             "removed tc filters an earlier ipshadow left behind"
         );
     }
-    let ips = watch_set(&report.findings, &report.node);
+    let ips = watch_set(&report.findings, &report.node, &BTreeSet::new());
     observer.sync(&ips)?;
     tracing::info!(
         ips = ips.len(),

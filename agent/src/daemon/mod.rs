@@ -20,7 +20,8 @@ pub mod observer;
 pub mod reconcile_loop;
 
 use std::{
-    net::SocketAddr,
+    collections::BTreeSet,
+    net::{IpAddr, SocketAddr},
     sync::{Arc, atomic::AtomicBool},
 };
 
@@ -44,7 +45,10 @@ use crate::{
     kube::{self, SourceArgs, cluster::ClusterSource, sources::FileSources},
     privileges,
     reconcile::{self, NodeArgs, Reconciler},
-    report::{metrics::Metrics, traffic::Traffic},
+    report::{
+        metrics::Metrics,
+        traffic::{Traffic, Unexplained},
+    },
 };
 
 /// `ipshadow agent`: the subsystems' flags, flattened.
@@ -111,6 +115,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Published {
     findings: Arc<Vec<Finding>>,
+    /// This node's addresses a pod elsewhere could hold: watched for traffic.
+    claimable: Arc<BTreeSet<IpAddr>>,
     /// This node's Node uid, for Events about the Node.
     node_uid: Option<String>,
     /// A reconcile has run.
@@ -132,6 +138,7 @@ pub async fn run(args: Args) -> Result<()> {
     let (trigger_tx, triggers) = mpsc::channel(64);
     let (published_tx, published) = watch::channel(Published::default());
     let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
+    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
 
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
     let input = cluster_input(
@@ -141,7 +148,7 @@ pub async fn run(args: Args) -> Result<()> {
         &token,
         &trigger_tx,
         &metrics,
-        (published.clone(), traffic.clone()),
+        (published.clone(), traffic.clone(), unexplained),
     )
     .await?;
     let mut observer = ObserverTask::new(
@@ -149,7 +156,7 @@ pub async fn run(args: Args) -> Result<()> {
         &node,
         metrics.clone(),
         published,
-        traffic_tx,
+        (traffic_tx, unexplained_tx),
     )?;
 
     let (ping_tx, pings) = mpsc::channel(8);
@@ -214,7 +221,11 @@ async fn cluster_input(
     token: &CancellationToken,
     trigger_tx: &mpsc::Sender<Trigger>,
     metrics: &Arc<Metrics>,
-    (published, traffic): (watch::Receiver<Published>, watch::Receiver<Arc<Traffic>>),
+    (published, traffic, unexplained): (
+        watch::Receiver<Published>,
+        watch::Receiver<Arc<Traffic>>,
+        watch::Receiver<Arc<Unexplained>>,
+    ),
 ) -> Result<Input> {
     let subscribe = |what| move |source| Error::Subscribe { what, source };
     let input = if let Some(files) = FileSources::new(&args.sources, &args.node.pod_ip_annotations)
@@ -236,6 +247,7 @@ async fn cluster_input(
             &args.node.pod_ip_annotations,
             on_change,
         );
+        let source = source.with_lookups(unexplained);
         tasks.spawn(source.run(token.child_token()));
         let writer = EventTask::new(
             client,

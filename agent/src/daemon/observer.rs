@@ -1,8 +1,16 @@
 //! The observer subsystem: keeps the eBPF map equal to the IPs of the latest
-//! findings, reads its counters (at once when flows are sampled, else on a
-//! timer while any IP is watched) and publishes traffic series.
+//! findings and this node's addresses a pod elsewhere could hold, reads its
+//! counters (at once when flows are sampled, else on a timer while any IP is
+//! watched), publishes traffic series, and the addresses with traffic no
+//! finding explains (the cluster source looks up who holds them).
 
-use std::{collections::BTreeMap, net::IpAddr, os::fd::OwnedFd, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::IpAddr,
+    os::fd::OwnedFd,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use tokio::{io::unix::AsyncFd, sync::watch};
 use tokio_util::sync::CancellationToken;
@@ -13,7 +21,7 @@ use crate::{
     privileges,
     report::{
         metrics::Metrics,
-        traffic::{Counters, Traffic, TrafficBook, series_of, watch_set},
+        traffic::{Counters, Traffic, TrafficBook, Unexplained, series_of, watch_set},
     },
 };
 
@@ -41,6 +49,7 @@ pub(crate) struct ObserverTask {
     metrics: Arc<Metrics>,
     findings: watch::Receiver<Published>,
     traffic: watch::Sender<Arc<Traffic>>,
+    unexplained: watch::Sender<Arc<Unexplained>>,
     book: TrafficBook,
 }
 
@@ -62,7 +71,7 @@ impl ObserverTask {
         node: &str,
         metrics: Arc<Metrics>,
         findings: watch::Receiver<Published>,
-        traffic: watch::Sender<Arc<Traffic>>,
+        (traffic, unexplained): (watch::Sender<Arc<Traffic>>, watch::Sender<Arc<Unexplained>>),
     ) -> ebpf::Result<Option<Self>> {
         let observer = match ebpf::start(&args.ebpf)? {
             Started::Attached { observer, stale } => {
@@ -103,6 +112,7 @@ impl ObserverTask {
             metrics,
             findings,
             traffic,
+            unexplained,
             book: TrafficBook::default(),
         }))
     }
@@ -140,10 +150,13 @@ impl ObserverTask {
         self.metrics.ebpf_attached.set(0);
     }
 
-    /// Makes the kernel's SHADOWED map equal to the IPs of the current findings;
-    /// the last counters of the IPs removed.
+    /// Makes the kernel's SHADOWED map equal to the IPs of the current findings
+    /// and the addresses a pod elsewhere could hold; the last counters of the IPs removed.
     fn sync(&mut self) -> BTreeMap<IpAddr, Counters> {
-        let want = watch_set(&self.findings.borrow().findings, &self.node);
+        let want = {
+            let p = self.findings.borrow();
+            watch_set(&p.findings, &self.node, &p.claimable)
+        };
         self.observer.sync(&want).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "updating the eBPF map failed");
             BTreeMap::new()
@@ -177,7 +190,18 @@ impl ObserverTask {
             }
         }
         let want = series_of(&self.findings.borrow().findings, &watched);
-        self.book.update(&want, &current, removed);
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.book.update(&want, &current, removed, now);
+        let unexplained = self.book.unexplained(&want);
+        self.unexplained.send_if_modified(|u| {
+            let changed = **u != unexplained;
+            if changed {
+                *u = Arc::new(unexplained);
+            }
+            changed
+        });
         let exposed = self.book.exposed();
         self.metrics
             .view

@@ -219,9 +219,6 @@ impl ReconcileLoop {
         self.metrics.last_reconcile.set(now);
         log_changes(&self.findings, &done.findings);
         self.findings = Arc::new(done.findings);
-        if let Input::Cluster(c) = &self.input {
-            c.watch_ips(&done.watch_ips);
-        }
         self.metrics
             .view
             .write()
@@ -230,6 +227,7 @@ impl ReconcileLoop {
             .clone_from(&self.findings);
         self.published.send_replace(Published {
             findings: self.findings.clone(),
+            claimable: Arc::new(done.claimable),
             node_uid,
             ready: true,
         });

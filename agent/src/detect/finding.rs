@@ -138,6 +138,8 @@ pub struct PodSite {
     pub node: String,
     /// `status` or `annotation` (the pod has not started yet).
     pub ip_source: IpSource,
+    /// When the pod was created (Unix seconds), if known.
+    pub created: Option<i64>,
 }
 
 /// What detection found, beyond kind, IP and owner.

@@ -50,6 +50,7 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
                 },
                 node: pod_node.to_owned(),
                 ip_source: pip.source.clone(),
+                created: pod.created,
             };
             let finding = if pod_node == inv.node {
                 check_own_pod(inv, &owners, site, pip)

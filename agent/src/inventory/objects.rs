@@ -23,6 +23,9 @@ pub struct Pod {
     pub host_network: bool,
     /// `status.phase` (Pending, Running, Succeeded, Failed, Unknown).
     pub phase: Option<String>,
+    /// `metadata.creationTimestamp`, in seconds since the Unix epoch: traffic
+    /// seen before it was not this pod's.
+    pub created: Option<i64>,
 }
 
 impl Pod {

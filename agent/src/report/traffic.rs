@@ -1,11 +1,20 @@
-//! Per-series traffic totals that survive findings flapping.
+//! Per-series traffic totals that survive findings flapping, and the traffic
+//! no finding explains yet.
 //!
 //! The kernel map counts per IP from the moment the IP is added; an IP leaves
-//! the map when its finding clears and starts at zero when it comes back. The
-//! metrics need counters per (ip, namespace, pod) that never go down while the
-//! process lives: this book keeps what earlier segments counted and adds the
-//! current segment on top. Series of cleared findings are not exposed, and
+//! the map when it is no longer watched and starts at zero when it comes back.
+//! The metrics need counters per (ip, namespace, pod) that never go down while
+//! the process lives: this book keeps what earlier segments counted and adds
+//! the current segment on top. Series of cleared findings are not exposed, and
 //! continue where they stopped if the finding returns.
+//!
+//! The map also holds this node's addresses that a pod elsewhere could be
+//! given, before any finding names them. Traffic to one of those that no series
+//! claims is *unexplained*: the agent asks the API server once which pod holds
+//! the address. When a pod is found, its series starts at the last moment the
+//! address was quiet, if the pod existed by then (the traffic that led to the
+//! lookup was its), else at once: traffic from before the pod existed is never
+//! counted as its.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -79,26 +88,49 @@ impl Counters {
 /// The traffic series exposed now, with their running totals.
 pub type Traffic = Vec<(SeriesKey, Counters)>;
 
+/// Watched IPs with traffic no finding explains, each with a count that grows
+/// with every new burst (see [`TrafficBook::unexplained`]).
+pub type Unexplained = BTreeMap<IpAddr, u64>;
+
 /// The IPs whose locally delivered traffic is evidence: addresses `node` holds
-/// in its kernel (router, health, other local addresses) that a pod has. The
-/// Ingress IP is not a kernel address, so host traffic to it never crosses `lo`.
-pub fn watch_set(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
+/// in its kernel (router, health, other local addresses) that a pod has, and
+/// the `claimable` ones a pod elsewhere could be given (their traffic is
+/// unexplained until a lookup finds the pod). The Ingress IP is not a kernel
+/// address, so host traffic to it never crosses `lo`.
+pub fn watch_set(
+    findings: &[Finding],
+    node: &str,
+    claimable: &BTreeSet<IpAddr>,
+) -> BTreeSet<IpAddr> {
     findings
         .iter()
         .filter(|f| f.owner.node == node && f.owner.role != Role::Ingress)
         .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
         .map(|f| f.ip)
+        .chain(claimable.iter().copied())
         .collect()
 }
 
+/// The series a watched IP's traffic belongs to, and since when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The series.
+    pub key: SeriesKey,
+    /// When its pod was created (Unix seconds), if known.
+    pub since: Option<i64>,
+}
+
 /// Which series each watched IP's traffic belongs to: the first finding's pod.
-pub fn series_of(findings: &[Finding], watched: &BTreeSet<IpAddr>) -> BTreeMap<IpAddr, SeriesKey> {
+pub fn series_of(findings: &[Finding], watched: &BTreeSet<IpAddr>) -> BTreeMap<IpAddr, Claim> {
     let mut want = BTreeMap::new();
     for f in findings.iter().filter(|f| watched.contains(&f.ip)) {
-        want.entry(f.ip).or_insert_with(|| SeriesKey {
-            ip: f.ip,
-            namespace: f.pod().map(|p| p.namespace.clone()).unwrap_or_default(),
-            pod: f.pod().map(|p| p.name.clone()).unwrap_or_default(),
+        want.entry(f.ip).or_insert_with(|| Claim {
+            key: SeriesKey {
+                ip: f.ip,
+                namespace: f.pod().map(|p| p.namespace.clone()).unwrap_or_default(),
+                pod: f.pod().map(|p| p.name.clone()).unwrap_or_default(),
+            },
+            since: f.site().and_then(|s| s.created),
         });
     }
     want
@@ -110,23 +142,37 @@ struct Segment {
     last: Counters,
 }
 
+/// A watched IP no series claims.
+struct Unclaimed {
+    /// The last refresh that saw no new traffic to it (Unix seconds) …
+    quiet_at: i64,
+    /// … and its counters then.
+    quiet: Counters,
+    /// Its counters at the last refresh.
+    last: Counters,
+    /// How many refreshes saw new traffic to it.
+    noisy: u64,
+}
+
 /// Running totals per series (see the module docs).
 #[derive(Default)]
 pub struct TrafficBook {
     retired: HashMap<SeriesKey, Counters>,
     active: BTreeMap<IpAddr, Segment>,
+    unclaimed: BTreeMap<IpAddr, Unclaimed>,
 }
 
 impl TrafficBook {
-    /// Brings the book up to date.
+    /// Brings the book up to date at `now` (Unix seconds).
     /// - `want`: which series each watched IP's traffic belongs to now;
     /// - `current`: the map's counters of the IPs still in it;
     /// - `removed`: the last counters of IPs just removed from the map.
     pub fn update(
         &mut self,
-        want: &BTreeMap<IpAddr, SeriesKey>,
+        want: &BTreeMap<IpAddr, Claim>,
         current: &BTreeMap<IpAddr, Counters>,
         removed: &BTreeMap<IpAddr, Counters>,
+        now: i64,
     ) {
         let ips: Vec<IpAddr> = self.active.keys().copied().collect();
         for ip in ips {
@@ -137,7 +183,7 @@ impl TrafficBook {
             if let Some(c) = still_mapped.or_else(|| removed.get(&ip)) {
                 seg.last = *c;
             }
-            if (still_mapped.is_none() || want.get(&ip) != Some(&seg.key))
+            if (still_mapped.is_none() || want.get(&ip).map(|c| &c.key) != Some(&seg.key))
                 && let Some(seg) = self.active.remove(&ip)
             {
                 let done = seg.last.since(seg.baseline);
@@ -145,20 +191,61 @@ impl TrafficBook {
                 *r = r.plus(done);
             }
         }
-        for (ip, key) in want {
+        // An IP out of the map is forgotten; a claimed one keeps its noise count.
+        self.unclaimed.retain(|ip, _| current.contains_key(ip));
+        for (ip, claim) in want {
             if self.active.contains_key(ip) {
                 continue;
             }
-            let baseline = current.get(ip).copied().unwrap_or_default();
+            let now_counters = current.get(ip).copied().unwrap_or_default();
+            // The pod existed when the address was last quiet: what came since is its.
+            let baseline = match self.unclaimed.get(ip) {
+                Some(u) if claim.since.is_some_and(|s| s <= u.quiet_at) => u.quiet,
+                _ => now_counters,
+            };
             self.active.insert(
                 *ip,
                 Segment {
-                    key: key.clone(),
+                    key: claim.key.clone(),
                     baseline,
-                    last: baseline,
+                    last: now_counters,
                 },
             );
         }
+        for (ip, c) in current {
+            if want.contains_key(ip) {
+                if let Some(u) = self.unclaimed.get_mut(ip) {
+                    // Keep the noise count (lookups compare it), restart the marks.
+                    u.quiet_at = now;
+                    u.quiet = *c;
+                    u.last = *c;
+                }
+                continue;
+            }
+            let u = self.unclaimed.entry(*ip).or_insert(Unclaimed {
+                quiet_at: now,
+                quiet: *c,
+                last: *c,
+                noisy: 0,
+            });
+            if c.packets == u.last.packets {
+                u.quiet_at = now;
+                u.quiet = *c;
+            } else {
+                u.noisy += 1;
+            }
+            u.last = *c;
+        }
+    }
+
+    /// The watched IPs with traffic no series claims: for each, how many
+    /// refreshes saw new traffic to it (grows with every new burst).
+    pub fn unexplained(&self, claimed: &BTreeMap<IpAddr, Claim>) -> Unexplained {
+        self.unclaimed
+            .iter()
+            .filter(|(ip, u)| u.noisy > 0 && !claimed.contains_key(ip))
+            .map(|(ip, u)| (*ip, u.noisy))
+            .collect()
     }
 
     /// The series to expose now, with their running totals.
@@ -177,60 +264,62 @@ impl TrafficBook {
 mod tests {
     use super::*;
 
+    const IP: &str = "10.244.4.251";
+
+    fn ip() -> IpAddr {
+        IP.parse().expect("ip")
+    }
+
     fn key(pod: &str) -> SeriesKey {
         SeriesKey {
-            ip: "10.244.4.251".parse().expect("ip"),
+            ip: ip(),
             namespace: "ns".into(),
             pod: pod.into(),
         }
     }
 
-    fn counters(packets: u64) -> Counters {
-        Counters {
-            packets,
-            tcp_syns: packets / 2,
-            refused: packets / 2,
-            ..Default::default()
-        }
+    fn claim(pod: &str, since: Option<i64>) -> BTreeMap<IpAddr, Claim> {
+        BTreeMap::from([(
+            ip(),
+            Claim {
+                key: key(pod),
+                since,
+            },
+        )])
+    }
+
+    fn counters(packets: u64) -> BTreeMap<IpAddr, Counters> {
+        BTreeMap::from([(
+            ip(),
+            Counters {
+                packets,
+                tcp_syns: packets / 2,
+                refused: packets / 2,
+                ..Default::default()
+            },
+        )])
+    }
+
+    fn none() -> BTreeMap<IpAddr, Counters> {
+        BTreeMap::new()
     }
 
     #[test]
     fn counters_survive_a_finding_flapping_and_cleared_series_disappear() {
-        let ip: IpAddr = "10.244.4.251".parse().expect("ip");
         let mut book = TrafficBook::default();
-        let want = BTreeMap::from([(ip, key("pg"))]);
-        book.update(
-            &want,
-            &BTreeMap::from([(ip, counters(0))]),
-            &BTreeMap::new(),
-        );
-        book.update(
-            &want,
-            &BTreeMap::from([(ip, counters(10))]),
-            &BTreeMap::new(),
-        );
+        let want = claim("pg", None);
+        book.update(&want, &counters(0), &none(), 0);
+        book.update(&want, &counters(10), &none(), 1);
         assert_eq!(book.exposed()[0].1.packets, 10);
 
         // The finding clears: the IP leaves the map with 14 packets counted.
-        book.update(
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            &BTreeMap::from([(ip, counters(14))]),
-        );
+        book.update(&BTreeMap::new(), &none(), &counters(14), 2);
         assert!(book.exposed().is_empty());
 
         // It comes back: the map restarts at zero, the series continues at 14.
-        book.update(
-            &want,
-            &BTreeMap::from([(ip, counters(0))]),
-            &BTreeMap::new(),
-        );
+        book.update(&want, &counters(0), &none(), 3);
         assert_eq!(book.exposed()[0].1.packets, 14);
-        book.update(
-            &want,
-            &BTreeMap::from([(ip, counters(6))]),
-            &BTreeMap::new(),
-        );
+        book.update(&want, &counters(6), &none(), 4);
         let (k, t) = &book.exposed()[0];
         assert_eq!(
             (k.pod.as_str(), t.packets, t.tcp_syns, t.refused),
@@ -240,31 +329,70 @@ mod tests {
 
     #[test]
     fn a_new_pod_on_the_same_ip_starts_its_own_series() {
-        let ip: IpAddr = "10.244.4.251".parse().expect("ip");
         let mut book = TrafficBook::default();
-        book.update(
-            &BTreeMap::from([(ip, key("a"))]),
-            &BTreeMap::from([(ip, counters(0))]),
-            &BTreeMap::new(),
-        );
-        book.update(
-            &BTreeMap::from([(ip, key("a"))]),
-            &BTreeMap::from([(ip, counters(8))]),
-            &BTreeMap::new(),
-        );
+        book.update(&claim("a", None), &counters(0), &none(), 0);
+        book.update(&claim("a", None), &counters(8), &none(), 1);
         // Pod a is replaced by pod b holding the same IP; the map entry stays.
-        book.update(
-            &BTreeMap::from([(ip, key("b"))]),
-            &BTreeMap::from([(ip, counters(8))]),
-            &BTreeMap::new(),
-        );
-        book.update(
-            &BTreeMap::from([(ip, key("b"))]),
-            &BTreeMap::from([(ip, counters(11))]),
-            &BTreeMap::new(),
-        );
+        book.update(&claim("b", None), &counters(8), &none(), 2);
+        book.update(&claim("b", None), &counters(11), &none(), 3);
         let exposed = book.exposed();
         assert_eq!(exposed.len(), 1);
         assert_eq!((exposed[0].0.pod.as_str(), exposed[0].1.packets), ("b", 3));
+    }
+
+    #[test]
+    fn traffic_no_series_claims_is_unexplained_once_per_burst() {
+        let mut book = TrafficBook::default();
+        let nobody = BTreeMap::new();
+        book.update(&nobody, &counters(0), &none(), 100);
+        assert!(book.unexplained(&nobody).is_empty(), "quiet so far");
+        book.update(&nobody, &counters(3), &none(), 110);
+        assert_eq!(book.unexplained(&nobody), BTreeMap::from([(ip(), 1)]));
+        book.update(&nobody, &counters(3), &none(), 120);
+        assert_eq!(
+            book.unexplained(&nobody),
+            BTreeMap::from([(ip(), 1)]),
+            "no new traffic, no new burst"
+        );
+        book.update(&nobody, &counters(5), &none(), 130);
+        assert_eq!(book.unexplained(&nobody), BTreeMap::from([(ip(), 2)]));
+        assert!(book.exposed().is_empty(), "no series without a pod");
+        // Unmapped: forgotten.
+        book.update(&nobody, &none(), &counters(5), 140);
+        assert!(book.unexplained(&nobody).is_empty());
+    }
+
+    #[test]
+    fn a_pod_found_after_traffic_gets_what_came_since_it_existed_and_nothing_before() {
+        // The address is quiet at 120 with 4 packets (the node's own traffic
+        // before), then 3 more arrive; a lookup finds a pod created at 115.
+        let mut book = TrafficBook::default();
+        let nobody = BTreeMap::new();
+        book.update(&nobody, &counters(0), &none(), 100);
+        book.update(&nobody, &counters(4), &none(), 110);
+        book.update(&nobody, &counters(4), &none(), 120);
+        book.update(&nobody, &counters(7), &none(), 130);
+        book.update(&claim("pg", Some(115)), &counters(7), &none(), 131);
+        assert_eq!(book.exposed()[0].1.packets, 3, "the traffic since 120");
+        assert!(book.unexplained(&claim("pg", Some(115))).is_empty());
+
+        // The same history, but the pod was created at 125: after the quiet
+        // moment, so the 3 packets may predate it: none are its.
+        let mut book = TrafficBook::default();
+        book.update(&nobody, &counters(0), &none(), 100);
+        book.update(&nobody, &counters(4), &none(), 120);
+        book.update(&nobody, &counters(4), &none(), 121);
+        book.update(&nobody, &counters(7), &none(), 130);
+        book.update(&claim("pg", Some(125)), &counters(7), &none(), 131);
+        assert_eq!(book.exposed()[0].1.packets, 0);
+        book.update(&claim("pg", Some(125)), &counters(9), &none(), 140);
+        assert_eq!(book.exposed()[0].1.packets, 2, "what came after the claim");
+
+        // The pod goes; new traffic is unexplained again, as a new burst.
+        let before = book.unexplained(&nobody)[&ip()];
+        book.update(&nobody, &counters(9), &none(), 150);
+        book.update(&nobody, &counters(12), &none(), 160);
+        assert_eq!(book.unexplained(&nobody)[&ip()], before + 1);
+        assert!(book.exposed().is_empty());
     }
 }

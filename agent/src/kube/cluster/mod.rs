@@ -1,11 +1,12 @@
 //! The cluster as a source: kube-runtime watchers (list + watch, no polling)
 //! feeding converted caches. Watches per agent: pods on this node, all
-//! CiliumNodes, kube-ovn Subnets, this node's Node, and one `status.podIP=<ip>`
-//! pod watch per address of this node that a pod elsewhere could hold — a
-//! number independent of the cluster's size.
+//! CiliumNodes, kube-ovn Subnets, this node's Node, every Node's metadata —
+//! each with a selector the API server indexes, or none. A pod elsewhere that
+//! holds one of this node's addresses is looked up only when host traffic to
+//! the address shows it ([`lookup`]), then watched by name.
 //!
 //! [`ClusterSource`] runs the watches until cancelled; the [`ClusterView`] it
-//! hands out reads snapshots and says which addresses to watch.
+//! hands out reads snapshots.
 //!
 //! Every list is served from the API server's watch cache (`resourceVersion=0`,
 //! kube-runtime's `any_semantic`), as kubelet and client-go informers list: a
@@ -14,11 +15,11 @@
 
 mod cache;
 mod convert;
+mod lookup;
 mod watch;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::IpAddr,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
@@ -33,14 +34,21 @@ use kube::{
 use tokio::sync::watch as channel;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use self::watch::{Failure, backoff};
 use self::{
     cache::Cache,
     convert::{
         convert_cilium_node, convert_node, convert_node_annotations, convert_pod, convert_subnet,
     },
+    lookup::Followed,
 };
-use crate::inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet};
+pub use self::{
+    lookup::pods_holding,
+    watch::{Failure, backoff},
+};
+use crate::{
+    inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet},
+    report::traffic::Unexplained,
+};
 
 /// This node as its Node object says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,7 +64,8 @@ pub struct NodeInfo {
 #[derive(Default)]
 struct State {
     pods_here: Cache<Pod>,
-    pods_at: BTreeMap<IpAddr, Cache<Pod>>,
+    /// Pods elsewhere found holding this node's addresses, each watched by name.
+    pods_at: BTreeMap<Followed, Cache<Pod>>,
     cilium_nodes: Cache<CiliumNode>,
     subnets: Cache<Subnet>,
     node: Cache<NodeInfo>,
@@ -105,14 +114,13 @@ pub struct ClusterSource {
     keys: Arc<Vec<String>>,
     state: Shared,
     on_change: OnChange,
-    want_ips: channel::Receiver<BTreeSet<IpAddr>>,
+    unexplained: Option<channel::Receiver<Arc<Unexplained>>>,
 }
 
-/// Reads what the watches have seen, and asks for per-address pod watches.
+/// Reads what the watches have seen.
 pub struct ClusterView {
     node: String,
     state: Shared,
-    want_ips: channel::Sender<BTreeSet<IpAddr>>,
 }
 
 impl ClusterSource {
@@ -124,25 +132,31 @@ impl ClusterSource {
         on_change: Arc<dyn Fn() + Send + Sync>,
     ) -> (Self, ClusterView) {
         let state = Shared::default();
-        let (tx, rx) = channel::channel(BTreeSet::new());
         let source = Self {
             client,
             node: node.to_owned(),
             keys: Arc::new(annotation_keys.to_vec()),
             state: state.clone(),
             on_change,
-            want_ips: rx,
+            unexplained: None,
         };
         let view = ClusterView {
             node: node.to_owned(),
             state,
-            want_ips: tx,
         };
         (source, view)
     }
 
-    /// Runs the fixed watches, and one pod watch per address the view asks
-    /// for, until `token` is cancelled.
+    /// Looks up which pod holds an address of this node when the observer
+    /// reports traffic to it that no finding explains (see [`lookup`]).
+    #[must_use]
+    pub fn with_lookups(mut self, unexplained: channel::Receiver<Arc<Unexplained>>) -> Self {
+        self.unexplained = Some(unexplained);
+        self
+    }
+
+    /// Runs the fixed watches, the lookups and the watches of the pods they
+    /// found, until `token` is cancelled.
     pub async fn run(mut self, token: CancellationToken) {
         let tasks = TaskTracker::new();
         let node = self.node.clone();
@@ -193,89 +207,20 @@ impl ClusterSource {
             |st, ev| st.annotated.apply(ev, convert_node_annotations),
             token.clone(),
         ));
-        let mut ip_watches: BTreeMap<IpAddr, CancellationToken> = BTreeMap::new();
-        let mut view_gone = false;
-        loop {
-            let want = self.want_ips.borrow_and_update().clone();
-            ip_watches.retain(|ip, t| {
-                let keep = want.contains(ip);
-                if !keep {
-                    t.cancel();
-                    lock(&self.state).pods_at.remove(ip);
-                }
-                keep
-            });
-            for ip in want {
-                if ip_watches.contains_key(&ip) {
-                    continue;
-                }
-                let stop = token.child_token();
-                ip_watches.insert(ip, stop.clone());
-                tasks.spawn(self.watch_ip(ip, stop));
-            }
-            tokio::select! {
-                () = token.cancelled() => break,
-                changed = self.want_ips.changed(), if !view_gone => view_gone = changed.is_err(),
-            }
+        if let Some(unexplained) = self.unexplained.take() {
+            self.look_up(unexplained, &tasks, &token).await;
+        } else {
+            token.cancelled().await;
         }
         tasks.close();
         tasks.wait().await;
     }
-
-    /// Watches pods holding `ip` anywhere in the cluster (`status.podIP=<ip>`).
-    fn watch_ip(&self, ip: IpAddr, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
-        let k = self.keys.clone();
-        let stopped = stop.clone();
-        watch::run(
-            Api::<K8sPod>::all(self.client.clone()),
-            cached().fields(&format!("status.podIP={ip}")),
-            "pods",
-            self.state.clone(),
-            self.on_change.clone(),
-            move |st, ev| {
-                // An event that raced the stop must not bring the cache back.
-                !stopped.is_cancelled()
-                    && st
-                        .pods_at
-                        .entry(ip)
-                        .or_default()
-                        .apply(ev, |p| convert_pod(p, &k))
-            },
-            stop,
-        )
-    }
 }
 
 impl ClusterView {
-    /// Watches pods holding each of `ips` anywhere in the cluster, and stops
-    /// watching the IPs no longer wanted.
-    pub fn watch_ips(&self, ips: &BTreeSet<IpAddr>) {
-        self.want_ips.send_if_modified(|cur| {
-            let changed = cur != ips;
-            if changed {
-                cur.clone_from(ips);
-            }
-            changed
-        });
-    }
-
-    /// Whether this node's pods have been listed once: enough to reconcile. The
-    /// agent does not wait for the per-address watches (with the API server away,
-    /// a new one would otherwise hold up netlink detection).
+    /// Whether this node's pods have been listed once: enough to reconcile.
     pub fn pods_listed(&self) -> bool {
         lock(&self.state).pods_here.synced
-    }
-
-    /// Whether this node's pods and every per-address watch have listed once
-    /// (what a one-shot check waits for).
-    pub fn synced(&self) -> bool {
-        let st = lock(&self.state);
-        st.pods_here.synced
-            && self
-                .want_ips
-                .borrow()
-                .iter()
-                .all(|ip| st.pods_at.get(ip).is_some_and(|c| c.synced))
     }
 
     /// Whether every fixed watch has listed once or failed (e.g. a CRD that is absent).

@@ -105,5 +105,10 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         ips,
         host_network,
         phase,
+        created: p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
     }
 }

@@ -251,6 +251,7 @@ mod tests {
             },
             node: "n".into(),
             ip_source: IpSource::Status,
+            created: None,
         }
     }
 

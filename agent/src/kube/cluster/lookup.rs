@@ -1,0 +1,393 @@
+//! Which pod holds an address of this node: asked when traffic to it is seen
+//! that no finding explains, never watched.
+//!
+//! A cluster-wide watch with `status.podIP=<ip>` is evaluated by the API server
+//! against every pod change in the cluster (its watch cache indexes pods by
+//! `spec.nodeName` only), and one per address on every node is ~10,000 such
+//! watchers at 5,000 nodes. Instead the agent lists once, from the watch cache
+//! (`resourceVersion=0`), when its eBPF observer sees host traffic to one of its
+//! own addresses that no finding explains; a [`Limiter`] bounds how often. Each
+//! pod found on another node is then followed by a watch on its name alone
+//! (`metadata.name=<name>` in its namespace, which the API server serves as a
+//! single key, as kubelet watches the Secrets its pods mount) until it no
+//! longer holds the address.
+
+use std::{
+    collections::BTreeMap,
+    net::IpAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use kube::{
+    Api, Client,
+    api::{ListParams, ResourceExt as _},
+};
+use tokio::sync::watch as channel;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::{ClusterSource, cached, convert::convert_pod, watch};
+use crate::{inventory::Pod, report::traffic::Unexplained};
+
+/// After a lookup that found nobody, the next one for the same address waits
+/// this long, doubling up to [`LONGEST_WAIT`]: the node's own traffic to its
+/// router IP, with no pod on it, costs a few lookups an hour.
+const FIRST_WAIT: Duration = Duration::from_mins(1);
+/// The longest wait between two lookups of one address.
+const LONGEST_WAIT: Duration = Duration::from_mins(15);
+/// Lookups one agent may make at once, across all its addresses …
+const BURST: u32 = 5;
+/// … and one more each this long.
+const REFILL: Duration = Duration::from_secs(12);
+/// Pods followed by name at most (each one a watch): several pods holding this
+/// node's addresses at once is already a broken cluster.
+pub(super) const MAX_FOLLOWED: usize = 32;
+
+struct PerIp {
+    /// The noise count (see [`Unexplained`]) at the last lookup …
+    asked_at: u64,
+    /// … and when it was.
+    asked: Instant,
+    /// No lookup before this.
+    next: Instant,
+    /// The wait after the next lookup that finds nobody.
+    wait: Duration,
+}
+
+/// How often one agent asks which pod holds an address: per address, not
+/// again before new traffic and a wait that grows while nobody is found; across
+/// addresses, a token bucket.
+pub(super) struct Limiter {
+    per_ip: BTreeMap<IpAddr, PerIp>,
+    tokens: u32,
+    refilled: Instant,
+}
+
+impl Limiter {
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            per_ip: BTreeMap::new(),
+            tokens: BURST,
+            refilled: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let periods =
+            now.saturating_duration_since(self.refilled).as_secs_f64() / REFILL.as_secs_f64();
+        // Truncation intended: whole tokens only, the rest carries over.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let whole = periods.floor().min(f64::from(BURST)) as u32;
+        if whole > 0 {
+            self.tokens = (self.tokens + whole).min(BURST);
+            self.refilled += REFILL * whole;
+            if self.tokens == BURST {
+                self.refilled = now;
+            }
+        }
+    }
+
+    /// Whether `ip` has traffic since its last lookup and its wait has passed.
+    fn wants(&self, ip: IpAddr, noise: u64, now: Instant) -> bool {
+        self.per_ip
+            .get(&ip)
+            .is_none_or(|p| p.asked_at != noise && now >= p.next)
+    }
+
+    /// The addresses to look up now, each counted as asked. `skip`: addresses
+    /// already followed.
+    pub(super) fn due(
+        &mut self,
+        now: Instant,
+        unexplained: &Unexplained,
+        skip: impl Fn(IpAddr) -> bool,
+    ) -> Vec<IpAddr> {
+        self.refill(now);
+        let mut due = Vec::new();
+        for (&ip, &noise) in unexplained {
+            if self.tokens == 0 {
+                break;
+            }
+            if skip(ip) || !self.wants(ip, noise, now) {
+                continue;
+            }
+            self.tokens -= 1;
+            let wait = self.per_ip.get(&ip).map_or(FIRST_WAIT, |p| p.wait);
+            self.per_ip.insert(
+                ip,
+                PerIp {
+                    asked_at: noise,
+                    asked: now,
+                    next: now + wait,
+                    wait,
+                },
+            );
+            due.push(ip);
+        }
+        // Addresses with no traffic left and no wait pending are forgotten.
+        self.per_ip
+            .retain(|ip, p| unexplained.contains_key(ip) || now < p.next);
+        due
+    }
+
+    /// What a lookup of `ip` found: nobody makes the next wait longer; a pod
+    /// resets it (when that pod goes, new traffic is news soon).
+    pub(super) fn answered(&mut self, ip: IpAddr, found: bool) {
+        if let Some(p) = self.per_ip.get_mut(&ip) {
+            if found {
+                p.wait = FIRST_WAIT;
+                p.next = p.asked + FIRST_WAIT;
+            } else {
+                p.wait = (p.wait * 2).min(LONGEST_WAIT);
+            }
+        }
+    }
+
+    /// When an address with traffic becomes due, if one waits.
+    pub(super) fn next_due(
+        &self,
+        unexplained: &Unexplained,
+        skip: impl Fn(IpAddr) -> bool,
+    ) -> Option<Instant> {
+        let per_ip = unexplained
+            .iter()
+            .filter(|(ip, _)| !skip(**ip))
+            .filter_map(|(ip, noise)| {
+                let p = self.per_ip.get(ip)?;
+                (p.asked_at != *noise).then_some(p.next)
+            })
+            .min();
+        let waiting_for_token = self.tokens == 0 && !unexplained.is_empty();
+        let token = waiting_for_token.then_some(self.refilled + REFILL);
+        per_ip.into_iter().chain(token).max()
+    }
+}
+
+/// The pods anywhere that hold `ip` (`status.podIP`), listed once from the API
+/// server's watch cache.
+///
+/// # Errors
+/// The list failed.
+pub async fn pods_holding(
+    client: &Client,
+    ip: IpAddr,
+    annotation_keys: &[String],
+) -> Result<Vec<Pod>, kube::Error> {
+    let params = ListParams::default()
+        .fields(&format!("status.podIP={ip}"))
+        .match_any();
+    let list = Api::<K8sPod>::all(client.clone()).list(&params).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|p| !p.name_any().is_empty())
+        .filter_map(|p| convert_pod(p, annotation_keys).1.ok())
+        .collect())
+}
+
+impl ClusterSource {
+    /// Asks which pod holds each address with unexplained traffic, as the
+    /// limiter allows, and follows each pod found elsewhere by name.
+    pub(super) async fn look_up(
+        &self,
+        mut unexplained: channel::Receiver<Arc<Unexplained>>,
+        tasks: &TaskTracker,
+        token: &CancellationToken,
+    ) {
+        let mut limiter = Limiter::new(Instant::now());
+        let mut followed: BTreeMap<Followed, CancellationToken> = BTreeMap::new();
+        let mut observer_gone = false;
+        loop {
+            // A followed pod that went (or left the address) stopped its own watch.
+            followed.retain(|_, stop| !stop.is_cancelled());
+            let noise = Arc::clone(&unexplained.borrow_and_update());
+            let is_followed = |ip: IpAddr| followed.keys().any(|f| f.ip == ip);
+            let due = limiter.due(Instant::now(), &noise, is_followed);
+            for ip in due {
+                let answer = tokio::select! {
+                    () = token.cancelled() => return,
+                    a = pods_holding(&self.client, ip, &self.keys) => a,
+                };
+                let pods = match answer {
+                    Ok(pods) => pods,
+                    Err(e) => {
+                        tracing::warn!(%ip, error = %e, "cannot look up which pod holds this node's address; asking again later");
+                        limiter.answered(ip, false);
+                        continue;
+                    }
+                };
+                let elsewhere: Vec<Pod> = pods
+                    .into_iter()
+                    .filter(|p| p.node.as_deref() != Some(self.node.as_str()))
+                    .collect();
+                tracing::info!(%ip, pods = ?elsewhere.iter().map(|p| format!("{}/{}", p.namespace, p.name)).collect::<Vec<_>>(), "host traffic to this node's address no finding explains: looked up who holds it");
+                limiter.answered(ip, !elsewhere.is_empty());
+                for p in elsewhere {
+                    let f = Followed {
+                        ip,
+                        namespace: p.namespace,
+                        name: p.name,
+                    };
+                    if followed.len() >= MAX_FOLLOWED || followed.contains_key(&f) {
+                        continue;
+                    }
+                    let stop = token.child_token();
+                    tasks.spawn(self.follow(f.clone(), stop.clone()));
+                    followed.insert(f, stop);
+                }
+            }
+            let is_followed = |ip: IpAddr| followed.keys().any(|f| f.ip == ip);
+            let wake = limiter.next_due(&noise, is_followed);
+            tokio::select! {
+                () = token.cancelled() => return,
+                changed = unexplained.changed(), if !observer_gone => observer_gone = changed.is_err(),
+                () = sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Watches one pod a lookup found, by name, until it no longer holds the address.
+    fn follow(&self, f: Followed, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
+        let k = self.keys.clone();
+        let stopped = stop.clone();
+        let name = f.name.clone();
+        watch::run(
+            Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
+            cached().fields(&format!("metadata.name={name}")),
+            "pods",
+            self.state.clone(),
+            self.on_change.clone(),
+            move |st, ev| {
+                // An event that raced the stop must not bring the cache back.
+                if stopped.is_cancelled() {
+                    return false;
+                }
+                let cache = st.pods_at.entry(f.clone()).or_default();
+                let changed = cache.apply(ev, |p| convert_pod(p, &k));
+                let holds = cache
+                    .values()
+                    .any(|p| p.ips.iter().any(|pip| pip.ip == f.ip));
+                if cache.synced && !holds {
+                    tracing::info!(ip = %f.ip, pod = %format!("{}/{}", f.namespace, f.name), "the pod found on this node's address is gone or moved");
+                    stopped.cancel();
+                    st.pods_at.remove(&f);
+                    return true;
+                }
+                changed
+            },
+            stop,
+        )
+    }
+}
+
+/// A pod a lookup found holding this node's address `ip`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Followed {
+    ip: IpAddr,
+    namespace: String,
+    name: String,
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 244, 4, last])
+    }
+
+    fn noise(pairs: &[(u8, u64)]) -> Unexplained {
+        pairs.iter().map(|(l, n)| (ip(*l), *n)).collect()
+    }
+
+    #[test]
+    fn an_address_is_asked_once_per_burst_and_less_often_while_nobody_holds_it() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(t0);
+        let never = |_| false;
+        assert_eq!(l.due(t0, &noise(&[(251, 1)]), never), [ip(251)]);
+        l.answered(ip(251), false);
+        assert!(
+            l.due(t0, &noise(&[(251, 1)]), never).is_empty(),
+            "no new traffic"
+        );
+        assert!(
+            l.due(t0 + Duration::from_secs(30), &noise(&[(251, 2)]), never)
+                .is_empty(),
+            "new traffic, but within the first wait"
+        );
+        assert_eq!(
+            l.next_due(&noise(&[(251, 2)]), never),
+            Some(t0 + FIRST_WAIT)
+        );
+        let t1 = t0 + FIRST_WAIT;
+        assert_eq!(l.due(t1, &noise(&[(251, 2)]), never), [ip(251)]);
+        l.answered(ip(251), false);
+        // The wait doubles while nobody is found, up to its ceiling.
+        assert!(
+            l.due(t1 + FIRST_WAIT, &noise(&[(251, 3)]), never)
+                .is_empty()
+        );
+        assert_eq!(
+            l.due(t1 + FIRST_WAIT * 2, &noise(&[(251, 3)]), never),
+            [ip(251)]
+        );
+        let mut t = t1 + FIRST_WAIT * 2;
+        for n in 4..20 {
+            l.answered(ip(251), false);
+            t += LONGEST_WAIT;
+            assert_eq!(l.due(t, &noise(&[(251, n)]), never), [ip(251)], "{n}");
+        }
+        // Followed addresses are not asked about.
+        assert!(
+            l.due(t + LONGEST_WAIT, &noise(&[(251, 99)]), |_| true)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn across_addresses_a_token_bucket_bounds_the_lookups() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(t0);
+        let many: Unexplained = (1..=50).map(|i| (ip(i), 1)).collect();
+        assert_eq!(l.due(t0, &many, |_| false).len(), 5, "the burst");
+        assert!(l.due(t0, &many, |_| false).is_empty());
+        assert_eq!(l.next_due(&many, |_| false), Some(t0 + REFILL));
+        // A minute: five more, whatever the number of addresses.
+        let got: usize = (1..=5)
+            .map(|i| l.due(t0 + REFILL * i, &many, |_| false).len())
+            .sum();
+        assert_eq!(got, 5);
+    }
+
+    #[test]
+    fn a_found_pod_resets_the_wait() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(t0);
+        for i in 0..4u32 {
+            let t = t0 + LONGEST_WAIT * i;
+            assert_eq!(
+                l.due(t, &noise(&[(9, u64::from(i) + 1)]), |_| false),
+                [ip(9)]
+            );
+            l.answered(ip(9), i == 3);
+        }
+        let t = t0 + LONGEST_WAIT * 3;
+        assert!(
+            l.due(t + Duration::from_secs(59), &noise(&[(9, 10)]), |_| false)
+                .is_empty()
+        );
+        assert_eq!(
+            l.due(t + FIRST_WAIT, &noise(&[(9, 10)]), |_| false),
+            [ip(9)]
+        );
+    }
+}
