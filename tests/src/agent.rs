@@ -36,6 +36,17 @@ impl AgentProc {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::spawn_on(ns, LISTEN, wrapper, args, env)
+    }
+
+    /// Like [`AgentProc::spawn_wrapped`], listening on `listen` (several agents in one namespace).
+    pub fn spawn_on(
+        ns: &NetNs,
+        listen: &str,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let (file, log) = tempfile::Builder::new()
             .prefix(&format!("{}-agent-", ns.name))
             .suffix(".log")
@@ -56,7 +67,7 @@ impl AgentProc {
                 vec![bin.to_str().unwrap()]
             })
             .arg("agent")
-            .args(["--listen", LISTEN])
+            .args(["--listen", listen])
             .args(if args.contains(&"--log-level") {
                 &[][..]
             } else {

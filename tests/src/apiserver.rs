@@ -148,6 +148,48 @@ struct Shared {
     counts: Mutex<RequestCounts>,
     changes: broadcast::Sender<Change>,
     drops: tokio::sync::watch::Sender<u64>,
+    wire: Mutex<Wire>,
+}
+
+/// What the server sent, for the fleet benchmark.
+#[derive(Clone, Debug, Default)]
+pub struct Wire {
+    /// Bytes of list bodies and watch events sent.
+    pub bytes: u64,
+    /// Watch events sent (each to one watcher).
+    pub watch_events: u64,
+    /// Watch streams open now, by resource (plural; `…-metadata` for metadata-only).
+    pub open_watches: BTreeMap<String, i64>,
+}
+
+/// Counts one open watch stream until dropped.
+struct OpenWatch {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl OpenWatch {
+    fn new(shared: &Arc<Shared>, key: String) -> Self {
+        *shared
+            .wire
+            .lock()
+            .unwrap()
+            .open_watches
+            .entry(key.clone())
+            .or_default() += 1;
+        Self {
+            shared: shared.clone(),
+            key,
+        }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.shared.wire.lock() {
+            *w.open_watches.entry(self.key.clone()).or_default() -= 1;
+        }
+    }
 }
 
 pub struct ApiServer {
@@ -184,6 +226,7 @@ impl ApiServer {
             counts: Mutex::new(RequestCounts::default()),
             changes,
             drops,
+            wire: Mutex::new(Wire::default()),
         });
         let (control, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -378,6 +421,10 @@ impl ApiServer {
                 e["involvedObject"]["name"] == name && e["metadata"]["namespace"] == namespace
             })
             .collect()
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.shared.wire.lock().unwrap().clone()
     }
 
     pub fn counts(&self) -> RequestCounts {
@@ -945,11 +992,15 @@ fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
     } else {
         (t.res.api_version(), format!("{}List", t.res.kind()))
     };
-    json_response(
-        StatusCode::OK,
-        &json!({"apiVersion": api_version, "kind": kind,
-                "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
-    )
+    let body = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"resourceVersion": st.rv.to_string()}, "items": items})
+    .to_string();
+    shared.wire.lock().unwrap().bytes += body.len() as u64;
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap()
 }
 
 fn watch_line(kind: &str, obj: &Value) -> Bytes {
@@ -1003,13 +1054,26 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
     };
     let keep2 = keep.clone();
     let metadata_only = t.metadata_only;
+    let sent = shared.clone();
     let encode = move |c: &Change| {
-        if metadata_only {
+        let line = if metadata_only {
             watch_line(c.kind, &partial(&c.obj))
         } else {
             watch_line(c.kind, &c.obj)
-        }
+        };
+        let mut w = sent.wire.lock().unwrap();
+        w.bytes += line.len() as u64;
+        w.watch_events += 1;
+        line
     };
+    let open = OpenWatch::new(
+        shared,
+        format!(
+            "{}{}",
+            t.res.plural(),
+            if metadata_only { "-metadata" } else { "" }
+        ),
+    );
     let first: Vec<Result<Bytes, Infallible>> = backlog
         .into_iter()
         .filter(|c| keep(c))
@@ -1018,15 +1082,16 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
     let mut drops = shared.drops.subscribe();
     drops.mark_unchanged();
     let deadline = tokio::time::Instant::now() + timeout;
-    let live = futures::stream::unfold((rx, drops), move |(mut rx, mut drops)| {
+    let live = futures::stream::unfold((rx, drops, open), move |(mut rx, mut drops, open)| {
         let wanted = keep2.clone();
+        let encode = encode.clone();
         async move {
             loop {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => return None,
                     _ = drops.changed() => return None,
                     c = rx.recv() => match c {
-                        Ok(c) if wanted(&c) => return Some((Ok(encode(&c)), (rx, drops))),
+                        Ok(c) if wanted(&c) => return Some((Ok(encode(&c)), (rx, drops, open))),
                         Ok(_) => {}
                         // Lagged or closed: end the stream, the client re-watches.
                         Err(_) => return None,

@@ -8,7 +8,8 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
 )]
 
-use std::time::Duration;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use ipshadow_tests::{
     HANG,
@@ -1160,68 +1161,86 @@ fn a_series_in_a_terminating_namespace_ends_with_one_line_and_no_retries() {
 }
 
 #[test]
-fn beyond_the_series_cap_pods_are_counted_in_one_node_event() {
-    if !can_run_netns_tests("beyond_the_series_cap_pods_are_counted_in_one_node_event") {
+fn two_thousand_findings_write_within_the_budget_and_the_rest_on_the_node() {
+    if !can_run_netns_tests(
+        "two_thousand_findings_write_within_the_budget_and_the_rest_on_the_node",
+    ) {
         return;
     }
-    // 150 pods on addresses of kube-ipvs0 (150 Service IPs in the pod range):
-    // 150 findings, at most 20 pod Event series, one Node Event for the rest.
+    // 2,000 pods on addresses of kube-ipvs0 (2,000 Service IPs in the pod
+    // range): 2,000 findings, the default cap of 100 pod series and the default
+    // budget (25 at once, then 30 a minute); the Node's ManyShadowedPods first.
+    const PODS: usize = 2000;
+    let ip_of = |i: usize| format!("10.244.{}.{}", 200 + i / 250, i % 250 + 1);
     let sim = SimNode::kube_ovn("kcap", ROUTER);
     sim.node.add_veth("kube-ipvs0", "ipvs-peer");
-    let mut batch = String::new();
-    for i in 0..150 {
-        batch.push_str("addr add 10.244.200.");
-        batch.push_str(&(i + 1).to_string());
-        batch.push_str("/32 dev kube-ipvs0\n");
-    }
+    let batch = (0..PODS).fold(String::new(), |mut b, i| {
+        let _ = writeln!(b, "addr add {}/32 dev kube-ipvs0", ip_of(i));
+        b
+    });
     sim.node.ip_batch(&batch);
     let api = ApiServer::start(Some(&sim.node));
     cozystack(&api);
-    for i in 0..150 {
+    for i in 0..PODS {
         api.apply(
             Res::Pods,
-            pod(
-                "tenant",
-                &format!("svc-{i:03}"),
-                ME,
-                &[&format!("10.244.200.{}", i + 1)],
-            ),
+            pod("tenant", &format!("svc-{i:04}"), ME, &[&ip_of(i)]),
         );
     }
     let lab = Lab::new("cap", &api);
-    let agent = lab.agent_with(
-        &sim.node,
-        ME,
-        &["--event-series-max", "20", "--event-burst", "30"],
-    );
+    let agent = lab.agent(&sim.node, ME);
     agent.wait_ready(&sim.node);
-    let many = wait_for("the Node's ManyShadowedPods Event", HANG, || {
-        api.event_objects()
+    let start = Instant::now();
+    let many = loop {
+        if let Some(e) = api
+            .event_objects()
             .into_iter()
             .find(|e| e["reason"] == "ManyShadowedPods")
-    });
+        {
+            break e;
+        }
+        assert!(
+            start.elapsed() < HANG,
+            "no ManyShadowedPods Event; {} creates; log:\n{}",
+            api.counts().creates,
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let first_write = Instant::now();
     assert_eq!(many["regarding"]["kind"], "Node");
     let note = many["note"].as_str().unwrap();
     assert!(
-        note.starts_with("130 more pods") && note.contains("LocalAddressCollision x130"),
+        note.starts_with("1900 more pods") && note.contains("LocalAddressCollision x1900"),
         "{note}"
     );
-    std::thread::sleep(Duration::from_secs(2));
-    let pod_events = api
-        .event_objects()
-        .into_iter()
-        .filter(|e| e["regarding"]["kind"] == "Pod")
-        .count();
-    assert_eq!(pod_events, 20, "pod series beyond the cap");
-    assert_eq!(api.counts().creates, 21, "20 pod series and the Node's");
+    // Six seconds of the budget: its burst of 25, and 30 a minute after.
+    std::thread::sleep(Duration::from_secs(6));
+    let creates = api.counts().creates;
+    let allowed = 25 + 1 + (first_write.elapsed().as_secs() / 2);
+    assert!(
+        (25..=allowed).contains(&creates),
+        "{creates} creates in {:?}; the budget allows {allowed}",
+        first_write.elapsed()
+    );
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert!(
+        sample(&m, "ipshadow_events_pending", &[]).unwrap() >= 50.0,
+        "the rest of the 100 pod series wait for the budget"
+    );
     assert_eq!(
         sample(
             &m,
             "ipshadow_collisions",
             &[("kind", "LocalAddressCollision"), ("scope", "same-node")]
         ),
-        Some(150.0),
+        Some(2000.0),
         "every finding is still in the metrics"
     );
+    figure(format!(
+        "2,000 findings: the Node's aggregate first, {creates} creates in {:?} (budget: 25, then 30/min), \
+         {} pending",
+        first_write.elapsed(),
+        sample(&m, "ipshadow_events_pending", &[]).unwrap()
+    ));
 }

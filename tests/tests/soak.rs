@@ -1,5 +1,5 @@
-//! Soaks, minutes long: a five-minute API outage, and a churn of 1,000 pods
-//! with collisions coming and going. `cargo test` skips them (ignored);
+//! Soaks, minutes long: a five-minute API outage, a churn of 1,000 pods
+//! with collisions coming and going, and 50 findings held for five minutes. `cargo test` skips them (ignored);
 //! `cargo xtask test` (and so CI) runs them, in parallel with each other.
 #![allow(
     clippy::unwrap_used,
@@ -8,6 +8,7 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
 )]
 
+use std::fmt::Write as _;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
@@ -346,5 +347,106 @@ fn a_churn_of_a_thousand_pods_leaks_no_map_entry_series_or_event() {
         c.lists
     ));
     let (status, _) = fresh.terminate();
+    assert!(status.success());
+}
+
+#[test]
+#[ignore = "soak (5 minutes): `cargo xtask test` runs it"]
+fn fifty_persistent_findings_over_five_minutes_are_fifty_creates_and_no_other_write() {
+    if !can_run_netns_tests("fifty_persistent_findings") {
+        return;
+    }
+    const FINDINGS: usize = 50;
+    let span = secs("IPSHADOW_PERSIST_SECONDS", 300);
+    let ip_of = |i: usize| format!("10.244.200.{}", i + 1);
+    let sim = SimNode::kube_ovn("spersist", ROUTER);
+    sim.node.add_veth("kube-ipvs0", "ipvs-peer");
+    let batch = (0..FINDINGS).fold(String::new(), |mut b, i| {
+        let _ = writeln!(b, "addr add {}/32 dev kube-ipvs0", ip_of(i));
+        b
+    });
+    sim.node.ip_batch(&batch);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::Subnets, true);
+    for i in 0..FINDINGS {
+        api.apply(
+            Res::Pods,
+            pod("tenant", &format!("svc-{i:02}"), ME, &[&ip_of(i)]),
+        );
+    }
+    let lab = Lab::new("persist", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    wait_for("50 Events", Duration::from_mins(1), || {
+        (api.counts().creates == FINDINGS as u64).then_some(())
+    });
+    let reconciles_in = |m: &str| sample(m, "ipshadow_reconciles_total", &[("result", "ok")]);
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let reconciles_before = reconciles_in(&m).unwrap();
+
+    // Five minutes of everything else moving: pods coming and going elsewhere
+    // and on this node, kube-ovn's Subnet counters, addresses on the node.
+    let start = Instant::now();
+    let mut i = 0u32;
+    while start.elapsed() < span {
+        api.apply(
+            Res::Pods,
+            pod(
+                "tenant",
+                &format!("other-{}", i % 7),
+                ME,
+                &[&format!("10.244.4.{}", 100 + i % 50)],
+            ),
+        );
+        api.apply(
+            Res::Pods,
+            pod(
+                "tenant",
+                &format!("far-{}", i % 7),
+                "node-b",
+                &[&format!("10.244.9.{}", 1 + i % 200)],
+            ),
+        );
+        let mut s = ipshadow_tests::objects::subnet("tenant-net", "10.16.0.0/16", &["10.16.0.1"]);
+        s["status"] = serde_json::json!({"v4usingIPs": i});
+        api.apply(Res::Subnets, s);
+        let dummy = format!("10.99.{}.1/32", i % 200);
+        sim.node.ip(&["addr", "add", &dummy, "dev", "kube-ipvs0"]);
+        sim.node.ip(&["addr", "del", &dummy, "dev", "kube-ipvs0"]);
+        i += 1;
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let c = api.counts();
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let writes = |result: &str| {
+        sample(&m, "ipshadow_event_writes_total", &[("result", result)]).unwrap_or(0.0)
+    };
+    let reconciled = reconciles_in(&m).unwrap() - reconciles_before;
+    assert!(
+        reconciled > 10.0,
+        "the agent was not kept busy: {reconciled} reconciles"
+    );
+    assert_eq!(c.creates, FINDINGS as u64, "creates");
+    assert_eq!(
+        c.patches, 0,
+        "patches of live series before their 30-minute refresh"
+    );
+    assert_eq!(
+        (
+            writes("created"),
+            writes("patched"),
+            writes("failed"),
+            writes("dropped")
+        ),
+        (50.0, 0.0, 0.0, 0.0)
+    );
+    assert_eq!(api.event_objects().len(), FINDINGS);
+    figure(format!(
+        "{FINDINGS} persistent findings over {span:?} with {i} rounds of unrelated change ({reconciled} reconciles): \
+         {} creates, {} patches",
+        c.creates, c.patches
+    ));
+    let (status, _) = agent.terminate();
     assert!(status.success());
 }

@@ -28,8 +28,9 @@ enum Task {
         /// Skip fmt and clippy.
         #[arg(long)]
         no_lint: bool,
-        /// Skip the soaks (tests/tests/soak.rs: a 5-minute API outage and a
-        /// 2-minute pod churn, run in parallel); CI runs them.
+        /// Skip the soaks (tests/tests/soak.rs: a 5-minute API outage, a
+        /// 2-minute pod churn and 5 minutes of persistent findings, run in
+        /// parallel); CI runs them.
         #[arg(long)]
         quick: bool,
         /// Extra arguments for `cargo test` (after `--`), e.g. a test name filter.
@@ -79,6 +80,8 @@ enum Bench {
     Reaction,
     Scale,
     Api,
+    /// Many agents against one API server holding a 5,000-node cluster.
+    Fleet,
     /// The connection-rate figure alone (it is also part of `ebpf`).
     Connections,
 }
@@ -102,6 +105,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Reaction => "reaction",
                 Bench::Scale => "scale",
                 Bench::Api => "api",
+                Bench::Fleet => "fleet",
                 Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.

@@ -242,7 +242,10 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
         })
         .collect::<Vec<_>>()
         .join(", ");
-    want.push(Desired {
+    // First: it speaks for the most pods, and the write budget goes in order.
+    want.insert(
+        0,
+        Desired {
         regarding: node_ref(node, node_uid),
         namespace: "default".to_owned(),
         reason: REASON_MANY.to_owned(),
@@ -255,7 +258,8 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
              lists them.",
             rest.len()
         )),
-    });
+        },
+    );
     want
 }
 

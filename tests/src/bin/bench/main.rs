@@ -21,6 +21,7 @@
 )]
 
 mod api;
+mod fleet;
 mod reaction;
 mod scale;
 
@@ -297,6 +298,7 @@ fn main() {
                 "reaction": reaction::run(),
                 "scale": scale::run(),
                 "api_load": api::run(),
+                "fleet": fleet::run(),
             })
         }
         "ebpf" => {
@@ -310,10 +312,11 @@ fn main() {
         "reaction" => reaction::run(),
         "scale" => scale::run(),
         "api" => api::run(),
+        "fleet" => fleet::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, api or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, api, fleet or connections"
             );
             std::process::exit(2);
         }
