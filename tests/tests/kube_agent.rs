@@ -945,6 +945,37 @@ fn a_node_annotation_alone_names_another_node_s_router_ip() {
         note.contains("network.cilium.io annotations"),
         "the note names where the address was read: {note}"
     );
+    let metadata_watches = || {
+        api.wire()
+            .open_watches
+            .get("nodes-metadata")
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(metadata_watches(), 1);
+    // Cilium's CiliumNodes appear: every Node's metadata is no longer watched
+    // (one event per kubelet status report, per agent), the finding stays.
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
+            cilium_node(OTHER, OTHER_ROUTER, None, None),
+            &["10.244.1.0/24"],
+        ),
+    );
+    wait_for("the Node metadata watch to stop", HANG, || {
+        (metadata_watches() == 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(
+            &m,
+            "ipshadow_collision_info",
+            &[("pod", "api-0"), ("owner_node", OTHER)]
+        ),
+        Some(1.0),
+        "{m}"
+    );
 }
 
 #[test]
@@ -978,7 +1009,8 @@ fn every_list_is_served_from_the_watch_cache() {
         })
         .map(|(_, uri)| uri)
         .collect();
-    assert!(lists.len() >= 5, "{lists:#?}");
+    // Pods here, this Node, CiliumNodes, Subnets (no CiliumNodes would add every Node's metadata).
+    assert!(lists.len() >= 4, "{lists:#?}");
     let consistent: Vec<&String> = lists
         .iter()
         .filter(|u| !u.contains("resourceVersion=0"))
@@ -990,6 +1022,20 @@ fn every_list_is_served_from_the_watch_cache() {
     // Nothing the watch cache cannot index (no traffic: no lookup).
     let unindexed = api.counts().unindexed;
     assert!(unindexed.is_empty(), "{unindexed:#?}");
+    // With CiliumNodes, not every Node: only this one, by name.
+    let watches = api.wire().open_watches;
+    assert_eq!(
+        watches.get("nodes-metadata").copied().unwrap_or(0),
+        0,
+        "{watches:?}"
+    );
+    assert!(
+        !api.counts()
+            .log
+            .iter()
+            .any(|(_, u)| u.starts_with("/api/v1/nodes?") && !u.contains("fieldSelector")),
+        "a list or watch of every Node"
+    );
 }
 
 #[test]

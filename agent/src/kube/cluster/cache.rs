@@ -163,7 +163,6 @@ impl<T: PartialEq> Cache<T> {
         self.live.ok.len()
     }
 
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.live.ok.is_empty()
     }

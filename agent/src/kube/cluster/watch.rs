@@ -92,6 +92,7 @@ pub(super) async fn run<K>(
                     let changed = apply(&mut st, event);
                     if progress {
                         st.up.insert(source, true);
+                        st.absent.remove(source);
                     }
                     changed
                 };
@@ -110,8 +111,14 @@ pub(super) async fn run<K>(
                 }
             }
             Err(e) => {
-                lock(&state).up.insert(source, false);
                 let kind = failure(&e);
+                {
+                    let mut st = lock(&state);
+                    st.up.insert(source, false);
+                    if kind == Failure::NotFound {
+                        st.absent.insert(source);
+                    }
+                }
                 let delay = match kind {
                     Failure::Error => errors.next(),
                     Failure::NotFound => absent.next(),
