@@ -267,19 +267,19 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
             .contains("host network of node node-a cannot reach it"),
         "{e:#}"
     );
+    let names_the_owner = |m: &str| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("pod", "webhook-0"),
+                ("scope", "cross-node"),
+                ("owner_node", ME),
+            ],
+        ) == Some(1.0)
+    };
     assert!(
-        AgentProc::wait_metrics(&b.node, HANG, |m| {
-            sample(
-                m,
-                "ipshadow_collision_info",
-                &[
-                    ("pod", "webhook-0"),
-                    ("scope", "cross-node"),
-                    ("owner_node", ME),
-                ],
-            ) == Some(1.0)
-        })
-        .is_some(),
+        AgentProc::wait_metrics(&b.node, HANG, names_the_owner).is_some(),
         "the pod's node names the owner; log:\n{}",
         agent_b.log_text()
     );
@@ -307,19 +307,8 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
             );
         }
     }
-    let found = AgentProc::wait_metrics(&a.node, HANG, |m| {
-        sample(
-            m,
-            "ipshadow_collision_info",
-            &[
-                ("pod", "webhook-0"),
-                ("scope", "cross-node"),
-                ("owner_node", ME),
-            ],
-        ) == Some(1.0)
-    });
     assert!(
-        found.is_some(),
+        AgentProc::wait_metrics(&a.node, HANG, names_the_owner).is_some(),
         "owner node did not find the pod after traffic; log:\n{}",
         agent_a.log_text()
     );

@@ -4,7 +4,7 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::{api::DynamicObject, core::PartialObjectMeta};
 
-use super::{NodeInfo, cache::Converted};
+use super::{NodeInfo, cache::Converted, lean::LeanCiliumNode};
 use crate::{
     inventory::{CiliumNode, Invalid, Pod, Subnet},
     kube::objects,
@@ -39,10 +39,10 @@ fn as_json(o: &DynamicObject) -> serde_json::Value {
     v
 }
 
-pub(super) fn convert_cilium_node(o: &DynamicObject) -> Converted<CiliumNode> {
+pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
     let mut problems = Vec::new();
-    let r = objects::cilium_node(&as_json(o), &mut problems);
-    (dyn_key(o), r, problems)
+    let r = objects::cilium_node(&o.json, &mut problems);
+    (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
 pub(super) fn convert_subnet(o: &DynamicObject) -> Converted<Subnet> {

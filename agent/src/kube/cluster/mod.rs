@@ -15,6 +15,7 @@
 
 mod cache;
 mod convert;
+mod lean;
 mod lookup;
 mod watch;
 
@@ -39,6 +40,7 @@ use self::{
     convert::{
         convert_cilium_node, convert_node, convert_node_annotations, convert_pod, convert_subnet,
     },
+    lean::LeanCiliumNode,
     lookup::Followed,
 };
 pub use self::{
@@ -102,14 +104,6 @@ fn cached() -> watcher::Config {
     let mut config = watcher::Config::default().any_semantic();
     config.page_size = None;
     config
-}
-
-/// The CiliumNode resource (cilium.io/v2, cluster-scoped).
-pub fn cilium_nodes_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cilium.io", "v2", "CiliumNode"),
-        "ciliumnodes",
-    )
 }
 
 /// kube-ovn's Subnet resource (kubeovn.io/v1, cluster-scoped).
@@ -188,7 +182,7 @@ impl ClusterSource {
         let moved = cilium_nodes_moved.clone();
         let on_change = self.on_change.clone();
         tasks.spawn(watch::run(
-            Api::<DynamicObject>::all_with(self.client.clone(), &cilium_nodes_resource()),
+            Api::<LeanCiliumNode>::all(self.client.clone()),
             cached(),
             "ciliumnodes",
             self.state.clone(),

@@ -215,15 +215,19 @@ pub(crate) fn run() -> Value {
         // Whole events due by tick k at `rate` per second.
         ((k + 1) as f64 * rate / 10.0) as u64 - (k as f64 * rate / 10.0) as u64
     };
+    // kubelet's status report of the next Node in turn.
+    let mut report_node = || {
+        beat += 1;
+        api.apply(
+            Res::Nodes,
+            kube_node(usize::try_from(beat).unwrap_or(0) % nodes, beat),
+        );
+    };
     let mut k = 0u64;
     let end = Instant::now() + Duration::from_secs(phase_secs);
     while Instant::now() < end {
         for _ in 0..per_tick(node_reports_per_sec, k) {
-            beat += 1;
-            api.apply(
-                Res::Nodes,
-                kube_node(usize::try_from(beat).unwrap_or(0) % nodes, beat),
-            );
+            report_node();
             idle_events += 1;
         }
         k += 1;
@@ -242,11 +246,7 @@ pub(crate) fn run() -> Value {
     k = 0;
     while Instant::now() < end {
         for _ in 0..per_tick(node_reports_per_sec, k) {
-            beat += 1;
-            api.apply(
-                Res::Nodes,
-                kube_node(usize::try_from(beat).unwrap_or(0) % nodes, beat),
-            );
+            report_node();
             churn_events += 1;
         }
         for _ in 0..per_tick(churn_pods_per_sec as f64, k) {
