@@ -1,7 +1,7 @@
 //! Files and watch objects as `kubectl get -o json` prints them: the List is
 //! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet, a Node's
-//! Cilium annotations and a Pod (with its IP annotations). Whatever the bytes:
-//! no panic, no hang.
+//! Cilium annotations, a Pod (with its IP annotations) and, for an Event, its
+//! message as a sandbox refusal. Whatever the bytes: no panic, no hang.
 #![no_main]
 
 use std::path::Path;
@@ -23,6 +23,9 @@ fuzz_target!(|data: &[u8]| {
         ) && let Some(annotations) = &meta.annotations
         {
             let _ = objects::node_annotations("fuzz", annotations, &mut problems);
+        }
+        if let Some(message) = item["message"].as_str() {
+            let _ = objects::sandbox_refusal(message);
         }
         if let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(item) {
             let _ = objects::pod(&pod, &keys, &mut problems);

@@ -16,7 +16,9 @@ pub use cluster::{ClusterState, Invalid, SourceStatus};
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
-pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use objects::{
+    CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, SandboxRefusal, Source, Subnet,
+};
 
 /// Device name Cilium puts its router IP on.
 pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";

@@ -36,6 +36,16 @@ impl Pod {
     }
 }
 
+/// What the CNI refused when kubelet could not create a pod's sandbox
+/// (`FailedCreatePodSandBox`), when it is something ipshadow diagnoses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SandboxRefusal {
+    /// Cilium refused the endpoint: "IP <ip> is already in use".
+    AddressInUse(IpAddr),
+    /// The allocator had no address left ("range is full", "No more IPs available").
+    NoAddressLeft,
+}
+
 /// One IP of a pod, and where it was read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodIp {

@@ -6,9 +6,11 @@
 
 mod crds;
 mod pod;
+mod sandbox;
 
 pub use crds::{cilium_node, node_annotations, parse_range, subnet};
 pub use pod::pod;
+pub use sandbox::sandbox_refusal;
 
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;

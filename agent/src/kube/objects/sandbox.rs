@@ -1,0 +1,180 @@
+//! kubelet's `FailedCreatePodSandBox` messages: what the CNI refused, when it
+//! is something ipshadow can diagnose.
+//!
+//! The wording varies with the kubelet, the runtime, the CNI and Cilium's
+//! version, and with how the text travelled (see
+//! `tests/corpus/realworld/event-messages-sandbox-failures.json`): the reason
+//! quoted or not, the address with Cilium's endpoint-id prefix (`ipv4:`) or
+//! without, typographic quotes, line wraps, the event aggregator's
+//! `(combined from similar events): ` prefix. Look-alikes — another endpoint
+//! failure (`putEndpointIdFailed`), kube-ovn's RPC errors naming addresses, a
+//! garbage "address" — are never read as an address in use.
+
+use std::net::IpAddr;
+
+use crate::inventory::SandboxRefusal;
+
+/// The prefix Kubernetes' event aggregation puts before a message it combined.
+const COMBINED: &str = "(combined from similar events): ";
+
+/// What a `FailedCreatePodSandBox` message says the CNI refused; `None` for
+/// anything else.
+pub fn sandbox_refusal(message: &str) -> Option<SandboxRefusal> {
+    let text = normalize(message);
+    let text = text.strip_prefix(COMBINED).unwrap_or(&text);
+    let lower = text.to_ascii_lowercase();
+    if let Some(at) = lower.rfind(" is already in use") {
+        return address_before(&text[..at]).map(SandboxRefusal::AddressInUse);
+    }
+    // Cilium's host-scope allocator ("range is full"), its ENI/Azure/multi-pool
+    // allocators ("No more IPs available", sometimes cut short).
+    if lower.contains("range is full") || lower.contains("no more ips") {
+        return Some(SandboxRefusal::NoAddressLeft);
+    }
+    None
+}
+
+/// One line, ASCII quotes, single spaces.
+fn normalize(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| match c {
+            '\u{201c}' | '\u{201d}' | '\u{201e}' | '\u{2033}' => '"',
+            '\u{2018}' | '\u{2019}' => '\'',
+            c => c,
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The address in `… IP <addr>` at the end of `head`: the word before it must
+/// be `IP`, the address may carry Cilium's `ipv4:`/`ipv6:` prefix and quotes.
+fn address_before(head: &str) -> Option<IpAddr> {
+    let mut words = head.rsplit(' ');
+    let addr = words
+        .next()?
+        .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+    let ip_word = words.next()?.trim_start_matches(['"', '\'', '`']);
+    if !ip_word.eq_ignore_ascii_case("ip") {
+        return None;
+    }
+    let addr = ["ipv4:", "ipv6:", "IPv4:", "IPv6:"]
+        .iter()
+        .find_map(|p| addr.strip_prefix(p))
+        .unwrap_or(addr);
+    addr.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::inventory::SandboxRefusal::{AddressInUse, NoAddressLeft};
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    /// Every message of the real-world corpus, with what it must give.
+    #[test]
+    fn every_real_wording_gives_its_refusal_and_no_look_alike_gives_one() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/realworld/event-messages-sandbox-failures.json"
+        );
+        let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
+        let got: Vec<Option<SandboxRefusal>> = v["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| sandbox_refusal(m["message"].as_str().expect("message")))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                Some(AddressInUse(ip("10.244.1.12"))), // cozystack#3736: quoted, ipv4:, wrapped
+                Some(AddressInUse(ip("10.17.239.250"))), // cilium#38313: unquoted, two spaces
+                Some(NoAddressLeft),                   // kops ENI: "No more IPs availabl"
+                Some(NoAddressLeft),                   // cilium#9793: range is full
+                Some(NoAddressLeft),                   // cilium#10627
+                Some(NoAddressLeft),                   // cilium-cli#189: typographic quotes
+                None,                                  // putEndpointIdFailed: not an address
+                None,                                  // "Invalid IPv4 address: ?1262000012e1"
+                None,                                  // kube-ovn: configure nic failed <ip>
+                None,                                  // kube-ovn: no address allocated
+                None,                                  // kube-ovn: no address allocated
+            ]
+        );
+    }
+
+    #[test]
+    fn variants_of_the_in_use_wording() {
+        for (m, want) in [
+            (
+                "(combined from similar events): plugin type=\"cilium-cni\" failed (add): unable to create endpoint: [PUT /endpoint/{id}][400] putEndpointIdInvalid \"IP ipv4:10.244.4.12 is already in use\"",
+                "10.244.4.12",
+            ),
+            (
+                "putEndpointIdInvalid \u{201c}IP ipv6:fd00::12 is already in use\u{201d}",
+                "fd00::12",
+            ),
+            (
+                "putEndpointIdInvalid IP 10.0.0.1 is already in use",
+                "10.0.0.1",
+            ),
+            (
+                "putEndpointIdInvalid  IP [fd00::1] is already\nin use",
+                "fd00::1",
+            ),
+        ] {
+            assert_eq!(
+                sandbox_refusal(m),
+                Some(SandboxRefusal::AddressInUse(ip(want))),
+                "{m}"
+            );
+        }
+        for m in [
+            "IP ipv4:?1262000012e1 is already in use",
+            "address 10.0.0.1 is already in use",
+            "is already in use",
+            "",
+            "(combined from similar events): ",
+        ] {
+            assert_eq!(sandbox_refusal(m), None, "{m:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_is_survived(s in ".{0,300}") {
+            let _ = sandbox_refusal(&s);
+        }
+
+        #[test]
+        fn any_address_in_any_wording_is_read_back(
+            a in any::<[u8; 4]>(),
+            v6 in any::<[u16; 8]>(),
+            use_v6 in any::<bool>(),
+            quoted in any::<bool>(),
+            prefixed in any::<bool>(),
+            combined in any::<bool>(),
+        ) {
+            let addr = if use_v6 { IpAddr::from(v6) } else { IpAddr::from(a) };
+            let family = if use_v6 { "ipv6:" } else { "ipv4:" };
+            let inner = format!("IP {}{addr} is already in use", if prefixed { family } else { "" });
+            let reason = if quoted { format!("\"{inner}\"") } else { format!(" {inner}") };
+            let m = format!(
+                "{}Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox \"0123\": plugin type=\"cilium-cni\" failed (add): unable to create endpoint: [PUT /endpoint/{{id}}][400] putEndpointIdInvalid {reason}",
+                if combined { COMBINED } else { "" }
+            );
+            prop_assert_eq!(sandbox_refusal(&m), Some(SandboxRefusal::AddressInUse(addr)));
+        }
+    }
+}
