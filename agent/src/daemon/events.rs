@@ -23,7 +23,7 @@ use crate::{
 
 /// The Event writer's flags.
 #[derive(Debug, clap::Args)]
-#[group(id = "events")]
+#[group(id = "event-writes")]
 pub struct Args {
     /// How often a live Event series is written back, in seconds (client-go's
     /// events library: 30 minutes; it also keeps series past the 1 h Event TTL).

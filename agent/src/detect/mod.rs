@@ -118,7 +118,11 @@ fn check_own_pod(
         ));
     }
 
-    // 3. No one else holds it, but the host's route to it goes nowhere.
+    // 3. No one else holds it, but the host's route to it goes nowhere. Not for
+    //    an address the pod was refused (kubelet's Event): it never had it.
+    if pip.source == IpSource::Event {
+        return None;
+    }
     let dead_end = fib.and_then(FibResult::dead_end)?;
     let route = inv
         .host

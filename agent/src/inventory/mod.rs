@@ -17,7 +17,8 @@ pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
 pub use objects::{
-    CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, SandboxRefusal, Source, Subnet,
+    CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, SandboxFailure, SandboxRefusal,
+    Source, Subnet,
 };
 
 /// Device name Cilium puts its router IP on.

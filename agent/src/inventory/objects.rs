@@ -46,6 +46,22 @@ pub enum SandboxRefusal {
     NoAddressLeft,
 }
 
+/// kubelet's report that a pod's sandbox could not be created, and what the
+/// CNI refused (`FailedCreatePodSandBox`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxFailure {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The pod's uid (empty when the Event does not say).
+    pub uid: String,
+    /// What the CNI refused.
+    pub refusal: SandboxRefusal,
+    /// How many times kubelet reported it (the Event's count).
+    pub count: u64,
+}
+
 /// One IP of a pod, and where it was read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodIp {
@@ -64,6 +80,9 @@ pub enum IpSource {
     /// A CNI annotation (kube-ovn's `ovn.kubernetes.io/ip_address`): the pod has
     /// no status IP yet, e.g. because its sandbox keeps failing.
     Annotation,
+    /// kubelet's `FailedCreatePodSandBox` Event: Cilium refused this address for
+    /// the pod as already in use (the pod has no address of its own yet).
+    Event,
 }
 
 /// What an address is to the node that holds it.

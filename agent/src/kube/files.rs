@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use serde_json::{Value, value::RawValue};
 
 use super::objects;
-use crate::inventory::{CiliumNode, Invalid, Pod, Subnet};
+use crate::inventory::{CiliumNode, Invalid, Pod, SandboxFailure, Subnet};
 
 /// An input file that cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +150,17 @@ pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Cili
 /// The Subnets of a `kubectl get subnets.kubeovn.io -o json` file.
 pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
     named(path, "subnets.kubeovn.io", problems, objects::subnet)
+}
+
+/// The sandbox refusals in a `kubectl get events -A -o json` file: kubelet's
+/// `FailedCreatePodSandBox` Events about pods, where the CNI refused an address
+/// as in use or had none left (every other Event is skipped).
+pub fn sandbox_failures(path: &Path) -> Result<Vec<SandboxFailure>> {
+    let mut out = Vec::new();
+    for_each_item(path, "events", |_, item| {
+        out.extend(objects::sandbox_failure(&item));
+    })?;
+    Ok(out)
 }
 
 /// Cilium's addresses in the annotations of a `kubectl get nodes -o json` file

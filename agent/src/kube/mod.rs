@@ -32,6 +32,11 @@ pub struct SourceArgs {
     /// legacy `io.cilium.network.*`) where a CiliumNode does not show them.
     #[arg(long, env = "IPSHADOW_NODES_FILE", requires = "pods")]
     pub nodes: Option<PathBuf>,
+    /// With --pods: Events as `kubectl get events -A -o json` prints them. kubelet's
+    /// FailedCreatePodSandBox Events name the address Cilium refused a pod as already
+    /// in use: the only trace of it when Cilium's own IPAM gave the pod that address.
+    #[arg(long, env = "IPSHADOW_EVENTS_FILE", requires = "pods")]
+    pub events: Option<PathBuf>,
     /// In cluster mode, how long to wait for the first list of each resource, in seconds.
     #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -7,8 +7,8 @@ use std::{
     sync::Arc,
 };
 
-use super::{SourceArgs, files};
-use crate::inventory::{ClusterState, Invalid, SourceStatus};
+use super::{SourceArgs, files, objects};
+use crate::inventory::{ClusterState, Invalid, SandboxFailure, SourceStatus};
 
 /// The input files and what was last read from them.
 #[derive(Debug)]
@@ -17,7 +17,11 @@ pub struct FileSources {
     ciliumnodes: Option<PathBuf>,
     subnets: Option<PathBuf>,
     nodes: Option<PathBuf>,
+    events: Option<PathBuf>,
     annotation_keys: Vec<String>,
+    /// The pods as read, before the addresses of sandbox refusals are attached.
+    pods_read: Arc<Vec<crate::inventory::Pod>>,
+    failures: Vec<SandboxFailure>,
     state: ClusterState,
     invalid: [Vec<Invalid>; 4],
     status: Vec<SourceStatus>,
@@ -62,7 +66,10 @@ impl FileSources {
             ciliumnodes: args.ciliumnodes.clone(),
             subnets: args.subnets.clone(),
             nodes: args.nodes.clone(),
+            events: args.events.clone(),
             annotation_keys: annotation_keys.to_vec(),
+            pods_read: Arc::default(),
+            failures: Vec::new(),
             state: ClusterState::default(),
             invalid: Default::default(),
             status: Vec::new(),
@@ -75,6 +82,7 @@ impl FileSources {
             .chain(self.ciliumnodes.as_deref())
             .chain(self.subnets.as_deref())
             .chain(self.nodes.as_deref())
+            .chain(self.events.as_deref())
             .collect()
     }
 
@@ -89,7 +97,7 @@ impl FileSources {
             errors: &mut errors,
             status: &mut status,
         };
-        out.read("pods", &mut self.state.pods, pods_invalid, |bad| {
+        out.read("pods", &mut self.pods_read, pods_invalid, |bad| {
             files::pods(&self.pods, keys, bad).map(Arc::new)
         });
         if let Some(path) = &self.ciliumnodes {
@@ -113,6 +121,19 @@ impl FileSources {
                 |bad| files::node_annotations(path, bad).map(Arc::new),
             );
         }
+        if let Some(path) = &self.events {
+            out.read("events", &mut self.failures, &mut Vec::new(), |_| {
+                files::sandbox_failures(path)
+            });
+        }
+        self.state.pods = if self.failures.is_empty() {
+            Arc::clone(&self.pods_read)
+        } else {
+            Arc::new(objects::with_refused_addresses(
+                &self.pods_read,
+                &self.failures,
+            ))
+        };
         self.state.invalid = self.invalid.concat();
         self.status = status;
         errors

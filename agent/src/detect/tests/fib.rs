@@ -123,3 +123,22 @@ fn the_same_pod_ip_listed_twice_gives_one_finding() {
     let inv = inventory(vec![pod("dup", ME, &["10.244.4.251", "10.244.4.251"])]);
     assert_eq!(detect(&inv).len(), 1);
 }
+
+#[test]
+fn an_address_the_pod_was_refused_is_checked_for_owners_not_routes() {
+    use crate::inventory::IpSource;
+    // kubelet's Event names the address Cilium refused: the pod never had it, so
+    // a dead-end route to it says nothing about the pod; an owner does.
+    let mut refused = pod("waiting", ME, &["10.244.0.99"]);
+    refused.ips[0].source = IpSource::Event;
+    let inv = with_fib(
+        inventory(vec![refused.clone()]),
+        &[("10.244.0.99", FibResult::Blackhole)],
+    );
+    assert!(detect(&inv).is_empty());
+    let mut gateway = pod("gateway", ME, &["10.244.4.12"]);
+    gateway.ips[0].source = IpSource::Event;
+    let f = detect(&inventory(vec![gateway]));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!((f[0].kind, f[0].scope), (IngressIpCollision, SameNode));
+}

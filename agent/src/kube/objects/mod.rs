@@ -10,7 +10,7 @@ mod sandbox;
 
 pub use crds::{cilium_node, node_annotations, parse_range, subnet};
 pub use pod::pod;
-pub use sandbox::sandbox_refusal;
+pub use sandbox::{sandbox_failure, sandbox_refusal, with_refused_addresses};
 
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;

@@ -12,7 +12,70 @@
 
 use std::net::IpAddr;
 
-use crate::inventory::SandboxRefusal;
+use serde_json::Value;
+
+use crate::inventory::{IpSource, Pod, PodIp, SandboxFailure, SandboxRefusal};
+
+/// The reason kubelet gives the Event.
+const REASON: &str = "FailedCreatePodSandBox";
+
+/// A `FailedCreatePodSandBox` Event about a pod (core/v1 as `kubectl get events
+/// -o json` prints it, or events.k8s.io/v1) as a [`SandboxFailure`]; `None` for
+/// any other Event, or a refusal ipshadow does not diagnose.
+pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
+    if event.get("reason").and_then(Value::as_str) != Some(REASON) {
+        return None;
+    }
+    let about = event
+        .get("involvedObject")
+        .or_else(|| event.get("regarding"))?;
+    if about.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return None;
+    }
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+    let message = event.get("message").or_else(|| event.get("note"));
+    let refusal = sandbox_refusal(message.and_then(Value::as_str)?)?;
+    let count = event
+        .get("count")
+        .or_else(|| event.pointer("/series/count"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    Some(SandboxFailure {
+        namespace: text(about.get("namespace")),
+        pod: text(about.get("name")),
+        uid: text(about.get("uid")),
+        refusal,
+        count,
+    })
+}
+
+/// `pods` with, for each pod that has no address yet, the address its
+/// sandbox was refused as already in use (at most one per family): such a pod
+/// shows no IP anywhere else when Cilium's own IPAM gave it the address.
+pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<Pod> {
+    pods.iter()
+        .map(|p| {
+            let mut p = p.clone();
+            if !p.ips.is_empty() {
+                return p;
+            }
+            for f in failures {
+                let same_pod = f.namespace == p.namespace
+                    && f.pod == p.name
+                    && (f.uid.is_empty() || p.uid.is_empty() || f.uid == p.uid);
+                if let (true, SandboxRefusal::AddressInUse(ip)) = (same_pod, &f.refusal)
+                    && !p.ips.iter().any(|x| x.ip.is_ipv4() == ip.is_ipv4())
+                {
+                    p.ips.push(PodIp {
+                        ip: *ip,
+                        source: IpSource::Event,
+                    });
+                }
+            }
+            p
+        })
+        .collect()
+}
 
 /// The prefix Kubernetes' event aggregation puts before a message it combined.
 const COMBINED: &str = "(combined from similar events): ";
@@ -149,6 +212,64 @@ mod tests {
         ] {
             assert_eq!(sandbox_refusal(m), None, "{m:?}");
         }
+    }
+
+    #[test]
+    fn an_event_becomes_a_failure_and_a_pod_without_an_address_takes_the_refused_one() {
+        let event = serde_json::json!({
+            "reason": "FailedCreatePodSandBox", "count": 85,
+            "involvedObject": {"kind": "Pod", "namespace": "t", "name": "gw", "uid": "u1"},
+            "message": "putEndpointIdInvalid \"IP ipv4:10.244.4.12 is already in use\""
+        });
+        let f = sandbox_failure(&event).expect("a failure");
+        assert_eq!((f.pod.as_str(), f.uid.as_str(), f.count), ("gw", "u1", 85));
+        // events.k8s.io/v1's names for the same fields.
+        let v1 = serde_json::json!({
+            "reason": "FailedCreatePodSandBox", "series": {"count": 3},
+            "regarding": {"kind": "Pod", "namespace": "t", "name": "gw"},
+            "note": "putEndpointIdInvalid IP 10.244.4.12 is already in use"
+        });
+        assert_eq!(sandbox_failure(&v1).map(|f| f.count), Some(3));
+        for other in [
+            serde_json::json!({"reason": "BackOff", "involvedObject": {"kind": "Pod"}, "message": "IP 10.0.0.1 is already in use"}),
+            serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Node"}, "message": "IP 10.0.0.1 is already in use"}),
+            serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Pod"}}),
+        ] {
+            assert_eq!(sandbox_failure(&other), None, "{other}");
+        }
+        let pod = |name: &str, uid: &str, ips: Vec<PodIp>| Pod {
+            namespace: "t".into(),
+            name: name.into(),
+            uid: uid.into(),
+            ips,
+            ..Pod::default()
+        };
+        let own = PodIp {
+            ip: ip("10.244.4.40"),
+            source: IpSource::Status,
+        };
+        let pods = [
+            pod("gw", "u1", vec![]),
+            pod("gw", "u2", vec![]), // a later pod of the same name: not this refusal
+            pod("web", "u3", vec![own.clone()]),
+        ];
+        let mut web = f.clone();
+        web.pod = "web".into();
+        web.uid = "u3".into();
+        let out = with_refused_addresses(&pods, &[f, web]);
+        assert_eq!(
+            out[0].ips,
+            [PodIp {
+                ip: ip("10.244.4.12"),
+                source: IpSource::Event
+            }]
+        );
+        assert!(out[1].ips.is_empty());
+        assert_eq!(
+            out[2].ips,
+            [own],
+            "a pod with its own address keeps it alone"
+        );
     }
 
     proptest! {

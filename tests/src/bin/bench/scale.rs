@@ -65,6 +65,7 @@ pub(crate) fn run() -> Value {
                 ciliumnodes: Some(cns_file.clone()),
                 subnets: None,
                 nodes: None,
+                events: None,
                 sync_timeout_seconds: 30,
             };
             let mut files = FileSources::new(&sources, &args.pod_ip_annotations).unwrap();
