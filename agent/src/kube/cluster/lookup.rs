@@ -255,7 +255,8 @@ impl ClusterSource {
         watch::run(
             Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
             cached().fields(&format!("metadata.name={name}")),
-            "pods",
+            // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
+            "pods-elsewhere",
             self.state.clone(),
             self.on_change.clone(),
             move |st, ev| {
