@@ -118,9 +118,12 @@ impl Reconciler {
             cilium_nodes: Arc::clone(&kube.cilium_nodes),
             annotated_nodes: Arc::clone(&kube.annotated_nodes),
             subnets: Arc::clone(&kube.subnets),
+            sandbox: Arc::clone(&kube.sandbox),
+            node_facts: kube.nodes.iter().find(|n| n.name == self.node).cloned(),
+            cilium_config: kube.cilium_config.clone(),
         };
         let findings = detect(&inventory);
-        let claimable = claimable(&inventory, &kube.node_pod_cidrs);
+        let claimable = claimable(&inventory);
         Reconciled {
             findings,
             claimable,
@@ -147,16 +150,17 @@ pub struct Reconciled {
 /// device, the health IP in its own namespace: host traffic to them is never
 /// delivered here). The observer watches their traffic; traffic no finding
 /// explains makes the agent ask once which pod holds the address.
-pub fn claimable(inv: &Inventory, node_pod_cidrs: &[ipnet::IpNet]) -> BTreeSet<IpAddr> {
+pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
     let mine: Vec<_> = inv
         .cilium_nodes
         .iter()
         .chain(inv.annotated_nodes.iter())
         .filter(|c| c.name == inv.node)
         .collect();
-    let ranges: Vec<ipnet::IpNet> = node_pod_cidrs
+    let ranges: Vec<ipnet::IpNet> = inv
+        .node_facts
         .iter()
-        .copied()
+        .flat_map(|n| n.pod_cidrs.iter().copied())
         .chain(
             inv.subnets
                 .iter()

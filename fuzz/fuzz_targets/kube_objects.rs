@@ -1,7 +1,7 @@
 //! Files and watch objects as `kubectl get -o json` prints them: the List is
 //! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet, a Node's
-//! Cilium annotations, a Pod (with its IP annotations) and, for an Event, its
-//! message as a sandbox refusal. Whatever the bytes: no panic, no hang.
+//! Cilium annotations and facts, a Pod (with its IP annotations), a ConfigMap as
+//! Cilium's config and, for an Event, its message as a sandbox refusal. Whatever the bytes: no panic, no hang.
 #![no_main]
 
 use std::path::Path;
@@ -26,6 +26,17 @@ fuzz_target!(|data: &[u8]| {
         }
         if let Some(message) = item["message"].as_str() {
             let _ = objects::sandbox_refusal(message);
+        }
+        let _ = objects::sandbox_failure(&item);
+        if let Some(data) = item["data"].as_object() {
+            let data = data
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect();
+            let _ = objects::cilium_config(&data, &mut problems);
+        }
+        if let Ok(node) = serde_json::from_value::<k8s_openapi::api::core::v1::Node>(item.clone()) {
+            let _ = objects::node_facts(&node, &mut problems);
         }
         if let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(item) {
             let _ = objects::pod(&pod, &keys, &mut problems);

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod check;
 pub mod deploy;
 pub mod http;
 pub mod lab;

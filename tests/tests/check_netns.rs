@@ -6,32 +6,16 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
 )]
 
-use std::{path::PathBuf, process::Output};
+use std::process::Output;
 
 use ipshadow_tests::{
-    can_run_netns_tests, ipshadow_bin,
+    can_run_netns_tests,
+    check::{Files, check, find, findings},
     lab::{INGRESS, ME, OTHER, OTHER_INGRESS, OTHER_ROUTER, ROUTER},
     node::SimNode,
     objects::{cilium_node, list, pending_pod, pod, subnet, with_pod_cidrs},
 };
 use serde_json::Value;
-
-struct Files {
-    dir: ipshadow_tests::TempDir,
-}
-
-impl Files {
-    fn new(tag: &str) -> Self {
-        Self {
-            dir: ipshadow_tests::TempDir::new(tag),
-        }
-    }
-    fn write(&self, name: &str, v: &Value) -> PathBuf {
-        let p = self.dir.join(name);
-        std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
-        p
-    }
-}
 
 /// `check` with a pods file and, if given, CiliumNodes and Subnets files.
 fn check_files(
@@ -48,31 +32,6 @@ fn check_files(
         args.extend(["--subnets", s.to_str().unwrap()]);
     }
     check(sim, &args)
-}
-
-fn check(sim: &SimNode, args: &[&str]) -> Output {
-    let mut cmd = sim.node.command(ipshadow_bin().to_str().unwrap());
-    cmd.args(["check", "--node", ME, "--output", "json"])
-        .args(args);
-    cmd.output().unwrap()
-}
-
-fn findings(out: &Output) -> Vec<Value> {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert_eq!(v["node"], ME);
-    v["findings"].as_array().unwrap().clone()
-}
-
-fn find<'a>(fs: &'a [Value], ip: &str) -> &'a Value {
-    fs.iter()
-        .find(|f| f["ip"] == ip)
-        .unwrap_or_else(|| panic!("no finding for {ip} in {fs:#?}"))
 }
 
 #[test]
@@ -248,7 +207,7 @@ fn a_clean_node_exits_zero_and_bad_input_exits_two_naming_the_file() {
     );
     assert!(findings(&out).is_empty());
 
-    let broken = files.dir.join("broken.json");
+    let broken = files.path("broken.json");
     std::fs::write(&broken, "{\"items\": [").unwrap();
     let out = check_files(&sim, &broken, None, None);
     assert_eq!(out.status.code(), Some(2));
@@ -347,91 +306,4 @@ fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-#[test]
-fn sandbox_events_name_the_address_cilium_refused_a_pod_that_has_none() {
-    if !can_run_netns_tests("sandbox_events_name_the_address_cilium_refused_a_pod_that_has_none") {
-        return;
-    }
-    // Cilium's own IPAM, no kube-ovn: the pods that cannot start have no
-    // address anywhere but in kubelet's FailedCreatePodSandBox Events.
-    let sim = SimNode::kube_ovn("chkev", ROUTER);
-    let waiting = |name: &str| {
-        let mut p = pod("tenant", name, ME, &[]);
-        p["status"] = serde_json::json!({"phase": "Pending"});
-        p
-    };
-    let corpus: Value = serde_json::from_slice(
-        &std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/corpus/realworld/event-messages-sandbox-failures.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let messages: Vec<String> = corpus["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["message"].as_str().unwrap().to_owned())
-        .collect();
-    // gateway-0: the cozystack wording with this node's Ingress IP; every other
-    // pod gets one of the corpus's other messages (exhaustion, look-alikes,
-    // garbage, kube-ovn's errors): none of them names an address in use here.
-    let event = |pod: &str, message: &str, count: u64| {
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{pod}.1"), "namespace": "tenant"},
-            "involvedObject": {"kind": "Pod", "namespace": "tenant", "name": pod, "uid": format!("uid-{pod}")},
-            "reason": "FailedCreatePodSandBox", "type": "Warning", "count": count,
-            "message": message,
-        })
-    };
-    let cozystack = messages[0].replace("10.244.1.12", INGRESS);
-    let mut pods = vec![waiting("gateway-0")];
-    let mut events = vec![event("gateway-0", &cozystack, 85)];
-    for (i, m) in messages.iter().enumerate().skip(1) {
-        let name = format!("other-{i}");
-        pods.push(waiting(&name));
-        events.push(event(&name, m, 3));
-    }
-    // A running pod's old refusal is history: it has its own address now.
-    pods.push(pod("tenant", "web-0", ME, &["10.244.4.40"]));
-    events.push(event("web-0", &cozystack, 1));
-    let files = Files::new("check-events");
-    let pods = files.write("pods.json", &list(pods));
-    let events = files.write("events.json", &list(events));
-    let cns = files.write(
-        "ciliumnodes.json",
-        &list(vec![with_pod_cidrs(
-            cilium_node(ME, ROUTER, Some(INGRESS), None),
-            &["10.244.4.0/24"],
-        )]),
-    );
-    let out = check(
-        &sim,
-        &[
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-            "--events",
-            events.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fs = findings(&out);
-    let with_pods: Vec<&Value> = fs.iter().filter(|f| !f["pod"].is_null()).collect();
-    assert_eq!(with_pods.len(), 1, "{fs:#?}");
-    let f = find(&fs, INGRESS);
-    assert_eq!(f["kind"], "IngressIPCollision");
-    assert_eq!(f["scope"], "same-node");
-    assert_eq!(f["pod"]["name"], "gateway-0");
-    assert_eq!(f["ip_source"], "event");
 }

@@ -201,9 +201,7 @@ fn a_multi_pool_cidr_inside_a_primary_subnet_is_an_overlap_and_a_secondary_one_i
     };
     let found = overlaps("node-a", cns.clone(), vec![subnet(None, &[])]);
     assert!(
-        found
-            .iter()
-            .any(|f| f.ip.to_string().starts_with("10.244.1.")),
+        found.iter().any(|f| f.ip_text().starts_with("10.244.1.")),
         "{found:#?}"
     );
     assert!(

@@ -269,9 +269,9 @@ fn log_changes(before: &[Finding], after: &[Finding]) {
     let old: HashSet<_> = before.iter().map(id).collect();
     let new: HashSet<_> = after.iter().map(id).collect();
     for f in after.iter().filter(|f| !old.contains(&id(f))) {
-        tracing::warn!(kind = f.kind.as_str(), scope = f.scope.as_str(), ip = %f.ip, pod = ?f.pod().map(ToString::to_string), owner = %f.owner.node, role = f.owner.role.as_str(), "finding: {}", crate::report::message::render(f));
+        tracing::warn!(kind = f.kind.as_str(), scope = f.scope.as_str(), ip = f.ip_text(), pod = ?f.pod().map(ToString::to_string), owner = %f.owner.node, role = f.owner.role.as_str(), "finding: {}", crate::report::message::render(f));
     }
     for f in before.iter().filter(|f| !new.contains(&id(f))) {
-        tracing::info!(kind = f.kind.as_str(), ip = %f.ip, pod = ?f.pod().map(ToString::to_string), "finding cleared");
+        tracing::info!(kind = f.kind.as_str(), ip = f.ip_text(), pod = ?f.pod().map(ToString::to_string), "finding cleared");
     }
 }

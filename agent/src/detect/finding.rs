@@ -7,6 +7,7 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
+pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy};
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
@@ -29,17 +30,45 @@ pub enum FindingKind {
     /// Latent: Cilium's infrastructure addresses (or the range it takes them
     /// from) lie in a range another allocator hands to pods.
     AllocatorOverlap,
+    /// Cilium refused the pod's address as in use by another live pod.
+    #[serde(rename = "DuplicatePodIP")]
+    DuplicatePodIp,
+    /// Cilium refused the pod's address as in use, and nothing owns it: an
+    /// endpoint Cilium keeps for a pod that is gone.
+    StaleCiliumEndpoint,
+    /// The node's pod allocator had no address left for a pod.
+    #[serde(rename = "PodIPExhaustion")]
+    PodIpExhaustion,
+    /// Latent: the node's pod range holds fewer usable addresses than kubelet accepts pods.
+    #[serde(rename = "PodIPCapacityShortfall")]
+    PodIpCapacityShortfall,
+    /// cilium-operator could not allocate for the node (`status.ipam.operator-status.error`).
+    #[serde(rename = "CiliumIPAMError")]
+    CiliumIpamError,
+    /// Cilium runs cluster-pool, but the node keeps a podCIDR outside every pool.
+    #[serde(rename = "IPAMMigrationStuck")]
+    IpamMigrationStuck,
+    /// The node's Cilium Ingress IP lies outside every Subnet kube-ovn masquerades.
+    #[serde(rename = "IngressIPNotMasqueraded")]
+    IngressIpNotMasqueraded,
 }
 
 impl FindingKind {
     /// Every kind, in order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 13] = [
         Self::RouterIpCollision,
         Self::IngressIpCollision,
         Self::HealthIpCollision,
         Self::LocalAddressCollision,
         Self::HostRouteBlackhole,
         Self::AllocatorOverlap,
+        Self::DuplicatePodIp,
+        Self::StaleCiliumEndpoint,
+        Self::PodIpExhaustion,
+        Self::PodIpCapacityShortfall,
+        Self::CiliumIpamError,
+        Self::IpamMigrationStuck,
+        Self::IngressIpNotMasqueraded,
     ];
 
     /// The name used in JSON, Event reasons and metric labels.
@@ -51,6 +80,13 @@ impl FindingKind {
             Self::LocalAddressCollision => "LocalAddressCollision",
             Self::HostRouteBlackhole => "HostRouteBlackhole",
             Self::AllocatorOverlap => "AllocatorOverlap",
+            Self::DuplicatePodIp => "DuplicatePodIP",
+            Self::StaleCiliumEndpoint => "StaleCiliumEndpoint",
+            Self::PodIpExhaustion => "PodIPExhaustion",
+            Self::PodIpCapacityShortfall => "PodIPCapacityShortfall",
+            Self::CiliumIpamError => "CiliumIPAMError",
+            Self::IpamMigrationStuck => "IPAMMigrationStuck",
+            Self::IngressIpNotMasqueraded => "IngressIPNotMasqueraded",
         }
     }
 
@@ -60,8 +96,23 @@ impl FindingKind {
             Role::Router => Self::RouterIpCollision,
             Role::Ingress => Self::IngressIpCollision,
             Role::Health => Self::HealthIpCollision,
-            Role::Local => Self::LocalAddressCollision,
+            Role::Local | Role::Node => Self::LocalAddressCollision,
+            Role::Pod => Self::DuplicatePodIp,
+            Role::Endpoint => Self::StaleCiliumEndpoint,
         }
+    }
+
+    /// Whether findings of this kind are about a node (its Event goes on the Node).
+    pub fn is_node_level(self) -> bool {
+        matches!(
+            self,
+            Self::AllocatorOverlap
+                | Self::PodIpExhaustion
+                | Self::PodIpCapacityShortfall
+                | Self::CiliumIpamError
+                | Self::IpamMigrationStuck
+                | Self::IngressIpNotMasqueraded
+        )
     }
 }
 
@@ -142,93 +193,6 @@ pub struct PodSite {
     pub created: Option<i64>,
 }
 
-/// What detection found, beyond kind, IP and owner.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The pod's IP is an address a node holds.
-    Collision {
-        /// The pod.
-        site: PodSite,
-        /// The host's FIB answer for the IP, `ip route get`-like, when looked up.
-        fib: Option<String>,
-        /// A pod route the local address shadows, e.g. `10.244.1.5/32 dev lxc1`.
-        shadowed_route: Option<String>,
-    },
-    /// The pod's own node routes its IP nowhere.
-    Blackhole {
-        /// The pod.
-        site: PodSite,
-        /// Where the packet dies.
-        dead_end: DeadEnd,
-        /// The route it dies on, `ip route`-like, when one is in the tables.
-        route: Option<String>,
-    },
-    /// Cilium's address (or range) lies in a kube-ovn Subnet and is not excluded.
-    Overlap {
-        /// The Subnet's name.
-        subnet: String,
-        /// The Subnet's block holding the address.
-        block: Option<IpNet>,
-        /// Cilium's range involved, and the field it was read from.
-        cilium_range: Option<(IpNet, &'static str)>,
-        /// Whether the IP is an address Cilium holds now (rather than one it may take).
-        held: bool,
-    },
-}
-
-/// What the operator should do, decided from what the inventory shows of the
-/// cluster; rendered into every message and Event note.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Remedy {
-    /// kube-ovn hands out pod addresses over Cilium's range: give Cilium a pool
-    /// cut from the end of the Subnet's block and exclude it there.
-    CarveCiliumPool {
-        /// The Subnet that handed the address out.
-        subnet: String,
-        /// Its block holding the address.
-        block: IpNet,
-        /// A block at its end for Cilium's pool.
-        pool: IpNet,
-    },
-    /// kube-ovn hands out pod addresses, but no Subnet known here holds this one.
-    ExcludeInPodAllocator,
-    /// Cilium is the only allocator and gave a pod an address it holds itself.
-    ReallocatePod {
-        /// The node whose allocator did it.
-        node: String,
-    },
-    /// Remove the local address, or keep the pod allocator off it.
-    RemoveLocalAddress {
-        /// The device holding it.
-        device: Option<String>,
-        /// The kube-ovn Subnet that hands it out, if one does.
-        subnet: Option<String>,
-    },
-    /// Restore the pod network's route on the node.
-    RestoreRoute {
-        /// The node missing the route.
-        node: String,
-        /// Whether kube-ovn lays the pod routes (one per subnet, via ovn0).
-        kube_ovn: bool,
-    },
-    /// Delete the stale route that drops the pod's traffic.
-    DeleteStaleRoute {
-        /// The node with the route.
-        node: String,
-        /// The route's type.
-        dead_end: DeadEnd,
-    },
-    /// Exclude Cilium's addresses from the Subnet, or move Cilium's pool.
-    ExcludeFromSubnet {
-        /// The Subnet.
-        subnet: String,
-        /// The `excludeIps` entry that fixes it.
-        exclude: IpRange,
-        /// The Subnet block involved.
-        block: Option<IpNet>,
-    },
-}
-
 /// One finding: a pod IP shadowed (or about to be) by an address a node holds,
 /// or a pod its own node cannot reach.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,8 +201,8 @@ pub struct Finding {
     pub kind: FindingKind,
     /// Same-node or cross-node.
     pub scope: Scope,
-    /// The colliding (or unreachable) IP.
-    pub ip: IpAddr,
+    /// The colliding (or unreachable) IP; `None` for node findings about no one address.
+    pub ip: Option<IpAddr>,
     /// Who holds the address.
     pub owner: Owner,
     /// What exactly was found.
@@ -260,12 +224,13 @@ impl Finding {
         Self {
             kind: FindingKind::for_role(owner.role),
             scope,
-            ip,
+            ip: Some(ip),
             owner,
             cause: Cause::Collision {
                 site,
                 fib,
                 shadowed_route,
+                kubelet: None,
             },
             remedy,
         }
@@ -288,7 +253,7 @@ impl Finding {
         Self {
             kind: FindingKind::HostRouteBlackhole,
             scope: Scope::SameNode,
-            ip,
+            ip: Some(ip),
             owner: Owner {
                 node: site.node.clone(),
                 role: Role::Local,
@@ -329,7 +294,7 @@ impl Finding {
         Self {
             kind: FindingKind::AllocatorOverlap,
             scope: Scope::SameNode,
-            ip,
+            ip: Some(ip),
             owner,
             cause: Cause::Overlap {
                 subnet,
@@ -341,11 +306,18 @@ impl Finding {
         }
     }
 
+    /// The IP as text; empty for a node finding about no one address.
+    pub fn ip_text(&self) -> String {
+        self.ip.map_or_else(String::new, |ip| ip.to_string())
+    }
+
     /// The pod side, for pod findings.
     pub fn site(&self) -> Option<&PodSite> {
         match &self.cause {
-            Cause::Collision { site, .. } | Cause::Blackhole { site, .. } => Some(site),
-            Cause::Overlap { .. } => None,
+            Cause::Collision { site, .. }
+            | Cause::Blackhole { site, .. }
+            | Cause::Refused { site, .. } => Some(site),
+            Cause::Overlap { .. } | Cause::Node(_) => None,
         }
     }
 
@@ -360,7 +332,7 @@ impl Finding {
     }
 
     /// Stable order for output and comparisons: by kind, IP, pod.
-    pub fn sort_key(&self) -> (FindingKind, IpAddr, Option<&PodRef>) {
+    pub fn sort_key(&self) -> (FindingKind, Option<IpAddr>, Option<&PodRef>) {
         (self.kind, self.ip, self.pod())
     }
 }

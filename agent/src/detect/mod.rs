@@ -9,13 +9,18 @@
 //!   shadowing address wins over a blackhole route;
 //! - pods that cannot receive traffic (hostNetwork, Succeeded, Failed) are skipped.
 
+mod cause;
 mod finding;
+mod node;
 mod overlap;
 mod owners;
 
 use std::{collections::HashSet, net::IpAddr};
 
-pub use finding::{Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope};
+pub use finding::{
+    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
+    Scope,
+};
 use ipnet::IpNet;
 use owners::Owners;
 
@@ -53,7 +58,7 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
                 created: pod.created,
             };
             let finding = if pod_node == inv.node {
-                check_own_pod(inv, &owners, site, pip)
+                check_own_pod(inv, &owners, pod, site, pip)
             } else {
                 check_foreign_pod(inv, &owners, site, pip)
             };
@@ -61,6 +66,7 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
         }
     }
     findings.extend(overlap::allocator_overlaps(inv, &owners));
+    findings.extend(node::node_findings(inv, &inv.node));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }
@@ -75,6 +81,27 @@ pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAdd
 fn check_own_pod(
     inv: &Inventory,
     owners: &Owners<'_>,
+    pod: &Pod,
+    site: impl FnOnce() -> PodSite,
+    pip: &PodIp,
+) -> Option<Finding> {
+    let mut found = check_own_ip(inv, owners, pod, site, pip);
+    // kubelet's refusal is the evidence when the IP came from it.
+    if pip.source == IpSource::Event
+        && let Some(Finding {
+            cause: Cause::Collision { kubelet, .. },
+            ..
+        }) = &mut found
+    {
+        *kubelet = node::kubelet_report(inv, pod, pip.ip);
+    }
+    found
+}
+
+fn check_own_ip(
+    inv: &Inventory,
+    owners: &Owners<'_>,
+    pod: &Pod,
     site: impl FnOnce() -> PodSite,
     pip: &PodIp,
 ) -> Option<Finding> {
@@ -118,11 +145,13 @@ fn check_own_pod(
         ));
     }
 
-    // 3. No one else holds it, but the host's route to it goes nowhere. Not for
-    //    an address the pod was refused (kubelet's Event): it never had it.
+    // 3. An address the pod was refused (kubelet's Event) that no node holds:
+    //    another live pod's, or an endpoint Cilium keeps for a pod that is gone.
+    //    No route check: the pod never had the address.
     if pip.source == IpSource::Event {
-        return None;
+        return node::refused(inv, pod, site(), pip.ip);
     }
+    // 4. No one else holds it, but the host's route to it goes nowhere.
     let dead_end = fib.and_then(FibResult::dead_end)?;
     let route = inv
         .host

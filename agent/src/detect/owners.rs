@@ -70,7 +70,7 @@ impl<'a> Owners<'a> {
             let default_device = match a.role {
                 Role::Router => Some(inv.router_device.as_str()),
                 Role::Health => Some(HEALTH_DEVICE),
-                Role::Ingress | Role::Local => None,
+                Role::Ingress | Role::Local | Role::Pod | Role::Endpoint | Role::Node => None,
             };
             if node == inv.node {
                 // Cilium names the role; the kernel, if it holds the address, names

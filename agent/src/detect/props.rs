@@ -84,6 +84,7 @@ fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
         cilium_nodes: Arc::new(cilium_nodes),
         annotated_nodes: Arc::default(),
         subnets: Arc::default(),
+        ..Inventory::default()
     }
 }
 

@@ -3,9 +3,7 @@
 
 use std::{fmt, sync::Arc};
 
-use ipnet::IpNet;
-
-use super::{CiliumNode, Pod, Subnet};
+use super::{CiliumConfig, CiliumNode, NodeFacts, Pod, SandboxFailure, Subnet};
 
 /// The Kubernetes objects one reconcile looks at.
 #[derive(Clone, Debug, Default)]
@@ -19,8 +17,13 @@ pub struct ClusterState {
     pub annotated_nodes: Arc<Vec<CiliumNode>>,
     /// kube-ovn Subnets (empty when the CRD is absent).
     pub subnets: Arc<Vec<Subnet>>,
-    /// This node's `spec.podCIDRs`, when its Node object is known.
-    pub node_pod_cidrs: Vec<IpNet>,
+    /// Nodes as detection needs them: this node's (the agent), or every Node
+    /// of a file (`check`), looked up by name.
+    pub nodes: Arc<Vec<NodeFacts>>,
+    /// kubelet's sandbox refusals (`FailedCreatePodSandBox`) ipshadow diagnoses.
+    pub sandbox: Arc<Vec<SandboxFailure>>,
+    /// Cilium's configuration (`cilium-config`), when read.
+    pub cilium_config: Option<Arc<CiliumConfig>>,
     /// Objects (or fields) skipped as malformed in the last read.
     pub invalid: Vec<Invalid>,
 }

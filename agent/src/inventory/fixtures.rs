@@ -162,6 +162,7 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
         cilium_nodes: Arc::new(cilium_nodes()),
         annotated_nodes: Arc::default(),
         subnets: Arc::default(),
+        ..Inventory::default()
     };
     // Every own-pod IP gets a lookup, as the adapter does: local for local addresses, else via ovn0.
     let own: Vec<IpAddr> = inv
@@ -194,6 +195,7 @@ pub(crate) fn ovn_default(exclude: &[(&str, &str)]) -> Subnet {
                 last: ip(b),
             })
             .collect(),
+        masqueraded: true,
     }
 }
 

@@ -17,8 +17,8 @@ pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
 pub use objects::{
-    CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, SandboxFailure, SandboxRefusal,
-    Source, Subnet,
+    CiliumConfig, CiliumNode, InfraAddress, IpRange, IpSource, NodeFacts, Pod, PodIp, Role,
+    SandboxFailure, SandboxRefusal, Source, Subnet, with_refused_addresses,
 };
 
 /// Device name Cilium puts its router IP on.
@@ -44,4 +44,10 @@ pub struct Inventory {
     pub annotated_nodes: Arc<Vec<CiliumNode>>,
     /// kube-ovn Subnets (empty when the CRD is absent).
     pub subnets: Arc<Vec<Subnet>>,
+    /// kubelet's sandbox refusals that ipshadow diagnoses.
+    pub sandbox: Arc<Vec<SandboxFailure>>,
+    /// This node's Node, when known.
+    pub node_facts: Option<NodeFacts>,
+    /// Cilium's configuration, when known.
+    pub cilium_config: Option<Arc<CiliumConfig>>,
 }

@@ -60,6 +60,67 @@ pub struct SandboxFailure {
     pub refusal: SandboxRefusal,
     /// How many times kubelet reported it (the Event's count).
     pub count: u64,
+    /// kubelet's message, on one line and cut to [`SandboxFailure::MESSAGE_MAX`].
+    pub message: String,
+}
+
+impl SandboxFailure {
+    /// The longest message kept: enough for the CNI's reason, bounded per Event.
+    pub const MESSAGE_MAX: usize = 400;
+
+    /// Whether this failure is about `pod` (by uid where both know it).
+    pub fn is_about(&self, pod: &Pod) -> bool {
+        self.namespace == pod.namespace
+            && self.pod == pod.name
+            && (self.uid.is_empty() || pod.uid.is_empty() || self.uid == pod.uid)
+    }
+}
+
+/// `pods` with, for each pod that has no address yet, the address its
+/// sandbox was refused as already in use (at most one per family): such a pod
+/// shows no IP anywhere else when Cilium's own IPAM gave it the address.
+pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<Pod> {
+    pods.iter()
+        .map(|p| {
+            let mut p = p.clone();
+            if !p.ips.is_empty() {
+                return p;
+            }
+            for f in failures {
+                if let (true, SandboxRefusal::AddressInUse(ip)) = (f.is_about(&p), &f.refusal)
+                    && !p.ips.iter().any(|x| x.ip.is_ipv4() == ip.is_ipv4())
+                {
+                    p.ips.push(PodIp {
+                        ip: *ip,
+                        source: IpSource::Event,
+                    });
+                }
+            }
+            p
+        })
+        .collect()
+}
+
+/// This node's Node as detection needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.podCIDRs` (or `spec.podCIDR`).
+    pub pod_cidrs: Vec<IpNet>,
+    /// `status.allocatable.pods`: how many pods kubelet accepts.
+    pub allocatable_pods: Option<u64>,
+}
+
+/// What detection reads of Cilium's configuration (the `cilium-config` ConfigMap).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CiliumConfig {
+    /// `ipam`: the IPAM mode (`cluster-pool`, `kubernetes`, `multi-pool`, `eni`, …).
+    pub ipam: String,
+    /// `cluster-pool-ipv4-cidr` and `cluster-pool-ipv6-cidr` (several per family, space-separated).
+    pub cluster_pool: Vec<IpNet>,
 }
 
 /// One IP of a pod, and where it was read.
@@ -97,6 +158,12 @@ pub enum Role {
     Health,
     /// Any other address of the node.
     Local,
+    /// Another pod's address (`DuplicatePodIP`).
+    Pod,
+    /// An endpoint Cilium keeps for an address no pod owns (`StaleCiliumEndpoint`).
+    Endpoint,
+    /// The node itself: a finding about its allocator or configuration.
+    Node,
 }
 
 impl Role {
@@ -107,6 +174,9 @@ impl Role {
             Self::Ingress => "ingress",
             Self::Health => "health",
             Self::Local => "local",
+            Self::Pod => "pod",
+            Self::Endpoint => "endpoint",
+            Self::Node => "node",
         }
     }
 }
@@ -142,6 +212,24 @@ pub enum Source {
     /// The node's own kernel (netlink).
     #[serde(rename = "kernel")]
     Kernel,
+    /// Another pod's `status.podIPs`.
+    #[serde(rename = "pod.status.podIPs")]
+    PodStatus,
+    /// kubelet's `FailedCreatePodSandBox` Event.
+    #[serde(rename = "kubelet.event")]
+    KubeletEvent,
+    /// `CiliumNode.status.ipam.operator-status`.
+    #[serde(rename = "ciliumnode.status.ipam.operator-status")]
+    OperatorStatus,
+    /// The `cilium-config` ConfigMap, with the CiliumNode's `spec.ipam.podCIDRs`.
+    #[serde(rename = "cilium-config")]
+    CiliumConfig,
+    /// The CiliumNode's `spec.ipam.podCIDRs` against the Node's `status.allocatable.pods`.
+    #[serde(rename = "node.status.allocatable")]
+    NodeStatus,
+    /// kube-ovn's Subnets, against the CiliumNode's Ingress IP.
+    #[serde(rename = "subnets")]
+    Subnets,
 }
 
 impl Source {
@@ -155,6 +243,12 @@ impl Source {
             Self::NodeAnnotation => "the Node's network.cilium.io annotations",
             Self::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
             Self::Kernel => "the node's kernel",
+            Self::PodStatus => "the other pod's status.podIPs",
+            Self::KubeletEvent => "kubelet's FailedCreatePodSandBox Event",
+            Self::OperatorStatus => "CiliumNode.status.ipam.operator-status",
+            Self::CiliumConfig => "the cilium-config ConfigMap",
+            Self::NodeStatus => "the Node's status.allocatable",
+            Self::Subnets => "kube-ovn's Subnets",
         }
     }
 }
@@ -189,6 +283,9 @@ pub struct CiliumNode {
     pub pod_cidrs: Vec<IpNet>,
     /// `spec.ipam.pools.allocated[].cidrs` (multi-pool, ENI from 1.20).
     pub pool_cidrs: Vec<IpNet>,
+    /// `status.ipam.operator-status.error` when not empty: why the operator
+    /// could not allocate for this node.
+    pub operator_error: Option<String>,
 }
 
 impl CiliumNode {
@@ -237,6 +334,10 @@ pub struct Subnet {
     pub cidrs: Vec<IpNet>,
     /// `spec.excludeIps`: single IPs and `first..last` ranges, inclusive.
     pub exclude: Vec<IpRange>,
+    /// An overlay Subnet of the default VPC (`spec.vpc` unset or `ovn-cluster`,
+    /// no `spec.vlan`): kube-ovn masquerades host-originated traffic only from
+    /// these (its `ovn40subnets` ipset).
+    pub masqueraded: bool,
 }
 
 impl Subnet {

@@ -6,11 +6,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use serde_json::{Value, value::RawValue};
 
 use super::objects;
-use crate::inventory::{CiliumNode, Invalid, Pod, SandboxFailure, Subnet};
+use crate::inventory::{CiliumConfig, CiliumNode, Invalid, NodeFacts, Pod, SandboxFailure, Subnet};
 
 /// An input file that cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -163,10 +163,14 @@ pub fn sandbox_failures(path: &Path) -> Result<Vec<SandboxFailure>> {
     Ok(out)
 }
 
-/// Cilium's addresses in the annotations of a `kubectl get nodes -o json` file
-/// (Nodes without them are left out).
-pub fn node_annotations(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CiliumNode>> {
+/// The Nodes of a `kubectl get nodes -o json` file: Cilium's addresses in their
+/// annotations (Nodes without them are left out), and each Node's facts.
+pub fn nodes(
+    path: &Path,
+    problems: &mut Vec<Invalid>,
+) -> Result<(Vec<CiliumNode>, Vec<NodeFacts>)> {
     let mut out = Vec::new();
+    let mut facts = Vec::new();
     for_each_item(path, "nodes", |i, item| {
         let name = object_name(&item, i);
         let annotations: std::collections::BTreeMap<String, String> = item
@@ -179,8 +183,36 @@ pub fn node_annotations(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<
             })
             .unwrap_or_default();
         out.extend(objects::node_annotations(&name, &annotations, problems));
+        match serde_json::from_value::<Node>(item) {
+            Ok(n) => facts.push(objects::node_facts(&n, problems)),
+            Err(e) => problems.push(Invalid {
+                resource: "nodes",
+                object: name,
+                problem: format!("not a valid Node ({e}); its spec and status skipped"),
+            }),
+        }
     })?;
-    Ok(out)
+    Ok((out, facts))
+}
+
+/// Cilium's configuration from `kubectl get cm -n kube-system cilium-config -o json`.
+pub fn cilium_config(path: &Path, problems: &mut Vec<Invalid>) -> Result<CiliumConfig> {
+    let mut data = None;
+    for_each_item(path, "configmaps", |_, item| {
+        if data.is_none() || item.pointer("/metadata/name") == Some(&Value::from("cilium-config")) {
+            data = Some(
+                item.get("data")
+                    .and_then(Value::as_object)
+                    .map(|d| {
+                        d.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            );
+        }
+    })?;
+    Ok(objects::cilium_config(&data.unwrap_or_default(), problems))
 }
 
 /// The objects of a file converted by `convert`; an unusable one is skipped with

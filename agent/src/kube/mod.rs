@@ -29,7 +29,8 @@ pub struct SourceArgs {
     pub subnets: Option<PathBuf>,
     /// With --pods: Nodes as `kubectl get nodes -o json` prints them, for the
     /// addresses Cilium publishes in their annotations (`network.cilium.io/*`,
-    /// legacy `io.cilium.network.*`) where a CiliumNode does not show them.
+    /// legacy `io.cilium.network.*`) where a CiliumNode does not show them, and
+    /// for how many pods this node accepts against its pod range.
     #[arg(long, env = "IPSHADOW_NODES_FILE", requires = "pods")]
     pub nodes: Option<PathBuf>,
     /// With --pods: Events as `kubectl get events -A -o json` prints them. kubelet's
@@ -37,6 +38,11 @@ pub struct SourceArgs {
     /// in use: the only trace of it when Cilium's own IPAM gave the pod that address.
     #[arg(long, env = "IPSHADOW_EVENTS_FILE", requires = "pods")]
     pub events: Option<PathBuf>,
+    /// With --pods: Cilium's ConfigMap as `kubectl get cm -n kube-system cilium-config
+    /// -o json` prints it, so a switch to ipam=cluster-pool that left a node on its
+    /// old range is found.
+    #[arg(long, env = "IPSHADOW_CILIUM_CONFIG_FILE", requires = "pods")]
+    pub cilium_config: Option<PathBuf>,
     /// In cluster mode, how long to wait for the first list of each resource, in seconds.
     #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]

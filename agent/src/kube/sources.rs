@@ -7,7 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use super::{SourceArgs, files, objects};
+use super::{SourceArgs, files};
 use crate::inventory::{ClusterState, Invalid, SandboxFailure, SourceStatus};
 
 /// The input files and what was last read from them.
@@ -18,12 +18,13 @@ pub struct FileSources {
     subnets: Option<PathBuf>,
     nodes: Option<PathBuf>,
     events: Option<PathBuf>,
+    cilium_config: Option<PathBuf>,
     annotation_keys: Vec<String>,
     /// The pods as read, before the addresses of sandbox refusals are attached.
     pods_read: Arc<Vec<crate::inventory::Pod>>,
     failures: Vec<SandboxFailure>,
     state: ClusterState,
-    invalid: [Vec<Invalid>; 4],
+    invalid: [Vec<Invalid>; 5],
     status: Vec<SourceStatus>,
 }
 
@@ -67,6 +68,7 @@ impl FileSources {
             subnets: args.subnets.clone(),
             nodes: args.nodes.clone(),
             events: args.events.clone(),
+            cilium_config: args.cilium_config.clone(),
             annotation_keys: annotation_keys.to_vec(),
             pods_read: Arc::default(),
             failures: Vec::new(),
@@ -83,6 +85,7 @@ impl FileSources {
             .chain(self.subnets.as_deref())
             .chain(self.nodes.as_deref())
             .chain(self.events.as_deref())
+            .chain(self.cilium_config.as_deref())
             .collect()
     }
 
@@ -91,7 +94,13 @@ impl FileSources {
     pub fn refresh(&mut self) -> Vec<files::Error> {
         let mut errors = Vec::new();
         let mut status = Vec::new();
-        let [pods_invalid, cns_invalid, subnets_invalid, nodes_invalid] = &mut self.invalid;
+        let [
+            pods_invalid,
+            cns_invalid,
+            subnets_invalid,
+            nodes_invalid,
+            config_invalid,
+        ] = &mut self.invalid;
         let keys = &self.annotation_keys;
         let mut out = Outcome {
             errors: &mut errors,
@@ -114,22 +123,33 @@ impl FileSources {
             });
         }
         if let Some(path) = &self.nodes {
-            out.read(
-                "nodes",
-                &mut self.state.annotated_nodes,
-                nodes_invalid,
-                |bad| files::node_annotations(path, bad).map(Arc::new),
+            let mut read = (
+                Arc::clone(&self.state.annotated_nodes),
+                Arc::clone(&self.state.nodes),
             );
+            out.read("nodes", &mut read, nodes_invalid, |bad| {
+                let (annotated, facts) = files::nodes(path, bad)?;
+                Ok((Arc::new(annotated), Arc::new(facts)))
+            });
+            (self.state.annotated_nodes, self.state.nodes) = read;
+        }
+        if let Some(path) = &self.cilium_config {
+            let mut config = self.state.cilium_config.clone();
+            out.read("cilium-config", &mut config, config_invalid, |bad| {
+                files::cilium_config(path, bad).map(|c| Some(Arc::new(c)))
+            });
+            self.state.cilium_config = config;
         }
         if let Some(path) = &self.events {
             out.read("events", &mut self.failures, &mut Vec::new(), |_| {
                 files::sandbox_failures(path)
             });
         }
+        self.state.sandbox = Arc::new(self.failures.clone());
         self.state.pods = if self.failures.is_empty() {
             Arc::clone(&self.pods_read)
         } else {
-            Arc::new(objects::with_refused_addresses(
+            Arc::new(crate::inventory::with_refused_addresses(
                 &self.pods_read,
                 &self.failures,
             ))

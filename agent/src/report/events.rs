@@ -126,12 +126,12 @@ pub fn desired(
 ) -> Vec<Desired> {
     let mut out = Vec::new();
     for f in findings {
-        if f.kind == FindingKind::AllocatorOverlap {
+        if f.kind.is_node_level() {
             out.push(Desired {
                 regarding: node_ref(node, node_uid),
                 namespace: "default".to_owned(),
                 reason: f.kind.as_str().to_owned(),
-                ip: f.ip.to_string(),
+                ip: f.ip_text(),
                 warning: true,
                 note: truncate_note(&message::render(f)),
             });
@@ -144,7 +144,7 @@ pub fn desired(
                 regarding,
                 namespace,
                 reason: f.kind.as_str().to_owned(),
-                ip: f.ip.to_string(),
+                ip: f.ip_text(),
                 warning: true,
                 note: truncate_note(&message::render(f)),
             });
@@ -152,7 +152,7 @@ pub fn desired(
     }
     for (key, totals) in traffic.iter().filter(|(_, t)| t.packets > 0) {
         let Some(f) = findings.iter().find(|f| {
-            f.ip == key.ip
+            f.ip == Some(key.ip)
                 && f.pod()
                     .is_some_and(|p| p.name == key.pod && p.namespace == key.namespace)
         }) else {

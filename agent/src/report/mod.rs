@@ -31,6 +31,6 @@ pub struct Report {
 impl Report {
     /// The evidence joined to `f`: traffic to its IP, if watched.
     pub fn evidence_of(&self, f: &Finding) -> Option<&Evidence> {
-        self.evidence.get(&f.ip)
+        self.evidence.get(&f.ip?)
     }
 }

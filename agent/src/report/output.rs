@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{Report, evidence::Evidence, message};
 use crate::{
-    detect::{Cause, Finding, FindingKind, Owner, PodRef, Scope},
+    detect::{Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Scope},
     inventory::IpSource,
 };
 
@@ -21,7 +21,7 @@ struct JsonReport<'a> {
 struct JsonFinding<'a> {
     kind: FindingKind,
     scope: Scope,
-    ip: IpAddr,
+    ip: Option<IpAddr>,
     pod: Option<&'a PodRef>,
     owner: &'a Owner,
     message: String,
@@ -39,14 +39,24 @@ struct JsonFinding<'a> {
     cilium_range: Option<String>,
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     evidence: Option<&'a Evidence>,
+    /// kubelet's FailedCreatePodSandBox report the finding rests on.
+    kubelet: Option<JsonKubelet<'a>>,
+    /// DuplicatePodIP: the other pod holding the address.
+    holder: Option<&'a PodRef>,
+}
+
+#[derive(Serialize)]
+struct JsonKubelet<'a> {
+    count: u64,
+    message: &'a str,
 }
 
 /// The message of a finding, with the evidence's sentence when there is one.
 pub fn message_with_evidence(f: &Finding, evidence: Option<&Evidence>, node: &str) -> String {
     let mut m = message::render(f);
-    if let Some(e) = evidence {
+    if let (Some(e), Some(ip)) = (evidence, f.ip) {
         m.push(' ');
-        m.push_str(&e.sentence(f.ip, node));
+        m.push_str(&e.sentence(ip, node));
     }
     m
 }
@@ -60,6 +70,7 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
             ..
         } => (fib.clone(), shadowed_route.as_deref(), None, None),
         Cause::Blackhole { dead_end, .. } => (Some(dead_end.to_string()), None, None, None),
+        Cause::Refused { .. } | Cause::Node(_) => (None, None, None, None),
         Cause::Overlap {
             subnet,
             cilium_range,
@@ -85,6 +96,21 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
         subnet,
         cilium_range,
         evidence,
+        kubelet: match &f.cause {
+            Cause::Collision {
+                kubelet: Some(k), ..
+            }
+            | Cause::Refused { kubelet: k, .. }
+            | Cause::Node(NodeProblem::Exhausted { kubelet: k, .. }) => Some(JsonKubelet {
+                count: k.count,
+                message: &k.message,
+            }),
+            _ => None,
+        },
+        holder: match &f.cause {
+            Cause::Refused { holder, .. } => holder.as_ref(),
+            _ => None,
+        },
     }
 }
 
@@ -129,7 +155,7 @@ pub fn table(report: &Report) -> String {
             [
                 f.kind.to_string(),
                 f.scope.to_string(),
-                f.ip.to_string(),
+                f.ip.map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
                 f.pod().map_or_else(|| "-".to_owned(), ToString::to_string),
                 f.pod_node().unwrap_or("-").to_owned(),
                 format!(

@@ -2,6 +2,7 @@
 //! `inventory::fixtures`. What a finding says in words is tested in `report`.
 
 mod fib;
+mod ipam;
 mod overlap;
 
 use std::net::IpAddr;
@@ -30,7 +31,7 @@ pub(super) fn rows(findings: &[Finding]) -> Vec<Row> {
             (
                 f.kind,
                 f.scope,
-                f.ip,
+                f.ip.unwrap_or(IpAddr::from([0, 0, 0, 0])),
                 f.pod().map(|p| p.name.clone()).unwrap_or_default(),
                 f.owner.node.clone(),
                 f.owner.role,

@@ -1,12 +1,11 @@
 //! Watched objects converted to inventory types, keyed for the caches.
 
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::{api::DynamicObject, core::PartialObjectMeta};
 
-use super::{NodeInfo, cache::Converted, lean::LeanCiliumNode};
+use super::{cache::Converted, lean::LeanCiliumNode};
 use crate::{
-    inventory::{CiliumNode, Invalid, Pod, Subnet},
+    inventory::{CiliumNode, NodeFacts, Pod, Subnet},
     kube::objects,
 };
 
@@ -51,35 +50,10 @@ pub(super) fn convert_subnet(o: &DynamicObject) -> Converted<Subnet> {
     (dyn_key(o), r, problems)
 }
 
-pub(super) fn convert_node(n: &Node) -> Converted<NodeInfo> {
-    let name = n.metadata.name.clone().unwrap_or_default();
+pub(super) fn convert_node(n: &Node) -> Converted<NodeFacts> {
     let mut problems = Vec::new();
-    let spec = n.spec.as_ref();
-    let raw: Vec<String> = spec
-        .and_then(|s| s.pod_cidrs.clone())
-        .filter(|v| !v.is_empty())
-        .or_else(|| spec.and_then(|s| s.pod_cidr.clone()).map(|c| vec![c]))
-        .unwrap_or_default();
-    let mut pod_cidrs = Vec::new();
-    for c in raw {
-        match c.parse::<IpNet>() {
-            Ok(net) => pod_cidrs.push(net.trunc()),
-            Err(_) => problems.push(Invalid {
-                resource: "nodes",
-                object: name.clone(),
-                problem: format!(
-                    "spec.podCIDRs entry {} is not a CIDR; ignored",
-                    objects::quote(&c)
-                ),
-            }),
-        }
-    }
-    let info = NodeInfo {
-        name: name.clone(),
-        uid: n.metadata.uid.clone().unwrap_or_default(),
-        pod_cidrs,
-    };
-    (name, Ok(info), problems)
+    let facts = objects::node_facts(n, &mut problems);
+    (facts.name.clone(), Ok(facts), problems)
 }
 
 /// A Node's metadata as Cilium's addresses in its annotations (an entry with

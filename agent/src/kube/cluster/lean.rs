@@ -126,12 +126,25 @@ impl LeanCiliumNode {
                     )
                 })
             });
+        let operator_error = v
+            .pointer_mut("/status/ipam/operator-status/error")
+            .map(Value::take);
         let mut json = serde_json::json!({
             "metadata": {"name": metadata.name},
             "spec": if spec.is_object() { Value::Object(lean_spec) } else { spec },
         });
+        let mut ipam = Map::new();
         if let Some(used) = used {
-            json["status"] = serde_json::json!({"ipam": {"used": used}});
+            ipam.insert("used".to_owned(), used);
+        }
+        if let Some(error) = operator_error {
+            ipam.insert(
+                "operator-status".to_owned(),
+                serde_json::json!({ "error": error }),
+            );
+        }
+        if !ipam.is_empty() {
+            json["status"] = serde_json::json!({ "ipam": ipam });
         }
         Self { metadata, json }
     }

@@ -24,7 +24,6 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::{
     Api, Client,
@@ -48,20 +47,9 @@ pub use self::{
     watch::{Failure, backoff},
 };
 use crate::{
-    inventory::{CiliumNode, ClusterState, Pod, SourceStatus, Subnet},
+    inventory::{CiliumNode, ClusterState, NodeFacts, Pod, SourceStatus, Subnet},
     report::traffic::Unexplained,
 };
-
-/// This node as its Node object says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// `spec.podCIDRs` (or `spec.podCIDR`).
-    pub pod_cidrs: Vec<IpNet>,
-}
 
 #[derive(Default)]
 struct State {
@@ -70,7 +58,7 @@ struct State {
     pods_at: BTreeMap<Followed, Cache<Pod>>,
     cilium_nodes: Cache<CiliumNode>,
     subnets: Cache<Subnet>,
-    node: Cache<NodeInfo>,
+    node: Cache<NodeFacts>,
     /// Cilium's addresses in every Node's annotations (metadata-only watch,
     /// run only while there are no CiliumNodes: see [`wants_annotations`]).
     annotated: Cache<CiliumNode>,
@@ -303,7 +291,7 @@ impl ClusterView {
     }
 
     /// The current picture, for one reconcile, and this node's Node.
-    pub fn snapshot(&self) -> (ClusterState, Option<NodeInfo>) {
+    pub fn snapshot(&self) -> (ClusterState, Option<NodeFacts>) {
         let mut st = lock(&self.state);
         let mut seen = BTreeSet::new();
         let mut pods = Vec::new();
@@ -332,10 +320,9 @@ impl ClusterView {
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),
             subnets: st.subnets.shared(),
-            node_pod_cidrs: node
-                .as_ref()
-                .map(|n| n.pod_cidrs.clone())
-                .unwrap_or_default(),
+            nodes: Arc::new(node.iter().cloned().collect()),
+            sandbox: Arc::default(),
+            cilium_config: None,
             invalid,
         };
         (state, node)

@@ -76,6 +76,14 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         }
         Some(_) => bad("spec.ipam.pools.allocated is not a list".to_owned()),
     }
+    // `error: ""` is the healthy case; `resourceIPAMError` beside it belongs to
+    // the network-driver IPAM, not pod addresses.
+    match v.pointer("/status/ipam/operator-status/error") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(e)) if e.trim().is_empty() => {}
+        Some(Value::String(e)) => node.operator_error = Some(bounded(e.trim(), ERROR_MAX)),
+        Some(_) => bad("status.ipam.operator-status.error is not a string".to_owned()),
+    }
     Ok(node)
 }
 
@@ -217,6 +225,21 @@ pub fn node_annotations(
     (!node.addresses.is_empty()).then_some(node)
 }
 
+/// Longest operator error kept: the reason fits; a runaway string does not travel on.
+const ERROR_MAX: usize = 512;
+
+/// `s` cut to `max` bytes at a character boundary, marked when cut.
+fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 /// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
 /// unusable (no name, or no valid `spec.cidrBlock`).
 pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
@@ -275,11 +298,16 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
         None | Some(Value::Null) => true,
         Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
     };
+    // kube-ovn's `ovn40subnets`: overlay Subnets of the default VPC.
+    let text = |field: &str| v.pointer(field).and_then(Value::as_str).unwrap_or_default();
+    let masqueraded =
+        primary && matches!(text("/spec/vpc"), "" | "ovn-cluster") && text("/spec/vlan").is_empty();
     Ok(Subnet {
         name: name.to_owned(),
         primary,
         cidrs,
         exclude,
+        masqueraded,
     })
 }
 

@@ -5,12 +5,14 @@
 //! object is still used where it makes sense.
 
 mod crds;
+mod node;
 mod pod;
 mod sandbox;
 
 pub use crds::{cilium_node, node_annotations, parse_range, subnet};
+pub use node::{cilium_config, node_facts};
 pub use pod::pod;
-pub use sandbox::{sandbox_failure, sandbox_refusal, with_refused_addresses};
+pub use sandbox::{sandbox_failure, sandbox_refusal};
 
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;

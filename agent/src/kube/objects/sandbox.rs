@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use crate::inventory::{IpSource, Pod, PodIp, SandboxFailure, SandboxRefusal};
+use crate::inventory::{SandboxFailure, SandboxRefusal};
 
 /// The reason kubelet gives the Event.
 const REASON: &str = "FailedCreatePodSandBox";
@@ -34,7 +34,8 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
     }
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
     let message = event.get("message").or_else(|| event.get("note"));
-    let refusal = sandbox_refusal(message.and_then(Value::as_str)?)?;
+    let message = message.and_then(Value::as_str)?;
+    let refusal = sandbox_refusal(message)?;
     let count = event
         .get("count")
         .or_else(|| event.pointer("/series/count"))
@@ -46,35 +47,21 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
         uid: text(about.get("uid")),
         refusal,
         count,
+        message: bounded(&normalize(message)),
     })
 }
 
-/// `pods` with, for each pod that has no address yet, the address its
-/// sandbox was refused as already in use (at most one per family): such a pod
-/// shows no IP anywhere else when Cilium's own IPAM gave it the address.
-pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<Pod> {
-    pods.iter()
-        .map(|p| {
-            let mut p = p.clone();
-            if !p.ips.is_empty() {
-                return p;
-            }
-            for f in failures {
-                let same_pod = f.namespace == p.namespace
-                    && f.pod == p.name
-                    && (f.uid.is_empty() || p.uid.is_empty() || f.uid == p.uid);
-                if let (true, SandboxRefusal::AddressInUse(ip)) = (same_pod, &f.refusal)
-                    && !p.ips.iter().any(|x| x.ip.is_ipv4() == ip.is_ipv4())
-                {
-                    p.ips.push(PodIp {
-                        ip: *ip,
-                        source: IpSource::Event,
-                    });
-                }
-            }
-            p
-        })
-        .collect()
+/// `text` cut to [`SandboxFailure::MESSAGE_MAX`] bytes, at a character boundary.
+fn bounded(text: &str) -> String {
+    let mut end = text.len().min(SandboxFailure::MESSAGE_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.to_owned()
+    }
 }
 
 /// The prefix Kubernetes' event aggregation puts before a message it combined.
@@ -140,6 +127,7 @@ mod tests {
 
     use super::*;
     use crate::inventory::SandboxRefusal::{AddressInUse, NoAddressLeft};
+    use crate::inventory::{IpSource, Pod, PodIp, with_refused_addresses};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")

@@ -114,7 +114,7 @@ impl Collector for FindingsCollector {
                 scope: f.scope.as_str(),
                 namespace,
                 pod,
-                ip: f.ip.to_string(),
+                ip: f.ip_text(),
                 owner_node: f.owner.node.clone(),
                 role: f.owner.role.as_str(),
                 device: f.owner.device.clone().unwrap_or_default(),

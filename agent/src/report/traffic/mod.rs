@@ -104,9 +104,14 @@ pub fn watch_set(
 ) -> BTreeSet<IpAddr> {
     findings
         .iter()
-        .filter(|f| f.owner.node == node && f.owner.role != Role::Ingress)
+        // Addresses this node delivers to itself: not the Ingress IP (no
+        // device), another pod's or a stale endpoint's, nor a node finding's.
+        .filter(|f| {
+            f.owner.node == node
+                && matches!(f.owner.role, Role::Router | Role::Health | Role::Local)
+        })
         .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
-        .map(|f| f.ip)
+        .filter_map(|f| f.ip)
         .chain(claimable.iter().copied())
         .collect()
 }
@@ -123,10 +128,14 @@ pub struct Claim {
 /// Which series each watched IP's traffic belongs to: the first finding's pod.
 pub fn series_of(findings: &[Finding], watched: &BTreeSet<IpAddr>) -> BTreeMap<IpAddr, Claim> {
     let mut want = BTreeMap::new();
-    for f in findings.iter().filter(|f| watched.contains(&f.ip)) {
-        want.entry(f.ip).or_insert_with(|| Claim {
+    for (f, ip) in findings
+        .iter()
+        .filter_map(|f| Some((f, f.ip?)))
+        .filter(|(_, ip)| watched.contains(ip))
+    {
+        want.entry(ip).or_insert_with(|| Claim {
             key: SeriesKey {
-                ip: f.ip,
+                ip,
                 namespace: f.pod().map(|p| p.namespace.clone()).unwrap_or_default(),
                 pod: f.pod().map(|p| p.name.clone()).unwrap_or_default(),
             },

@@ -2,6 +2,8 @@
 //! Operators read these in `kubectl describe pod` and in `check`'s output.
 //! Rendered from the typed finding; nothing ever parses it back.
 
+mod ipam;
+
 use std::fmt::Write as _;
 
 use crate::detect::{Cause, Finding, Remedy, Role, Scope};
@@ -12,8 +14,20 @@ pub fn render(f: &Finding) -> String {
         Cause::Collision {
             fib,
             shadowed_route,
+            kubelet,
             ..
-        } => collision(f, fib.as_deref(), shadowed_route.as_deref()),
+        } => {
+            let mut m = collision(f, fib.as_deref(), shadowed_route.as_deref());
+            if let Some(k) = kubelet {
+                m.push(' ');
+                m.push_str(&ipam::kubelet_says(k));
+            }
+            m
+        }
+        Cause::Refused {
+            kubelet, holder, ..
+        } => ipam::refused(f, kubelet, holder.as_ref()),
+        Cause::Node(problem) => ipam::node(f, problem),
         Cause::Blackhole {
             dead_end, route, ..
         } => {
@@ -26,7 +40,7 @@ pub fn render(f: &Finding) -> String {
                 "{} has IP {}, but node {node}'s own route lookup for it ends in {dead_end}{route}: \
                  kubelet probes and webhooks from {node}'s host never reach the pod. {}",
                 pod_name(f),
-                f.ip,
+                f.ip_text(),
                 remedy(&f.remedy),
             )
         }
@@ -36,7 +50,7 @@ pub fn render(f: &Finding) -> String {
             cilium_range,
             held,
         } => {
-            let (ip, node) = (f.ip, &f.owner.node);
+            let (ip, node) = (f.ip_text(), &f.owner.node);
             let what = match (held, cilium_range) {
                 (true, _) => format!(
                     "Cilium's {} IP {ip} of node {node} (as {} says)",
@@ -63,7 +77,7 @@ pub fn render(f: &Finding) -> String {
 }
 
 /// Why a Cilium pool outside every kube-ovn Subnet is no fix (seeds/001).
-const NOT_DISJOINT: &str = "Not a prefix outside every kube-ovn Subnet: kube-ovn masquerades \
+pub(super) const NOT_DISJOINT: &str = "Not a prefix outside every kube-ovn Subnet: kube-ovn masquerades \
     host-originated traffic only from its overlay subnets, so Gateway API (Envoy connects from \
     the node's Ingress IP) breaks across nodes.";
 
@@ -119,6 +133,12 @@ pub fn remedy(r: &Remedy) -> String {
             };
             format!("Fix: restore the pod network's route on {node} ({layout}).")
         }
+        Remedy::DisconnectEndpoint { .. }
+        | Remedy::ReallocateDuplicate { .. }
+        | Remedy::AddCapacity { .. }
+        | Remedy::FixOperatorAllocation { .. }
+        | Remedy::ClearPodCidrsAfterRollout { .. }
+        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r),
         Remedy::DeleteStaleRoute { node, dead_end } => format!(
             "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
         ),
@@ -163,7 +183,7 @@ fn device_hint(device: &str) -> &'static str {
     }
 }
 
-fn pod_name(f: &Finding) -> String {
+pub(super) fn pod_name(f: &Finding) -> String {
     f.pod()
         .map_or_else(|| "the pod".to_owned(), |p| format!("Pod {p}"))
 }
@@ -187,13 +207,15 @@ fn what_it_is(f: &Finding) -> String {
         Role::Health => {
             format!("Cilium's health endpoint IP of node {node}{dev}, as {source} says")
         }
-        Role::Local => format!("a local address of node {node}{dev}"),
+        Role::Local | Role::Node => format!("a local address of node {node}{dev}"),
+        Role::Pod => format!("another pod's address on node {node}"),
+        Role::Endpoint => format!("an endpoint Cilium keeps on node {node}"),
     }
 }
 
 fn impact(f: &Finding) -> String {
     let owner = &f.owner.node;
-    let ip = f.ip;
+    let ip = f.ip_text();
     match (f.owner.role, f.scope) {
         (Role::Ingress, Scope::SameNode) => format!(
             "Cilium on {owner} already has an endpoint for {ip}, so it refuses this pod's endpoint \
@@ -220,7 +242,7 @@ fn collision(f: &Finding, fib: Option<&str>, shadowed_route: Option<&str>) -> St
     let mut m = format!(
         "{} has IP {}, which is {}.",
         pod_name(f),
-        f.ip,
+        f.ip_text(),
         what_it_is(f)
     );
     // The kernel's answer is evidence only when it shows local delivery.
@@ -238,145 +260,4 @@ fn collision(f: &Finding, fib: Option<&str>, shadowed_route: Option<&str>) -> St
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::{
-        detect::detect,
-        inventory::{
-            FibResult, Route, RouteKind,
-            fixtures::{ME, inventory, ip, net, ovn_default, pod, shadowed_pod_route, with_fib},
-        },
-    };
-
-    fn assert_says(text: &str, needles: &[&str]) {
-        for needle in needles {
-            assert!(text.contains(needle), "{needle:?} missing in {text}");
-        }
-    }
-
-    #[test]
-    fn collisions_name_ip_owner_impact_and_the_kube_ovn_fix() {
-        let mut inv = inventory(vec![
-            pod("postgres-0", ME, &["10.244.4.251"]),
-            pod("api", ME, &["10.244.1.182"]),
-        ]);
-        inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
-        let f = detect(&inv);
-        assert_eq!(f[1].ip, ip("10.244.4.251"));
-        assert_says(
-            &render(&f[1]),
-            &[
-                "Pod tenant/postgres-0",
-                "10.244.4.251",
-                "router IP",
-                "node-a on device cilium_host, as CiliumNode.spec.addresses says",
-                "kubelet probes",
-                "Fix: give Cilium's IPAM a pool cut from the end of kube-ovn Subnet ovn-default's block 10.244.0.0/16, e.g. 10.244.248.0/21",
-                "add \"10.244.248.0..10.244.255.255\" to spec.excludeIps of Subnet ovn-default",
-                "Gateway API",
-            ],
-        );
-        assert_says(
-            &render(&f[0]),
-            &["host network of node node-b cannot reach it"],
-        );
-    }
-
-    #[test]
-    fn without_kube_ovn_no_message_names_it() {
-        let mut inv = with_fib(
-            inventory(vec![
-                pod("postgres-0", ME, &["10.244.4.251"]),
-                pod("gw", ME, &["10.244.4.12"]),
-                pod("api", ME, &["10.244.1.182"]),
-                pod("svc", ME, &["10.96.0.10"]),
-                pod("lost", ME, &["10.244.0.99"]),
-            ]),
-            &[("10.244.0.99", FibResult::NoRoute)],
-        );
-        inv.subnets = Arc::default();
-        let f = detect(&inv);
-        assert_eq!(f.len(), 5, "{f:#?}");
-        for text in f.iter().map(render) {
-            for word in ["kube-ovn", "Subnet", "excludeIps", "ovn0"] {
-                assert!(!text.contains(word), "{word:?} in {text}");
-            }
-        }
-        assert_says(
-            &render(
-                f.iter()
-                    .find(|f| f.ip == ip("10.244.4.251"))
-                    .expect("router"),
-            ),
-            &[
-                "Fix: delete the pod so it is given another address",
-                "--max-pods",
-            ],
-        );
-        assert_says(
-            &render(f.iter().find(|f| f.ip == ip("10.96.0.10")).expect("ipvs")),
-            &["remove the address from kube-ipvs0 (kube-proxy in IPVS mode"],
-        );
-    }
-
-    #[test]
-    fn a_shadowed_pod_route_is_named() {
-        let f = detect(&shadowed_pod_route());
-        assert_says(
-            &render(&f[0]),
-            &[
-                "10.96.0.10/32 dev lxc1234 is shadowed",
-                "remove the address",
-            ],
-        );
-    }
-
-    #[test]
-    fn blackholes_name_the_dead_end_its_route_and_the_fix() {
-        for (answer, kind, says) in [
-            (
-                FibResult::Blackhole,
-                RouteKind::Blackhole,
-                "ends in blackhole (route blackhole 10.244.0.99/32): kubelet probes",
-            ),
-            (
-                FibResult::NoRoute,
-                RouteKind::Throw,
-                "Fix: restore the pod network's route on node-a",
-            ),
-        ] {
-            let mut inv = inventory(vec![pod("lost", ME, &["10.244.0.99"])]);
-            Arc::make_mut(&mut inv.host).routes.push(Route {
-                table: 254,
-                dst: net("10.244.0.99/32"),
-                kind,
-                oif: None,
-                gateway: None,
-            });
-            let f = detect(&with_fib(inv, &[("10.244.0.99", answer)]));
-            assert_says(&render(&f[0]), &[says]);
-        }
-    }
-
-    #[test]
-    fn overlaps_name_the_range_and_the_exclusion_that_fixes_them() {
-        let mut inv = inventory(vec![]);
-        inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
-        let f = detect(&inv);
-        assert_says(
-            &render(&f[2]),
-            &[
-                "Cilium's router IP 10.244.4.251 of node node-a",
-                "add \"10.244.4.0..10.244.4.255\" to spec.excludeIps of Subnet ovn-default",
-                "cut from the end of 10.244.0.0/16",
-            ],
-        );
-        let cns = Arc::make_mut(&mut inv.cilium_nodes);
-        cns[0].addresses.clear();
-        inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
-        let f = detect(&inv);
-        assert_says(&render(&f[0]), &["allocation range 10.244.4.0/24"]);
-    }
-}
+mod tests;

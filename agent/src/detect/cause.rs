@@ -1,0 +1,204 @@
+//! What a finding is about beyond its kind and address, and the remedy that
+//! fits: typed, so the reporting layer renders them and never parses text.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::finding::{PodRef, PodSite};
+use crate::inventory::{DeadEnd, IpRange};
+
+/// What detection found, beyond kind, IP and owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The pod's IP is an address a node holds.
+    Collision {
+        /// The pod.
+        site: PodSite,
+        /// The host's FIB answer for the IP, `ip route get`-like, when looked up.
+        fib: Option<String>,
+        /// A pod route the local address shadows, e.g. `10.244.1.5/32 dev lxc1`.
+        shadowed_route: Option<String>,
+        /// kubelet's report of the refusal, when the IP came from it.
+        kubelet: Option<KubeletReport>,
+    },
+    /// kubelet reports Cilium refused the pod's address as already in use, and
+    /// no address of a node explains it.
+    Refused {
+        /// The pod refused.
+        site: PodSite,
+        /// kubelet's report.
+        kubelet: KubeletReport,
+        /// The live pod holding the address (`DuplicatePodIP`), if one does.
+        holder: Option<PodRef>,
+    },
+    /// Something about a node's pod allocator or Cilium's configuration.
+    Node(NodeProblem),
+    /// The pod's own node routes its IP nowhere.
+    Blackhole {
+        /// The pod.
+        site: PodSite,
+        /// Where the packet dies.
+        dead_end: DeadEnd,
+        /// The route it dies on, `ip route`-like, when one is in the tables.
+        route: Option<String>,
+    },
+    /// Cilium's address (or range) lies in a kube-ovn Subnet and is not excluded.
+    Overlap {
+        /// The Subnet's name.
+        subnet: String,
+        /// The Subnet's block holding the address.
+        block: Option<IpNet>,
+        /// Cilium's range involved, and the field it was read from.
+        cilium_range: Option<(IpNet, &'static str)>,
+        /// Whether the IP is an address Cilium holds now (rather than one it may take).
+        held: bool,
+    },
+}
+
+/// kubelet's `FailedCreatePodSandBox` report, as evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeletReport {
+    /// How many times kubelet reported it.
+    pub count: u64,
+    /// Its message (one line, bounded).
+    pub message: String,
+}
+
+/// What is wrong with a node's allocator or configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeProblem {
+    /// The allocator had no address left for these pods.
+    Exhausted {
+        /// The pods refused (at most [`NodeProblem::PODS_NAMED`]).
+        pods: Vec<PodRef>,
+        /// How many pods were refused.
+        refused_pods: usize,
+        /// kubelet's report of the first (count summed over all).
+        kubelet: KubeletReport,
+    },
+    /// The node's range holds fewer usable addresses than kubelet accepts pods.
+    Capacity {
+        /// The node's ranges of the short family.
+        ranges: Vec<IpNet>,
+        /// Addresses pods can get from them.
+        usable: u64,
+        /// Cilium's own addresses taken from them.
+        infra: u64,
+        /// The Node's `status.allocatable.pods`.
+        allocatable: u64,
+    },
+    /// cilium-operator's error for the node.
+    OperatorError {
+        /// `status.ipam.operator-status.error`.
+        error: String,
+    },
+    /// cluster-pool mode, but the node's podCIDRs lie outside every pool.
+    MigrationStuck {
+        /// `spec.ipam.podCIDRs` outside the pools.
+        pod_cidrs: Vec<IpNet>,
+        /// The pools of cilium-config.
+        pools: Vec<IpNet>,
+        /// cilium-operator's error for the node, which says the same.
+        operator_error: Option<String>,
+    },
+    /// The Ingress IP is outside every Subnet kube-ovn masquerades.
+    NotMasqueraded {
+        /// The masqueraded Subnets and their blocks.
+        subnets: Vec<(String, Vec<IpNet>)>,
+    },
+}
+
+impl NodeProblem {
+    /// How many refused pods a finding names.
+    pub const PODS_NAMED: usize = 5;
+}
+
+/// What the operator should do, decided from what the inventory shows of the
+/// cluster; rendered into every message and Event note.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remedy {
+    /// kube-ovn hands out pod addresses over Cilium's range: give Cilium a pool
+    /// cut from the end of the Subnet's block and exclude it there.
+    CarveCiliumPool {
+        /// The Subnet that handed the address out.
+        subnet: String,
+        /// Its block holding the address.
+        block: IpNet,
+        /// A block at its end for Cilium's pool.
+        pool: IpNet,
+    },
+    /// kube-ovn hands out pod addresses, but no Subnet known here holds this one.
+    ExcludeInPodAllocator,
+    /// Cilium is the only allocator and gave a pod an address it holds itself.
+    ReallocatePod {
+        /// The node whose allocator did it.
+        node: String,
+    },
+    /// Remove the local address, or keep the pod allocator off it.
+    RemoveLocalAddress {
+        /// The device holding it.
+        device: Option<String>,
+        /// The kube-ovn Subnet that hands it out, if one does.
+        subnet: Option<String>,
+    },
+    /// Restore the pod network's route on the node.
+    RestoreRoute {
+        /// The node missing the route.
+        node: String,
+        /// Whether kube-ovn lays the pod routes (one per subnet, via ovn0).
+        kube_ovn: bool,
+    },
+    /// Delete the stale route that drops the pod's traffic.
+    DeleteStaleRoute {
+        /// The node with the route.
+        node: String,
+        /// The route's type.
+        dead_end: DeadEnd,
+    },
+    /// Exclude Cilium's addresses from the Subnet, or move Cilium's pool.
+    ExcludeFromSubnet {
+        /// The Subnet.
+        subnet: String,
+        /// The `excludeIps` entry that fixes it.
+        exclude: IpRange,
+        /// The Subnet block involved.
+        block: Option<IpNet>,
+    },
+    /// Disconnect the endpoint Cilium keeps for an address no pod owns.
+    DisconnectEndpoint {
+        /// The node whose Cilium keeps it.
+        node: String,
+        /// The address.
+        ip: IpAddr,
+        /// That node's Cilium agent pod, when known.
+        cilium_pod: Option<PodRef>,
+    },
+    /// Two live pods hold one address: give the refused one another.
+    ReallocateDuplicate {
+        /// The node.
+        node: String,
+    },
+    /// The node's range is (or will be) too small for its pods.
+    AddCapacity {
+        /// The node.
+        node: String,
+        /// Usable addresses, when known: lower `--max-pods` to this.
+        usable: Option<u64>,
+    },
+    /// cilium-operator cannot allocate for the node: read its error.
+    FixOperatorAllocation {
+        /// The node.
+        node: String,
+    },
+    /// Finish the switch to cluster-pool in the order that works.
+    ClearPodCidrsAfterRollout {
+        /// The node.
+        node: String,
+    },
+    /// Give Cilium a pool inside a Subnet kube-ovn masquerades.
+    PoolInMasqueradedSubnet {
+        /// A masqueraded Subnet and the block to carve from, when one is known.
+        subnet: Option<(String, IpNet)>,
+    },
+}

@@ -1,0 +1,384 @@
+//! The loud failures kubelet and Cilium report, and the latent ones behind
+//! them: a sandbox refused an address no node holds (another pod's, or a stale
+//! Cilium endpoint's), a node's allocator out of addresses or too small for
+//! the pods kubelet accepts, cilium-operator's error, a switch to cluster-pool
+//! that never took, an Ingress IP kube-ovn does not masquerade.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{
+    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
+    Scope,
+};
+use crate::inventory::{CiliumNode, Inventory, IpSource, Pod, SandboxRefusal, Source};
+
+/// Cilium's host-scope allocator uses at most this many addresses of an IPv6 range.
+const IPV6_RANGE_CAP: u128 = 65_536;
+
+/// kubelet's reports that `pod` was refused `ip` as in use: counts summed, the
+/// message of the most repeated.
+pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<KubeletReport> {
+    let mut matching = inv
+        .sandbox
+        .iter()
+        .filter(|f| f.is_about(pod) && f.refusal == SandboxRefusal::AddressInUse(ip))
+        .peekable();
+    matching.peek()?;
+    let (mut count, mut best) = (0u64, None::<(u64, &str)>);
+    for f in matching {
+        count = count.saturating_add(f.count);
+        if best.is_none_or(|(c, _)| f.count > c) {
+            best = Some((f.count, &f.message));
+        }
+    }
+    Some(KubeletReport {
+        count,
+        message: best.map(|(_, m)| m.to_owned()).unwrap_or_default(),
+    })
+}
+
+fn pod_ref(p: &Pod) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+    }
+}
+
+/// A pod refused `ip` as in use where no node holds it: another live pod
+/// holds it (`DuplicatePodIP`), or nothing does and Cilium keeps an endpoint
+/// for a pod that is gone (`StaleCiliumEndpoint`, cilium#38313).
+pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> Option<Finding> {
+    let kubelet = kubelet_report(inv, me, ip)?;
+    let holds = |p: &&Pod| {
+        p.can_receive_traffic()
+            && !(p.namespace == me.namespace && p.name == me.name)
+            && p.ips
+                .iter()
+                .any(|i| i.ip == ip && i.source == IpSource::Status)
+    };
+    // The pod's own node first: its Cilium is the one that refused.
+    let holder = inv
+        .pods
+        .iter()
+        .filter(holds)
+        .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
+    let node = site.node.clone();
+    let (kind, scope, owner, remedy) = if let Some(h) = holder {
+        let on = h.node.clone().unwrap_or_else(|| node.clone());
+        let scope = if on == node {
+            Scope::SameNode
+        } else {
+            Scope::CrossNode
+        };
+        let owner = Owner {
+            node: on,
+            role: Role::Pod,
+            device: None,
+            source: Source::PodStatus,
+        };
+        let remedy = Remedy::ReallocateDuplicate { node: node.clone() };
+        (FindingKind::DuplicatePodIp, scope, owner, remedy)
+    } else {
+        let owner = Owner {
+            node: node.clone(),
+            role: Role::Endpoint,
+            device: None,
+            source: Source::KubeletEvent,
+        };
+        let remedy = Remedy::DisconnectEndpoint {
+            node: node.clone(),
+            ip,
+            cilium_pod: cilium_agent_pod(inv, &node),
+        };
+        (
+            FindingKind::StaleCiliumEndpoint,
+            Scope::SameNode,
+            owner,
+            remedy,
+        )
+    };
+    Some(Finding {
+        kind,
+        scope,
+        ip: Some(ip),
+        owner,
+        cause: Cause::Refused {
+            site,
+            kubelet,
+            holder: holder.map(pod_ref),
+        },
+        remedy,
+    })
+}
+
+/// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).
+fn cilium_agent_pod(inv: &Inventory, node: &str) -> Option<PodRef> {
+    inv.pods
+        .iter()
+        .find(|p| {
+            p.node.as_deref() == Some(node)
+                && p.name.strip_prefix("cilium-").is_some_and(|suffix| {
+                    suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
+        })
+        .map(pod_ref)
+}
+
+/// The findings about `node` itself: its allocator and Cilium's configuration.
+pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
+    let cilium: Vec<&CiliumNode> = inv
+        .cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .filter(|c| c.name == node)
+        .collect();
+    let owner = |source| Owner {
+        node: node.to_owned(),
+        role: Role::Node,
+        device: None,
+        source,
+    };
+    let finding = |kind, ip, source, problem, remedy| Finding {
+        kind,
+        scope: Scope::SameNode,
+        ip,
+        owner: owner(source),
+        cause: Cause::Node(problem),
+        remedy,
+    };
+    let mut out = Vec::new();
+    if let Some(problem) = exhausted(inv, node) {
+        let remedy = Remedy::AddCapacity {
+            node: node.to_owned(),
+            usable: None,
+        };
+        out.push(finding(
+            FindingKind::PodIpExhaustion,
+            None,
+            Source::KubeletEvent,
+            problem,
+            remedy,
+        ));
+    }
+    let kube_ovn = inv.subnets.iter().any(|s| s.primary);
+    let pod_cidrs = cilium.iter().find(|c| !c.pod_cidrs.is_empty());
+    let allocatable = inv
+        .node_facts
+        .as_ref()
+        .filter(|n| n.name == node)
+        .and_then(|n| n.allocatable_pods);
+    if let (false, Some(cn), Some(allocatable)) = (kube_ovn, pod_cidrs, allocatable)
+        && let Some(problem) = capacity(cn, allocatable)
+    {
+        let usable = match &problem {
+            NodeProblem::Capacity { usable, .. } => Some(*usable),
+            _ => None,
+        };
+        let remedy = Remedy::AddCapacity {
+            node: node.to_owned(),
+            usable,
+        };
+        out.push(finding(
+            FindingKind::PodIpCapacityShortfall,
+            None,
+            Source::NodeStatus,
+            problem,
+            remedy,
+        ));
+    }
+    let own = inv.cilium_nodes.iter().find(|c| c.name == node);
+    let stuck = own.and_then(|cn| migration_stuck(inv, cn));
+    if let Some(problem) = stuck {
+        let remedy = Remedy::ClearPodCidrsAfterRollout {
+            node: node.to_owned(),
+        };
+        out.push(finding(
+            FindingKind::IpamMigrationStuck,
+            None,
+            Source::CiliumConfig,
+            problem,
+            remedy,
+        ));
+    } else if let Some(error) = own.and_then(|c| c.operator_error.clone()) {
+        // A stuck migration's error is told in its own finding, with the fix.
+        let remedy = Remedy::FixOperatorAllocation {
+            node: node.to_owned(),
+        };
+        out.push(finding(
+            FindingKind::CiliumIpamError,
+            None,
+            Source::OperatorStatus,
+            NodeProblem::OperatorError { error },
+            remedy,
+        ));
+    }
+    if kube_ovn {
+        out.extend(not_masqueraded(inv, &cilium));
+    }
+    out
+}
+
+/// The pods of `node` without an address that kubelet reports the allocator
+/// had none left for.
+fn exhausted(inv: &Inventory, node: &str) -> Option<NodeProblem> {
+    let mut pods = Vec::new();
+    let mut first: Option<KubeletReport> = None;
+    let mut count = 0u64;
+    for p in inv.pods.iter().filter(|p| {
+        p.node.as_deref() == Some(node)
+            && p.can_receive_traffic()
+            && !p.ips.iter().any(|i| i.source == IpSource::Status)
+    }) {
+        let mut refused = false;
+        for f in inv
+            .sandbox
+            .iter()
+            .filter(|f| f.refusal == SandboxRefusal::NoAddressLeft && f.is_about(p))
+        {
+            refused = true;
+            count = count.saturating_add(f.count);
+            first.get_or_insert_with(|| KubeletReport {
+                count: 0,
+                message: f.message.clone(),
+            });
+        }
+        if refused {
+            pods.push(pod_ref(p));
+        }
+    }
+    let mut kubelet = first?;
+    kubelet.count = count;
+    let refused_pods = pods.len();
+    pods.truncate(NodeProblem::PODS_NAMED);
+    Some(NodeProblem::Exhausted {
+        pods,
+        refused_pods,
+        kubelet,
+    })
+}
+
+/// Addresses Cilium's host-scope allocator can hand out of `net`: all but the
+/// first and the last, of at most 65,536 for IPv6.
+fn allocatable_in(net: &IpNet) -> u128 {
+    let bits = u32::from(net.max_prefix_len() - net.prefix_len());
+    let size = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
+    let size = if net.max_prefix_len() == 128 {
+        size.min(IPV6_RANGE_CAP)
+    } else {
+        size
+    };
+    size.saturating_sub(2)
+}
+
+/// The first family whose ranges hold fewer usable addresses than `allocatable` pods.
+fn capacity(cn: &CiliumNode, allocatable: u64) -> Option<NodeProblem> {
+    for v6 in [false, true] {
+        let ranges: Vec<IpNet> = cn
+            .pod_cidrs
+            .iter()
+            .filter(|c| matches!(c, IpNet::V6(_)) == v6)
+            .copied()
+            .collect();
+        if ranges.is_empty() {
+            continue;
+        }
+        let total: u128 = ranges.iter().map(allocatable_in).sum();
+        let mut infra: Vec<IpAddr> = cn
+            .addresses
+            .iter()
+            .map(|a| a.ip)
+            .filter(|ip| ranges.iter().any(|r| r.contains(ip)))
+            .collect();
+        infra.sort_unstable();
+        infra.dedup();
+        let infra = infra.len() as u128;
+        let usable = total.saturating_sub(infra);
+        if usable < u128::from(allocatable) {
+            return Some(NodeProblem::Capacity {
+                ranges,
+                usable: u64::try_from(usable).unwrap_or(u64::MAX),
+                infra: u64::try_from(infra).unwrap_or(u64::MAX),
+                allocatable,
+            });
+        }
+    }
+    None
+}
+
+/// cluster-pool mode while `cn` keeps podCIDRs outside every pool of its family.
+fn migration_stuck(inv: &Inventory, cn: &CiliumNode) -> Option<NodeProblem> {
+    let config = inv.cilium_config.as_ref()?;
+    if config.ipam != "cluster-pool" || config.cluster_pool.is_empty() {
+        return None;
+    }
+    let family = |n: &IpNet| matches!(n, IpNet::V6(_));
+    let outside: Vec<IpNet> = cn
+        .pod_cidrs
+        .iter()
+        .filter(|c| {
+            // A family without a pool is not this finding (the operator would not allocate it).
+            let pools = config
+                .cluster_pool
+                .iter()
+                .filter(|p| family(p) == family(c));
+            let mut pools = pools.peekable();
+            pools.peek().is_some() && !pools.any(|p| p.contains(*c))
+        })
+        .copied()
+        .collect();
+    (!outside.is_empty()).then(|| NodeProblem::MigrationStuck {
+        pod_cidrs: outside,
+        pools: config.cluster_pool.clone(),
+        operator_error: cn.operator_error.clone(),
+    })
+}
+
+/// The node's Ingress IPs outside every Subnet kube-ovn masquerades (per
+/// family, where it masquerades any).
+fn not_masqueraded(inv: &Inventory, cilium: &[&CiliumNode]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for cn in cilium {
+        for a in cn.addresses.iter().filter(|a| a.role == Role::Ingress) {
+            let v6 = a.ip.is_ipv6();
+            let subnets: Vec<(String, Vec<IpNet>)> = inv
+                .subnets
+                .iter()
+                .filter(|s| s.masqueraded)
+                .map(|s| {
+                    let cidrs = s.cidrs.iter().filter(|c| c.addr().is_ipv6() == v6);
+                    (s.name.clone(), cidrs.copied().collect::<Vec<_>>())
+                })
+                .filter(|(_, c)| !c.is_empty())
+                .collect();
+            let inside = subnets
+                .iter()
+                .any(|(_, cidrs)| cidrs.iter().any(|c| c.contains(&a.ip)));
+            if subnets.is_empty() || inside || out.iter().any(|f| f.ip == Some(a.ip)) {
+                continue;
+            }
+            // kube-ovn's default Subnet (not its join subnet) is where to carve a pool.
+            let carve = subnets
+                .iter()
+                .find(|(name, _)| name == "ovn-default")
+                .or_else(|| subnets.iter().find(|(name, _)| name != "join"))
+                .map(|(name, cidrs)| (name.clone(), cidrs[0]));
+            out.push(Finding {
+                kind: FindingKind::IngressIpNotMasqueraded,
+                scope: Scope::SameNode,
+                ip: Some(a.ip),
+                owner: Owner {
+                    node: cn.name.clone(),
+                    role: Role::Ingress,
+                    device: None,
+                    source: a.source,
+                },
+                cause: Cause::Node(NodeProblem::NotMasqueraded { subnets }),
+                remedy: Remedy::PoolInMasqueradedSubnet { subnet: carve },
+            });
+        }
+    }
+    out
+}

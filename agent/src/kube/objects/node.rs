@@ -1,0 +1,139 @@
+//! A Node as detection needs it (its pod ranges, how many pods kubelet
+//! accepts) and Cilium's configuration (the `cilium-config` ConfigMap).
+
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+
+use super::quote;
+use crate::inventory::{CiliumConfig, Invalid, NodeFacts};
+
+/// Most CIDRs read from one field: a real config has one or two per family.
+const CIDRS_MAX: usize = 64;
+
+/// `n` as [`NodeFacts`]; fields that are not what they should be are named in `problems`.
+pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let mut bad = |problem: String| {
+        problems.push(Invalid {
+            resource: "nodes",
+            object: name.clone(),
+            problem,
+        });
+    };
+    let spec = n.spec.as_ref();
+    let raw: Vec<String> = spec
+        .and_then(|s| s.pod_cidrs.clone())
+        .filter(|v| !v.is_empty())
+        .or_else(|| spec.and_then(|s| s.pod_cidr.clone()).map(|c| vec![c]))
+        .unwrap_or_default();
+    let mut pod_cidrs = Vec::new();
+    for c in raw.iter().take(CIDRS_MAX) {
+        match c.parse::<IpNet>() {
+            Ok(net) => pod_cidrs.push(net.trunc()),
+            Err(_) => bad(format!(
+                "spec.podCIDRs entry {} is not a CIDR; ignored",
+                quote(c)
+            )),
+        }
+    }
+    let allocatable_pods = n
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| a.get("pods"))
+        .and_then(|q| {
+            let pods = q.0.trim().parse::<u64>().ok();
+            if pods.is_none() {
+                bad(format!(
+                    "status.allocatable.pods {} is not a whole number; ignored",
+                    quote(&q.0)
+                ));
+            }
+            pods
+        });
+    NodeFacts {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        uid: n.metadata.uid.clone().unwrap_or_default(),
+        pod_cidrs,
+        allocatable_pods,
+    }
+}
+
+/// The `data` of Cilium's `cilium-config` ConfigMap as [`CiliumConfig`].
+pub fn cilium_config(data: &BTreeMap<String, String>, problems: &mut Vec<Invalid>) -> CiliumConfig {
+    let mut cluster_pool = Vec::new();
+    for key in ["cluster-pool-ipv4-cidr", "cluster-pool-ipv6-cidr"] {
+        let Some(value) = data.get(key) else { continue };
+        // Several CIDRs are separated by spaces (Helm joins the list so); commas seen too.
+        for part in value
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|p| !p.is_empty())
+            .take(CIDRS_MAX)
+        {
+            match part.parse::<IpNet>() {
+                Ok(net) => cluster_pool.push(net.trunc()),
+                Err(_) => problems.push(Invalid {
+                    resource: "configmaps",
+                    object: "cilium-config".to_owned(),
+                    problem: format!("data.{key} part {} is not a CIDR; ignored", quote(part)),
+                }),
+            }
+        }
+    }
+    CiliumConfig {
+        ipam: data
+            .get("ipam")
+            .map(|m| m.trim().to_owned())
+            .unwrap_or_default(),
+        cluster_pool,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_pods_and_pod_cidrs_are_read_and_garbage_named() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "uid": "u1"},
+            "spec": {"podCIDR": "10.244.4.0/27", "podCIDRs": ["10.244.4.0/27", "junk"]},
+            "status": {"allocatable": {"pods": "110", "cpu": "2"}}
+        }))
+        .expect("node");
+        let mut problems = vec![];
+        let f = node_facts(&n, &mut problems);
+        assert_eq!(f.allocatable_pods, Some(110));
+        assert_eq!(
+            f.pod_cidrs,
+            vec!["10.244.4.0/27".parse::<IpNet>().expect("net")]
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"}, "status": {"allocatable": {"pods": "1k"}}
+        }))
+        .expect("node");
+        let f = node_facts(&n, &mut problems);
+        assert_eq!(f.allocatable_pods, None);
+        assert!(problems[1].problem.contains("\"1k\""), "{problems:?}");
+    }
+
+    #[test]
+    fn cluster_pool_cidrs_are_space_separated_in_both_families() {
+        let data: BTreeMap<String, String> = [
+            ("ipam", "cluster-pool"),
+            ("cluster-pool-ipv4-cidr", "100.65.0.0/16 100.66.0.0/16"),
+            ("cluster-pool-ipv6-cidr", "fd00:65::/104"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut problems = vec![];
+        let c = cilium_config(&data, &mut problems);
+        assert_eq!(c.ipam, "cluster-pool");
+        assert_eq!(c.cluster_pool.len(), 3);
+        assert!(problems.is_empty());
+    }
+}

@@ -1,0 +1,203 @@
+//! The text of the loud failures: sandbox refusals no node address explains,
+//! a node's allocator out of (or short of) addresses, cilium-operator's error,
+//! a stuck switch to cluster-pool, an Ingress IP kube-ovn does not masquerade.
+
+use std::fmt::Write as _;
+
+use ipnet::IpNet;
+
+use super::{NOT_DISJOINT, pod_name};
+use crate::detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy};
+
+/// kubelet's report, quoted as evidence.
+pub(super) fn kubelet_says(k: &KubeletReport) -> String {
+    let times = if k.count == 1 {
+        "once".to_owned()
+    } else {
+        format!("{} times", k.count)
+    };
+    format!(
+        "kubelet reported FailedCreatePodSandBox {times}: \"{}\".",
+        k.message
+    )
+}
+
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A refusal no node's address explains: another pod's address, or a stale endpoint.
+pub(super) fn refused(f: &Finding, kubelet: &KubeletReport, holder: Option<&PodRef>) -> String {
+    let ip = f.ip_text();
+    let node = f.pod_node().unwrap_or(&f.owner.node);
+    let what = match holder {
+        Some(h) => format!(
+            "{} cannot start: Cilium on {node} refused its address {ip} as already in use, and \
+             pod {h} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
+             address.",
+            pod_name(f),
+            f.owner.node
+        ),
+        None => format!(
+            "{} cannot start: Cilium on {node} refused its address {ip} as already in use, yet no \
+             pod and no Cilium address of any node holds {ip}: Cilium keeps an endpoint for a pod \
+             that is gone (a stale endpoint, cilium#38313), and the pod stays in \
+             ContainerCreating.",
+            pod_name(f)
+        ),
+    };
+    format!(
+        "{what} {} {}",
+        kubelet_says(kubelet),
+        super::remedy(&f.remedy)
+    )
+}
+
+/// A finding about a node itself.
+pub(super) fn node(f: &Finding, problem: &NodeProblem) -> String {
+    let node = &f.owner.node;
+    let mut m = match problem {
+        NodeProblem::Exhausted {
+            pods,
+            refused_pods,
+            kubelet,
+        } => {
+            let mut names = pods
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            if *refused_pods > pods.len() {
+                let _ = write!(names, " and {} more", refused_pods - pods.len());
+            }
+            format!(
+                "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
+                 start ({names}). {}",
+                kubelet_says(kubelet)
+            )
+        }
+        NodeProblem::Capacity {
+            ranges,
+            usable,
+            infra,
+            allocatable,
+        } => format!(
+            "Node {node} accepts {allocatable} pods (status.allocatable.pods), but its pod range \
+             {} holds only {usable} addresses pods can get (Cilium's allocator skips the first and \
+             last address of a range and keeps {infra} for its router, health and Ingress IPs): \
+             once the range is full, new pods on {node} stay in ContainerCreating (\"range is \
+             full\") while the scheduler still places pods there.",
+            list(ranges)
+        ),
+        NodeProblem::OperatorError { error } => format!(
+            "cilium-operator cannot allocate for node {node}: CiliumNode {node} \
+             status.ipam.operator-status.error says \"{error}\"; until it is fixed the node gets \
+             no new pod addresses from the operator."
+        ),
+        NodeProblem::MigrationStuck {
+            pod_cidrs,
+            pools,
+            operator_error,
+        } => {
+            let mut m = format!(
+                "Cilium runs ipam=cluster-pool with pools {}, but CiliumNode {node} keeps \
+                 spec.ipam.podCIDRs {} from before the switch: the operator reuses a filled \
+                 podCIDRs field instead of allocating, rejects the old range because it lies \
+                 outside every pool, and the agent on {node} keeps allocating from the old range.",
+                list(pools),
+                list(pod_cidrs)
+            );
+            if let Some(e) = operator_error {
+                let _ = write!(m, " The operator's error says so: \"{e}\".");
+            }
+            m
+        }
+        NodeProblem::NotMasqueraded { subnets } => {
+            let names = subnets
+                .iter()
+                .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(
+                "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
+                 masquerades host-originated traffic from ({names}): Envoy connects to backends \
+                 from this address, so Gateway API and Ingress requests to backends on other \
+                 nodes leave unmasqueraded and time out.",
+                f.ip_text()
+            )
+        }
+    };
+    let _ = write!(m, " {}", super::remedy(&f.remedy));
+    m
+}
+
+/// The fixes of these findings.
+pub(super) fn remedy(r: &Remedy) -> String {
+    match r {
+        Remedy::DisconnectEndpoint {
+            node,
+            ip,
+            cilium_pod,
+        } => {
+            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+            let pod = cilium_pod.as_ref().map_or_else(
+                || {
+                    format!(
+                        "$(kubectl -n kube-system get pod -l k8s-app=cilium \
+                         --field-selector spec.nodeName={node} -o name)"
+                    )
+                },
+                |p| format!("-n {} {}", p.namespace, p.name),
+            );
+            format!(
+                "Fix: confirm no pod owns it (cilium-dbg endpoint list), then disconnect the \
+                 stale endpoint in {node}'s Cilium agent: kubectl exec {pod} -- cilium-dbg \
+                 endpoint disconnect {family}:{ip}. Restart that Cilium agent only if the \
+                 endpoint stays."
+            )
+        }
+        Remedy::ReallocateDuplicate { node } => format!(
+            "Fix: delete the pod that is refused so it is given another address, and find which \
+             allocator handed out {node}'s address twice (two IPAMs configured, or state lost in \
+             a restart)."
+        ),
+        Remedy::AddCapacity { node, usable } => {
+            let max_pods = usable.map_or_else(
+                || "lower kubelet's --max-pods on it".to_owned(),
+                |u| format!("lower kubelet's --max-pods on it to at most {u}"),
+            );
+            format!(
+                "Fix: {max_pods}, or give nodes a larger pod range (Cilium cluster-pool: \
+                 clusterPoolIPv4MaskSize; kubernetes mode: kube-controller-manager's \
+                 --node-cidr-mask-size); delete finished pods to free addresses on {node} now."
+            )
+        }
+        Remedy::FixOperatorAllocation { node } => format!(
+            "Fix: correct what the error names (a pool missing or full, a podCIDR from another \
+             IPAM mode), then check that CiliumNode {node}'s operator-status.error is empty."
+        ),
+        Remedy::ClearPodCidrsAfterRollout { node } => format!(
+            "Fix, in this order: 1. make sure every Cilium agent runs with ipam=cluster-pool (kubectl \
+             -n kube-system rollout status ds/cilium); 2. only then clear the old range: kubectl \
+             patch ciliumnode {node} --type merge -p '{{\"spec\":{{\"ipam\":{{\"podCIDRs\":null}}}}}}' \
+             (cleared earlier, an agent still in kubernetes mode writes it back); 3. restart the \
+             Cilium agent on {node} once the operator has allocated from the pool. New pods on \
+             {node} cannot get an address between 2 and 3."
+        ),
+        Remedy::PoolInMasqueradedSubnet { subnet } => {
+            let place = subnet.as_ref().map_or_else(
+                || "a Subnet kube-ovn masquerades".to_owned(),
+                |(name, block)| format!("kube-ovn Subnet {name}'s block {block}"),
+            );
+            format!(
+                "Fix: give Cilium's IPAM a pool cut from the end of {place} and add it to that \
+                 Subnet's spec.excludeIps. {NOT_DISJOINT}"
+            )
+        }
+        // The collision, blackhole and overlap fixes are rendered by the parent.
+        _ => String::new(),
+    }
+}
