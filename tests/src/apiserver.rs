@@ -42,15 +42,16 @@ pub enum Res {
     CiliumNodes,
     Subnets,
     Events,
+    ConfigMaps,
 }
 
 impl Res {
     fn namespaced(self) -> bool {
-        matches!(self, Self::Pods | Self::Events)
+        matches!(self, Self::Pods | Self::Events | Self::ConfigMaps)
     }
     fn api_version(self) -> &'static str {
         match self {
-            Self::Pods | Self::Nodes => "v1",
+            Self::Pods | Self::Nodes | Self::ConfigMaps => "v1",
             Self::CiliumNodes => "cilium.io/v2",
             Self::Subnets => "kubeovn.io/v1",
             Self::Events => "events.k8s.io/v1",
@@ -63,6 +64,7 @@ impl Res {
             Self::CiliumNodes => "CiliumNode",
             Self::Subnets => "Subnet",
             Self::Events => "Event",
+            Self::ConfigMaps => "ConfigMap",
         }
     }
     fn plural(self) -> &'static str {
@@ -72,6 +74,7 @@ impl Res {
             Self::CiliumNodes => "ciliumnodes",
             Self::Subnets => "subnets",
             Self::Events => "events",
+            Self::ConfigMaps => "configmaps",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
@@ -140,6 +143,9 @@ pub struct RequestCounts {
     /// cache cannot index (it then tests every object, or every change, of the
     /// resource cluster-wide): (watch?, URI).
     pub unindexed: Vec<(bool, String)>,
+    /// Lists and watches of Events, which the API server serves from etcd
+    /// (their watch cache is off by default): (watch?, URI).
+    pub event_reads: Vec<(bool, String)>,
 }
 
 struct Shared {
@@ -659,6 +665,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ("v1", "pods") => Res::Pods,
         ("v1", "nodes") => Res::Nodes,
         ("v1" | "events.k8s.io", "events") => Res::Events,
+        ("v1", "configmaps") => Res::ConfigMaps,
         ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
         ("kubeovn.io", "subnets") => Res::Subnets,
         _ => return None,
@@ -712,8 +719,7 @@ fn decode(s: &str) -> String {
 }
 
 /// The field labels the real API server accepts per resource (the
-/// conversion functions of pkg/apis/core/v1; custom resources: metadata only;
-/// Events: left open, nothing here selects them).
+/// conversion functions of pkg/apis/core/v1; custom resources: metadata only).
 fn field_label_supported(res: Res, label: &str) -> bool {
     let meta = matches!(label, "metadata.name" | "metadata.namespace");
     match res {
@@ -732,8 +738,23 @@ fn field_label_supported(res: Res, label: &str) -> bool {
             )
         }
         Res::Nodes => meta || label == "spec.unschedulable",
-        Res::CiliumNodes | Res::Subnets => meta,
-        Res::Events => true,
+        Res::CiliumNodes | Res::Subnets | Res::ConfigMaps => meta,
+        Res::Events => {
+            meta || matches!(
+                label,
+                "involvedObject.kind"
+                    | "involvedObject.namespace"
+                    | "involvedObject.name"
+                    | "involvedObject.uid"
+                    | "involvedObject.apiVersion"
+                    | "involvedObject.resourceVersion"
+                    | "involvedObject.fieldPath"
+                    | "reason"
+                    | "reportingComponent"
+                    | "source"
+                    | "type"
+            )
+        }
     }
 }
 
@@ -879,7 +900,11 @@ async fn handle(
                 &format!("field label not supported: {bad} (for {})", t.res.plural()),
             );
         }
-        if !indexed(t.res, t.namespace.is_some(), &sel) {
+        if t.res == Res::Events {
+            // Not in the watch cache at all (its default size for Events is 0):
+            // every Event list or watch is a read of etcd.
+            counts().event_reads.push((watch, uri.to_string()));
+        } else if !indexed(t.res, t.namespace.is_some(), &sel) {
             counts().unindexed.push((watch, uri.to_string()));
         }
     }
@@ -954,7 +979,12 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
         }
         "/api/v1" => resources(
             "v1",
-            &[(Res::Pods, true), (Res::Nodes, false), (Res::Events, true)],
+            &[
+                (Res::Pods, true),
+                (Res::Nodes, false),
+                (Res::Events, true),
+                (Res::ConfigMaps, true),
+            ],
         ),
         "/apis/events.k8s.io/v1" => resources("events.k8s.io/v1", &[(Res::Events, true)]),
         "/apis/cilium.io/v2" if crds.contains(&Res::CiliumNodes) => {

@@ -91,3 +91,33 @@ pub fn write_list(path: &std::path::Path, items: impl AsRef<[Value]>) {
     std::fs::write(&tmp, serde_json::to_vec(&list(items)).unwrap()).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// kubelet's `FailedCreatePodSandBox` Event about a pod (uid `uid-<pod>`), as the
+/// API server stores it (events.k8s.io/v1; core/v1 reads see `involvedObject`,
+/// `message` and `count`).
+pub fn kubelet_sandbox_event(namespace: &str, pod: &str, message: &str, count: u64) -> Value {
+    json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": format!("{pod}.kubelet"), "namespace": namespace},
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": format!("uid-{pod}")},
+        "reason": "FailedCreatePodSandBox", "type": "Warning", "note": message,
+        "reportingController": "kubelet", "reportingInstance": "node-a",
+        "series": {"count": count, "lastObservedTime": "2026-12-03T10:00:00.000000Z"},
+        "eventTime": "2026-12-03T09:00:00.000000Z", "action": "CreatePodSandbox"
+    })
+}
+
+/// A Node with `pod_cidrs` that accepts `pods` pods (`status.allocatable.pods`).
+pub fn node_accepting(name: &str, pod_cidrs: &[&str], pods: u32) -> Value {
+    let mut n = node(name, pod_cidrs);
+    n["metadata"]["uid"] = json!(format!("uid-{name}"));
+    n["status"] = json!({"allocatable": {"pods": pods.to_string(), "cpu": "4"}});
+    n
+}
+
+/// Cilium's `cilium-config` ConfigMap with `ipam` and the cluster-pool IPv4 CIDRs.
+pub fn cilium_config(ipam: &str, cluster_pool_v4: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "cilium-config", "namespace": "kube-system"},
+           "data": {"ipam": ipam, "cluster-pool-ipv4-cidr": cluster_pool_v4, "cluster-pool-ipv4-mask-size": "24"}})
+}

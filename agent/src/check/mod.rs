@@ -114,6 +114,7 @@ async fn from_cluster(
         Arc::new(|| {}),
     );
     let token = CancellationToken::new();
+    let source = source.with_cilium_namespace(&sources.cilium_namespace);
     let watches = tokio::spawn(source.run(token.clone()));
     let result = async {
         let timeout = Duration::from_secs(sources.sync_timeout_seconds);

@@ -247,7 +247,9 @@ async fn cluster_input(
             &args.node.pod_ip_annotations,
             on_change,
         );
-        let source = source.with_lookups(unexplained);
+        let source = source
+            .with_cilium_namespace(&args.sources.cilium_namespace)
+            .with_lookups(unexplained);
         tasks.spawn(source.run(token.child_token()));
         let writer = EventTask::new(
             client,

@@ -43,10 +43,32 @@ pub struct SourceArgs {
     /// old range is found.
     #[arg(long, env = "IPSHADOW_CILIUM_CONFIG_FILE", requires = "pods")]
     pub cilium_config: Option<PathBuf>,
+    /// In cluster mode, the namespace of Cilium's `cilium-config` ConfigMap (its IPAM
+    /// mode and cluster-pool CIDRs, for `IPAMMigrationStuck`).
+    #[arg(long, env = "IPSHADOW_CILIUM_NAMESPACE", default_value = cluster::DEFAULT_CILIUM_NAMESPACE,
+          value_parser = dns_label)]
+    pub cilium_namespace: String,
     /// In cluster mode, how long to wait for the first list of each resource, in seconds.
     #[arg(long, env = "IPSHADOW_SYNC_TIMEOUT_SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub sync_timeout_seconds: u64,
+}
+
+/// A namespace name: a DNS label (RFC 1123), at most 63 characters.
+fn dns_label(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        ))
+    }
 }
 
 /// No client for the API server could be made.

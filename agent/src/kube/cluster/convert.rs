@@ -1,11 +1,11 @@
 //! Watched objects converted to inventory types, keyed for the caches.
 
-use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
 use kube::{api::DynamicObject, core::PartialObjectMeta};
 
 use super::{cache::Converted, lean::LeanCiliumNode};
 use crate::{
-    inventory::{CiliumNode, NodeFacts, Pod, Subnet},
+    inventory::{CiliumConfig, CiliumNode, NodeFacts, Pod, Subnet},
     kube::objects,
 };
 
@@ -71,4 +71,15 @@ pub(super) fn convert_node_annotations(n: &PartialObjectMeta<Node>) -> Converted
             ..CiliumNode::default()
         });
     (name, Ok(node), problems)
+}
+
+pub(super) fn convert_cilium_config(cm: &ConfigMap) -> Converted<CiliumConfig> {
+    let mut problems = Vec::new();
+    let data = cm.data.clone().unwrap_or_default();
+    let config = objects::cilium_config(&data, &mut problems);
+    (
+        cm.metadata.name.clone().unwrap_or_default(),
+        Ok(config),
+        problems,
+    )
 }

@@ -17,6 +17,7 @@ mod cache;
 mod convert;
 mod lean;
 mod lookup;
+mod sandbox;
 mod watch;
 
 use std::{
@@ -24,7 +25,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
@@ -37,7 +38,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use self::{
     cache::Cache,
     convert::{
-        convert_cilium_node, convert_node, convert_node_annotations, convert_pod, convert_subnet,
+        convert_cilium_config, convert_cilium_node, convert_node, convert_node_annotations,
+        convert_pod, convert_subnet,
     },
     lean::LeanCiliumNode,
     lookup::Followed,
@@ -47,7 +49,10 @@ pub use self::{
     watch::{Failure, backoff},
 };
 use crate::{
-    inventory::{CiliumNode, ClusterState, NodeFacts, Pod, SourceStatus, Subnet},
+    inventory::{
+        CiliumConfig, CiliumNode, ClusterState, NodeFacts, Pod, SandboxFailure, SourceStatus,
+        Subnet,
+    },
     report::traffic::Unexplained,
 };
 
@@ -62,6 +67,10 @@ struct State {
     /// Cilium's addresses in every Node's annotations (metadata-only watch,
     /// run only while there are no CiliumNodes: see [`wants_annotations`]).
     annotated: Cache<CiliumNode>,
+    /// Cilium's `cilium-config` ConfigMap.
+    cilium_config: Cache<CiliumConfig>,
+    /// kubelet's sandbox refusals of this node's waiting pods, by pod uid.
+    sandbox: BTreeMap<String, Vec<SandboxFailure>>,
     up: BTreeMap<&'static str, bool>,
     /// Watches whose resource does not exist here (a CRD not installed).
     absent: BTreeSet<&'static str>,
@@ -76,6 +85,11 @@ struct State {
 fn wants_annotations(st: &State) -> bool {
     st.absent.contains("ciliumnodes") || (st.cilium_nodes.synced && st.cilium_nodes.is_empty())
 }
+
+/// Where Cilium's ConfigMap lives unless told otherwise.
+pub const DEFAULT_CILIUM_NAMESPACE: &str = "kube-system";
+/// Cilium's ConfigMap.
+const CILIUM_CONFIG: &str = "cilium-config";
 
 type Shared = Arc<Mutex<State>>;
 type OnChange = Arc<dyn Fn() + Send + Sync>;
@@ -106,6 +120,7 @@ pub fn subnets_resource() -> ApiResource {
 pub struct ClusterSource {
     client: Client,
     node: String,
+    cilium_namespace: String,
     keys: Arc<Vec<String>>,
     state: Shared,
     on_change: OnChange,
@@ -130,6 +145,7 @@ impl ClusterSource {
         let source = Self {
             client,
             node: node.to_owned(),
+            cilium_namespace: DEFAULT_CILIUM_NAMESPACE.to_owned(),
             keys: Arc::new(annotation_keys.to_vec()),
             state: state.clone(),
             on_change,
@@ -140,6 +156,13 @@ impl ClusterSource {
             state,
         };
         (source, view)
+    }
+
+    /// Reads Cilium's `cilium-config` in `namespace` (default `kube-system`).
+    #[must_use]
+    pub fn with_cilium_namespace(mut self, namespace: &str) -> Self {
+        namespace.clone_into(&mut self.cilium_namespace);
+        self
     }
 
     /// Looks up which pod holds an address of this node when the observer
@@ -197,6 +220,21 @@ impl ClusterSource {
             self.state.clone(),
             self.on_change.clone(),
             |st, ev| st.node.apply(ev, convert_node),
+            token.clone(),
+        ));
+        tasks.spawn(watch::run(
+            Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
+            cached().fields(&format!("metadata.name={CILIUM_CONFIG}")),
+            "cilium-config",
+            self.state.clone(),
+            self.on_change.clone(),
+            |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
+            token.clone(),
+        ));
+        tasks.spawn(sandbox::run(
+            self.client.clone(),
+            self.state.clone(),
+            self.on_change.clone(),
             token.clone(),
         ));
         tasks.spawn(self.annotations_without_cilium_nodes(
@@ -287,6 +325,7 @@ impl ClusterView {
             && done(st.cilium_nodes.synced, "ciliumnodes")
             && done(st.subnets.synced, "subnets")
             && done(st.node.synced, "nodes")
+            && done(st.cilium_config.synced, "cilium-config")
             && (!wants_annotations(&st) || done(st.annotated.synced, "node-annotations"))
     }
 
@@ -312,17 +351,22 @@ impl ClusterView {
             .chain(st.subnets.problems())
             .chain(st.node.problems())
             .chain(st.annotated.problems())
+            .chain(st.cilium_config.problems())
             .cloned()
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();
+        let sandbox: Vec<SandboxFailure> = st.sandbox.values().flatten().cloned().collect();
+        if !sandbox.is_empty() {
+            pods = crate::inventory::with_refused_addresses(&pods, &sandbox);
+        }
         let state = ClusterState {
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),
             subnets: st.subnets.shared(),
             nodes: Arc::new(node.iter().cloned().collect()),
-            sandbox: Arc::default(),
-            cilium_config: None,
+            sandbox: Arc::new(sandbox),
+            cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
             invalid,
         };
         (state, node)
@@ -337,6 +381,8 @@ impl ClusterView {
             "subnets",
             "nodes",
             "node-annotations",
+            "cilium-config",
+            "events",
         ]
         .into_iter()
         .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))

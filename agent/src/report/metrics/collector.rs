@@ -61,6 +61,23 @@ impl FindingsCollector {
     }
 }
 
+/// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
+/// and Cilium report, and the allocator problems behind them.
+const IPAM_KINDS: [FindingKind; 7] = [
+    FindingKind::DuplicatePodIp,
+    FindingKind::StaleCiliumEndpoint,
+    FindingKind::PodIpExhaustion,
+    FindingKind::PodIpCapacityShortfall,
+    FindingKind::CiliumIpamError,
+    FindingKind::IpamMigrationStuck,
+    FindingKind::IngressIpNotMasqueraded,
+];
+
+#[derive(EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
 /// The kinds counted in `ipshadow_collisions`: an address held by two owners.
 const COLLISION_KINDS: [FindingKind; 4] = [
     FindingKind::RouterIpCollision,
@@ -137,39 +154,60 @@ impl Collector for FindingsCollector {
         )?;
         ConstGauge::new(gauge(count(FindingKind::AllocatorOverlap, None))).encode(m)?;
 
-        let traffic: [TrafficMetric; 4] = [
-            (
-                "ipshadow_blackholed_packets",
-                "Packets from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
-                |t| t.packets,
-            ),
-            (
-                "ipshadow_blackholed_bytes",
-                "Bytes from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
-                |t| t.bytes,
-            ),
-            (
-                "ipshadow_blackholed_tcp_syns",
-                "TCP connection attempts (SYN) from this node's host to a shadowed pod IP",
-                |t| t.tcp_syns,
-            ),
-            (
-                "ipshadow_refused_connections",
-                "TCP connections to a shadowed pod IP refused (RST) by this node's own stack",
-                |t| t.refused,
-            ),
-        ];
-        for (name, help, pick) in traffic {
-            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (key, totals) in &view.traffic {
-                let l = TrafficLabels {
-                    ip: key.ip.to_string(),
-                    namespace: key.namespace.clone(),
-                    pod: key.pod.clone(),
-                };
-                ConstCounter::new(pick(totals)).encode(m.encode_family(&l)?)?;
-            }
+        let mut m = encoder.encode_descriptor(
+            "ipshadow_ipam_problems",
+            "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for kind in IPAM_KINDS {
+            let l = KindLabels {
+                kind: kind.as_str(),
+            };
+            ConstGauge::new(gauge(count(kind, None))).encode(m.encode_family(&l)?)?;
         }
-        Ok(())
+
+        encode_traffic(&view, &mut encoder)
     }
+}
+
+/// The traffic counter families, one series per traffic series.
+fn encode_traffic(
+    view: &FindingsView,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let traffic: [TrafficMetric; 4] = [
+        (
+            "ipshadow_blackholed_packets",
+            "Packets from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
+            |t| t.packets,
+        ),
+        (
+            "ipshadow_blackholed_bytes",
+            "Bytes from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
+            |t| t.bytes,
+        ),
+        (
+            "ipshadow_blackholed_tcp_syns",
+            "TCP connection attempts (SYN) from this node's host to a shadowed pod IP",
+            |t| t.tcp_syns,
+        ),
+        (
+            "ipshadow_refused_connections",
+            "TCP connections to a shadowed pod IP refused (RST) by this node's own stack",
+            |t| t.refused,
+        ),
+    ];
+    for (name, help, pick) in traffic {
+        let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (key, totals) in &view.traffic {
+            let l = TrafficLabels {
+                ip: key.ip.to_string(),
+                namespace: key.namespace.clone(),
+                pod: key.pod.clone(),
+            };
+            ConstCounter::new(pick(totals)).encode(m.encode_family(&l)?)?;
+        }
+    }
+    Ok(())
 }

@@ -305,6 +305,8 @@ mod tests {
             "ipshadow_collisions{kind=\"HealthIPCollision\",scope=\"cross-node\"} 0",
             "ipshadow_host_route_blackholes 1",
             "ipshadow_allocator_overlaps 0",
+            "ipshadow_ipam_problems{kind=\"PodIPExhaustion\"} 0",
+            "ipshadow_ipam_problems{kind=\"IngressIPNotMasqueraded\"} 0",
             "ipshadow_refused_connections_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 2",
             "ipshadow_blackholed_bytes_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 256",
             "ipshadow_build_info{version=",

@@ -66,6 +66,8 @@ pub(crate) fn run() -> Value {
                 subnets: None,
                 nodes: None,
                 events: None,
+                cilium_config: None,
+                cilium_namespace: "kube-system".into(),
                 sync_timeout_seconds: 30,
             };
             let mut files = FileSources::new(&sources, &args.pod_ip_annotations).unwrap();

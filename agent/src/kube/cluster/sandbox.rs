@@ -1,0 +1,230 @@
+//! kubelet's sandbox refusals for this node's pods that stay Pending without
+//! an address: the only trace of an address Cilium's own IPAM gave a pod and
+//! then refused as in use, or of an allocator with none left.
+//!
+//! Events have no field selector for the node, and the API server serves them
+//! from etcd, not its watch cache: a cluster-wide Event watch from every node
+//! would be read thousands of times over. So the agent asks only about a pod of
+//! its own that has stayed Pending without an address for [`PENDING_FOR`]: one
+//! namespaced list of that pod's `FailedCreatePodSandBox` Events
+//! (`involvedObject.uid`, `reason`), again after a wait that doubles up to
+//! [`LONGEST_WAIT`] while the pod stays so, and at most [`PER_TICK`] lists
+//! every [`TICK`] across all pods.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Event;
+use kube::{Api, Client, api::ListParams};
+use tokio_util::sync::CancellationToken;
+
+use super::{OnChange, Shared, lock};
+use crate::{
+    inventory::{IpSource, Pod, SandboxFailure},
+    kube::objects,
+};
+
+/// How long a pod stays Pending without an address before its Events are read.
+pub(super) const PENDING_FOR: Duration = Duration::from_secs(30);
+/// The first wait before a pod's Events are read again …
+const FIRST_WAIT: Duration = Duration::from_mins(1);
+/// … doubling up to this.
+const LONGEST_WAIT: Duration = Duration::from_mins(15);
+/// How often the agent looks for such pods.
+const TICK: Duration = Duration::from_secs(10);
+/// Lists per tick at most, across all pods.
+const PER_TICK: usize = 3;
+/// Refusals kept per pod (each a distinct Event object).
+const PER_POD: usize = 8;
+
+/// When each waiting pod's Events are read next, and the wait after that.
+#[derive(Default)]
+struct Schedule(BTreeMap<String, (Instant, Duration)>);
+
+impl Schedule {
+    /// The pods (by uid) due now, at most `PER_TICK`, each scheduled again.
+    fn due(&mut self, waiting: &[&Pod], now: Instant) -> Vec<(String, String)> {
+        self.0
+            .retain(|uid, _| waiting.iter().any(|p| p.uid == *uid));
+        let mut due = Vec::new();
+        for p in waiting {
+            if due.len() == PER_TICK {
+                break;
+            }
+            let (next, wait) = self.0.get(&p.uid).copied().unwrap_or((now, FIRST_WAIT));
+            if now >= next {
+                self.0
+                    .insert(p.uid.clone(), (now + wait, (wait * 2).min(LONGEST_WAIT)));
+                due.push((p.namespace.clone(), p.uid.clone()));
+            }
+        }
+        due
+    }
+}
+
+/// Whether `p` has stayed Pending without an address for [`PENDING_FOR`] (`now` in Unix seconds).
+fn waiting(p: &Pod, now: i64) -> bool {
+    let old_enough = p.created.is_none_or(|c| {
+        now.saturating_sub(c) >= i64::try_from(PENDING_FOR.as_secs()).unwrap_or(i64::MAX)
+    });
+    p.can_receive_traffic()
+        && matches!(p.phase.as_deref(), None | Some("Pending"))
+        && !p.ips.iter().any(|i| i.source == IpSource::Status)
+        && !p.uid.is_empty()
+        && old_enough
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Reads the sandbox refusals of this node's waiting pods until `token` is cancelled.
+pub(super) async fn run(
+    client: Client,
+    state: Shared,
+    on_change: OnChange,
+    token: CancellationToken,
+) {
+    let mut schedule = Schedule::default();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = token.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = unix_now();
+        let due = {
+            let mut st = lock(&state);
+            let waiting: Vec<&Pod> = st.pods_here.values().filter(|p| waiting(p, now)).collect();
+            let due = schedule.due(&waiting, Instant::now());
+            let keep: Vec<String> = waiting.iter().map(|p| p.uid.clone()).collect();
+            let before = st.sandbox.len();
+            st.sandbox.retain(|uid, _| keep.contains(uid));
+            if st.sandbox.len() != before {
+                drop(st);
+                on_change();
+            }
+            due
+        };
+        for (namespace, uid) in due {
+            let found = refusals(&client, &namespace, &uid).await;
+            let changed = {
+                let mut st = lock(&state);
+                match found {
+                    Ok(found) => {
+                        st.up.insert("events", true);
+                        let old = st.sandbox.get(&uid);
+                        let changed = old.map_or(!found.is_empty(), |o| *o != found);
+                        if found.is_empty() {
+                            st.sandbox.remove(&uid);
+                        } else {
+                            st.sandbox.insert(uid.clone(), found);
+                        }
+                        changed
+                    }
+                    Err(e) => {
+                        let was_up = st.up.insert("events", false) != Some(false);
+                        if was_up {
+                            tracing::warn!(namespace, pod_uid = uid, error = %e, "listing a waiting pod's sandbox Events failed; retrying later");
+                        }
+                        was_up
+                    }
+                }
+            };
+            if changed {
+                on_change();
+            }
+        }
+    }
+}
+
+/// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among one pod's Events.
+async fn refusals(
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> Result<Vec<SandboxFailure>, kube::Error> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default()
+        .fields(&format!(
+            "involvedObject.uid={uid},reason=FailedCreatePodSandBox"
+        ))
+        .limit(50);
+    let list = api.list(&params).await?;
+    let mut out: Vec<SandboxFailure> = list
+        .items
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .filter_map(|v| objects::sandbox_failure(&v))
+        .collect();
+    // The most repeated first, a bounded few.
+    out.sort_by_key(|f| std::cmp::Reverse(f.count));
+    out.truncate(PER_POD);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, phase: &str, created: i64) -> Pod {
+        Pod {
+            namespace: "ns".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            node: Some("n".into()),
+            phase: Some(phase.into()),
+            created: Some(created),
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn only_pods_pending_without_an_address_for_thirty_seconds_wait() {
+        let now = 1_000_000;
+        assert!(waiting(&pod("a", "Pending", now - 31), now));
+        assert!(!waiting(&pod("b", "Pending", now - 5), now));
+        assert!(!waiting(&pod("c", "Running", now - 600), now));
+        let mut annotated = pod("d", "Pending", now - 600);
+        annotated.ips.push(crate::inventory::PodIp {
+            ip: "10.0.0.1".parse().expect("ip"),
+            source: IpSource::Annotation,
+        });
+        assert!(waiting(&annotated, now), "an annotation is not an address");
+        annotated.ips[0].source = IpSource::Status;
+        assert!(!waiting(&annotated, now));
+    }
+
+    #[test]
+    fn each_pod_is_read_again_later_and_later_and_few_at_a_time() {
+        let pods: Vec<Pod> = (0..5)
+            .map(|i| pod(&format!("p{i}"), "Pending", 0))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let mut s = Schedule::default();
+        let t0 = Instant::now();
+        assert_eq!(s.due(&refs, t0).len(), PER_TICK);
+        assert_eq!(s.due(&refs, t0).len(), 2, "the rest next tick");
+        assert!(s.due(&refs, t0 + Duration::from_secs(30)).is_empty());
+        assert_eq!(s.due(&refs, t0 + FIRST_WAIT).len(), PER_TICK);
+        // After 1, 2, 4, 8 and 15 minutes the wait stays at 15.
+        let mut at = t0;
+        let mut waits = Vec::new();
+        let one = vec![refs[0]];
+        let mut s = Schedule::default();
+        for _ in 0..7 {
+            let next = s.0.get("p0").map_or(at, |(n, _)| *n);
+            waits.push(next.saturating_duration_since(at).as_secs() / 60);
+            at = next;
+            assert_eq!(s.due(&one, at).len(), 1);
+        }
+        assert_eq!(waits, vec![0, 1, 2, 4, 8, 15, 15]);
+        // A pod that starts (or goes) is forgotten.
+        assert!(s.due(&[], at).is_empty() && s.0.is_empty());
+    }
+}

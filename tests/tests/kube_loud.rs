@@ -1,0 +1,211 @@
+//! The loud failures from the real agent against the test API server: kubelet's
+//! sandbox refusals read only for this node's waiting pods, the node findings of
+//! its Node, CiliumNode and cilium-config — each an Event once per series,
+//! resolved when fixed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom"
+)]
+
+use std::time::Duration;
+
+use ipshadow_tests::{
+    HANG,
+    agent::AgentProc,
+    apiserver::{ApiServer, Res},
+    can_run_netns_tests, figure,
+    http::sample,
+    lab::{INGRESS, Lab, ME, OTHER, ROUTER, assert_one_event_each, event, wait_for},
+    node::SimNode,
+    objects::{
+        cilium_config, cilium_node, kubelet_sandbox_event, node_accepting, pod, with_pod_cidrs,
+    },
+};
+use serde_json::json;
+
+/// The cozystack wording of the refusal, for `ip`.
+fn in_use(ip: &str) -> String {
+    format!(
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for \
+         sandbox \"3e42\": plugin type=\"cilium-cni\" failed (add): unable to create endpoint: \
+         [PUT /endpoint/{{id}}][400] putEndpointIdInvalid \"IP ipv4:{ip} is already in use\""
+    )
+}
+
+fn waiting(name: &str, node: &str) -> serde_json::Value {
+    let mut p = pod("tenant", name, node, &[]);
+    p["status"] = json!({"phase": "Pending"});
+    p
+}
+
+#[test]
+fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
+    if !can_run_netns_tests("the_agent_reports_the_loud_failures_once_and_resolves_them") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kloud", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    // Cilium-only: no Subnets, no annotations. A /27 for 110 pods; Cilium
+    // switched to cluster-pool 100.65.0.0/16 while the node keeps its range.
+    api.apply(Res::Nodes, node_accepting(ME, &["10.244.4.0/27"], 110));
+    let mut cn = with_pod_cidrs(
+        cilium_node(ME, ROUTER, Some(INGRESS), None),
+        &["10.244.4.0/27"],
+    );
+    cn["status"] = json!({"ipam": {"operator-status": {
+        "error": "allocator not configured for the requested CIDR 10.244.4.0/27"}}});
+    api.apply(Res::CiliumNodes, cn);
+    api.apply(
+        Res::ConfigMaps,
+        cilium_config("cluster-pool", "100.65.0.0/16"),
+    );
+    // Refused with this node's Ingress IP; refused with an address nobody holds;
+    // a pod elsewhere with a refusal (not this node's to read); a running pod.
+    for (name, node, ip, count) in [
+        ("gateway-0", ME, INGRESS, 12),
+        ("stale-0", ME, "10.244.4.29", 3),
+        ("far-0", OTHER, INGRESS, 5),
+    ] {
+        api.apply(Res::Pods, waiting(name, node));
+        api.apply(
+            Res::Events,
+            kubelet_sandbox_event("tenant", name, &in_use(ip), count),
+        );
+    }
+    api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.4.20"]));
+
+    let lab = Lab::new("loud", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+
+    // The node findings come at once, on the Node.
+    for reason in ["PodIPCapacityShortfall", "IPAMMigrationStuck"] {
+        let e = wait_for(reason, HANG, || event(&api, "default", ME, reason));
+        assert_eq!(
+            (e["type"].as_str(), e["involvedObject"]["kind"].as_str()),
+            (Some("Warning"), Some("Node"))
+        );
+    }
+    let stuck = event(&api, "default", ME, "IPAMMigrationStuck").unwrap();
+    let m = stuck["message"].as_str().unwrap();
+    assert!(
+        m.contains("allocator not configured") && m.contains("in this order"),
+        "{m}"
+    );
+    assert!(
+        event(&api, "default", ME, "CiliumIPAMError").is_none(),
+        "the stuck migration tells the error"
+    );
+
+    // The refusals only once the pods have waited 30 s without an address.
+    let wait = Duration::from_secs(30) + HANG;
+    let gw = wait_for("IngressIPCollision on gateway-0", wait, || {
+        event(&api, "tenant", "gateway-0", "IngressIPCollision")
+    });
+    let m = gw["message"].as_str().unwrap();
+    assert!(
+        m.contains("kubelet reported FailedCreatePodSandBox 12 times") && m.contains(INGRESS),
+        "{m}"
+    );
+    let stale = wait_for("StaleCiliumEndpoint on stale-0", HANG, || {
+        event(&api, "tenant", "stale-0", "StaleCiliumEndpoint")
+    });
+    assert!(
+        stale["message"]
+            .as_str()
+            .unwrap()
+            .contains("cilium-dbg endpoint disconnect ipv4:10.244.4.29")
+    );
+    let stale_counted = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_ipam_problems",
+            &[("kind", "StaleCiliumEndpoint")],
+        ) == Some(1.0)
+    });
+    assert!(stale_counted.is_some());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(
+            &m,
+            "ipshadow_ipam_problems",
+            &[("kind", "PodIPCapacityShortfall")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "events")]),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "cilium-config")]),
+        Some(1.0),
+        "{m}"
+    );
+
+    // Only this node's waiting pods were asked about, each by uid in its namespace.
+    let reads = api.counts().event_reads;
+    let asked: Vec<&String> = reads.iter().map(|(_, uri)| uri).collect();
+    assert!(!asked.is_empty());
+    for uri in &asked {
+        assert!(
+            uri.starts_with("/api/v1/namespaces/tenant/events?"),
+            "{uri}"
+        );
+        assert!(
+            uri.contains("involvedObject.uid") && uri.contains("reason"),
+            "{uri}"
+        );
+        assert!(
+            !uri.contains("watch=true") && !uri.contains("uid-far-0") && !uri.contains("uid-web-0"),
+            "{uri}"
+        );
+    }
+    figure(format!(
+        "sandbox Event reads for 2 waiting pods in the first minute: {}",
+        asked.len()
+    ));
+
+    // Fixed: the pool now holds the node's range; a pod range that fits; the stale pod goes.
+    api.apply(
+        Res::ConfigMaps,
+        cilium_config("cluster-pool", "10.244.0.0/16 100.65.0.0/16"),
+    );
+    api.apply(Res::Nodes, node_accepting(ME, &["10.244.4.0/27"], 20));
+    api.delete(Res::Pods, "tenant", "stale-0");
+    for (name, ns) in [(ME, "default"), ("stale-0", "tenant")] {
+        wait_for(&format!("IPCollisionResolved on {name}"), HANG, || {
+            event(&api, ns, name, "IPCollisionResolved")
+        });
+    }
+    // The operator's error is still there once the migration is no longer stuck: now its own finding.
+    wait_for("CiliumIPAMError", HANG, || {
+        event(&api, "default", ME, "CiliumIPAMError")
+    });
+    let m = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_ipam_problems",
+            &[("kind", "IPAMMigrationStuck")],
+        ) == Some(0.0)
+            && sample(
+                m,
+                "ipshadow_ipam_problems",
+                &[("kind", "PodIPCapacityShortfall")],
+            ) == Some(0.0)
+    });
+    assert!(m.is_some());
+    assert_one_event_each(
+        &api,
+        &[
+            (ME, "PodIPCapacityShortfall"),
+            (ME, "IPAMMigrationStuck"),
+            (ME, "CiliumIPAMError"),
+            ("gateway-0", "IngressIPCollision"),
+            ("stale-0", "StaleCiliumEndpoint"),
+        ],
+    );
+    assert!(event(&api, "tenant", "far-0", "IngressIPCollision").is_none());
+}
