@@ -48,6 +48,7 @@ fn the_demo_shows_every_mode_and_cleans_up_after_itself() {
         "cache-0      Warning   IngressIPCollision",
         "stale-0      Warning   HostRouteBlackhole",
         "node-a       Warning   AllocatorOverlap",
+        "Warning  IPAMMigrationStuck",
         "ipshadow_refused_connections_total{ip=\"10.244.4.251\",namespace=\"tenant-a\",pod=\"postgres-0\"} 5",
         "demo complete",
     ] {

@@ -29,7 +29,7 @@ use ipshadow_tests::{
     lab::{INGRESS, ME, ROUTER},
     netns::{NetNs, delete_leftovers},
     node::SimNode,
-    objects::{pending_pod, pod, subnet},
+    objects::{cilium_config, pending_pod, pod, subnet},
 };
 
 const TAG: &str = "demo";
@@ -312,6 +312,26 @@ fn run(ui: &Ui) -> bool {
     println!(
         "  (not a prefix outside ovn-default: kube-ovn masquerades host traffic only from its\n  overlay subnets, and Gateway API across nodes breaks); then delete the colliding pods."
     );
+
+    ui.step("switching Cilium to cluster-pool is not enough on a running node (seeds/001)");
+    api.apply(
+        Res::ConfigMaps,
+        cilium_config("cluster-pool", "10.244.248.0/21"),
+    );
+    println!(
+        "  cilium-config: ipam=cluster-pool, cluster-pool-ipv4-cidr=10.244.248.0/21; CiliumNode {ME} still has spec.ipam.podCIDRs 10.244.4.0/24"
+    );
+    let stuck = wait(Duration::from_secs(20), || {
+        api.core_events_for("default", ME)
+            .iter()
+            .any(|e| e["reason"] == "IPAMMigrationStuck")
+    });
+    println!("$ kubectl describe node {ME}   # Events section");
+    println!(
+        "{}",
+        events_section(&kubectl(&sim.node, &kubeconfig, &["describe", "node", ME]))
+    );
+    let all = all && stuck;
 
     if !all {
         println!("agent log:\n{}", agent.log_text());
