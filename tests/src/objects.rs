@@ -121,3 +121,10 @@ pub fn cilium_config(ipam: &str, cluster_pool_v4: &str) -> Value {
            "metadata": {"name": "cilium-config", "namespace": "kube-system"},
            "data": {"ipam": ipam, "cluster-pool-ipv4-cidr": cluster_pool_v4, "cluster-pool-ipv4-mask-size": "24"}})
 }
+
+/// A pod Pending with no address anywhere: Cilium's own IPAM gave it one and refused it.
+pub fn waiting_pod(namespace: &str, name: &str, node: &str) -> Value {
+    let mut p = pod(namespace, name, node, &[]);
+    p["status"] = json!({"phase": "Pending"});
+    p
+}

@@ -19,7 +19,8 @@ use ipshadow_tests::{
     lab::{INGRESS, Lab, ME, OTHER, ROUTER, assert_one_event_each, event, wait_for},
     node::SimNode,
     objects::{
-        cilium_config, cilium_node, kubelet_sandbox_event, node_accepting, pod, with_pod_cidrs,
+        cilium_config, cilium_node, kubelet_sandbox_event, node_accepting, pod, waiting_pod,
+        with_pod_cidrs,
     },
 };
 use serde_json::json;
@@ -31,12 +32,6 @@ fn in_use(ip: &str) -> String {
          sandbox \"3e42\": plugin type=\"cilium-cni\" failed (add): unable to create endpoint: \
          [PUT /endpoint/{{id}}][400] putEndpointIdInvalid \"IP ipv4:{ip} is already in use\""
     )
-}
-
-fn waiting(name: &str, node: &str) -> serde_json::Value {
-    let mut p = pod("tenant", name, node, &[]);
-    p["status"] = json!({"phase": "Pending"});
-    p
 }
 
 #[test]
@@ -67,7 +62,7 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         ("stale-0", ME, "10.244.4.29", 3),
         ("far-0", OTHER, INGRESS, 5),
     ] {
-        api.apply(Res::Pods, waiting(name, node));
+        api.apply(Res::Pods, waiting_pod("tenant", name, node));
         api.apply(
             Res::Events,
             kubelet_sandbox_event("tenant", name, &in_use(ip), count),

@@ -13,19 +13,13 @@ use ipshadow_tests::{
     check::{Files, check, find, findings},
     lab::{INGRESS, ME, ROUTER},
     node::SimNode,
-    objects::{cilium_node, list, pod, subnet, with_pod_cidrs},
+    objects::{cilium_node, list, pod, subnet, waiting_pod, with_pod_cidrs},
 };
 use serde_json::{Value, json};
 
 fn corpus(name: &str) -> Value {
     let path = format!("{}/corpus/realworld/{name}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn waiting(name: &str) -> Value {
-    let mut p = pod("tenant", name, ME, &[]);
-    p["status"] = json!({"phase": "Pending"});
-    p
 }
 
 fn event(pod: &str, message: &str, count: u64) -> Value {
@@ -75,12 +69,12 @@ fn sandbox_refusals_without_annotations_are_diagnosed_and_look_alikes_are_not() 
         if let Some(SandboxRefusal::AddressInUse(ip)) = ipshadow::kube::objects::sandbox_refusal(m)
         {
             let name = format!("ingress-{i}");
-            pods.push(waiting(&name));
+            pods.push(waiting_pod("tenant", &name, ME));
             events.push(event(&name, &m.replace(&ip.to_string(), INGRESS), 85));
             in_use.push((m.clone(), ip));
         } else {
             let name = format!("other-{i}");
-            pods.push(waiting(&name));
+            pods.push(waiting_pod("tenant", &name, ME));
             events.push(event(&name, m, 3));
         }
     }
@@ -90,13 +84,13 @@ fn sandbox_refusals_without_annotations_are_diagnosed_and_look_alikes_are_not() 
     );
     let (wording, ip) = in_use[0].clone();
     // Held by nothing: a stale endpoint. Held by web-0: a duplicate.
-    pods.push(waiting("stale-0"));
+    pods.push(waiting_pod("tenant", "stale-0", ME));
     events.push(event(
         "stale-0",
         &wording.replace(&ip.to_string(), "10.244.4.99"),
         2,
     ));
-    pods.push(waiting("dup-0"));
+    pods.push(waiting_pod("tenant", "dup-0", ME));
     events.push(event(
         "dup-0",
         &wording.replace(&ip.to_string(), "10.244.4.40"),
