@@ -9,8 +9,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::inventory::{
-    CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role,
-    fixtures::cilium_node,
+    CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role, SandboxFailure,
+    SandboxRefusal, fixtures::cilium_node, with_refused_addresses,
 };
 
 const ME: &str = "node-a";
@@ -139,5 +139,49 @@ proptest! {
         // Which owner wins when two nodes claim one IP may differ only by name order,
         // which the detector fixes by sorting: so the results are equal.
         prop_assert_eq!(fa, fb);
+    }
+
+    #[test]
+    fn every_refused_pod_gets_one_diagnosis_that_matches_what_holds_its_address(
+        infra in infra_strategy(),
+        pods in pods_strategy(),
+        refused in prop::collection::vec(0u32..512, 0..10),
+    ) {
+        let mut inv = inventory(&infra, &pods);
+        let failures: Vec<SandboxFailure> = refused.iter().enumerate().map(|(j, n)| SandboxFailure {
+            namespace: "ns".into(),
+            pod: format!("r{j}"),
+            uid: format!("ur{j}"),
+            refusal: SandboxRefusal::AddressInUse(ip4(*n)),
+            count: 1,
+            message: String::new(),
+        }).collect();
+        let mut all = inv.pods.to_vec();
+        all.extend((0..refused.len()).map(|j| Pod {
+            name: format!("r{j}"),
+            uid: format!("ur{j}"),
+            ips: Vec::new(),
+            phase: Some("Pending".into()),
+            ..pod(0, ME, ip4(0))
+        }));
+        inv.pods = Arc::new(with_refused_addresses(&all, &failures));
+        inv.sandbox = Arc::new(failures);
+        let findings = detect(&inv);
+        for (j, n) in refused.iter().enumerate() {
+            let ip = ip4(*n);
+            let name = format!("r{j}");
+            let of: Vec<&Finding> = findings.iter().filter(|f| f.pod().is_some_and(|p| p.name == name)).collect();
+            prop_assert_eq!(of.len(), 1, "{} refused {}: {:?}", name, ip, of);
+            let infra_holds = inv.cilium_nodes.iter().any(|c| c.addresses.iter().any(|a| a.ip == ip));
+            let pod_holds = inv.pods.iter().any(|p| p.ips.iter().any(|i| i.ip == ip && i.source == IpSource::Status));
+            let kind = of[0].kind;
+            if infra_holds {
+                prop_assert!(matches!(kind, FindingKind::RouterIpCollision | FindingKind::IngressIpCollision | FindingKind::HealthIpCollision), "{:?}", kind);
+            } else if pod_holds {
+                prop_assert_eq!(kind, FindingKind::DuplicatePodIp);
+            } else {
+                prop_assert_eq!(kind, FindingKind::StaleCiliumEndpoint);
+            }
+        }
     }
 }
