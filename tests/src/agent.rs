@@ -68,6 +68,12 @@ impl AgentProc {
             })
             .arg("agent")
             .args(["--listen", listen])
+            // One listener unless a test asks for the probes' own (several agents share a namespace).
+            .args(if args.contains(&"--health-listen") {
+                vec![]
+            } else {
+                vec!["--health-listen", listen]
+            })
             .args(if args.contains(&"--log-level") {
                 &[][..]
             } else {

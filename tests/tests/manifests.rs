@@ -159,6 +159,79 @@ fn the_daemonset_is_locked_down_and_runs_on_every_node() {
 }
 
 #[test]
+fn the_probes_pass_with_the_manifests_listen_settings() {
+    if !can_run_netns_tests("the_probes_pass_with_the_manifests_listen_settings") {
+        return;
+    }
+    let objects = deploy::manifests();
+    let c = &kind(&objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+    let env = |name: &str| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in the DaemonSet's env"))
+            .clone()
+    };
+    assert_eq!(
+        env("HOST_IP")["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.hostIP"
+    );
+    // The node's address, as the downward API gives it.
+    let sim = SimNode::kube_ovn("mprobe", ROUTER);
+    let host_ip = "100.64.0.2";
+    let listen = env("IPSHADOW_LISTEN")["value"]
+        .as_str()
+        .unwrap()
+        .replace("$(HOST_IP)", host_ip);
+    let health = env("IPSHADOW_HEALTH_LISTEN")["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let d = temp_dir("probe");
+    let pods = d.join("pods.json");
+    write_list(&pods, vec![pod("t", "pg", "node-a", &[ROUTER])]);
+    let agent = AgentProc::spawn_on(
+        &sim.node,
+        &listen,
+        &[],
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            pods.to_str().unwrap(),
+            "--health-listen",
+            &health,
+        ],
+        &[],
+    );
+    let _inside = sim.node.enter();
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &c[probe]["httpGet"];
+        let addr = format!("{}:{}", get["host"].as_str().unwrap(), get["port"]);
+        let addr: std::net::SocketAddr = addr.parse().unwrap();
+        let path = get["path"].as_str().unwrap();
+        let start = std::time::Instant::now();
+        while !matches!(ipshadow_tests::http::get(addr, path), Ok((200, _))) {
+            assert!(
+                start.elapsed() < HANG,
+                "{probe} {addr}{path} never passed:\n{}",
+                agent.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Metrics on the node's address, and not on every address of the host.
+    let metrics: std::net::SocketAddr = listen.parse().unwrap();
+    assert!(matches!(
+        ipshadow_tests::http::get(metrics, "/metrics"),
+        Ok((200, _))
+    ));
+    assert!(ipshadow_tests::http::get("127.0.0.1:9785".parse().unwrap(), "/metrics").is_err());
+}
+
+#[test]
 fn the_daemonset_capabilities_are_enough_and_each_is_needed() {
     if !can_run_netns_tests("the_daemonset_capabilities_are_enough_and_each_is_needed") {
         return;

@@ -21,7 +21,7 @@ pub mod reconcile_loop;
 
 use std::{
     collections::BTreeSet,
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     sync::{Arc, atomic::AtomicBool},
 };
 
@@ -80,17 +80,9 @@ pub enum Error {
     /// This node could not be read.
     #[error(transparent)]
     Reconcile(#[from] reconcile::Error),
-    /// The HTTP address is taken or not ours.
-    #[error(
-        "listening on {addr} failed: {source}; pick another address with --listen or IPSHADOW_LISTEN"
-    )]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// What the kernel said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// An HTTP address is taken or not ours.
+    #[error(transparent)]
+    Listen(#[from] http::ListenError),
     /// A notification source could not be opened.
     #[error("subscribing to {what} failed: {source}")]
     Subscribe {
@@ -165,13 +157,8 @@ pub async fn run(args: Args) -> Result<()> {
         ready: ready.clone(),
         ping: ping_tx,
     };
-    let http = Http::new(&args.http, state)
-        .await
-        .map_err(|source| Error::Listen {
-            addr: args.http.listen,
-            source,
-        })?;
-    tracing::info!(listen = %args.http.listen, node = %node, "serving /metrics, /healthz, /readyz");
+    let http = Http::new(&args.http, state).await?;
+    tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node, "serving /metrics, /healthz, /readyz");
 
     // Everything that needed privilege (loading, attaching, binding) is done.
     let attached = observer

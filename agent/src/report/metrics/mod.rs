@@ -44,6 +44,13 @@ pub struct ResourceLabels {
     pub resource: &'static str,
 }
 
+/// `ipshadow_http_connections_rejected_total`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    /// `metrics` or `health`.
+    pub listener: &'static str,
+}
+
 /// How a reconcile ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types, reason = "the label values are lowercase")]
@@ -112,6 +119,8 @@ pub struct Metrics {
     pub event_writes: Family<WriteLabels, Counter>,
     /// `ipshadow_events_pending`.
     pub events_pending: Gauge,
+    /// `ipshadow_http_connections_rejected_total`.
+    pub http_rejected: Family<ListenerLabels, Counter>,
 }
 
 impl Metrics {
@@ -129,6 +138,7 @@ impl Metrics {
         let last_reconcile = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let event_writes = Family::<WriteLabels, Counter>::default();
         let events_pending = Gauge::default();
+        let http_rejected = register_http(&mut registry);
         registry.register(
             "ipshadow_event_writes",
             "Event writes to the API server, by result (created, patched, failed, dropped)",
@@ -212,6 +222,7 @@ impl Metrics {
             last_reconcile,
             event_writes,
             events_pending,
+            http_rejected,
         }
     }
 
@@ -225,6 +236,20 @@ impl Metrics {
         }
         Ok(out)
     }
+}
+
+/// `ipshadow_http_connections_rejected_total`, both listeners' series at zero.
+fn register_http(registry: &mut Registry) -> Family<ListenerLabels, Counter> {
+    let rejected = Family::<ListenerLabels, Counter>::default();
+    registry.register(
+        "ipshadow_http_connections_rejected",
+        "HTTP connections closed at accept because the listener served its maximum at once",
+        rejected.clone(),
+    );
+    for listener in ["metrics", "health"] {
+        let _ = rejected.get_or_create(&ListenerLabels { listener });
+    }
+    rejected
 }
 
 impl Default for Metrics {
