@@ -259,3 +259,51 @@ fn interfaces_that_vanish_mid_reconcile_fail_no_reconcile_and_leave_no_stale_fin
     let (status, _) = agent.terminate();
     assert!(status.success());
 }
+
+#[test]
+fn a_long_lived_task_that_stops_fails_healthz_by_name_within_one_probe_period() {
+    if !can_run_netns_tests("a_long_lived_task_that_stops_fails_healthz_by_name") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("rtask", ROUTER);
+    let dir = ipshadow_tests::TempDir::new("rtask");
+    let pods = dir.join("pods.json");
+    write_list(&pods, vec![pod("t", "pg", ME, &[ROUTER])]);
+    // The debug build's test hook cuts the netlink notifier off 1.5 s after start.
+    let agent = AgentProc::spawn_env(
+        &sim.node,
+        &["--node", ME, "--pods", pods.to_str().unwrap()],
+        &[
+            ("IPSHADOW_TEST_END_TASK", "netlink-notifier"),
+            ("IPSHADOW_TEST_END_AFTER_MS", "1500"),
+        ],
+    );
+    agent.wait_ready(&sim.node);
+    assert_eq!(AgentProc::get(&sim.node, "/healthz").unwrap().0, 200);
+    // The manifest's liveness probe runs every 20 s.
+    let period = Duration::from_secs(20);
+    let start = Instant::now();
+    let body = loop {
+        match AgentProc::get(&sim.node, "/healthz") {
+            Ok((503, body)) => break body,
+            _ => assert!(
+                start.elapsed() < period,
+                "/healthz still passes {period:?} after the notifier stopped:\n{}",
+                agent.log_text()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(body.contains("netlink-notifier ended"), "{body}");
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        ipshadow_tests::http::sample(&m, "ipshadow_task_up", &[("task", "netlink-notifier")]),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(
+        ipshadow_tests::http::sample(&m, "ipshadow_task_up", &[("task", "reconcile")]),
+        Some(1.0)
+    );
+    assert!(agent.log_text().contains("a long-lived task stopped"));
+}

@@ -84,6 +84,8 @@ pub(crate) struct AppState {
     pub(crate) ready: Arc<AtomicBool>,
     /// Pings to the reconcile loop; it answers between two steps.
     pub(crate) ping: mpsc::Sender<oneshot::Sender<()>>,
+    /// The long-lived tasks: one that stopped fails `/healthz`.
+    pub(crate) tasks: super::supervise::Supervisor,
 }
 
 /// `host:port`, and an IPv6 address without brackets too: what the manifest's
@@ -269,15 +271,24 @@ async fn metrics(State(s): State<AppState>, headers: axum::http::HeaderMap) -> i
 }
 
 async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+    if let Some(stopped) = s.tasks.failure() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("stopped: {stopped}\n"),
+        );
+    }
     let (tx, rx) = oneshot::channel();
     if s.ping.send(tx).await.is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "reconcile loop is gone\n");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "reconcile loop is gone\n".to_owned(),
+        );
     }
     match tokio::time::timeout(LIVENESS_TIMEOUT, rx).await {
-        Ok(Ok(())) => (StatusCode::OK, "ok\n"),
+        Ok(Ok(())) => (StatusCode::OK, "ok\n".to_owned()),
         _ => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "reconcile loop does not answer\n",
+            "reconcile loop does not answer\n".to_owned(),
         ),
     }
 }

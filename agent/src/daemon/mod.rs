@@ -18,6 +18,7 @@ mod host;
 pub mod http;
 pub mod observer;
 pub mod reconcile_loop;
+mod supervise;
 
 use std::{
     collections::BTreeSet,
@@ -30,6 +31,8 @@ use tokio::{
     sync::{mpsc, watch},
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use self::supervise::Supervisor;
 
 use self::{
     events::EventTask,
@@ -126,7 +129,8 @@ pub async fn run(args: Args) -> Result<()> {
     let mut int = signal(SignalKind::interrupt()).map_err(subscribe("SIGINT"))?;
 
     let token = CancellationToken::new();
-    let tasks = TaskTracker::new();
+    let tracker = TaskTracker::new();
+    let tasks = Supervisor::new(tracker.clone(), token.clone(), metrics.task_up.clone());
     let (trigger_tx, triggers) = mpsc::channel(64);
     let (published_tx, published) = watch::channel(Published::default());
     let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
@@ -156,6 +160,7 @@ pub async fn run(args: Args) -> Result<()> {
         metrics: metrics.clone(),
         ready: ready.clone(),
         ping: ping_tx,
+        tasks: tasks.clone(),
     };
     let http = Http::new(&args.http, state).await?;
     tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node, "serving /metrics, /healthz, /readyz");
@@ -173,11 +178,11 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
 
-    tasks.spawn(host.run(token.child_token()));
+    tasks.spawn("netlink-notifier", host.run(token.child_token()));
     if let Some(observer) = observer {
-        tasks.spawn(observer.run(token.child_token()));
+        tasks.spawn("ebpf-observer", observer.run(token.child_token()));
     }
-    tasks.spawn(http.run(token.child_token()));
+    tasks.spawn("http", http.run(token.child_token()));
     let wiring = Wiring {
         triggers,
         pings,
@@ -186,15 +191,15 @@ pub async fn run(args: Args) -> Result<()> {
         ready,
     };
     let reconcile = ReconcileLoop::new(args.reconcile, reconciler, input, wiring);
-    tasks.spawn(reconcile.run(token.child_token()));
-    tasks.close();
+    tasks.spawn("reconcile", reconcile.run(token.child_token()));
+    tracker.close();
 
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     token.cancel();
-    tasks.wait().await;
+    tracker.wait().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -204,7 +209,7 @@ pub async fn run(args: Args) -> Result<()> {
 async fn cluster_input(
     args: &Args,
     node: &str,
-    tasks: &TaskTracker,
+    tasks: &Supervisor,
     token: &CancellationToken,
     trigger_tx: &mpsc::Sender<Trigger>,
     metrics: &Arc<Metrics>,
@@ -219,7 +224,7 @@ async fn cluster_input(
     {
         let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
             .map_err(subscribe("changes of the input files (inotify)"))?;
-        tasks.spawn(watch.run(token.child_token()));
+        tasks.spawn("file-watch", watch.run(token.child_token()));
         tracing::info!("reading Kubernetes state from files; no Events are written");
         Input::Files(Box::new(files))
     } else {
@@ -237,7 +242,7 @@ async fn cluster_input(
         let source = source
             .with_cilium_namespace(&args.sources.cilium_namespace)
             .with_lookups(unexplained);
-        tasks.spawn(source.run(token.child_token()));
+        tasks.spawn("cluster-watches", source.run(token.child_token()));
         let writer = EventTask::new(
             client,
             node,
@@ -245,7 +250,7 @@ async fn cluster_input(
             metrics.clone(),
             (published, traffic),
         );
-        tasks.spawn(writer.run(token.child_token()));
+        tasks.spawn("event-writer", writer.run(token.child_token()));
         tracing::info!("watching the cluster");
         Input::Cluster(view)
     };

@@ -44,6 +44,13 @@ pub struct ResourceLabels {
     pub resource: &'static str,
 }
 
+/// `ipshadow_task_up`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskLabels {
+    /// The task.
+    pub task: &'static str,
+}
+
 /// `ipshadow_http_connections_rejected_total`'s labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
@@ -121,6 +128,8 @@ pub struct Metrics {
     pub events_pending: Gauge,
     /// `ipshadow_http_connections_rejected_total`.
     pub http_rejected: Family<ListenerLabels, Counter>,
+    /// `ipshadow_task_up`.
+    pub task_up: Family<TaskLabels, Gauge>,
 }
 
 impl Metrics {
@@ -138,7 +147,7 @@ impl Metrics {
         let last_reconcile = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let event_writes = Family::<WriteLabels, Counter>::default();
         let events_pending = Gauge::default();
-        let http_rejected = register_http(&mut registry);
+        let (http_rejected, task_up) = register_process(&mut registry);
         registry.register(
             "ipshadow_event_writes",
             "Event writes to the API server, by result (created, patched, failed, dropped)",
@@ -223,6 +232,7 @@ impl Metrics {
             event_writes,
             events_pending,
             http_rejected,
+            task_up,
         }
     }
 
@@ -238,8 +248,17 @@ impl Metrics {
     }
 }
 
-/// `ipshadow_http_connections_rejected_total`, both listeners' series at zero.
-fn register_http(registry: &mut Registry) -> Family<ListenerLabels, Counter> {
+/// `ipshadow_http_connections_rejected_total` (both listeners' series at zero)
+/// and `ipshadow_task_up`.
+fn register_process(
+    registry: &mut Registry,
+) -> (Family<ListenerLabels, Counter>, Family<TaskLabels, Gauge>) {
+    let task_up = Family::<TaskLabels, Gauge>::default();
+    registry.register(
+        "ipshadow_task_up",
+        "1 while a long-lived task of the agent runs, 0 once it stopped (then /healthz fails)",
+        task_up.clone(),
+    );
     let rejected = Family::<ListenerLabels, Counter>::default();
     registry.register(
         "ipshadow_http_connections_rejected",
@@ -249,7 +268,7 @@ fn register_http(registry: &mut Registry) -> Family<ListenerLabels, Counter> {
     for listener in ["metrics", "health"] {
         let _ = rejected.get_or_create(&ListenerLabels { listener });
     }
-    rejected
+    (rejected, task_up)
 }
 
 impl Default for Metrics {
