@@ -8,13 +8,13 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom"
 )]
 
-use std::time::Duration;
+use std::{collections::BTreeSet, time::Duration};
 
 use ipshadow_tests::{
     HANG,
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests, figure,
+    can_run_netns_tests, deploy, figure,
     http::sample,
     lab::{INGRESS, Lab, ME, OTHER, ROUTER, assert_one_event_each, event, wait_for},
     node::SimNode,
@@ -55,6 +55,8 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         Res::ConfigMaps,
         cilium_config("cluster-pool", "100.65.0.0/16"),
     );
+    // kube-ovn's CRD is installed but holds no Subnet: still Cilium-only.
+    api.set_crd(Res::Subnets, true);
     // Refused with this node's Ingress IP; refused with an address nobody holds;
     // a pod elsewhere with a refusal (not this node's to read); a running pod.
     for (name, node, ip, count) in [
@@ -203,4 +205,56 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         ],
     );
     assert!(event(&api, "tenant", "far-0", "IngressIPCollision").is_none());
+
+    // A restarted agent continues its series (create answers 409: get, then patch).
+    let patches = api.counts().patches;
+    let (status, _) = agent.terminate();
+    assert!(status.success());
+    let again = lab.agent(&sim.node, ME);
+    again.wait_ready(&sim.node);
+    wait_for("a series continued after the restart", HANG, || {
+        (api.counts().patches > patches).then_some(())
+    });
+    assert_one_event_each(
+        &api,
+        &[(ME, "CiliumIPAMError"), ("gateway-0", "IngressIPCollision")],
+    );
+
+    // deploy/rbac.yaml grants exactly what the agent used: every request allowed,
+    // every rule used.
+    let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
+    let mut used = BTreeSet::new();
+    for (method, uri) in api.counts().log {
+        let Some((group, resource, verb)) = deploy::authz(&method, &uri) else {
+            continue;
+        };
+        assert!(
+            deploy::allows(&rules, &group, &resource, &verb),
+            "RBAC does not allow {verb} {group}/{resource} ({uri})"
+        );
+        used.insert((group, resource, verb));
+    }
+    let mut granted = BTreeSet::new();
+    for r in &rules {
+        let list = |k: &str| -> Vec<String> {
+            r[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        };
+        for g in list("apiGroups") {
+            for res in list("resources") {
+                for v in list("verbs") {
+                    granted.insert((g.clone(), res.clone(), v));
+                }
+            }
+        }
+    }
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(unused.is_empty(), "granted but never used: {unused:?}");
+    figure(format!(
+        "RBAC: {} (group, resource, verb) granted, all used, nothing else asked",
+        granted.len()
+    ));
 }
