@@ -43,6 +43,7 @@ pub enum Res {
     Subnets,
     Events,
     ConfigMaps,
+    KubeOvnIps,
 }
 
 impl Res {
@@ -53,7 +54,7 @@ impl Res {
         match self {
             Self::Pods | Self::Nodes | Self::ConfigMaps => "v1",
             Self::CiliumNodes => "cilium.io/v2",
-            Self::Subnets => "kubeovn.io/v1",
+            Self::Subnets | Self::KubeOvnIps => "kubeovn.io/v1",
             Self::Events => "events.k8s.io/v1",
         }
     }
@@ -65,6 +66,7 @@ impl Res {
             Self::Subnets => "Subnet",
             Self::Events => "Event",
             Self::ConfigMaps => "ConfigMap",
+            Self::KubeOvnIps => "IP",
         }
     }
     fn plural(self) -> &'static str {
@@ -75,11 +77,12 @@ impl Res {
             Self::Subnets => "subnets",
             Self::Events => "events",
             Self::ConfigMaps => "configmaps",
+            Self::KubeOvnIps => "ips",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
     fn is_crd(self) -> bool {
-        matches!(self, Self::CiliumNodes | Self::Subnets)
+        matches!(self, Self::CiliumNodes | Self::Subnets | Self::KubeOvnIps)
     }
 }
 
@@ -399,12 +402,21 @@ impl ApiServer {
     }
 
     /// Installs or removes a custom resource's "CRD" (404 for its paths while absent).
+    /// Installs or removes a CRD; kube-ovn's Subnets and IPs come and go together.
     pub fn set_crd(&self, res: Res, installed: bool) {
         let mut st = self.shared.store.lock().unwrap();
-        if installed {
-            st.crds.insert(res);
+        let both = [res, Res::KubeOvnIps];
+        let all: &[Res] = if res == Res::Subnets {
+            &both
         } else {
-            st.crds.remove(&res);
+            &both[..1]
+        };
+        for r in all {
+            if installed {
+                st.crds.insert(*r);
+            } else {
+                st.crds.remove(r);
+            }
         }
     }
 
@@ -668,6 +680,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ("v1", "configmaps") => Res::ConfigMaps,
         ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
         ("kubeovn.io", "subnets") => Res::Subnets,
+        ("kubeovn.io", "ips") => Res::KubeOvnIps,
         _ => return None,
     };
     Some(Target {
@@ -738,7 +751,7 @@ fn field_label_supported(res: Res, label: &str) -> bool {
             )
         }
         Res::Nodes => meta || label == "spec.unschedulable",
-        Res::CiliumNodes | Res::Subnets | Res::ConfigMaps => meta,
+        Res::CiliumNodes | Res::Subnets | Res::ConfigMaps | Res::KubeOvnIps => meta,
         Res::Events => {
             meta || matches!(
                 label,
@@ -990,9 +1003,10 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
         "/apis/cilium.io/v2" if crds.contains(&Res::CiliumNodes) => {
             resources("cilium.io/v2", &[(Res::CiliumNodes, false)])
         }
-        "/apis/kubeovn.io/v1" if crds.contains(&Res::Subnets) => {
-            resources("kubeovn.io/v1", &[(Res::Subnets, false)])
-        }
+        "/apis/kubeovn.io/v1" if crds.contains(&Res::Subnets) => resources(
+            "kubeovn.io/v1",
+            &[(Res::Subnets, false), (Res::KubeOvnIps, false)],
+        ),
         _ => return None,
     };
     Some(json_response(StatusCode::OK, &v))

@@ -128,3 +128,13 @@ pub fn waiting_pod(namespace: &str, name: &str, node: &str) -> Value {
     p["status"] = json!({"phase": "Pending"});
     p
 }
+
+/// kube-ovn's record of a pod's allocation (`ips.kubeovn.io`, `<pod>.<namespace>`).
+pub fn kube_ovn_ip(namespace: &str, pod: &str, node: &str, ip: &str) -> Value {
+    json!({
+        "apiVersion": "kubeovn.io/v1", "kind": "IP",
+        "metadata": {"name": format!("{pod}.{namespace}")},
+        "spec": {"podName": pod, "namespace": namespace, "nodeName": node, "subnet": "ovn-default",
+                 "ipAddress": ip, "v4IpAddress": ip, "v6IpAddress": "", "macAddress": "00:00:00:12:34:56"}
+    })
+}

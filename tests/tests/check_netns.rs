@@ -108,6 +108,15 @@ fn check_finds_every_cozystack_mode_on_a_simulated_node() {
         (f["kind"].as_str(), f["scope"].as_str()),
         (Some("IngressIPCollision"), Some("same-node"))
     );
+    // From files there is no kube-ovn record to confirm it: the finding says what it rests on.
+    assert_eq!(f["ip_source"], "annotation");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("rests on the pod's IP annotation alone"),
+        "{f:#}"
+    );
     assert_eq!(f["ip_source"], "annotation");
     assert_eq!(f["owner"]["device"], Value::Null);
 

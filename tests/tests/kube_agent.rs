@@ -23,7 +23,7 @@ use ipshadow_tests::{
     },
     netns::NetNs,
     node::SimNode,
-    objects::{cilium_node, node, pending_pod, pod, subnet, with_pod_cidrs},
+    objects::{cilium_node, kube_ovn_ip, node, pending_pod, pod, subnet, with_pod_cidrs},
 };
 use serde_json::Value;
 
@@ -42,6 +42,11 @@ fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
     );
     api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
     api.apply(Res::Pods, pending_pod("tenant", "gateway-0", ME, INGRESS));
+    // kube-ovn's own record confirms the annotation (a Warning needs it).
+    api.apply(
+        Res::KubeOvnIps,
+        kube_ovn_ip("tenant", "gateway-0", ME, INGRESS),
+    );
     api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
     api.apply(Res::Pods, pod("tenant", "cache-0", ME, &[OTHER_INGRESS]));
     api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.0.35"]));

@@ -16,11 +16,11 @@ use ipshadow_tests::{
     apiserver::{ApiServer, Res},
     can_run_netns_tests, deploy, figure,
     http::sample,
-    lab::{INGRESS, Lab, ME, OTHER, ROUTER, assert_one_event_each, event, wait_for},
+    lab::{INGRESS, Lab, ME, OTHER, ROUTER, assert_one_event_each, cozystack, event, wait_for},
     node::SimNode,
     objects::{
-        cilium_config, cilium_node, kubelet_sandbox_event, node_accepting, pod, waiting_pod,
-        with_pod_cidrs,
+        cilium_config, cilium_node, kube_ovn_ip, kubelet_sandbox_event, node_accepting,
+        pending_pod, pod, subnet, waiting_pod, with_pod_cidrs,
     },
 };
 use serde_json::json;
@@ -71,6 +71,8 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         );
     }
     api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.4.20"]));
+    // A pod whose annotation alone names the router IP: kube-ovn's record is asked for.
+    api.apply(Res::Pods, pending_pod("tenant", "forged-0", ME, ROUTER));
 
     let lab = Lab::new("loud", &api);
     let agent = lab.agent(&sim.node, ME);
@@ -161,7 +163,7 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         );
     }
     figure(format!(
-        "sandbox Event reads for 2 waiting pods in the first minute: {}",
+        "sandbox Event reads for 3 waiting pods in the first minute: {}",
         asked.len()
     ));
 
@@ -257,4 +259,77 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
         "RBAC: {} (group, resource, verb) granted, all used, nothing else asked",
         granted.len()
     ));
+}
+
+#[test]
+fn an_annotation_is_a_hint_and_kube_ovns_record_the_proof() {
+    if !can_run_netns_tests("an_annotation_is_a_hint_and_kube_ovns_record_the_proof") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("khint", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::Subnets, true);
+    api.apply(
+        Res::Subnets,
+        subnet("ovn-default", "10.244.0.0/16", &["10.244.0.1"]),
+    );
+    // Anyone who may edit a pod can write these annotations; kube-ovn alone its IP records.
+    api.apply(Res::Pods, pending_pod("tenant", "forged-0", ME, ROUTER));
+    api.apply(Res::Pods, pending_pod("tenant", "gateway-0", ME, INGRESS));
+    api.apply(
+        Res::KubeOvnIps,
+        kube_ovn_ip("tenant", "gateway-0", ME, INGRESS),
+    );
+    // An address outside the Subnet its own annotation names: never kube-ovn's.
+    api.apply(
+        Res::Pods,
+        pending_pod("tenant", "elsewhere-0", ME, "100.65.0.7"),
+    );
+    let lab = Lab::new("hint", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+
+    let gw = wait_for("IngressIPCollision on gateway-0", HANG, || {
+        event(&api, "tenant", "gateway-0", "IngressIPCollision")
+    });
+    let m = gw["message"].as_str().unwrap();
+    assert!(
+        m.contains("rests on kube-ovn's allocation: its record ips.kubeovn.io gateway-0.tenant"),
+        "{m}"
+    );
+    // The forged one is a finding, marked unconfirmed, and no Warning.
+    let seen = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[("pod", "forged-0"), ("ip_source", "annotation")],
+        ) == Some(1.0)
+    });
+    assert!(seen.is_some());
+    let asked = api
+        .counts()
+        .log
+        .iter()
+        .filter(|(_, uri)| uri.contains("/ips/forged-0.tenant"))
+        .count();
+    assert!(
+        asked >= 1,
+        "kube-ovn's record of forged-0 was never asked for"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(api.core_events_for("tenant", "forged-0").is_empty());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(&m, "ipshadow_collision_info", &[("pod", "elsewhere-0")]),
+        None,
+        "{m}"
+    );
+    // Only pods with such a finding were asked about, by name.
+    for (_, uri) in api.counts().log.iter().filter(|(_, u)| u.contains("/ips")) {
+        assert!(
+            uri.ends_with("/ips/forged-0.tenant") || uri.ends_with("/ips/gateway-0.tenant"),
+            "{uri}"
+        );
+    }
 }

@@ -239,8 +239,23 @@ async fn cluster_input(
             &args.node.pod_ip_annotations,
             on_change,
         );
+        // The findings, for the records that confirm an annotated address.
+        let (findings_tx, findings) = watch::channel(Arc::<Vec<Finding>>::default());
+        let mut feed = published.clone();
+        let stop = token.child_token();
+        tasks.spawn("findings-feed", async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    changed = feed.changed() => if changed.is_err() { return },
+                }
+                let latest = Arc::clone(&feed.borrow_and_update().findings);
+                findings_tx.send_replace(latest);
+            }
+        });
         let source = source
             .with_cilium_namespace(&args.sources.cilium_namespace)
+            .with_confirmations(findings)
             .with_lookups(unexplained);
         tasks.spawn("cluster-watches", source.run(token.child_token()));
         let writer = EventTask::new(

@@ -38,6 +38,9 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
             continue;
         };
         for pip in &pod.ips {
+            if outside_its_subnet(inv, pod, pip) {
+                continue;
+            }
             if !seen.insert((
                 pod.uid.as_str(),
                 pod.namespace.as_str(),
@@ -194,7 +197,20 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
 /// Whether kube-ovn hands out pod addresses here: a primary Subnet is known, or
 /// the pod's IP came from kube-ovn's annotation.
 fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
-    pip.source == IpSource::Annotation || inv.subnets.iter().any(|s| s.primary)
+    matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
+        || inv.subnets.iter().any(|s| s.primary)
+}
+
+/// An annotated address outside the Subnet the pod's own annotation names
+/// (when that Subnet is known): kube-ovn never gave it, someone wrote it.
+fn outside_its_subnet(inv: &Inventory, pod: &Pod, pip: &PodIp) -> bool {
+    pip.source == IpSource::Annotation
+        && pod.logical_switch.as_ref().is_some_and(|name| {
+            inv.subnets
+                .iter()
+                .find(|s| s.name == *name)
+                .is_some_and(|s| !s.cidrs.iter().any(|c| c.contains(&pip.ip)))
+        })
 }
 
 /// The fix of a collision, fitted to the allocators the inventory shows.

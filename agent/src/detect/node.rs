@@ -337,9 +337,14 @@ fn migration_stuck(inv: &Inventory, cn: &CiliumNode) -> Option<NodeProblem> {
 }
 
 /// The node's Ingress IPs outside every Subnet kube-ovn masquerades (per
-/// family, where it masquerades any).
+/// family, where it masquerades any), once its default Subnet is known.
 fn not_masqueraded(inv: &Inventory, cilium: &[&CiliumNode]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
+    // Only with kube-ovn's default Subnet in view: a partial list of Subnets
+    // (a tenant's only) says nothing about what kube-ovn masquerades.
+    if !inv.subnets.iter().any(|s| s.is_default && s.masqueraded) {
+        return out;
+    }
     for cn in cilium {
         for a in cn.addresses.iter().filter(|a| a.role == Role::Ingress) {
             let v6 = a.ip.is_ipv6();

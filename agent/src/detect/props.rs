@@ -32,6 +32,7 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
         host_network: false,
         phase: Some("Running".into()),
         created: None,
+        logical_switch: None,
     }
 }
 

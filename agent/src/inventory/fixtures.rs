@@ -135,6 +135,7 @@ pub(crate) fn pod(name: &str, node: &str, ips: &[&str]) -> Pod {
         host_network: false,
         phase: Some("Running".into()),
         created: None,
+        logical_switch: None,
     }
 }
 
@@ -196,6 +197,7 @@ pub(crate) fn ovn_default(exclude: &[(&str, &str)]) -> Subnet {
             })
             .collect(),
         masqueraded: true,
+        is_default: true,
     }
 }
 

@@ -8,6 +8,7 @@ mod cluster;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod host;
+mod node;
 mod objects;
 
 use std::sync::Arc;
@@ -16,10 +17,8 @@ pub use cluster::{ClusterState, Invalid, SourceStatus};
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
-pub use objects::{
-    CiliumConfig, CiliumNode, InfraAddress, IpRange, IpSource, NodeFacts, Pod, PodIp, Role,
-    SandboxFailure, SandboxRefusal, Source, Subnet, with_refused_addresses,
-};
+pub use node::{CiliumConfig, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses};
+pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
 
 /// Device name Cilium puts its router IP on.
 pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";

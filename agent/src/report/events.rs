@@ -13,7 +13,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use super::{message, traffic::Traffic};
-use crate::detect::{Finding, FindingKind};
+use crate::{
+    detect::{Finding, FindingKind},
+    inventory::IpSource,
+};
 
 /// `reportingController` of every Event ipshadow writes.
 pub const REPORTING_CONTROLLER: &str = "ipshadow.io/agent";
@@ -135,6 +138,13 @@ pub fn desired(
                 warning: true,
                 note: truncate_note(&message::render(f)),
             });
+            continue;
+        }
+        // An address that rests on an annotation alone is no Warning: anyone who
+        // may edit a pod can write one (it stays a finding, marked unconfirmed).
+        if f.site()
+            .is_some_and(|s| s.ip_source == IpSource::Annotation)
+        {
             continue;
         }
         let mine = f.pod_node() == Some(node)

@@ -29,7 +29,7 @@ use ipshadow_tests::{
     lab::{INGRESS, ME, ROUTER},
     netns::{NetNs, delete_leftovers},
     node::SimNode,
-    objects::{cilium_config, pending_pod, pod, subnet},
+    objects::{cilium_config, kube_ovn_ip, pending_pod, pod, subnet},
 };
 
 const TAG: &str = "demo";
@@ -205,6 +205,8 @@ fn run(ui: &Ui) -> bool {
     ];
     for (ns, name, ip, what) in pods {
         let obj = if name == "gateway-0" {
+            // kube-ovn records every allocation in an IP object tenants cannot write.
+            api.apply(Res::KubeOvnIps, kube_ovn_ip(ns, name, ME, ip));
             pending_pod(ns, name, ME, ip)
         } else {
             pod(ns, name, ME, &[ip])

@@ -315,3 +315,41 @@ fn an_ingress_ip_outside_every_masqueraded_subnet_is_the_masquerade_trap() {
         "{healthy:#?}"
     );
 }
+
+#[test]
+fn without_kube_ovns_default_subnet_in_view_nothing_is_said_of_masquerading() {
+    let mut inv = inventory(vec![]);
+    let mut tenant = ovn_default(&[]);
+    tenant.name = "tenant-net".into();
+    tenant.is_default = false;
+    tenant.cidrs = vec![net("10.16.0.0/16")];
+    inv.subnets = Arc::new(vec![tenant]);
+    assert!(
+        !detect(&inv)
+            .iter()
+            .any(|f| f.kind == IngressIpNotMasqueraded)
+    );
+}
+
+#[test]
+fn an_annotated_address_outside_the_subnet_its_annotation_names_is_no_finding() {
+    let mut forged = pod("forged", ME, &["10.244.4.251"]);
+    forged.ips[0].source = IpSource::Annotation;
+    forged.phase = Some("Pending".into());
+    forged.logical_switch = Some("tenant-net".into());
+    let mut inv = inventory(vec![forged.clone()]);
+    let mut tenant = ovn_default(&[]);
+    tenant.name = "tenant-net".into();
+    tenant.cidrs = vec![net("10.16.0.0/16")];
+    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")]), tenant]);
+    assert!(detect(&inv).is_empty(), "{:#?}", detect(&inv));
+    // In the Subnet it names, the same address is a finding (unconfirmed).
+    forged.logical_switch = Some("ovn-default".into());
+    inv.pods = Arc::new(vec![forged]);
+    let f = detect(&inv);
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        f[0].site().map(|s| s.ip_source.clone()),
+        Some(IpSource::Annotation)
+    );
+}

@@ -13,7 +13,9 @@
 //! DaemonSet rollout on thousands of nodes must not become thousands of
 //! consistent reads that go to etcd (before Kubernetes 1.31).
 
+mod annotations;
 mod cache;
+mod confirm;
 mod convert;
 mod lean;
 mod lookup;
@@ -29,7 +31,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
-    core::PartialObjectMeta,
     runtime::watcher,
 };
 use tokio::sync::watch as channel;
@@ -38,8 +39,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use self::{
     cache::Cache,
     convert::{
-        convert_cilium_config, convert_cilium_node, convert_node, convert_node_annotations,
-        convert_pod, convert_subnet,
+        convert_cilium_config, convert_cilium_node, convert_node, convert_pod, convert_subnet,
     },
     lean::LeanCiliumNode,
     lookup::Followed,
@@ -71,6 +71,9 @@ struct State {
     cilium_config: Cache<CiliumConfig>,
     /// kubelet's sandbox refusals of this node's waiting pods, by pod uid.
     sandbox: BTreeMap<String, Vec<SandboxFailure>>,
+    /// The addresses kube-ovn's IP records hold, by pod uid, for this node's
+    /// pods whose finding rests on their annotation.
+    kube_ovn_ips: BTreeMap<String, Vec<std::net::IpAddr>>,
     up: BTreeMap<&'static str, bool>,
     /// Watches whose resource does not exist here (a CRD not installed).
     absent: BTreeSet<&'static str>,
@@ -125,6 +128,7 @@ pub struct ClusterSource {
     state: Shared,
     on_change: OnChange,
     unexplained: Option<channel::Receiver<Arc<Unexplained>>>,
+    findings: Option<channel::Receiver<Arc<Vec<crate::detect::Finding>>>>,
 }
 
 /// Reads what the watches have seen.
@@ -150,6 +154,7 @@ impl ClusterSource {
             state: state.clone(),
             on_change,
             unexplained: None,
+            findings: None,
         };
         let view = ClusterView {
             node: node.to_owned(),
@@ -162,6 +167,17 @@ impl ClusterSource {
     #[must_use]
     pub fn with_cilium_namespace(mut self, namespace: &str) -> Self {
         namespace.clone_into(&mut self.cilium_namespace);
+        self
+    }
+
+    /// Asks kube-ovn's IP record of a pod of this node whose finding rests on
+    /// its annotation alone (see [`confirm`]).
+    #[must_use]
+    pub fn with_confirmations(
+        mut self,
+        findings: channel::Receiver<Arc<Vec<crate::detect::Finding>>>,
+    ) -> Self {
+        self.findings = Some(findings);
         self
     }
 
@@ -231,6 +247,18 @@ impl ClusterSource {
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
         ));
+        if let Some(findings) = self.findings.take() {
+            tasks.spawn(confirm::run(
+                self.client.clone(),
+                (
+                    self.node.clone(),
+                    self.state.clone(),
+                    self.on_change.clone(),
+                ),
+                findings,
+                token.clone(),
+            ));
+        }
         tasks.spawn(sandbox::run(
             self.client.clone(),
             self.state.clone(),
@@ -249,65 +277,6 @@ impl ClusterSource {
         }
         tasks.close();
         tasks.wait().await;
-    }
-}
-
-impl ClusterSource {
-    /// Watches every Node's annotations (metadata only) while the cluster has
-    /// no CiliumNodes, and stops when they appear.
-    fn annotations_without_cilium_nodes(
-        &self,
-        moved: Arc<tokio::sync::Notify>,
-        tasks: TaskTracker,
-        token: CancellationToken,
-    ) -> impl Future<Output = ()> + use<> {
-        let (client, state, on_change) = (
-            self.client.clone(),
-            self.state.clone(),
-            self.on_change.clone(),
-        );
-        async move {
-            let mut running: Option<CancellationToken> = None;
-            loop {
-                let want = wants_annotations(&lock(&state));
-                match (&running, want) {
-                    (None, true) => {
-                        tracing::info!(
-                            "no CiliumNodes: reading Cilium's addresses from every Node's annotations"
-                        );
-                        let stop = token.child_token();
-                        tasks.spawn(watch::run(
-                            Api::<PartialObjectMeta<Node>>::all(client.clone()),
-                            cached(),
-                            "node-annotations",
-                            state.clone(),
-                            on_change.clone(),
-                            |st, ev| st.annotated.apply(ev, convert_node_annotations),
-                            stop.clone(),
-                        ));
-                        running = Some(stop);
-                    }
-                    (Some(stop), false) => {
-                        tracing::info!(
-                            "CiliumNodes present: no longer watching every Node's annotations"
-                        );
-                        stop.cancel();
-                        running = None;
-                        {
-                            let mut st = lock(&state);
-                            st.annotated = Cache::default();
-                            st.up.remove("node-annotations");
-                        }
-                        on_change();
-                    }
-                    _ => {}
-                }
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = moved.notified() => {}
-                }
-            }
-        }
     }
 }
 
@@ -359,6 +328,7 @@ impl ClusterView {
         if !sandbox.is_empty() {
             pods = crate::inventory::with_refused_addresses(&pods, &sandbox);
         }
+        confirm::confirmed(&mut pods, &st.kube_ovn_ips);
         let state = ClusterState {
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),

@@ -39,17 +39,18 @@ const PER_TICK: usize = 3;
 /// Refusals kept per pod (each a distinct Event object).
 const PER_POD: usize = 8;
 
-/// When each waiting pod's Events are read next, and the wait after that.
+/// When each pod's next request is due, and the wait after that: at once,
+/// then after 1, 2, 4, 8 and every 15 minutes while the pod stays wanted.
 #[derive(Default)]
-struct Schedule(BTreeMap<String, (Instant, Duration)>);
+pub(super) struct Schedule(BTreeMap<String, (Instant, Duration)>);
 
 impl Schedule {
-    /// The pods (by uid) due now, at most `PER_TICK`, each scheduled again.
-    fn due(&mut self, waiting: &[&Pod], now: Instant) -> Vec<(String, String)> {
-        self.0
-            .retain(|uid, _| waiting.iter().any(|p| p.uid == *uid));
+    /// Of the pods `wanted` (by uid), those due now, at most `PER_TICK`, each
+    /// scheduled again; pods no longer wanted are forgotten.
+    pub(super) fn due<'a>(&mut self, wanted: &[&'a Pod], now: Instant) -> Vec<&'a Pod> {
+        self.0.retain(|uid, _| wanted.iter().any(|p| p.uid == *uid));
         let mut due = Vec::new();
-        for p in waiting {
+        for p in wanted {
             if due.len() == PER_TICK {
                 break;
             }
@@ -57,7 +58,7 @@ impl Schedule {
             if now >= next {
                 self.0
                     .insert(p.uid.clone(), (now + wait, (wait * 2).min(LONGEST_WAIT)));
-                due.push((p.namespace.clone(), p.uid.clone()));
+                due.push(*p);
             }
         }
         due
@@ -101,7 +102,11 @@ pub(super) async fn run(
         let due = {
             let mut st = lock(&state);
             let waiting: Vec<&Pod> = st.pods_here.values().filter(|p| waiting(p, now)).collect();
-            let due = schedule.due(&waiting, Instant::now());
+            let due: Vec<(String, String)> = schedule
+                .due(&waiting, Instant::now())
+                .into_iter()
+                .map(|p| (p.namespace.clone(), p.uid.clone()))
+                .collect();
             let keep: Vec<String> = waiting.iter().map(|p| p.uid.clone()).collect();
             let before = st.sandbox.len();
             st.sandbox.retain(|uid, _| keep.contains(uid));

@@ -302,12 +302,15 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
     let text = |field: &str| v.pointer(field).and_then(Value::as_str).unwrap_or_default();
     let masqueraded =
         primary && matches!(text("/spec/vpc"), "" | "ovn-cluster") && text("/spec/vlan").is_empty();
+    let is_default =
+        name == "ovn-default" || v.pointer("/spec/default").and_then(Value::as_bool) == Some(true);
     Ok(Subnet {
         name: name.to_owned(),
         primary,
         cidrs,
         exclude,
         masqueraded,
+        is_default,
     })
 }
 

@@ -11,7 +11,7 @@ mod sandbox;
 
 pub use crds::{cilium_node, node_annotations, parse_range, subnet};
 pub use node::{cilium_config, node_facts};
-pub use pod::pod;
+pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 
 /// Longest value quoted back in a warning: annotations can be megabytes.

@@ -7,6 +7,74 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use super::quote;
 use crate::inventory::{Invalid, IpSource, Pod, PodIp};
 
+/// kube-ovn's annotation naming the Subnet a pod's address came from.
+const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
+/// Parts of an IP annotation read at most (a dual-stack value has two).
+const ANNOTATION_PARTS_MAX: usize = 4;
+/// The longest object name Kubernetes allows.
+const NAME_MAX: usize = 253;
+
+/// Adds `raw` as one of the pod's IPs, naming a bad or repeated one.
+fn push_ip(
+    ips: &mut Vec<PodIp>,
+    raw: &str,
+    source: IpSource,
+    field: &str,
+    bad: &mut dyn FnMut(String),
+) {
+    match raw.trim().parse::<IpAddr>() {
+        Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
+        // The API server rejects duplicates: whoever wrote this object is broken.
+        Ok(_) => bad(format!(
+            "{field} {} is listed twice; counted once",
+            quote(raw)
+        )),
+        Err(_) => bad(format!("{field} {} is not an IP address", quote(raw))),
+    }
+}
+
+/// The IPs of the first of `keys` present in `annotations`: one address per
+/// family, of the first few parts (anyone who may edit the pod writes this, and
+/// it can be as long as the API server allows). Returns the Subnet kube-ovn's
+/// annotation names, if any.
+fn annotated_ips(
+    annotations: &std::collections::BTreeMap<String, String>,
+    keys: &[String],
+    ips: &mut Vec<PodIp>,
+    bad: &mut dyn FnMut(String),
+) -> Option<String> {
+    let (key, value) = keys
+        .iter()
+        .find_map(|k| annotations.get(k).map(|v| (k, v)))?;
+    let mut parts = value.split(',').filter(|s| !s.trim().is_empty());
+    for part in parts.by_ref().take(ANNOTATION_PARTS_MAX) {
+        let family = part.trim().parse::<IpAddr>().ok().map(|ip| ip.is_ipv6());
+        if family.is_some_and(|v6| ips.iter().any(|i| i.ip.is_ipv6() == v6)) {
+            bad(format!(
+                "annotation {key} lists a second address of one family ({}); ignored",
+                quote(part)
+            ));
+            continue;
+        }
+        push_ip(
+            ips,
+            part,
+            IpSource::Annotation,
+            &format!("annotation {key}"),
+            bad,
+        );
+    }
+    if parts.next().is_some() {
+        bad(format!(
+            "annotation {key} lists more than {ANNOTATION_PARTS_MAX} parts; the rest ignored"
+        ));
+    }
+    annotations
+        .get(LOGICAL_SWITCH)
+        .filter(|s| !s.is_empty() && s.len() <= NAME_MAX)
+        .cloned()
+}
+
 /// The inventory view of a pod. Its IPs come from `status.podIPs` (or
 /// `status.podIP`), and only when it has none from the first of
 /// `annotation_keys` present (kube-ovn's `ovn.kubernetes.io/ip_address`,
@@ -25,21 +93,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     let spec = p.spec.as_ref();
     let status = p.status.as_ref();
     let mut ips: Vec<PodIp> = Vec::new();
-    let push = |ips: &mut Vec<PodIp>,
-                raw: &str,
-                source: IpSource,
-                field: &str,
-                bad: &mut dyn FnMut(String)| {
-        match raw.trim().parse::<IpAddr>() {
-            Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
-            // The API server rejects duplicates: whoever wrote this object is broken.
-            Ok(_) => bad(format!(
-                "{field} {} is listed twice; counted once",
-                quote(raw)
-            )),
-            Err(_) => bad(format!("{field} {} is not an IP address", quote(raw))),
-        }
-    };
+    let push = push_ip;
     if let Some(status) = status {
         let listed = status.pod_ips.as_deref().unwrap_or_default();
         for (i, pip) in listed.iter().enumerate() {
@@ -71,22 +125,14 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             ips.len()
         ));
     }
-    if !have_status_ips
-        && let Some(annotations) = p.metadata.annotations.as_ref()
-        && let Some((key, value)) = annotation_keys
-            .iter()
-            .find_map(|k| annotations.get(k).map(|v| (k, v)))
-    {
-        for part in value.split(',').filter(|s| !s.trim().is_empty()) {
-            push(
-                &mut ips,
-                part,
-                IpSource::Annotation,
-                &format!("annotation {key}"),
-                &mut bad,
-            );
-        }
-    }
+    let logical_switch = if have_status_ips {
+        None
+    } else {
+        p.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| annotated_ips(a, annotation_keys, &mut ips, &mut bad))
+    };
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
     let phase = status.and_then(|s| s.phase.clone());
     if ips.is_empty() && !host_network && phase.as_deref() == Some("Running") {
@@ -110,5 +156,33 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second()),
+        logical_switch,
     }
+}
+
+/// The addresses kube-ovn's record of an allocation (an `ips.kubeovn.io`
+/// object, named `<pod>.<namespace>`) holds for the pod `namespace/name`:
+/// `spec.v4IpAddress`, `spec.v6IpAddress`, `spec.ipAddress` (comma-separated
+/// for dual stack). Empty when the record is about another pod.
+pub fn kube_ovn_ip(v: &serde_json::Value, namespace: &str, name: &str) -> Vec<IpAddr> {
+    let text = |field: &str| {
+        v.pointer(&format!("/spec/{field}"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    if text("podName") != name || text("namespace") != namespace {
+        return Vec::new();
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    for part in [text("v4IpAddress"), text("v6IpAddress"), text("ipAddress")]
+        .into_iter()
+        .flat_map(|t| t.split(',').take(ANNOTATION_PARTS_MAX))
+    {
+        if let Ok(ip) = part.trim().parse::<IpAddr>()
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
 }

@@ -69,6 +69,53 @@ fn a_bad_annotation_is_reported_by_object_and_cut_short() {
 }
 
 #[test]
+fn a_megabyte_of_addresses_in_the_annotation_keeps_one_per_family_and_stops_early() {
+    let mut problems = vec![];
+    // Tens of thousands of addresses: reading stops after a few parts.
+    let many = (0..120_000)
+        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(many.len() > 1 << 20);
+    let p = k8s_pod(json!({
+        "metadata": {"name": "d", "namespace": "ns", "annotations": {
+            "ovn.kubernetes.io/ip_address": many,
+            "ovn.kubernetes.io/logical_switch": "ovn-default"}},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Pending"}
+    }));
+    let start = std::time::Instant::now();
+    let p = pod(&p, &keys(), &mut problems);
+    let took = start.elapsed();
+    assert_eq!(p.ips.len(), 1, "{:?}", p.ips);
+    assert_eq!(p.logical_switch.as_deref(), Some("ovn-default"));
+    let text: Vec<&str> = problems.iter().map(|p| p.problem.as_str()).collect();
+    assert!(
+        text.iter()
+            .any(|t| t.contains("second address of one family")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|t| t.contains("more than 4 parts")),
+        "{text:?}"
+    );
+    // A bound for a hang, not a timing: quadratic work here took seconds.
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn kube_ovns_ip_record_holds_the_pods_addresses_only_for_that_pod() {
+    let record = json!({"apiVersion": "kubeovn.io/v1", "kind": "IP",
+        "metadata": {"name": "gw.tenant"},
+        "spec": {"podName": "gw", "namespace": "tenant", "ipAddress": "10.244.4.12,fd00::c",
+                 "v4IpAddress": "10.244.4.12", "v6IpAddress": "fd00::c"}});
+    let ips = kube_ovn_ip(&record, "tenant", "gw");
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    assert!(kube_ovn_ip(&record, "tenant", "other").is_empty());
+    assert!(kube_ovn_ip(&json!({"spec": "junk"}), "tenant", "gw").is_empty());
+}
+
+#[test]
 fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
     let mut problems = vec![];
     let v = json!({

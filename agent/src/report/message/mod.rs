@@ -6,10 +6,34 @@ mod ipam;
 
 use std::fmt::Write as _;
 
-use crate::detect::{Cause, Finding, Remedy, Role, Scope};
+use crate::{
+    detect::{Cause, Finding, Remedy, Role, Scope},
+    inventory::IpSource,
+};
 
-/// The full message of a finding: what, why it hurts, and the fix.
+/// The full message of a finding: what, why it hurts, and the fix; for a pod
+/// address read from an annotation, what it rests on.
 pub fn render(f: &Finding) -> String {
+    let mut m = render_cause(f);
+    match f.site().map(|s| (&s.ip_source, &s.pod)) {
+        Some((IpSource::Annotation, _)) => m.push_str(
+            " This rests on the pod's IP annotation alone (kube-ovn's ovn.kubernetes.io/ip_address), \
+             which anyone who may edit the pod can write; kube-ovn's own record of the allocation \
+             does not confirm it: unconfirmed.",
+        ),
+        Some((IpSource::KubeOvnIp, pod)) => {
+            let _ = write!(
+                m,
+                " This rests on kube-ovn's allocation: its record ips.kubeovn.io {}.{} holds the address.",
+                pod.name, pod.namespace
+            );
+        }
+        _ => {}
+    }
+    m
+}
+
+fn render_cause(f: &Finding) -> String {
     match &f.cause {
         Cause::Collision {
             fib,

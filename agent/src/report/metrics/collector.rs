@@ -32,6 +32,7 @@ struct FindingLabels {
     owner_node: String,
     role: &'static str,
     device: String,
+    ip_source: &'static str,
 }
 
 #[derive(EncodeLabelSet)]
@@ -135,6 +136,7 @@ impl Collector for FindingsCollector {
                 owner_node: f.owner.node.clone(),
                 role: f.owner.role.as_str(),
                 device: f.owner.device.clone().unwrap_or_default(),
+                ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
             };
             ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
         }

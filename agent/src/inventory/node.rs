@@ -1,0 +1,95 @@
+//! What kubelet and Cilium report beside the objects: a pod's sandbox
+//! refusals, this node's Node as detection needs it, Cilium's configuration.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{IpSource, Pod, PodIp};
+
+/// What the CNI refused when kubelet could not create a pod's sandbox
+/// (`FailedCreatePodSandBox`), when it is something ipshadow diagnoses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SandboxRefusal {
+    /// Cilium refused the endpoint: "IP <ip> is already in use".
+    AddressInUse(IpAddr),
+    /// The allocator had no address left ("range is full", "No more IPs available").
+    NoAddressLeft,
+}
+
+/// kubelet's report that a pod's sandbox could not be created, and what the
+/// CNI refused (`FailedCreatePodSandBox`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxFailure {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The pod's uid (empty when the Event does not say).
+    pub uid: String,
+    /// What the CNI refused.
+    pub refusal: SandboxRefusal,
+    /// How many times kubelet reported it (the Event's count).
+    pub count: u64,
+    /// kubelet's message, on one line and cut to [`SandboxFailure::MESSAGE_MAX`].
+    pub message: String,
+}
+
+impl SandboxFailure {
+    /// The longest message kept: enough for the CNI's reason, bounded per Event.
+    pub const MESSAGE_MAX: usize = 400;
+
+    /// Whether this failure is about `pod` (by uid where both know it).
+    pub fn is_about(&self, pod: &Pod) -> bool {
+        self.namespace == pod.namespace
+            && self.pod == pod.name
+            && (self.uid.is_empty() || pod.uid.is_empty() || self.uid == pod.uid)
+    }
+}
+
+/// `pods` with, for each pod that has no address yet, the address its
+/// sandbox was refused as already in use (at most one per family): such a pod
+/// shows no IP anywhere else when Cilium's own IPAM gave it the address.
+pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<Pod> {
+    pods.iter()
+        .map(|p| {
+            let mut p = p.clone();
+            if !p.ips.is_empty() {
+                return p;
+            }
+            for f in failures {
+                if let (true, SandboxRefusal::AddressInUse(ip)) = (f.is_about(&p), &f.refusal)
+                    && !p.ips.iter().any(|x| x.ip.is_ipv4() == ip.is_ipv4())
+                {
+                    p.ips.push(PodIp {
+                        ip: *ip,
+                        source: IpSource::Event,
+                    });
+                }
+            }
+            p
+        })
+        .collect()
+}
+
+/// This node's Node as detection needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.podCIDRs` (or `spec.podCIDR`).
+    pub pod_cidrs: Vec<IpNet>,
+    /// `status.allocatable.pods`: how many pods kubelet accepts.
+    pub allocatable_pods: Option<u64>,
+}
+
+/// What detection reads of Cilium's configuration (the `cilium-config` ConfigMap).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CiliumConfig {
+    /// `ipam`: the IPAM mode (`cluster-pool`, `kubernetes`, `multi-pool`, `eni`, …).
+    pub ipam: String,
+    /// `cluster-pool-ipv4-cidr` and `cluster-pool-ipv6-cidr` (several per family, space-separated).
+    pub cluster_pool: Vec<IpNet>,
+}

@@ -1,0 +1,72 @@
+//! Cilium's addresses from every Node's annotations, read only while the
+//! cluster has no CiliumNodes (see [`super::wants_annotations`]).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, core::PartialObjectMeta};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::{
+    ClusterSource, cache::Cache, cached, convert::convert_node_annotations, lock,
+    wants_annotations, watch,
+};
+
+impl ClusterSource {
+    /// Watches every Node's annotations (metadata only) while the cluster has
+    /// no CiliumNodes, and stops when they appear.
+    pub(super) fn annotations_without_cilium_nodes(
+        &self,
+        moved: Arc<tokio::sync::Notify>,
+        tasks: TaskTracker,
+        token: CancellationToken,
+    ) -> impl Future<Output = ()> + use<> {
+        let (client, state, on_change) = (
+            self.client.clone(),
+            self.state.clone(),
+            self.on_change.clone(),
+        );
+        async move {
+            let mut running: Option<CancellationToken> = None;
+            loop {
+                let want = wants_annotations(&lock(&state));
+                match (&running, want) {
+                    (None, true) => {
+                        tracing::info!(
+                            "no CiliumNodes: reading Cilium's addresses from every Node's annotations"
+                        );
+                        let stop = token.child_token();
+                        tasks.spawn(watch::run(
+                            Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                            cached(),
+                            "node-annotations",
+                            state.clone(),
+                            on_change.clone(),
+                            |st, ev| st.annotated.apply(ev, convert_node_annotations),
+                            stop.clone(),
+                        ));
+                        running = Some(stop);
+                    }
+                    (Some(stop), false) => {
+                        tracing::info!(
+                            "CiliumNodes present: no longer watching every Node's annotations"
+                        );
+                        stop.cancel();
+                        running = None;
+                        {
+                            let mut st = lock(&state);
+                            st.annotated = Cache::default();
+                            st.up.remove("node-annotations");
+                        }
+                        on_change();
+                    }
+                    _ => {}
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = moved.notified() => {}
+                }
+            }
+        }
+    }
+}
