@@ -48,9 +48,34 @@ fn every_malformed_object_is_named_counted_and_survived() {
     pod["metadata"]["annotations"]["ovn.kubernetes.io/ip_address"] = json!(annotation);
     write_list(&megabyte, vec![pod]);
 
+    // Bounded work per object: lists far longer than any real object, each cap named.
+    let thousand = dir.join("ciliumnodes--cn-thousand-addresses.json");
+    let addresses: Vec<_> = (0..1000)
+        .map(|i| json!({"type": "CiliumInternalIP", "ip": format!("10.250.{}.{}", i / 250, i % 250 + 1)}))
+        .collect();
+    write_list(
+        &thousand,
+        vec![json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+                    "metadata": {"name": "cn-thousand-addresses"}, "spec": {"addresses": addresses}})],
+    );
+    let excludes = dir.join("subnets--subnet-ten-thousand-excludes.json");
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("10.16.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    write_list(
+        &excludes,
+        vec![json!({"apiVersion": "kubeovn.io/v1", "kind": "Subnet",
+                    "metadata": {"name": "subnet-ten-thousand-excludes"},
+                    "spec": {"cidrBlock": "10.16.0.0/16", "excludeIps": many}})],
+    );
+    // One object twice in a file: warned about once.
+    let twice = dir.join("pods--pod-listed-twice.json");
+    let p = ipshadow_tests::objects::pod("tenant", "pod-listed-twice", ME, &["10.244.7.7"]);
+    write_list(&twice, vec![p.clone(), p]);
+
     let mut cases = corpus();
     assert!(cases.len() >= 10, "the corpus is gone: {cases:?}");
-    cases.push(megabyte);
+    cases.extend([megabyte, thousand, excludes, twice]);
     let mut report = Vec::new();
     for file in &cases {
         let stem = file.file_stem().unwrap().to_str().unwrap();

@@ -56,6 +56,15 @@ pub async fn watch(
     }
     let ips = watch_set(&report.findings, &report.node, &BTreeSet::new());
     observer.sync(&ips)?;
+    // The kernel may be short of memory for a burst of new entries: try again
+    // after a growing wait (1+2+…+50 ms at most), not a busy loop.
+    for wait in 1..=50 {
+        if *observer.watched() == ips {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        observer.sync(&ips)?;
+    }
     tracing::info!(
         ips = ips.len(),
         interface = LOOPBACK,

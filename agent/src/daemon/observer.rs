@@ -122,13 +122,22 @@ impl ObserverTask {
         let mut next_counters = tokio::time::Instant::now() + self.counters_every;
         let mut publisher_gone = false;
         let samples = self.samples.take();
+        // While the kernel refused a new entry (ENOMEM), the sync is tried again
+        // after a wait that doubles from 1 ms to 1 s: never a sleep on the runtime.
+        let mut retry: Option<(tokio::time::Instant, Duration)> = None;
         loop {
             let watching = !self.observer.watched().is_empty();
             tokio::select! {
                 () = token.cancelled() => break,
                 changed = self.findings.changed(), if !publisher_gone => {
                     publisher_gone = changed.is_err();
-                    let removed = self.sync();
+                    let (removed, short) = self.sync();
+                    retry = short.then(|| Self::later(None));
+                    self.refresh(&removed);
+                }
+                () = tokio::time::sleep_until(retry.map_or_else(tokio::time::Instant::now, |r| r.0)), if retry.is_some() => {
+                    let (removed, short) = self.sync();
+                    retry = short.then(|| Self::later(retry.map(|r| r.1)));
                     self.refresh(&removed);
                 }
                 r = readable(samples.as_ref()) => {
@@ -151,16 +160,28 @@ impl ObserverTask {
     }
 
     /// Makes the kernel's SHADOWED map equal to the IPs of the current findings
-    /// and the addresses a pod elsewhere could hold; the last counters of the IPs removed.
-    fn sync(&mut self) -> BTreeMap<IpAddr, Counters> {
+    /// and the addresses a pod elsewhere could hold; the last counters of the IPs
+    /// removed, and whether some are still to add (the kernel was short of memory).
+    fn sync(&mut self) -> (BTreeMap<IpAddr, Counters>, bool) {
         let want = {
             let p = self.findings.borrow();
             watch_set(&p.findings, &self.node, &p.claimable)
         };
-        self.observer.sync(&want).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "updating the eBPF map failed");
-            BTreeMap::new()
-        })
+        match self.observer.sync(&want) {
+            Ok(removed) => (removed, *self.observer.watched() != want),
+            Err(e) => {
+                tracing::warn!(error = %e, "updating the eBPF map failed");
+                (BTreeMap::new(), false)
+            }
+        }
+    }
+
+    /// When to try a short sync again, after `last` wait.
+    fn later(last: Option<Duration>) -> (tokio::time::Instant, Duration) {
+        let wait = last.map_or(Duration::from_millis(1), |w| {
+            (w * 2).min(Duration::from_secs(1))
+        });
+        (tokio::time::Instant::now() + wait, wait)
     }
 
     fn drain_samples(&mut self) {

@@ -240,10 +240,14 @@ impl ReconcileLoop {
         true
     }
 
-    /// Counts each distinct malformed object or field once, and warns about it once.
+    /// Counts each distinct malformed object or field once while it lasts, and
+    /// warns about it once. Only the problems of the current input are kept: a
+    /// problem fixed and made again is news; the set never outgrows the input.
     fn count_invalid(&mut self, invalid: &[Invalid]) {
-        for bad in invalid {
-            if self.seen_invalid.insert(bad.clone()) {
+        let current: HashSet<Invalid> = invalid.iter().cloned().collect();
+        let before = std::mem::take(&mut self.seen_invalid);
+        for bad in &current {
+            if !before.contains(bad) {
                 tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
                 self.metrics
                     .invalid_objects
@@ -253,6 +257,7 @@ impl ReconcileLoop {
                     .inc();
             }
         }
+        self.seen_invalid = current;
     }
 }
 

@@ -84,6 +84,9 @@ impl Observer {
 
     /// Makes the watched set equal to `want`: new IPs start at zero, IPs no
     /// longer wanted are removed. Returns the last counters of the removed ones.
+    /// When the kernel has no memory for a new entry yet (ENOMEM), the rest are
+    /// left out: the watched set is then short of `want`, and the caller tries
+    /// again a little later rather than blocking here.
     pub fn sync(&mut self, want: &BTreeSet<IpAddr>) -> Result<BTreeMap<IpAddr, Counters>> {
         let mut last = BTreeMap::new();
         let gone: Vec<IpAddr> = self.watched.difference(want).copied().collect();
@@ -113,7 +116,9 @@ impl Observer {
         let new: Vec<IpAddr> = want.difference(&self.watched).copied().collect();
         let mut changed = BTreeSet::new();
         for ip in new {
-            insert_retrying(&mut self.shadowed, ip, self.cpus)?;
+            if !insert(&mut self.shadowed, ip, self.cpus)? {
+                break;
+            }
             self.watched.insert(ip);
             changed.extend(self.filter.update(ip, true));
         }
@@ -189,39 +194,31 @@ impl std::fmt::Debug for Observer {
     }
 }
 
-/// Inserts into SHADOWED, retrying briefly on ENOMEM: the kernel allocates a
+/// Inserts into SHADOWED; `false` on ENOMEM: the kernel allocates a
 /// non-preallocated entry's per-CPU value without sleeping, from chunks it
 /// refills in the background, so a burst of inserts can run ahead of it.
-fn insert_retrying(
+fn insert(
     map: &mut PerCpuHashMap<MapData, IpKey, IpCounters>,
     ip: IpAddr,
     cpus: usize,
-) -> Result<()> {
-    const ATTEMPTS: u32 = 50;
-    let mut attempt = 0;
-    loop {
-        let zeros =
-            PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
-                Error::Cpus {
-                    what: "per-CPU values",
-                    source,
-                }
-            })?;
-        match map.insert(key(ip), zeros, 0) {
-            Ok(()) => return Ok(()),
-            Err(aya::maps::MapError::SyscallError(e))
-                if e.io_error.raw_os_error() == Some(libc::ENOMEM) && attempt < ATTEMPTS =>
-            {
-                attempt += 1;
-                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt)));
-            }
-            Err(source) => {
-                return Err(Error::Map {
-                    action: "adding to SHADOWED",
-                    ip,
-                    source,
-                });
-            }
+) -> Result<bool> {
+    let zeros = PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
+        Error::Cpus {
+            what: "per-CPU values",
+            source,
         }
+    })?;
+    match map.insert(key(ip), zeros, 0) {
+        Ok(()) => Ok(true),
+        Err(aya::maps::MapError::SyscallError(e))
+            if e.io_error.raw_os_error() == Some(libc::ENOMEM) =>
+        {
+            Ok(false)
+        }
+        Err(source) => Err(Error::Map {
+            action: "adding to SHADOWED",
+            ip,
+            source,
+        }),
     }
 }

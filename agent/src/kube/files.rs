@@ -128,8 +128,13 @@ pub fn pods(
     problems: &mut Vec<Invalid>,
 ) -> Result<Vec<Pod>> {
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for_each_item(path, "pods", |i, item| {
         let object = object_name(&item, i);
+        if !seen.insert(object.clone()) {
+            problems.push(listed_twice("pods", object));
+            return;
+        }
         match serde_json::from_value::<K8sPod>(item) {
             Ok(p) => out.push(objects::pod(&p, annotation_keys, problems)),
             Err(e) => problems.push(Invalid {
@@ -224,16 +229,35 @@ fn named<T>(
     convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
-    for_each_item(path, resource, |i, item| match convert(&item, problems) {
-        Ok(v) => out.push(v),
-        Err(mut e) => {
-            if e.object == "(unnamed)" {
-                e.object = object_name(&item, i);
+    let mut seen = std::collections::HashSet::new();
+    for_each_item(path, resource, |i, item| {
+        let object = object_name(&item, i);
+        if !seen.insert(object.clone()) {
+            problems.push(listed_twice(resource, object));
+            return;
+        }
+        match convert(&item, problems) {
+            Ok(v) => out.push(v),
+            Err(mut e) => {
+                if e.object == "(unnamed)" {
+                    e.object = object;
+                }
+                problems.push(e);
             }
-            problems.push(e);
         }
     })?;
     Ok(out)
+}
+
+/// The warning for a second copy of an object in one file (named once however
+/// many copies there are: warnings are counted per distinct problem).
+fn listed_twice(resource: &'static str, object: String) -> Invalid {
+    Invalid {
+        // `subnets.kubeovn.io` is `subnets` in warnings and metrics.
+        resource: resource.split('.').next().unwrap_or(resource),
+        object,
+        problem: "is listed more than once in the file; the first is used".to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::quote;
+use super::{capped, caps, quote};
 use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
@@ -68,6 +68,7 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
     match v.pointer("/spec/ipam/pools/allocated") {
         None | Some(Value::Null) => {}
         Some(Value::Array(pools)) => {
+            let pools = capped(pools, caps::CIDRS, "spec.ipam.pools.allocated", &mut bad);
             for (i, p) in pools.iter().enumerate() {
                 let field = format!("spec.ipam.pools.allocated[{i}].cidrs");
                 let cidrs = cidr_list(p.get("cidrs"), &field, &mut bad);
@@ -92,6 +93,7 @@ fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String))
     match v.pointer("/spec/addresses") {
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
+            let addrs = capped(addrs, caps::ADDRESSES, "spec.addresses", bad);
             for (i, a) in addrs.iter().enumerate() {
                 match a.get("type").and_then(Value::as_str) {
                     Some("CiliumInternalIP") => {}
@@ -126,7 +128,14 @@ fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String
     match v.pointer("/status/ipam/used") {
         None | Some(Value::Null) => false,
         Some(Value::Object(used)) => {
-            for (key, entry) in used {
+            if used.len() > caps::IPAM_USED {
+                bad(format!(
+                    "status.ipam.used has {} entries; only the first {} are read",
+                    used.len(),
+                    caps::IPAM_USED
+                ));
+            }
+            for (key, entry) in used.iter().take(caps::IPAM_USED) {
                 let role = match entry.get("owner").and_then(Value::as_str) {
                     Some("router") => Role::Router,
                     Some("health") => Role::Health,
@@ -157,6 +166,7 @@ fn cidr_list(v: Option<&Value>, field: &str, bad: &mut dyn FnMut(String)) -> Vec
     match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(cidrs)) => {
+            let cidrs = capped(cidrs, caps::CIDRS, field, bad);
             for (i, c) in cidrs.iter().enumerate() {
                 match c.as_str().map(|t| t.trim().parse::<IpNet>()) {
                     Some(Ok(net)) => out.push(net.trunc()),
@@ -280,6 +290,8 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
     match v.pointer("/spec/excludeIps") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
+            let mut cut = |problem: String| problems.push(invalid(problem));
+            let items = capped(items, caps::EXCLUDE_IPS, "spec.excludeIps", &mut cut);
             for (i, item) in items.iter().enumerate() {
                 match item.as_str().and_then(parse_range) {
                     Some(r) => exclude.push(r),

@@ -14,6 +14,39 @@ pub use node::{cilium_config, node_facts};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 
+/// Entries read of one list in an object at most; each cap named in a warning.
+pub(crate) mod caps {
+    /// `CiliumNode.spec.addresses` (a node has a handful).
+    pub(crate) const ADDRESSES: usize = 64;
+    /// CIDRs of one field (`podCIDRs`, a pool's `cidrs`, `pools.allocated`).
+    pub(crate) const CIDRS: usize = 64;
+    /// `CiliumNode.status.ipam.used` entries (an ENI node has hundreds).
+    pub(crate) const IPAM_USED: usize = 8192;
+    /// `Subnet.spec.excludeIps` entries.
+    pub(crate) const EXCLUDE_IPS: usize = 4096;
+    /// `Pod.status.podIPs` (one per family in a sane object).
+    pub(crate) const POD_IPS: usize = 8;
+}
+
+/// At most `max` of `items`, the cut named in `bad`: bounded work per object
+/// from outside, whatever its size.
+pub(crate) fn capped<'a, T>(
+    items: &'a [T],
+    max: usize,
+    field: &str,
+    bad: &mut dyn FnMut(String),
+) -> &'a [T] {
+    if items.len() > max {
+        bad(format!(
+            "{field} has {} entries; only the first {max} are read",
+            items.len()
+        ));
+        &items[..max]
+    } else {
+        items
+    }
+}
+
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;
 

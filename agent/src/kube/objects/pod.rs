@@ -96,6 +96,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     let push = push_ip;
     if let Some(status) = status {
         let listed = status.pod_ips.as_deref().unwrap_or_default();
+        let listed = super::capped(listed, super::caps::POD_IPS, "status.podIPs", &mut bad);
         for (i, pip) in listed.iter().enumerate() {
             push(
                 &mut ips,
