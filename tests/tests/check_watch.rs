@@ -223,3 +223,68 @@ fn without_ebpf_detection_is_unchanged() {
     assert_eq!(required.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&required.stderr).contains("--ebpf=required"));
 }
+
+#[test]
+fn a_running_agents_filter_survives_a_check_that_would_attach_beside_it() {
+    if !can_run_netns_tests("a_running_agents_filter_survives_a_check") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("wlive", ROUTER);
+    let (_dir, pods, cns) = inputs("live");
+    for mode in attach_modes("a_running_agents_filter_survives_a_check") {
+        let agent = ipshadow_tests::agent::AgentProc::spawn(
+            &sim.node,
+            &[
+                "--node",
+                ME,
+                "--pods",
+                pods.to_str().unwrap(),
+                "--ciliumnodes",
+                cns.to_str().unwrap(),
+                "--tc-attach",
+                mode,
+            ],
+        );
+        agent.wait_ready(&sim.node);
+        assert_eq!(attached_programs(&sim.node, "lo", PROGRAM), 1, "{mode}");
+        let out = check_cmd(
+            &sim.node,
+            &pods,
+            &cns,
+            &["--watch-seconds", "5", "--tc-attach", "netlink"],
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // check says why it watches nothing, still reports the findings, and leaves the agent's filter.
+        assert!(
+            stderr.contains("does not attach over it"),
+            "{mode}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{mode}: {stderr}");
+        assert_eq!(json(&out)["findings"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            attached_programs(&sim.node, "lo", PROGRAM),
+            1,
+            "{mode}: the agent's filter is gone"
+        );
+        // And it still sees the host's traffic.
+        probe(&sim.node, 3, 5432);
+        let counted =
+            ipshadow_tests::agent::AgentProc::wait_metrics(&sim.node, ipshadow_tests::HANG, |m| {
+                ipshadow_tests::http::sample(
+                    m,
+                    "ipshadow_refused_connections_total",
+                    &[("pod", "postgres-0")],
+                )
+                .is_some_and(|n| n >= 3.0)
+            });
+        assert!(
+            counted.is_some(),
+            "{mode}: the agent's classifier stopped counting"
+        );
+        let (status, _) = agent.terminate();
+        assert!(status.success());
+        assert_eq!(attached_programs(&sim.node, "lo", PROGRAM), 0, "{mode}");
+    }
+}

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use ipshadow::ebpf::{AttachMode, Observer};
+use ipshadow::ebpf::{AttachMode, Observer, Ownership};
 use ipshadow_tests::{
     can_run_netns_tests, kernel_at_least,
     lab::ROUTER,
@@ -46,7 +46,7 @@ fn counts_syns_rsts_and_samples(mode: AttachMode) {
     let inside = ns.enter();
     let mut obs = Observer::load().unwrap();
     assert_eq!(
-        obs.attach("lo", mode).unwrap(),
+        obs.attach("lo", mode, Ownership::Shared).unwrap(),
         0,
         "nothing stale in a fresh namespace"
     );
@@ -127,7 +127,7 @@ fn a_udp_flood_is_rate_limited_in_the_kernel() {
     let ns = node_with_router_ip("ebpfrl");
     let _inside = ns.enter();
     let mut obs = Observer::load().unwrap();
-    obs.attach("lo", AttachMode::Auto).unwrap();
+    obs.attach("lo", AttachMode::Auto, Ownership::Shared).unwrap();
     let router: IpAddr = ROUTER.parse().unwrap();
     obs.watch(router).unwrap();
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -42,7 +42,7 @@ pub async fn watch(
     window: Duration,
     args: &ebpf::Args,
 ) -> Result<Outcome, ebpf::Error> {
-    let (mut observer, stale) = match ebpf::start(args)? {
+    let (mut observer, stale) = match ebpf::start(args, ebpf::Ownership::Exclusive)? {
         Started::Attached { observer, stale } => (observer, stale),
         Started::Off => return Ok(Outcome::Off),
         Started::Unavailable(e) => return Ok(Outcome::Unavailable(e)),

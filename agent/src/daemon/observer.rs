@@ -73,7 +73,7 @@ impl ObserverTask {
         findings: watch::Receiver<Published>,
         (traffic, unexplained): (watch::Sender<Arc<Traffic>>, watch::Sender<Arc<Unexplained>>),
     ) -> ebpf::Result<Option<Self>> {
-        let observer = match ebpf::start(&args.ebpf)? {
+        let observer = match ebpf::start(&args.ebpf, ebpf::Ownership::Shared)? {
             Started::Attached { observer, stale } => {
                 if stale > 0 {
                     tracing::warn!(

@@ -18,7 +18,10 @@ pub mod decode;
 #[cfg(feature = "bench")]
 mod floor;
 mod observer;
+mod owner;
 mod prefilter;
+
+pub use owner::Ownership;
 
 use std::net::IpAddr;
 
@@ -105,6 +108,26 @@ pub enum Error {
         #[source]
         source: aya::maps::MapError,
     },
+    /// Another live ipshadow process has its classifier on the interface.
+    #[error(
+        "another ipshadow process (the agent, or another check) has its classifier on {iface} in \
+         this network namespace; check does not attach over it. The agent's traffic evidence is in \
+         its metrics (ipshadow_blackholed_packets_total) and Events; or run check without \
+         --watch-seconds"
+    )]
+    Busy {
+        /// The interface.
+        iface: &'static str,
+    },
+    /// The claim on the interface could not be taken.
+    #[error("claiming {iface}'s classifier (an abstract Unix socket) failed: {source}")]
+    Claim {
+        /// The interface.
+        iface: &'static str,
+        /// What the kernel said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The possible CPUs could not be counted.
     #[error("counting possible CPUs failed ({what}): {source}")]
     Cpus {
@@ -173,12 +196,12 @@ pub enum Started {
 
 /// Loads and attaches the observer on [`LOOPBACK`] as `args` say. `Err` only
 /// in `required` mode.
-pub fn start(args: &Args) -> Result<Started> {
+pub fn start(args: &Args, ownership: Ownership) -> Result<Started> {
     if args.mode == Mode::Off {
         return Ok(Started::Off);
     }
     let attached = Observer::load().and_then(|mut observer| {
-        let stale = observer.attach(LOOPBACK, args.tc_attach)?;
+        let stale = observer.attach(LOOPBACK, args.tc_attach, ownership)?;
         Ok(Started::Attached {
             observer: Box::new(observer),
             stale,

@@ -13,8 +13,9 @@ use aya::{
 use ipshadow_common::{FILTER_MAP, IpCounters, IpKey, SAMPLES_MAP, SHADOWED_MAP};
 
 use super::{
-    AttachMode, Error, ProgramStats, Result, attach_options, classifier, decode, key, load_object,
-    prefilter::Prefilter, program_stats, remove_stale_filters, take_map,
+    AttachMode, Error, Ownership, ProgramStats, Result, attach_options, classifier, decode, key,
+    load_object, owner::OwnerLock, prefilter::Prefilter, program_stats, remove_stale_filters,
+    take_map,
 };
 use crate::report::{evidence::Sample, traffic::Counters};
 
@@ -28,6 +29,8 @@ pub struct Observer {
     cpus: usize,
     /// Attached as a legacy tc filter (removing it at exit needs CAP_NET_ADMIN).
     legacy: bool,
+    /// The claim on the interface, when this process is its owner.
+    owner: Option<OwnerLock>,
 }
 
 impl Observer {
@@ -52,13 +55,32 @@ impl Observer {
             watched: BTreeSet::new(),
             cpus,
             legacy: false,
+            owner: None,
         })
     }
 
-    /// Attaches to the ingress of `iface`, first removing legacy tc filters an
-    /// earlier ipshadow left there when it was killed. Returns how many it removed.
-    pub fn attach(&mut self, iface: &str, mode: AttachMode) -> Result<usize> {
-        let stale = remove_stale_filters(iface)?;
+    /// Attaches to the ingress of `iface`. As its owner (no live ipshadow holds
+    /// the claim) it first removes the legacy tc filters an earlier ipshadow left
+    /// there when it was killed, and returns how many; beside a live owner it
+    /// removes nothing, and `Exclusive` refuses to attach at all.
+    pub fn attach(
+        &mut self,
+        iface: &'static str,
+        mode: AttachMode,
+        ownership: Ownership,
+    ) -> Result<usize> {
+        self.owner = OwnerLock::acquire(iface).map_err(|source| Error::Claim { iface, source })?;
+        let stale = match (&self.owner, ownership) {
+            (Some(_), _) => remove_stale_filters(iface)?,
+            (None, Ownership::Exclusive) => return Err(Error::Busy { iface }),
+            (None, Ownership::Shared) => {
+                tracing::warn!(
+                    iface,
+                    "another ipshadow process has its classifier on this interface; attaching beside it, removing no filter"
+                );
+                0
+            }
+        };
         let options = attach_options(iface, mode);
         self.legacy = matches!(options, TcAttachOptions::Netlink(_));
         classifier(&mut self.ebpf)?

@@ -61,7 +61,7 @@ use std::{
     time::Duration,
 };
 
-use ipshadow::ebpf::{AttachMode, Floor, Observer};
+use ipshadow::ebpf::{AttachMode, Floor, Observer, Ownership};
 use ipshadow_tests::{agent::AgentProc, netns::NetNs};
 use serde_json::{Value, json};
 
@@ -224,7 +224,7 @@ fn connection_rate(ns: &NetNs) -> serde_json::Value {
         let observer = {
             let _inside = ns.enter();
             let mut o = Observer::load().unwrap();
-            o.attach("lo", AttachMode::Auto).unwrap();
+            o.attach("lo", AttachMode::Auto, Ownership::Shared).unwrap();
             o.sync(&filler(10_000)).unwrap();
             o
         };
@@ -462,7 +462,7 @@ fn ebpf(out_path: &std::path::Path) {
                 _ => {
                     let _inside = ns.enter();
                     let mut o = Observer::load().unwrap();
-                    o.attach("lo", AttachMode::Auto).unwrap();
+                    o.attach("lo", AttachMode::Auto, Ownership::Shared).unwrap();
                     let mut want = match config {
                         Config::OneEntry => filler(1),
                         Config::Thousand => filler(1_000),
