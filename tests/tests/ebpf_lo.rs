@@ -127,7 +127,8 @@ fn a_udp_flood_is_rate_limited_in_the_kernel() {
     let ns = node_with_router_ip("ebpfrl");
     let _inside = ns.enter();
     let mut obs = Observer::load().unwrap();
-    obs.attach("lo", AttachMode::Auto, Ownership::Shared).unwrap();
+    obs.attach("lo", AttachMode::Auto, Ownership::Shared)
+        .unwrap();
     let router: IpAddr = ROUTER.parse().unwrap();
     obs.watch(router).unwrap();
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -142,4 +143,77 @@ fn a_udp_flood_is_rate_limited_in_the_kernel() {
     assert!(c.samples_sent <= 2 * 16 * cpus, "{c:?}");
     assert_eq!(c.samples_sent + c.samples_dropped, 2000, "{c:?}");
     assert_eq!(obs.drain_samples().0.len() as u64, c.samples_sent);
+}
+
+/// The router's IPv6 address in these tests.
+const ROUTER6: &str = "fd00:10:244:4::1f";
+
+#[test]
+fn fragments_extension_headers_and_gso_are_counted_as_on_the_wire() {
+    if !can_run_netns_tests("fragments_extension_headers_and_gso_are_counted_as_on_the_wire") {
+        return;
+    }
+    let ns = node_with_router_ip("ebpffrag");
+    ns.ip(&[
+        "addr",
+        "add",
+        &format!("{ROUTER6}/128"),
+        "dev",
+        "cilium_host",
+        "nodad",
+    ]);
+    // An Ethernet-sized MTU on lo: big datagrams are fragmented, TCP is sent as
+    // GSO super-packets of many MSS-sized segments.
+    ns.ip(&["link", "set", "lo", "mtu", "1500"]);
+    let _inside = ns.enter();
+    let mut obs = Observer::load().unwrap();
+    obs.attach("lo", AttachMode::Auto, Ownership::Shared)
+        .unwrap();
+    let (v4, v6): (IpAddr, IpAddr) = (ROUTER.parse().unwrap(), ROUTER6.parse().unwrap());
+    obs.watch(v4).unwrap();
+    obs.watch(v6).unwrap();
+
+    // One 4,000-byte UDP datagram each way: 3 fragments on the wire, one UDP
+    // header (the others carry payload where a header would be).
+    let big = vec![0x5a_u8; 4000];
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.send_to(&big, (ROUTER, 53)).unwrap();
+    let sock6 = std::net::UdpSocket::bind("[::1]:0").unwrap();
+    sock6.send_to(&big, (ROUTER6, 53)).unwrap();
+    for ip in [v4, v6] {
+        let c = obs.counters(ip).unwrap().unwrap();
+        assert_eq!((c.packets, c.udp, c.icmp), (3, 1, 0), "{ip}: {c:?}");
+        // Only the first fragment is a flow to sample.
+        assert_eq!(c.samples_sent + c.samples_dropped, 1, "{ip}: {c:?}");
+    }
+    let (samples, bad) = obs.drain_samples();
+    assert_eq!(bad, 0);
+    assert!(
+        samples.iter().all(|s| s.dport == 53 && s.protocol == "udp"),
+        "{samples:?}"
+    );
+
+    // A megabyte over TCP to the router IP: counted in segments, not skbs.
+    let server = std::net::TcpListener::bind((ROUTER, 7000)).unwrap();
+    let sink = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        std::io::copy(&mut s, &mut std::io::sink()).unwrap()
+    });
+    let before = obs.counters(v4).unwrap().unwrap();
+    let client = std::net::TcpStream::connect((ROUTER, 7000)).unwrap();
+    {
+        use std::io::Write as _;
+        let mut client = client;
+        client.write_all(&vec![7u8; 1 << 20]).unwrap();
+    }
+    let got = sink.join().unwrap();
+    assert_eq!(got, 1 << 20);
+    let c = obs.counters(v4).unwrap().unwrap();
+    let packets = c.packets - before.packets;
+    // At least one packet per MSS-sized segment (the ACKs, from the router IP
+    // to itself, come on top).
+    assert!(
+        packets >= (1 << 20) / 1500,
+        "{packets} packets counted for 1 MiB at MTU 1500: GSO super-packets counted as one"
+    );
 }

@@ -35,6 +35,16 @@ const IPPROTO_ICMPV6: u8 = 58;
 const TCP_FLAG_SYN: u8 = 0x02;
 const TCP_FLAG_RST: u8 = 0x04;
 const TCP_FLAG_ACK: u8 = 0x10;
+/// IPv6's "no next header": what the parser reports when the packet carries no
+/// layer-4 header it can read (a non-first fragment, too many extension
+/// headers), so it is counted as "other" and never read as TCP, UDP or ICMP.
+const NO_L4: u8 = 59;
+/// IPv6 extension headers walked at most.
+const IPV6_EXT_MAX: usize = 4;
+/// Bytes of headers the parser reads directly: Ethernet and the largest IPv4 header.
+const HEADERS_LEN: u32 = 14 + 60;
+/// The IPv4 fragment offset in the flags-and-offset field.
+const IPV4_FRAG_OFFSET: u16 = 0x1fff;
 
 /// Not preallocated: a preallocated per-CPU hash reserves max_entries × value ×
 /// CPUs of kernel memory up front (~800 MiB on a 64-CPU node); entries are only
@@ -84,8 +94,22 @@ fn at<T: Copy>(ctx: &TcContext, off: usize) -> Result<T, i64> {
     Ok(unsafe { core::ptr::read_unaligned((start + off) as *const T) })
 }
 
+/// The packet's addresses and layer 4, read directly; when its headers are not
+/// all in the linear part of the skb, pulled there once and read again.
 #[inline(always)]
 fn parse_l3(ctx: &TcContext) -> Result<L3, i64> {
+    match parse_l3_linear(ctx) {
+        Ok(l3) => Ok(l3),
+        Err(_) if ctx.len() > HEADERS_LEN - 60 => {
+            let _ = ctx.pull_data(HEADERS_LEN.min(ctx.len()));
+            parse_l3_linear(ctx)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[inline(always)]
+fn parse_l3_linear(ctx: &TcContext) -> Result<L3, i64> {
     let ethertype = u16::from_be(at::<u16>(ctx, 12)?);
     match ethertype {
         ETH_P_IP => {
@@ -94,22 +118,70 @@ fn parse_l3(ctx: &TcContext) -> Result<L3, i64> {
             if ihl < 20 {
                 return Err(-1);
             }
+            // A non-first fragment carries payload where the L4 header would be.
+            let frag = u16::from_be(at::<u16>(ctx, ETH_HLEN + 6)?);
+            let proto = if frag & IPV4_FRAG_OFFSET == 0 {
+                at(ctx, ETH_HLEN + 9)?
+            } else {
+                NO_L4
+            };
             Ok(L3 {
-                proto: at(ctx, ETH_HLEN + 9)?,
+                proto,
                 src: IpKey::from_v4_octets(at::<[u8; 4]>(ctx, ETH_HLEN + 12)?),
                 dst: IpKey::from_v4_octets(at::<[u8; 4]>(ctx, ETH_HLEN + 16)?),
                 l4_off: ETH_HLEN + ihl,
             })
         }
-        ETH_P_IPV6 => Ok(L3 {
-            // Extension headers are not walked: such packets count as "other".
-            proto: at(ctx, ETH_HLEN + 6)?,
-            src: IpKey::from_v6_octets(at::<[u8; 16]>(ctx, ETH_HLEN + 8)?),
-            dst: IpKey::from_v6_octets(at::<[u8; 16]>(ctx, ETH_HLEN + 24)?),
-            l4_off: ETH_HLEN + 40,
-        }),
+        ETH_P_IPV6 => {
+            let mut l3 = L3 {
+                proto: at(ctx, ETH_HLEN + 6)?,
+                src: IpKey::from_v6_octets(at::<[u8; 16]>(ctx, ETH_HLEN + 8)?),
+                dst: IpKey::from_v6_octets(at::<[u8; 16]>(ctx, ETH_HLEN + 24)?),
+                l4_off: ETH_HLEN + 40,
+            };
+            if is_ipv6_ext(l3.proto) {
+                walk_ipv6_ext(ctx, &mut l3);
+            }
+            Ok(l3)
+        }
         _ => Err(-1),
     }
+}
+
+#[inline(always)]
+fn is_ipv6_ext(next: u8) -> bool {
+    // Hop-by-hop, routing, fragment, AH, destination options.
+    matches!(next, 0 | 43 | 44 | 51 | 60)
+}
+
+/// Follows IPv6 extension headers to the layer-4 header, at most
+/// [`IPV6_EXT_MAX`] of them (read with the helper: the offsets come from the
+/// packet). A non-first fragment, or a chain longer than that, is "other".
+#[inline(always)]
+fn walk_ipv6_ext(ctx: &TcContext, l3: &mut L3) {
+    for _ in 0..IPV6_EXT_MAX {
+        let Ok(h) = ctx.load::<[u8; 4]>(l3.l4_off) else {
+            l3.proto = NO_L4;
+            return;
+        };
+        let next = h[0];
+        match l3.proto {
+            44 => {
+                l3.l4_off += 8;
+                if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
+                    l3.proto = NO_L4;
+                    return;
+                }
+            }
+            51 => l3.l4_off += (h[1] as usize + 2) * 4,
+            _ => l3.l4_off += (h[1] as usize + 1) * 8,
+        }
+        l3.proto = next;
+        if !is_ipv6_ext(next) {
+            return;
+        }
+    }
+    l3.proto = NO_L4;
 }
 
 #[inline(always)]
@@ -152,9 +224,17 @@ fn tcp_flags(ctx: &TcContext, l3: &L3) -> u8 {
     }
 }
 
+/// The packets an skb stands for: a GSO super-packet is `gso_segs` on the wire.
+#[inline(always)]
+fn segments(ctx: &TcContext) -> u64 {
+    // SAFETY: the context's skb pointer is valid for the program's run.
+    let segs = unsafe { (*ctx.skb.skb).gso_segs };
+    u64::from(segs.max(1))
+}
+
 #[inline(always)]
 fn count_to(ctx: &TcContext, l3: &L3, c: &mut IpCounters) {
-    c.packets_to += 1;
+    c.packets_to += segments(ctx);
     c.bytes_to += u64::from(ctx.len());
     let flags = tcp_flags(ctx, l3);
     let new_flow = match l3.proto {
