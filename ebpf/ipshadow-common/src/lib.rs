@@ -36,7 +36,20 @@ pub const FILTER_WORDS: u32 = (1 << FILTER_BITS_LOG2) / 64;
 pub fn filter_bit(key: &IpKey) -> u32 {
     let a = &key.addr;
     let w = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
-    let folded = w(0) ^ w(4) ^ w(8) ^ w(12);
+    filter_bit_folded(w(0) ^ w(4) ^ w(8) ^ w(12))
+}
+
+/// [`filter_bit`] of an IPv4 address's key, from the address's four bytes read
+/// as one little-endian word: the program's path for every IPv4 packet, with
+/// no key built (`::ffff:` folds to `0xffff_0000`).
+#[inline(always)]
+pub fn filter_bit_v4(le_word: u32) -> u32 {
+    filter_bit_folded(0xffff_0000 ^ le_word)
+}
+
+/// The bit of an address folded to one word.
+#[inline(always)]
+pub fn filter_bit_folded(folded: u32) -> u32 {
     folded.wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS_LOG2)
 }
 
@@ -161,6 +174,31 @@ mod tests {
         let k = IpKey::from_v4_octets([10, 244, 4, 251]);
         assert_eq!(&k.addr[10..], &[0xff, 0xff, 10, 244, 4, 251]);
         assert!(k.addr[..10].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn the_ipv4_shortcut_gives_the_keys_own_bit() {
+        for o in [
+            [10, 244, 4, 251],
+            [0, 0, 0, 0],
+            [255, 255, 255, 255],
+            [127, 0, 0, 1],
+        ] {
+            let k = IpKey::from_v4_octets(o);
+            assert_eq!(
+                filter_bit_v4(u32::from_le_bytes(o)),
+                filter_bit(&k),
+                "{o:?}"
+            );
+        }
+        let k6 =
+            IpKey::from_v6_octets([0xfd, 0, 0, 0x10, 2, 0x44, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0x1f]);
+        let a = &k6.addr;
+        let w = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+        assert_eq!(
+            filter_bit_folded(w(0) ^ w(4) ^ w(8) ^ w(12)),
+            filter_bit(&k6)
+        );
     }
 
     #[test]

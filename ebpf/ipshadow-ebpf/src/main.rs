@@ -19,7 +19,7 @@ use aya_ebpf::{
 };
 use ipshadow_common::{
     FILTER_WORDS, FlowSample, IpCounters, IpKey, SAMPLES_BYTES, SAMPLES_PER_SECOND,
-    SHADOWED_MAX_ENTRIES, filter_bit,
+    SHADOWED_MAX_ENTRIES, filter_bit_folded, filter_bit_v4,
 };
 
 /// `TCX_NEXT` and legacy `TC_ACT_UNSPEC` are both -1: pass the packet on.
@@ -186,12 +186,13 @@ fn walk_ipv6_ext(ctx: &TcContext, l3: &mut L3) {
 
 #[inline(always)]
 fn try_ipshadow_lo(ctx: &TcContext) -> Result<(), i64> {
-    let l3 = parse_l3(ctx)?;
-    // Most packets on lo are to and from nothing shadowed: a bitmap test (an
-    // inlined array lookup) turns them away before any hash lookup.
-    if !maybe_shadowed(&l3.dst) && !maybe_shadowed(&l3.src) {
+    // Most packets on lo are to and from nothing shadowed: the addresses' bits
+    // in a bitmap (inlined array lookups) turn them away before anything else —
+    // no header parsed, no key built.
+    if !maybe_either(ctx) {
         return Ok(());
     }
+    let l3 = parse_l3(ctx)?;
     // Two independent lookups: the common case (neither IP shadowed) costs two
     // hash lookups and nothing else. They stay separate branches because the
     // verifier rejects code that combines the two map pointers.
@@ -207,11 +208,37 @@ fn try_ipshadow_lo(ctx: &TcContext) -> Result<(), i64> {
 }
 
 #[inline(always)]
-fn maybe_shadowed(key: &IpKey) -> bool {
-    let bit = filter_bit(key);
+fn bit_set(bit: u32) -> bool {
     match FILTER.get(bit >> 6) {
         Some(word) => (*word >> (bit & 63)) & 1 == 1,
         None => false,
+    }
+}
+
+/// Whether the packet's destination or source may be shadowed: their prefilter
+/// bits, from the address words read straight from the packet. A packet whose
+/// headers are not in the linear part goes on to the full parse (which pulls them).
+#[inline(always)]
+fn maybe_either(ctx: &TcContext) -> bool {
+    let Ok(ethertype) = at::<u16>(ctx, 12) else {
+        return true;
+    };
+    match u16::from_be(ethertype) {
+        ETH_P_IP => match (at::<u32>(ctx, ETH_HLEN + 16), at::<u32>(ctx, ETH_HLEN + 12)) {
+            (Ok(dst), Ok(src)) => bit_set(filter_bit_v4(dst)) || bit_set(filter_bit_v4(src)),
+            _ => true,
+        },
+        ETH_P_IPV6 => match (
+            at::<[u32; 4]>(ctx, ETH_HLEN + 24),
+            at::<[u32; 4]>(ctx, ETH_HLEN + 8),
+        ) {
+            (Ok(d), Ok(s)) => {
+                bit_set(filter_bit_folded(d[0] ^ d[1] ^ d[2] ^ d[3]))
+                    || bit_set(filter_bit_folded(s[0] ^ s[1] ^ s[2] ^ s[3]))
+            }
+            _ => true,
+        },
+        _ => false,
     }
 }
 
