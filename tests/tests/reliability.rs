@@ -307,3 +307,70 @@ fn a_long_lived_task_that_stops_fails_healthz_by_name_within_one_probe_period() 
     );
     assert!(agent.log_text().contains("a long-lived task stopped"));
 }
+
+#[test]
+fn healthz_answers_while_a_large_pods_file_is_read_again() {
+    if !can_run_netns_tests("healthz_answers_while_a_large_pods_file_is_read_again") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("rlarge", ROUTER);
+    let dir = ipshadow_tests::TempDir::new("rlarge");
+    let pods = dir.join("pods.json");
+    // 100,000 pods elsewhere (the cluster's pods, as `kubectl get pods -A` gives them).
+    let many = |n: u32| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|i| {
+                pod(
+                    "tenant",
+                    &format!("p-{i}"),
+                    "node-z",
+                    &[&format!(
+                        "10.{}.{}.{}",
+                        100 + i / 65_536,
+                        (i / 256) % 256,
+                        i % 256
+                    )],
+                )
+            })
+            .collect()
+    };
+    write_list(&pods, many(100_000));
+    let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
+    agent.wait_ready(&sim.node);
+    let reconciles = || {
+        let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+        ipshadow_tests::http::sample(&m, "ipshadow_reconciles_total", &[("result", "ok")]).unwrap()
+    };
+    let before = reconciles();
+    // The file is replaced: the agent reads all of it again.
+    let mut changed = many(100_000);
+    changed.push(pod("tenant", "pg", ME, &[ROUTER]));
+    write_list(&pods, changed);
+    let start = Instant::now();
+    let (mut slowest, mut answered) = (Duration::ZERO, 0);
+    loop {
+        let asked = Instant::now();
+        let (code, body) = AgentProc::get(&sim.node, "/healthz").unwrap();
+        slowest = slowest.max(asked.elapsed());
+        assert_eq!(code, 200, "/healthz failed while the file was read: {body}");
+        answered += 1;
+        if reconciles() > before {
+            break;
+        }
+        assert!(
+            start.elapsed() < HANG * 4,
+            "the file was never read again:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Within the manifest's probe timeout (3 s): the probe would have passed.
+    assert!(
+        slowest < Duration::from_secs(3),
+        "/healthz took {slowest:?} while the file was read"
+    );
+    figure(format!(
+        "a 100,000-pod file read again in {:.1} s: /healthz answered {answered} times meanwhile, the slowest in {slowest:?}",
+        start.elapsed().as_secs_f64()
+    ));
+}

@@ -226,7 +226,7 @@ async fn cluster_input(
             .map_err(subscribe("changes of the input files (inotify)"))?;
         tasks.spawn("file-watch", watch.run(token.child_token()));
         tracing::info!("reading Kubernetes state from files; no Events are written");
-        Input::Files(Box::new(files))
+        Input::Files(Arc::new(std::sync::Mutex::new(files)))
     } else {
         let client = kube::client().await?;
         let tx = trigger_tx.clone();

@@ -45,8 +45,9 @@ pub struct Args {
 
 /// Where the cluster's state comes from.
 pub(crate) enum Input {
-    /// Files, re-read when they change.
-    Files(Box<FileSources>),
+    /// Files, re-read when they change (on a blocking thread: a large file
+    /// takes its time, and the runtime also answers `/healthz`).
+    Files(Arc<std::sync::Mutex<FileSources>>),
     /// The cluster's watches.
     Cluster(ClusterView),
 }
@@ -144,14 +145,26 @@ impl ReconcileLoop {
 
     /// The cluster's state now (`None` until pods were read once), this node's
     /// uid, and each source's status.
-    fn cluster_state(&mut self) -> (Option<ClusterState>, Option<String>, Vec<SourceStatus>) {
+    async fn cluster_state(&mut self) -> (Option<ClusterState>, Option<String>, Vec<SourceStatus>) {
         match &mut self.input {
             Input::Files(files) => {
                 if std::mem::take(&mut self.files_dirty) {
-                    for e in files.refresh() {
+                    let reading = Arc::clone(files);
+                    let refresh =
+                        tokio::task::spawn_blocking(move || lock_files(&reading).refresh());
+                    tokio::pin!(refresh);
+                    // The loop still answers /healthz while a large file is read.
+                    let errors = loop {
+                        tokio::select! {
+                            done = &mut refresh => break done.unwrap_or_default(),
+                            Some(reply) = self.pings.recv() => { let _ = reply.send(()); }
+                        }
+                    };
+                    for e in errors {
                         tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
                     }
                 }
+                let files = lock_files(files);
                 let state = files.has_pods().then(|| files.state().clone());
                 (state, None, files.status().to_vec())
             }
@@ -166,7 +179,7 @@ impl ReconcileLoop {
     /// One reconcile; `false` when reading the node failed (and it should be retried).
     #[tracing::instrument(skip_all)]
     async fn reconcile(&mut self) -> bool {
-        let (state, node_uid, status) = self.cluster_state();
+        let (state, node_uid, status) = self.cluster_state().await;
         for s in status {
             self.metrics
                 .source_up
@@ -259,6 +272,13 @@ impl ReconcileLoop {
         }
         self.seen_invalid = current;
     }
+}
+
+fn lock_files(files: &std::sync::Mutex<FileSources>) -> std::sync::MutexGuard<'_, FileSources> {
+    // A panic mid-refresh leaves the last good content of each file: keep going.
+    files
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
