@@ -163,10 +163,16 @@ struct Unclaimed {
     noisy: u64,
 }
 
+/// Retired series remembered at most.
+pub const RETIRED_MAX: usize = 1024;
+
 /// Running totals per series (see the module docs).
 #[derive(Default)]
 pub struct TrafficBook {
-    retired: HashMap<SeriesKey, Counters>,
+    /// Totals of series no longer counted, with when each was last retired:
+    /// kept so a finding that comes back continues its counters, the oldest
+    /// forgotten beyond [`RETIRED_MAX`] (a churn of pods must not grow it).
+    retired: HashMap<SeriesKey, (Counters, i64)>,
     active: BTreeMap<IpAddr, Segment>,
     unclaimed: BTreeMap<IpAddr, Unclaimed>,
 }
@@ -197,7 +203,16 @@ impl TrafficBook {
             {
                 let done = seg.last.since(seg.baseline);
                 let r = self.retired.entry(seg.key).or_default();
-                *r = r.plus(done);
+                *r = (r.0.plus(done), now);
+                if self.retired.len() > RETIRED_MAX
+                    && let Some(oldest) = self
+                        .retired
+                        .iter()
+                        .min_by_key(|(_, (_, at))| *at)
+                        .map(|(k, _)| k.clone())
+                {
+                    self.retired.remove(&oldest);
+                }
             }
         }
         // An IP out of the map is forgotten; a claimed one keeps its noise count.
@@ -262,7 +277,7 @@ impl TrafficBook {
         self.active
             .values()
             .map(|s| {
-                let before = self.retired.get(&s.key).copied().unwrap_or_default();
+                let before = self.retired.get(&s.key).map(|r| r.0).unwrap_or_default();
                 (s.key.clone(), before.plus(s.last.since(s.baseline)))
             })
             .collect()

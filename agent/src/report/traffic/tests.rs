@@ -133,3 +133,25 @@ fn a_pod_found_after_traffic_gets_what_came_since_it_existed_and_nothing_before(
     assert_eq!(book.unexplained(&nobody)[&ip()], before + 1);
     assert!(book.exposed().is_empty());
 }
+
+#[test]
+fn a_churn_of_pods_keeps_at_most_the_newest_retired_series() {
+    let mut book = TrafficBook::default();
+    // Each round a new pod holds the IP, sends traffic, and goes.
+    for i in 0..(RETIRED_MAX + 50) {
+        let pod = format!("p{i}");
+        let now = i64::try_from(i).expect("small");
+        book.update(&claim(&pod, None), &counters(0), &none(), now);
+        book.update(&claim(&pod, None), &counters(2), &none(), now);
+        book.update(&BTreeMap::new(), &none(), &counters(2), now);
+    }
+    assert_eq!(book.retired.len(), RETIRED_MAX);
+    assert!(
+        !book.retired.contains_key(&key("p0")),
+        "the oldest is forgotten"
+    );
+    assert!(
+        book.retired
+            .contains_key(&key(&format!("p{}", RETIRED_MAX + 49)))
+    );
+}
