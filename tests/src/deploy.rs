@@ -90,3 +90,23 @@ pub fn authz(method: &str, uri: &str) -> Option<(String, String, String)> {
     };
     Some((group.to_owned(), resource.to_owned(), verb.to_owned()))
 }
+
+/// Every (apiGroup, resource, verb) of the requests in `log`, each asserted
+/// allowed by `rules`.
+pub fn used_and_allowed(
+    log: &[(String, String)],
+    rules: &[Value],
+) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut used = std::collections::BTreeSet::new();
+    for (method, uri) in log {
+        let Some((group, resource, verb)) = authz(method, uri) else {
+            continue;
+        };
+        assert!(
+            allows(rules, &group, &resource, &verb),
+            "RBAC does not allow {verb} {group}/{resource} ({uri})"
+        );
+        used.insert((group, resource, verb));
+    }
+    used
+}

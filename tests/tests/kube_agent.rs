@@ -126,17 +126,7 @@ fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
 
     // deploy/rbac.yaml allows every request the agent made, and nothing is left unused.
     let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
-    let mut used = std::collections::BTreeSet::new();
-    for (method, uri) in api.counts().log {
-        let Some((group, resource, verb)) = deploy::authz(&method, &uri) else {
-            continue;
-        };
-        assert!(
-            deploy::allows(&rules, &group, &resource, &verb),
-            "RBAC does not allow {verb} {group}/{resource} ({uri})"
-        );
-        used.insert((group, resource, verb));
-    }
+    let used = deploy::used_and_allowed(&api.counts().log, &rules);
     for (group, resource, verb) in [
         ("", "pods", "list"),
         ("", "pods", "watch"),

@@ -225,17 +225,7 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     // deploy/rbac.yaml grants exactly what the agent used: every request allowed,
     // every rule used.
     let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
-    let mut used = BTreeSet::new();
-    for (method, uri) in api.counts().log {
-        let Some((group, resource, verb)) = deploy::authz(&method, &uri) else {
-            continue;
-        };
-        assert!(
-            deploy::allows(&rules, &group, &resource, &verb),
-            "RBAC does not allow {verb} {group}/{resource} ({uri})"
-        );
-        used.insert((group, resource, verb));
-    }
+    let used = deploy::used_and_allowed(&api.counts().log, &rules);
     let mut granted = BTreeSet::new();
     for r in &rules {
         let list = |k: &str| -> Vec<String> {
