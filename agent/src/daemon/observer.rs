@@ -4,13 +4,7 @@
 //! watched), publishes traffic series, and the addresses with traffic no
 //! finding explains (the cluster source looks up who holds them).
 
-use std::{
-    collections::BTreeMap,
-    net::IpAddr,
-    os::fd::OwnedFd,
-    sync::Arc,
-    time::{Duration, SystemTime},
-};
+use std::{collections::BTreeMap, net::IpAddr, os::fd::OwnedFd, sync::Arc, time::Duration};
 
 use tokio::{io::unix::AsyncFd, sync::watch};
 use tokio_util::sync::CancellationToken;
@@ -211,10 +205,8 @@ impl ObserverTask {
             }
         }
         let want = series_of(&self.findings.borrow().findings, &watched);
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        self.book.update(&want, &current, removed, now);
+        self.book
+            .update(&want, &current, removed, crate::report::traffic::unix_now());
         let unexplained = self.book.unexplained(&want);
         self.unexplained.send_if_modified(|u| {
             let changed = **u != unexplained;

@@ -56,8 +56,8 @@ pub enum Cause {
     },
 }
 
-/// kubelet's `FailedCreatePodSandBox` report, as evidence.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// kubelet's `FailedCreatePodSandBox` report, as evidence (JSON `kubelet`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct KubeletReport {
     /// How many times kubelet reported it.
     pub count: u64,

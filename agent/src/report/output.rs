@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{Report, evidence::Evidence, message};
 use crate::{
-    detect::{Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Scope},
+    detect::{Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope},
     inventory::IpSource,
 };
 
@@ -40,15 +40,9 @@ struct JsonFinding<'a> {
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     evidence: Option<&'a Evidence>,
     /// kubelet's FailedCreatePodSandBox report the finding rests on.
-    kubelet: Option<JsonKubelet<'a>>,
+    kubelet: Option<&'a KubeletReport>,
     /// DuplicatePodIP: the other pod holding the address.
     holder: Option<&'a PodRef>,
-}
-
-#[derive(Serialize)]
-struct JsonKubelet<'a> {
-    count: u64,
-    message: &'a str,
 }
 
 /// The message of a finding, with the evidence's sentence when there is one.
@@ -101,10 +95,7 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
                 kubelet: Some(k), ..
             }
             | Cause::Refused { kubelet: k, .. }
-            | Cause::Node(NodeProblem::Exhausted { kubelet: k, .. }) => Some(JsonKubelet {
-                count: k.count,
-                message: &k.message,
-            }),
+            | Cause::Node(NodeProblem::Exhausted { kubelet: k, .. }) => Some(k),
             _ => None,
         },
         holder: match &f.cause {

@@ -96,7 +96,7 @@ pub(super) async fn run(
         }
         // Records of pods that went or got a status address are dropped.
         let mut st = lock(&state);
-        let keep: Vec<String> = st
+        let keep: std::collections::HashSet<String> = st
             .pods_here
             .values()
             .filter(|p| p.ips.iter().any(|i| i.source != IpSource::Status))

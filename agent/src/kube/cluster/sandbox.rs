@@ -77,12 +77,6 @@ fn waiting(p: &Pod, now: i64) -> bool {
         && old_enough
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 /// Reads the sandbox refusals of this node's waiting pods until `token` is cancelled.
 pub(super) async fn run(
     client: Client,
@@ -98,7 +92,7 @@ pub(super) async fn run(
             () = token.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = unix_now();
+        let now = crate::report::traffic::unix_now();
         let due = {
             let mut st = lock(&state);
             let waiting: Vec<&Pod> = st.pods_here.values().filter(|p| waiting(p, now)).collect();
@@ -107,7 +101,8 @@ pub(super) async fn run(
                 .into_iter()
                 .map(|p| (p.namespace.clone(), p.uid.clone()))
                 .collect();
-            let keep: Vec<String> = waiting.iter().map(|p| p.uid.clone()).collect();
+            let keep: std::collections::HashSet<String> =
+                waiting.iter().map(|p| p.uid.clone()).collect();
             let before = st.sandbox.len();
             st.sandbox.retain(|uid, _| keep.contains(uid));
             if st.sandbox.len() != before {

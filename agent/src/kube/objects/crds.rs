@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{capped, caps, quote};
+use super::{bounded, capped, caps, quote};
 use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
@@ -237,18 +237,6 @@ pub fn node_annotations(
 
 /// Longest operator error kept: the reason fits; a runaway string does not travel on.
 const ERROR_MAX: usize = 512;
-
-/// `s` cut to `max` bytes at a character boundary, marked when cut.
-fn bounded(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
 
 /// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
 /// unusable (no name, or no valid `spec.cidrBlock`).

@@ -55,11 +55,26 @@ pub fn quote(s: &str) -> String {
     if s.len() <= QUOTE_MAX {
         format!("{s:?}")
     } else {
-        let mut end = QUOTE_MAX;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{:?}… ({} bytes)", &s[..end], s.len())
+        format!("{:?}… ({} bytes)", prefix(s, QUOTE_MAX), s.len())
+    }
+}
+
+/// The first `max` bytes of `s` at most, cut at a character boundary.
+fn prefix(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `s` cut to `max` bytes, marked `…` when cut: text from outside kept bounded.
+pub(crate) fn bounded(s: &str, max: usize) -> String {
+    let kept = prefix(s, max);
+    if kept.len() < s.len() {
+        format!("{kept}…")
+    } else {
+        s.to_owned()
     }
 }
 

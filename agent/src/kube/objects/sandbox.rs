@@ -47,21 +47,8 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
         uid: text(about.get("uid")),
         refusal,
         count,
-        message: bounded(&normalize(message)),
+        message: super::bounded(&normalize(message), SandboxFailure::MESSAGE_MAX),
     })
-}
-
-/// `text` cut to [`SandboxFailure::MESSAGE_MAX`] bytes, at a character boundary.
-fn bounded(text: &str) -> String {
-    let mut end = text.len().min(SandboxFailure::MESSAGE_MAX);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < text.len() {
-        format!("{}…", &text[..end])
-    } else {
-        text.to_owned()
-    }
 }
 
 /// The prefix Kubernetes' event aggregation puts before a message it combined.

@@ -163,6 +163,13 @@ struct Unclaimed {
     noisy: u64,
 }
 
+/// Now, in Unix seconds: the clock the book's marks and pods' creation times share.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Retired series remembered at most.
 pub const RETIRED_MAX: usize = 1024;
 
