@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{SourceArgs, files};
-use crate::inventory::{ClusterState, Invalid, SandboxFailure, SourceStatus};
+use crate::inventory::{ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
 #[derive(Debug)]
@@ -22,7 +22,6 @@ pub struct FileSources {
     annotation_keys: Vec<String>,
     /// The pods as read, before the addresses of sandbox refusals are attached.
     pods_read: Arc<Vec<crate::inventory::Pod>>,
-    failures: Vec<SandboxFailure>,
     state: ClusterState,
     invalid: [Vec<Invalid>; 5],
     status: Vec<SourceStatus>,
@@ -71,7 +70,6 @@ impl FileSources {
             cilium_config: args.cilium_config.clone(),
             annotation_keys: annotation_keys.to_vec(),
             pods_read: Arc::default(),
-            failures: Vec::new(),
             state: ClusterState::default(),
             invalid: Default::default(),
             status: Vec::new(),
@@ -141,17 +139,16 @@ impl FileSources {
             self.state.cilium_config = config;
         }
         if let Some(path) = &self.events {
-            out.read("events", &mut self.failures, &mut Vec::new(), |_| {
-                files::sandbox_failures(path)
+            out.read("events", &mut self.state.sandbox, &mut Vec::new(), |_| {
+                files::sandbox_failures(path).map(Arc::new)
             });
         }
-        self.state.sandbox = Arc::new(self.failures.clone());
-        self.state.pods = if self.failures.is_empty() {
+        self.state.pods = if self.state.sandbox.is_empty() {
             Arc::clone(&self.pods_read)
         } else {
             Arc::new(crate::inventory::with_refused_addresses(
                 &self.pods_read,
-                &self.failures,
+                &self.state.sandbox,
             ))
         };
         self.state.invalid = self.invalid.concat();
