@@ -4,7 +4,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::{check, daemon};
+use crate::{audit, check, daemon};
 
 /// Finds pod IPs shadowed by addresses the node itself holds (Cilium router/ingress/health IPs, other local addresses) and host routes that blackhole pods.
 #[derive(Debug, Parser)]
@@ -23,6 +23,10 @@ pub struct Cli {
 pub enum Command {
     /// Check this node once and print the findings. Exit 0: none; 1: findings; 2: error.
     Check(check::Args),
+    /// Audit every node of the cluster from the API (or files), no agent needed:
+    /// every finding visible without a node's kernel, and pods sharing an IP.
+    /// Exit 0: none; 1: findings; 2: error.
+    Audit(audit::Args),
     /// Run as the node agent (the DaemonSet process): reconcile on every change,
     /// serve /metrics, /healthz and /readyz.
     Agent(daemon::Args),
@@ -73,8 +77,8 @@ mod tests {
         let Command::Check(c) = cli.command else {
             panic!("not check: {:?}", cli.command);
         };
-        assert_eq!(c.node.pod_ip_annotations, ["a/ip", "b/ip"]);
-        assert_eq!(c.node.router_device, "cilium_host");
+        assert_eq!(c.node.read.pod_ip_annotations, ["a/ip", "b/ip"]);
+        assert_eq!(c.node.read.router_device, "cilium_host");
         assert_eq!(c.output, check::OutputFormat::Table);
     }
 }

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod check;
 pub mod cli;
 pub mod daemon;

@@ -69,8 +69,44 @@ async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(u8::from(!report.findings.is_empty())))
 }
 
+async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
+    let (audit, invalid) = ipshadow::audit::run(&args)
+        .await
+        .context("ipshadow audit failed")?;
+    for bad in &invalid {
+        tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
+    }
+    let text = match args.output {
+        OutputFormat::Json => {
+            ipshadow::report::audit::json(&audit).context("encoding the audit as JSON")?
+        }
+        OutputFormat::Table => ipshadow::report::audit::table(&audit),
+    };
+    println!("{}", text.trim_end());
+    Ok(ExitCode::from(u8::from(audit.findings().next().is_some())))
+}
+
+/// The command line; as the kubectl plugin (`kubectl-ipshadow`, found on PATH
+/// by `kubectl ipshadow …`) its help says `kubectl ipshadow`.
+fn parse() -> Cli {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let plugin = std::env::args_os().next().is_some_and(|a| {
+        std::path::Path::new(&a)
+            .file_name()
+            .is_some_and(|n| n == "kubectl-ipshadow")
+    });
+    if !plugin {
+        return Cli::parse();
+    }
+    let matches = Cli::command()
+        .name("kubectl ipshadow")
+        .bin_name("kubectl ipshadow")
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     if let Err(e) = init_logging(&cli.log) {
         eprintln!("error: {e:#}");
         return ExitCode::from(EXIT_ERROR);
@@ -88,6 +124,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Check(args) => run_check(args).await,
+            Command::Audit(args) => run_audit(args).await,
             Command::Agent(args) => ipshadow::daemon::run(args)
                 .await
                 .map(|()| ExitCode::SUCCESS)

@@ -18,6 +18,14 @@ pub struct NodeArgs {
     /// This node's name as Kubernetes knows it (`spec.nodeName`). Default: the hostname.
     #[arg(long, env = "NODE_NAME")]
     pub node: Option<String>,
+    /// How addresses are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How Cilium's and the pods' addresses are read: the same for one node and for an audit.
+#[derive(Debug, clap::Args)]
+pub struct ReadArgs {
     /// The device that carries Cilium's router IP.
     #[arg(long, env = "IPSHADOW_ROUTER_DEVICE", default_value = DEFAULT_ROUTER_DEVICE)]
     pub router_device: String,
@@ -74,7 +82,7 @@ impl Reconciler {
     pub fn new(args: &NodeArgs) -> Result<Self> {
         Ok(Self {
             node: node_name(args)?,
-            router_device: args.router_device.clone(),
+            router_device: args.read.router_device.clone(),
             netlink: Netlink::connect()?,
         })
     }
@@ -84,7 +92,7 @@ impl Reconciler {
     pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {
         let ips: Vec<IpAddr> = lookups(&self.node, &kube.pods).collect();
         let host = Arc::new(self.netlink.read_host(&ips).await?);
-        Ok(self.detect(kube, host))
+        Ok(self.detect(kube, host).await)
     }
 
     /// Detects against `kube` on the host snapshot of an earlier reconcile, for
@@ -106,10 +114,12 @@ impl Reconciler {
             more.fib.extend(self.netlink.lookup(&missing).await);
             Arc::new(more)
         };
-        self.detect(kube, host)
+        self.detect(kube, host).await
     }
 
-    fn detect(&self, kube: &ClusterState, host: Arc<HostNetwork>) -> Reconciled {
+    /// Detection on a blocking thread: over 100,000 pods it takes a while, and
+    /// the runtime meanwhile answers `/healthz` and serves the watches.
+    async fn detect(&self, kube: &ClusterState, host: Arc<HostNetwork>) -> Reconciled {
         let inventory = Inventory {
             node: self.node.clone(),
             router_device: self.router_device.clone(),
@@ -122,12 +132,19 @@ impl Reconciler {
             node_facts: kube.nodes.iter().find(|n| n.name == self.node).cloned(),
             cilium_config: kube.cilium_config.clone(),
         };
-        let findings = detect(&inventory);
-        let claimable = claimable(&inventory);
-        Reconciled {
-            findings,
-            claimable,
-            host,
+        let run = move || {
+            let findings = detect(&inventory);
+            let claimable = claimable(&inventory);
+            Reconciled {
+                findings,
+                claimable,
+                host,
+            }
+        };
+        match tokio::task::spawn_blocking(run).await {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => unreachable!("a blocking task is not cancelled while awaited: {e}"),
         }
     }
 }

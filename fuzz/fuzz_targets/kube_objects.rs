@@ -1,7 +1,8 @@
 //! Files and watch objects as `kubectl get -o json` prints them: the List is
 //! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet, a Node's
 //! Cilium annotations and facts, a Pod (with its IP annotations), a ConfigMap as
-//! Cilium's config and, for an Event, its message as a sandbox refusal. Whatever the bytes: no panic, no hang.
+//! Cilium's config, an EndpointSlice, a webhook configuration or APIService and,
+//! for an Event, its message as a sandbox refusal. Whatever the bytes: no panic, no hang.
 #![no_main]
 
 use std::path::Path;
@@ -28,6 +29,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = objects::sandbox_refusal(message);
         }
         let _ = objects::sandbox_failure(&item);
+        let _ = objects::impact::endpoint_slice(&item);
+        let _ = objects::impact::callers(&item);
         if let Some(data) = item["data"].as_object() {
             let data = data
                 .iter()

@@ -143,6 +143,19 @@ impl AgentProc {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// The exit status once the agent exits by itself within `timeout`.
+    pub fn exited_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// SIGTERM, then the exit status (killed after 10 s if it does not exit).
     pub fn terminate(mut self) -> (ExitStatus, Duration) {
         let mut child = self.child.take().unwrap();

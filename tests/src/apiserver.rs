@@ -44,11 +44,24 @@ pub enum Res {
     Events,
     ConfigMaps,
     KubeOvnIps,
+    /// policy/v1 PodDisruptionBudgets, which evictions obey.
+    Pdbs,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    EndpointSlices,
+    /// admissionregistration.k8s.io/v1 ValidatingWebhookConfigurations.
+    ValidatingWebhooks,
+    /// admissionregistration.k8s.io/v1 MutatingWebhookConfigurations.
+    MutatingWebhooks,
+    /// apiregistration.k8s.io/v1 APIServices.
+    ApiServices,
 }
 
 impl Res {
     fn namespaced(self) -> bool {
-        matches!(self, Self::Pods | Self::Events | Self::ConfigMaps)
+        matches!(
+            self,
+            Self::Pods | Self::Events | Self::ConfigMaps | Self::Pdbs | Self::EndpointSlices
+        )
     }
     fn api_version(self) -> &'static str {
         match self {
@@ -56,6 +69,10 @@ impl Res {
             Self::CiliumNodes => "cilium.io/v2",
             Self::Subnets | Self::KubeOvnIps => "kubeovn.io/v1",
             Self::Events => "events.k8s.io/v1",
+            Self::Pdbs => "policy/v1",
+            Self::EndpointSlices => "discovery.k8s.io/v1",
+            Self::ValidatingWebhooks | Self::MutatingWebhooks => "admissionregistration.k8s.io/v1",
+            Self::ApiServices => "apiregistration.k8s.io/v1",
         }
     }
     fn kind(self) -> &'static str {
@@ -67,6 +84,11 @@ impl Res {
             Self::Events => "Event",
             Self::ConfigMaps => "ConfigMap",
             Self::KubeOvnIps => "IP",
+            Self::Pdbs => "PodDisruptionBudget",
+            Self::EndpointSlices => "EndpointSlice",
+            Self::ValidatingWebhooks => "ValidatingWebhookConfiguration",
+            Self::MutatingWebhooks => "MutatingWebhookConfiguration",
+            Self::ApiServices => "APIService",
         }
     }
     fn plural(self) -> &'static str {
@@ -78,6 +100,11 @@ impl Res {
             Self::Events => "events",
             Self::ConfigMaps => "configmaps",
             Self::KubeOvnIps => "ips",
+            Self::Pdbs => "poddisruptionbudgets",
+            Self::EndpointSlices => "endpointslices",
+            Self::ValidatingWebhooks => "validatingwebhookconfigurations",
+            Self::MutatingWebhooks => "mutatingwebhookconfigurations",
+            Self::ApiServices => "apiservices",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
@@ -149,6 +176,12 @@ pub struct RequestCounts {
     /// Lists and watches of Events, which the API server serves from etcd
     /// (their watch cache is off by default): (watch?, URI).
     pub event_reads: Vec<(bool, String)>,
+    /// TokenReviews and SubjectAccessReviews created.
+    pub reviews: u64,
+    /// Evictions asked for (whatever the answer).
+    pub evictions: u64,
+    /// Patches of a Node's status (`patches` counts Event patches).
+    pub status_patches: u64,
 }
 
 struct Shared {
@@ -158,6 +191,7 @@ struct Shared {
     changes: broadcast::Sender<Change>,
     drops: tokio::sync::watch::Sender<u64>,
     wire: Mutex<Wire>,
+    reviews: Mutex<crate::reviews::Reviews>,
 }
 
 /// What the server sent, for the fleet benchmark.
@@ -236,6 +270,7 @@ impl ApiServer {
             changes,
             drops,
             wire: Mutex::new(Wire::default()),
+            reviews: Mutex::new(crate::reviews::Reviews::default()),
         });
         let (control, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -420,6 +455,14 @@ impl ApiServer {
         }
     }
 
+    /// The object `namespace/name` (namespace empty for cluster-scoped ones).
+    pub fn object(&self, res: Res, namespace: &str, name: &str) -> Option<Value> {
+        let st = self.shared.store.lock().unwrap();
+        st.objects
+            .get(&(res, namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
     /// Every events.k8s.io/v1 Event object.
     pub fn event_objects(&self) -> Vec<Value> {
         let st = self.shared.store.lock().unwrap();
@@ -439,6 +482,11 @@ impl ApiServer {
                 e["involvedObject"]["name"] == name && e["metadata"]["namespace"] == namespace
             })
             .collect()
+    }
+
+    /// Who TokenReviews and SubjectAccessReviews know: `f` edits it.
+    pub fn reviews(&self, f: impl FnOnce(&mut crate::reviews::Reviews)) {
+        f(&mut self.shared.reviews.lock().unwrap());
     }
 
     pub fn wire(&self) -> Wire {
@@ -649,6 +697,15 @@ struct Target {
     core_events: bool,
     /// The client asked for PartialObjectMetadata (metadata only).
     metadata_only: bool,
+    /// `…/nodes/<name>/status` or `…/pods/<name>/eviction`.
+    sub: Option<Sub>,
+}
+
+/// The subresources the server knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sub {
+    Status,
+    Eviction,
 }
 
 /// An object as PartialObjectMetadata: its metadata and nothing else.
@@ -661,16 +718,27 @@ fn parse_path(path: &str) -> Option<Target> {
     let (group_len, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] => (2, rest),
         ["apis", "cilium.io", "v2", rest @ ..]
-        | ["apis", "kubeovn.io" | "events.k8s.io", "v1", rest @ ..] => (3, rest),
+        | [
+            "apis",
+            "kubeovn.io"
+            | "events.k8s.io"
+            | "discovery.k8s.io"
+            | "admissionregistration.k8s.io"
+            | "apiregistration.k8s.io",
+            "v1",
+            rest @ ..,
+        ] => (3, rest),
         _ => return None,
     };
     let (namespace, rest) = match rest {
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_owned()), rest),
         rest => (None, rest),
     };
-    let (plural, name) = match rest {
-        [p] => (*p, None),
-        [p, n] => (*p, Some((*n).to_owned())),
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some((*n).to_owned()), None),
+        ["nodes", n, "status"] => ("nodes", Some((*n).to_owned()), Some(Sub::Status)),
+        ["pods", n, "eviction"] => ("pods", Some((*n).to_owned()), Some(Sub::Eviction)),
         _ => return None,
     };
     let res = match (parts[1], plural) {
@@ -681,6 +749,12 @@ fn parse_path(path: &str) -> Option<Target> {
         ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
         ("kubeovn.io", "subnets") => Res::Subnets,
         ("kubeovn.io", "ips") => Res::KubeOvnIps,
+        ("discovery.k8s.io", "endpointslices") => Res::EndpointSlices,
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            Res::ValidatingWebhooks
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => Res::MutatingWebhooks,
+        ("apiregistration.k8s.io", "apiservices") => Res::ApiServices,
         _ => return None,
     };
     Some(Target {
@@ -689,6 +763,7 @@ fn parse_path(path: &str) -> Option<Target> {
         name,
         core_events: group_len == 2 && res == Res::Events,
         metadata_only: false,
+        sub,
     })
 }
 
@@ -751,7 +826,15 @@ fn field_label_supported(res: Res, label: &str) -> bool {
             )
         }
         Res::Nodes => meta || label == "spec.unschedulable",
-        Res::CiliumNodes | Res::Subnets | Res::ConfigMaps | Res::KubeOvnIps => meta,
+        Res::CiliumNodes
+        | Res::Subnets
+        | Res::ConfigMaps
+        | Res::KubeOvnIps
+        | Res::Pdbs
+        | Res::EndpointSlices
+        | Res::ValidatingWebhooks
+        | Res::MutatingWebhooks
+        | Res::ApiServices => meta,
         Res::Events => {
             meta || matches!(
                 label,
@@ -882,6 +965,16 @@ async fn handle(
         return r;
     }
     let path = uri.path();
+    if method == Method::POST {
+        let answer = shared.reviews.lock().unwrap().answer(path, &body);
+        if let Some((code, v)) = answer {
+            shared.counts.lock().unwrap().reviews += 1;
+            return json_response(
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                &v,
+            );
+        }
+    }
     if let Some(r) = discovery(&shared, path) {
         return r;
     }
@@ -956,6 +1049,14 @@ async fn handle(
             counts().patches += 1;
             patch_event(&shared, &t, name, &body)
         }
+        (Method::POST, Some(name), _) if t.sub == Some(Sub::Eviction) => {
+            counts().evictions += 1;
+            evict(&shared, &t, name, &body)
+        }
+        (Method::PATCH, Some(name), _) if t.sub == Some(Sub::Status) => {
+            counts().status_patches += 1;
+            patch_node_status(&shared, name, &body)
+        }
         _ => status(
             405,
             "MethodNotAllowed",
@@ -990,15 +1091,21 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
             }
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
-        "/api/v1" => resources(
-            "v1",
-            &[
-                (Res::Pods, true),
-                (Res::Nodes, false),
-                (Res::Events, true),
-                (Res::ConfigMaps, true),
-            ],
-        ),
+        "/api/v1" => {
+            let mut v = resources(
+                "v1",
+                &[
+                    (Res::Pods, true),
+                    (Res::Nodes, false),
+                    (Res::Events, true),
+                    (Res::ConfigMaps, true),
+                ],
+            );
+            // The subresource the Node condition is written through.
+            v["resources"].as_array_mut().unwrap().push(json!({"name": "nodes/status",
+                "singularName": "", "namespaced": false, "kind": "Node", "verbs": ["get", "patch", "update"]}));
+            v
+        }
         "/apis/events.k8s.io/v1" => resources("events.k8s.io/v1", &[(Res::Events, true)]),
         "/apis/cilium.io/v2" if crds.contains(&Res::CiliumNodes) => {
             resources("cilium.io/v2", &[(Res::CiliumNodes, false)])
@@ -1036,9 +1143,34 @@ fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
     } else {
         (t.res.api_version(), format!("{}List", t.res.kind()))
     };
-    let body = json!({"apiVersion": api_version, "kind": kind,
-            "metadata": {"resourceVersion": st.rv.to_string()}, "items": items})
-    .to_string();
+    // Pages as the real server cuts them for `limit` without `resourceVersion=0`
+    // (the watch cache ignores limit for resourceVersion=0): `continue` to follow.
+    let (items, next) = match q.get("limit").and_then(|l| l.parse::<usize>().ok()) {
+        Some(limit) if limit > 0 && q.get("resourceVersion").is_none_or(|v| v != "0") => {
+            let from: usize = q
+                .get("continue")
+                .and_then(|c| c.strip_prefix("offset-"))
+                .and_then(|o| o.parse().ok())
+                .unwrap_or(0);
+            let page: Vec<Value> = items.iter().skip(from).take(limit).cloned().collect();
+            let next = (from + limit < items.len()).then(|| {
+                (
+                    format!("offset-{}", from + limit),
+                    items.len() - from - limit,
+                )
+            });
+            (page, next)
+        }
+        _ => (items, None),
+    };
+    let mut metadata = json!({"resourceVersion": st.rv.to_string()});
+    if let Some((next, remaining)) = next {
+        metadata["continue"] = json!(next);
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    let body =
+        json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": items})
+            .to_string();
     shared.wire.lock().unwrap().bytes += body.len() as u64;
     Response::builder()
         .status(StatusCode::OK)
@@ -1217,6 +1349,90 @@ fn merge(target: &mut Value, patch: &Value) {
         }
         (t, p) => *t = p.clone(),
     }
+}
+
+/// An eviction as the API server's eviction subresource answers it: 404 for
+/// no pod, 409 when the uid precondition does not match, 429 when a matching
+/// PodDisruptionBudget allows no disruption (no Retry-After), else the pod
+/// is deleted and the answer is 201.
+fn evict(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response {
+    let Ok(eviction) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let ns = t.namespace.clone().unwrap_or_default();
+    let key = (Res::Pods, ns.clone(), name.to_owned());
+    let mut st = shared.store.lock().unwrap();
+    let Some(pod) = st.objects.get(&key).cloned() else {
+        return status(404, "NotFound", &format!("pods \"{name}\" not found"));
+    };
+    let uid = &pod["metadata"]["uid"];
+    let want = &eviction["deleteOptions"]["preconditions"]["uid"];
+    if !want.is_null() && want != uid {
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on Pod \"{name}\": Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+            ),
+        );
+    }
+    let labels = &pod["metadata"]["labels"];
+    let blocking = st.objects.iter().find(|((r, n, _), pdb)| {
+        *r == Res::Pdbs
+            && *n == ns
+            && pdb["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .is_some_and(|m| m.iter().all(|(k, v)| &labels[k] == v))
+            && pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0) < 1
+    });
+    if let Some(((_, _, pdb), _)) = blocking {
+        let mut body = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests", "code": 429,
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": format!("The disruption budget {pdb} needs 1 healthy pods and has 1 currently")}]},
+        });
+        body["details"]["retryAfterSeconds"] = json!(0);
+        return json_response(StatusCode::TOO_MANY_REQUESTS, &body);
+    }
+    if let Some(mut obj) = st.objects.remove(&key) {
+        st.rv += 1;
+        let rv = st.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        record(
+            shared,
+            &mut st,
+            Change {
+                rv,
+                res: Res::Pods,
+                kind: "DELETED",
+                obj,
+            },
+        );
+    }
+    json_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
+}
+
+/// A strategic merge patch of a Node's status: `conditions` merged by `type`
+/// (with `$patch: delete`), the rest as a JSON merge patch.
+fn patch_node_status(shared: &Shared, name: &str, body: &[u8]) -> Response {
+    let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "body is not JSON");
+    };
+    let mut st = shared.store.lock().unwrap();
+    let key = (Res::Nodes, String::new(), name.to_owned());
+    let Some(mut obj) = st.objects.get(&key).cloned() else {
+        return status(404, "NotFound", &format!("nodes \"{name}\" not found"));
+    };
+    if let Err(e) = crate::reviews::strategic_status(&mut obj["status"], &patch["status"]) {
+        return status(422, "Invalid", &e);
+    }
+    let obj = store(shared, &mut st, key, obj, "MODIFIED");
+    json_response(StatusCode::OK, &obj)
 }
 
 fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response {

@@ -6,7 +6,14 @@ use serde_json::Value;
 
 /// `kubectl kustomize deploy/`, every object.
 pub fn manifests() -> Vec<Value> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    manifests_of("")
+}
+
+/// `kubectl kustomize deploy/<sub>` (e.g. `metrics-auth`), every object.
+pub fn manifests_of(sub: &str) -> Vec<Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(sub);
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(&dir)
@@ -19,7 +26,11 @@ pub fn manifests() -> Vec<Value> {
         "kubectl kustomize failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Debian's python3-yaml turns the YAML stream into JSON.
+    yaml_stream(&out.stdout)
+}
+
+/// Every document of a YAML stream, as JSON (Debian's python3-yaml converts).
+pub fn yaml_stream(yaml: &[u8]) -> Vec<Value> {
     let mut py = Command::new("/usr/bin/python3")
         .args([
             "-c",
@@ -31,7 +42,7 @@ pub fn manifests() -> Vec<Value> {
         .unwrap();
     {
         use std::io::Write as _;
-        py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+        py.stdin.take().unwrap().write_all(yaml).unwrap();
     }
     let json = py.wait_with_output().unwrap();
     assert!(json.status.success());
@@ -45,6 +56,38 @@ pub fn cluster_role_rules(objects: &[Value], name: &str) -> Vec<Value> {
         .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
         .and_then(|o| o["rules"].as_array().cloned())
         .unwrap_or_default()
+}
+
+/// The object of `kind` named `name`.
+pub fn object<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
+}
+
+/// Every (apiGroup, resource, verb) `rules` grant.
+pub fn granted(rules: &[Value]) -> std::collections::BTreeSet<(String, String, String)> {
+    let list = |r: &Value, k: &str| -> Vec<String> {
+        r[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut all = std::collections::BTreeSet::new();
+    for r in rules {
+        for g in list(r, "apiGroups") {
+            for res in list(r, "resources") {
+                for v in list(r, "verbs") {
+                    all.insert((g.clone(), res.clone(), v));
+                }
+            }
+        }
+    }
+    all
 }
 
 pub fn allows(rules: &[Value], group: &str, resource: &str, verb: &str) -> bool {
@@ -71,8 +114,9 @@ pub fn authz(method: &str, uri: &str) -> Option<(String, String, String)> {
         r => r,
     };
     let (resource, named) = match rest {
-        [r] => (*r, false),
-        [r, _] => (*r, true),
+        [r] => ((*r).to_owned(), false),
+        [r, _] => ((*r).to_owned(), true),
+        [r, _, sub] => (format!("{r}/{sub}"), true),
         _ => return None,
     };
     let watch = query
@@ -88,7 +132,7 @@ pub fn authz(method: &str, uri: &str) -> Option<(String, String, String)> {
         ("DELETE", _, _) => "delete",
         _ => return None,
     };
-    Some((group.to_owned(), resource.to_owned(), verb.to_owned()))
+    Some((group.to_owned(), resource, verb.to_owned()))
 }
 
 /// Every (apiGroup, resource, verb) of the requests in `log`, each asserted

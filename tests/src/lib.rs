@@ -19,6 +19,7 @@ pub mod lab;
 pub mod netns;
 pub mod node;
 pub mod objects;
+pub mod reviews;
 
 use std::{path::PathBuf, time::Duration};
 

@@ -172,12 +172,14 @@ fn readyz_waits_for_the_first_reconcile_and_healthz_for_the_loop() {
     }
     assert!(healthy, "log:\n{}", agent.log_text());
     assert_eq!(AgentProc::get(&ns, "/readyz").unwrap().0, 503);
+    // The loop answers while the file is being read (on a blocking thread): the
+    // source is reported down once that read fails.
+    let down = AgentProc::wait_metrics(&ns, HANG, |m| {
+        sample(m, "ipshadow_source_up", &[("source", "pods")]) == Some(0.0)
+    });
+    assert!(down.is_some(), "log:\n{}", agent.log_text());
+    assert_eq!(AgentProc::get(&ns, "/readyz").unwrap().0, 503);
     let (_, m) = AgentProc::get(&ns, "/metrics").unwrap();
-    assert_eq!(
-        sample(&m, "ipshadow_source_up", &[("source", "pods")]),
-        Some(0.0),
-        "{m}"
-    );
     assert_eq!(sample(&m, "ipshadow_ebpf_attached", &[]), Some(0.0), "{m}");
 
     write_list(&pods, vec![pod("tenant", "web", ME, &["10.244.0.35"])]);

@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("privileges", 3),
     ("reconcile", 4),
     ("check", 4),
+    ("audit", 4),
     ("daemon", 4),
     ("cli", 4),
 ];

@@ -8,7 +8,7 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom"
 )]
 
-use std::{collections::BTreeSet, time::Duration};
+use std::time::Duration;
 
 use ipshadow_tests::{
     HANG,
@@ -226,23 +226,7 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     // every rule used.
     let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
     let used = deploy::used_and_allowed(&api.counts().log, &rules);
-    let mut granted = BTreeSet::new();
-    for r in &rules {
-        let list = |k: &str| -> Vec<String> {
-            r[k].as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_owned())
-                .collect()
-        };
-        for g in list("apiGroups") {
-            for res in list("resources") {
-                for v in list("verbs") {
-                    granted.insert((g.clone(), res.clone(), v));
-                }
-            }
-        }
-    }
+    let granted = deploy::granted(&rules);
     let unused: Vec<_> = granted.difference(&used).collect();
     assert!(unused.is_empty(), "granted but never used: {unused:?}");
     figure(format!(

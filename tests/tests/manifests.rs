@@ -33,30 +33,19 @@ fn kind<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in deploy/"))
 }
 
-#[test]
-fn every_object_validates_offline_against_the_kubernetes_schemas() {
-    let objects = deploy::manifests();
-    let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
-    for k in [
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "DaemonSet",
-        "Service",
-        "ServiceMonitor",
-        "PrometheusRule",
-        "ConfigMap",
-    ] {
-        assert!(kinds.contains(k), "{k} missing from deploy/: {kinds:?}");
-    }
-    let d = temp_dir("validate");
+/// Validates every core object of `objects` offline for Kubernetes 1.33 and
+/// 1.37; returns the prometheus-operator ones.
+fn validate_core<'a>(objects: &'a [Value], tag: &str) -> Vec<&'a Value> {
+    let d = temp_dir(tag);
     let (crd_based, core): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| {
         o["apiVersion"]
             .as_str()
             .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
     });
     for (i, o) in core.iter().enumerate() {
+        if o["apiVersion"] == "cert-manager.io/v1" {
+            continue;
+        }
         let f = d.join(format!("{i}.json"));
         std::fs::write(&f, serde_json::to_vec(o).unwrap()).unwrap();
         for version in ["1.33.0", "1.37.0"] {
@@ -82,6 +71,103 @@ fn every_object_validates_offline_against_the_kubernetes_schemas() {
             );
         }
     }
+    crd_based
+}
+
+#[test]
+fn the_metrics_auth_overlay_validates_and_its_parts_agree() {
+    let objects = deploy::manifests_of("metrics-auth");
+    let _ = validate_core(&objects, "validate-auth");
+    let ds = deploy::object(&objects, "DaemonSet", "ipshadow");
+    let pod = &ds["spec"]["template"]["spec"];
+    let agent = &pod["containers"][0];
+    let env = |k: &str| {
+        agent["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == k)
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or_else(|| panic!("{k} not set"))
+            .to_owned()
+    };
+    assert_eq!(env("IPSHADOW_METRICS_AUTH"), "kubernetes");
+    // The base's settings survive the patch: metrics on the node's address, probes on loopback.
+    assert_eq!(env("IPSHADOW_LISTEN"), "$(HOST_IP):9785");
+    assert_eq!(agent["livenessProbe"]["httpGet"]["port"], 9786);
+    let mount = agent["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "metrics-tls")
+        .unwrap();
+    for k in ["IPSHADOW_TLS_CERT_FILE", "IPSHADOW_TLS_KEY_FILE"] {
+        let file = env(k);
+        assert_eq!(
+            Path::new(&file).parent().unwrap().to_str().unwrap(),
+            mount["mountPath"].as_str().unwrap(),
+            "{k}"
+        );
+    }
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "metrics-tls")
+        .unwrap();
+    let secret = volume["secret"]["secretName"].as_str().unwrap();
+    let cert = deploy::object(&objects, "Certificate", "ipshadow-metrics");
+    assert_eq!(cert["spec"]["secretName"], secret);
+    let monitor = deploy::object(&objects, "ServiceMonitor", "ipshadow");
+    let ep = &monitor["spec"]["endpoints"][0];
+    assert_eq!(ep["scheme"], "https");
+    assert_eq!(ep["tlsConfig"]["ca"]["secret"]["name"], secret);
+    assert_eq!(ep["tlsConfig"]["ca"]["secret"]["key"], "ca.crt");
+    let service = deploy::object(&objects, "Service", "ipshadow-metrics");
+    let dns = format!(
+        "{}.{}.svc",
+        service["metadata"]["name"].as_str().unwrap(),
+        service["metadata"]["namespace"].as_str().unwrap()
+    );
+    assert_eq!(ep["tlsConfig"]["serverName"], dns.as_str());
+    assert!(
+        cert["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == dns.as_str())
+    );
+    // The agent's review rights are bound to its own service account.
+    let binding = deploy::object(&objects, "ClusterRoleBinding", "ipshadow-metrics-auth");
+    assert_eq!(binding["subjects"][0]["name"], pod["serviceAccountName"]);
+    let reader = deploy::cluster_role_rules(&objects, "ipshadow-metrics-reader");
+    assert!(
+        reader[0]["nonResourceURLs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u == "/metrics")
+    );
+}
+
+#[test]
+fn every_object_validates_offline_against_the_kubernetes_schemas() {
+    let objects = deploy::manifests();
+    let kinds: BTreeSet<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for k in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+        "Service",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
+        assert!(kinds.contains(k), "{k} missing from deploy/: {kinds:?}");
+    }
+    let crd_based = validate_core(&objects, "validate");
     // prometheus-operator objects: a structural check of what the operator reads.
     for o in crd_based {
         assert_eq!(o["apiVersion"], "monitoring.coreos.com/v1");
@@ -622,4 +708,27 @@ fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
                 .replace(": ", "-")
         );
     }
+}
+
+#[test]
+fn the_remediation_overlay_validates_and_starts_in_dry_run() {
+    let objects = deploy::manifests_of("remediation");
+    let _ = validate_core(&objects, "validate-remediation");
+    let ds = deploy::object(&objects, "DaemonSet", "ipshadow");
+    let env = ds["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let value = |k: &str| {
+        env.iter()
+            .find(|e| e["name"] == k)
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or_default()
+    };
+    assert_eq!(value("IPSHADOW_REMEDIATE"), "dry-run");
+    assert_eq!(value("IPSHADOW_LISTEN"), "$(HOST_IP):9785");
+    // The base alone cannot evict.
+    let base = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
+    assert!(!deploy::allows(&base, "", "pods/eviction", "create"));
+    let extra = deploy::cluster_role_rules(&objects, "ipshadow-remediation");
+    assert!(deploy::allows(&extra, "", "pods/eviction", "create"));
 }

@@ -3,6 +3,7 @@
 //! xtask itself depends on nothing that needs the eBPF toolchain, so it builds
 //! on a fresh machine and can install that toolchain.
 
+mod plugin;
 mod setup;
 
 use std::{path::PathBuf, process::Command};
@@ -37,14 +38,14 @@ enum Task {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
+    /// The kubectl plugin's krew archive (target/krew) and its manifest with the sha256.
+    Plugin,
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
     Demo {
         /// No pauses between the steps (also when CI is set).
         #[arg(long)]
         non_interactive: bool,
     },
-    /// The container image: a static (musl) binary on `FROM scratch`, built with
-    /// the local Docker engine if one runs (else the context is left in target/image).
     /// Run every cargo-fuzz target in fuzz/ for a while (nightly, libFuzzer);
     /// `test` runs this too, unless --quick.
     Fuzz {
@@ -54,6 +55,8 @@ enum Task {
         /// Only these targets (default: all).
         targets: Vec<String>,
     },
+    /// The container image: a static (musl) binary on `FROM scratch`, built with
+    /// the local Docker engine if one runs (else the context is left in target/image).
     Image {
         /// Image name and tag.
         #[arg(long, default_value = concat!("ipshadow:", env!("CARGO_PKG_VERSION")))]
@@ -82,6 +85,8 @@ enum Bench {
     Api,
     /// Many agents against one API server holding a 5,000-node cluster.
     Fleet,
+    /// `ipshadow audit` of 5,000 nodes and 150,000 pods.
+    Audit,
     /// The connection-rate figure alone (it is also part of `ebpf`).
     Connections,
 }
@@ -106,6 +111,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Scale => "scale",
                 Bench::Api => "api",
                 Bench::Fleet => "fleet",
+                Bench::Audit => "audit",
                 Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.
@@ -132,6 +138,7 @@ fn main() -> anyhow::Result<()> {
                     .args([name, out.as_str()]),
             )
         }
+        Task::Plugin => plugin::build(),
         Task::Demo { non_interactive } => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;
             let mut args = vec![

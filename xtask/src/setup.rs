@@ -27,6 +27,8 @@ const APT_PACKAGES: &[&str] = &[
     "prometheus",
     "python3-yaml",
     "g++",
+    "openssl",
+    "curl",
 ];
 
 pub(crate) fn run() -> anyhow::Result<()> {

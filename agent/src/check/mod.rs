@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::watch::{Outcome, watch};
 use crate::{
+    detect::impact,
     ebpf,
     kube::{
         self, SourceArgs,
@@ -83,17 +84,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// cannot be read is an error: a one-shot check has no earlier state to fall back on.
 pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
     let reconciler = Reconciler::new(node)?;
-    let Some(mut files) = FileSources::new(sources, &node.pod_ip_annotations) else {
+    let Some(mut files) = FileSources::new(sources, &node.read.pod_ip_annotations) else {
         return from_cluster(&reconciler, node, sources).await;
     };
     if let Some(e) = files.refresh().into_iter().next() {
         return Err(e.into());
     }
     let done = reconciler.reconcile(files.state()).await?;
+    let routes = &files.state().routes;
+    let impacts = done
+        .findings
+        .iter()
+        .filter_map(|f| Some((f.pod()?.clone(), impact::of_finding(f, routes)?)))
+        .collect();
     Ok(Report {
         node: reconciler.node.clone(),
         findings: done.findings,
         invalid: files.state().invalid.clone(),
+        impacts,
         ..Report::default()
     })
 }
@@ -110,7 +118,7 @@ async fn from_cluster(
     let (source, cluster) = ClusterSource::new(
         client.clone(),
         &reconciler.node,
-        &node.pod_ip_annotations,
+        &node.read.pod_ip_annotations,
         Arc::new(|| {}),
     );
     let token = CancellationToken::new();
@@ -127,7 +135,7 @@ async fn from_cluster(
         let lookups = first
             .claimable
             .iter()
-            .map(|ip| pods_holding(&client, *ip, &node.pod_ip_annotations));
+            .map(|ip| pods_holding(&client, *ip, &node.read.pod_ip_annotations));
         let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
             .await
             .map_err(|_| Error::Sync(timeout))??;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Published;
+use super::{Published, impact::Looked};
 use crate::{
     kube::{
         cluster::{Failure, backoff},
@@ -60,7 +60,13 @@ pub(crate) struct EventTask {
     metrics: Arc<Metrics>,
     findings: watch::Receiver<Published>,
     traffic: watch::Receiver<Arc<Traffic>>,
+    /// What breaks behind pods with findings, for the notes of new series.
+    impacts: watch::Receiver<Looked>,
 }
+
+/// How long new series wait for the impact of their findings (the lookups
+/// are a few lists; an API server that does not answer delays no Event longer).
+const IMPACT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl EventTask {
     /// The writer of `node`'s Events, configured by `args`.
@@ -69,7 +75,11 @@ impl EventTask {
         node: &str,
         args: &Args,
         metrics: Arc<Metrics>,
-        (findings, traffic): (watch::Receiver<Published>, watch::Receiver<Arc<Traffic>>),
+        (findings, traffic, impacts): (
+            watch::Receiver<Published>,
+            watch::Receiver<Arc<Traffic>>,
+            watch::Receiver<Looked>,
+        ),
     ) -> Self {
         let refresh = std::time::Duration::from_secs(args.event_refresh_seconds);
         Self {
@@ -79,6 +89,7 @@ impl EventTask {
             metrics,
             findings,
             traffic,
+            impacts,
         }
     }
 
@@ -111,8 +122,23 @@ impl EventTask {
             let traffic = self.traffic.borrow_and_update().clone();
             let mut failed = 0;
             if input.ready {
-                let node_uid = input.node_uid.as_deref();
-                let want = events::desired(&input.findings, &traffic, self.writer.node(), node_uid);
+                let node_uid = input.node.as_ref().map(|n| n.uid.as_str());
+                // Series notes are written once: let the impact of these findings come first.
+                let deadline = tokio::time::Instant::now() + IMPACT_WAIT;
+                while !Arc::ptr_eq(&self.impacts.borrow().for_findings, &input.findings) {
+                    tokio::select! {
+                        () = token.cancelled() => return,
+                        r = self.impacts.changed() => if r.is_err() { break },
+                        () = tokio::time::sleep_until(deadline) => break,
+                    }
+                }
+                let impacts = Arc::clone(&self.impacts.borrow().impacts);
+                let want = events::desired(
+                    &input.findings,
+                    (&traffic, &impacts),
+                    self.writer.node(),
+                    node_uid,
+                );
                 let want = events::cap(want, self.series_max, self.writer.node(), node_uid);
                 tracing::debug!(series = want.len(), "syncing Events");
                 let stats = tokio::select! {

@@ -1,5 +1,4 @@
-//! The HTTP endpoints: `/metrics`, `/healthz` (the loop answers), `/readyz`
-//! (the first full reconcile is done).
+//! The HTTP transport of the endpoints ([`super::endpoints`]).
 //!
 //! Two listeners: `--listen` (the node's own address in the manifest) serves
 //! all three for Prometheus; `--health-listen` (loopback) serves the probes
@@ -7,37 +6,28 @@
 //! Each listener serves at most `--http-max-connections` at once and closes
 //! the rest at accept; a client gets `--http-header-timeout-seconds` to send a
 //! request's headers, which also bounds how long a keep-alive connection idles,
-//! and no connection lives longer than [`CONNECTION_LIFETIME`].
+//! and no connection lives longer than [`CONNECTION_LIFETIME`]. With
+//! `--tls-cert-file` the metrics listener speaks TLS; with `--metrics-auth
+//! kubernetes` its requests are reviewed ([`super::scrape_auth`]).
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{
-    Router,
-    extract::State,
-    http::{StatusCode, header},
-    response::IntoResponse,
-    routing::get,
-};
+use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
     service::TowerToHyperService,
 };
 use prometheus_client::metrics::{counter::Counter, family::Family};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::Semaphore;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::report::metrics::{ListenerLabels, Metrics, OPENMETRICS, PROMETHEUS_TEXT};
-
-/// How long `/healthz` waits for the reconcile loop to answer.
-const LIVENESS_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) use super::endpoints::AppState;
+use super::{
+    endpoints,
+    scrape_auth::{Auth, MetricsAuth, Tls, TlsError},
+};
+use crate::{kube::review::Reviewer, report::metrics::ListenerLabels};
 
 /// How long open connections may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -75,17 +65,18 @@ pub struct Args {
     #[arg(long, env = "IPSHADOW_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub http_header_timeout_seconds: u64,
-}
-
-/// What the handlers read.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) ready: Arc<AtomicBool>,
-    /// Pings to the reconcile loop; it answers between two steps.
-    pub(crate) ping: mpsc::Sender<oneshot::Sender<()>>,
-    /// The long-lived tasks: one that stopped fails `/healthz`.
-    pub(crate) tasks: super::supervise::Supervisor,
+    /// Who may read --listen: `off` (whoever reaches it), or `kubernetes` (a bearer
+    /// token the API server authenticates, whose user may `get` the path, as
+    /// kube-rbac-proxy checks; needs TLS). The health listener stays open: loopback.
+    #[arg(long, env = "IPSHADOW_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Off)]
+    pub metrics_auth: MetricsAuth,
+    /// Serve --listen over TLS with this PEM certificate (chain), read again when it
+    /// changes (a mounted Secret rotated by cert-manager).
+    #[arg(long, env = "IPSHADOW_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert-file.
+    #[arg(long, env = "IPSHADOW_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<std::path::PathBuf>,
 }
 
 /// `host:port`, and an IPv6 address without brackets too: what the manifest's
@@ -119,10 +110,18 @@ pub struct ListenError {
 
 /// The bound listeners, made in `new` so a taken port stops the start.
 pub(crate) struct Http {
-    listeners: Vec<(&'static str, tokio::net::TcpListener, Router)>,
+    /// (name, listener, routes, TLS).
+    listeners: Vec<Listener>,
     limits: Limits,
     rejected: Family<ListenerLabels, Counter>,
 }
+
+type Listener = (
+    &'static str,
+    tokio::net::TcpListener,
+    Router,
+    Option<Arc<Tls>>,
+);
 
 /// What bounds one connection.
 #[derive(Clone, Copy, Debug)]
@@ -132,18 +131,43 @@ struct Limits {
 }
 
 impl Http {
-    /// Binds `args.listen` and, unless the same, `args.health_listen`.
-    pub(crate) async fn new(args: &Args, state: AppState) -> Result<Self, ListenError> {
+    /// Binds `args.listen` and, unless the same, `args.health_listen`; with
+    /// `--metrics-auth kubernetes`, scrapes are reviewed through `client`.
+    pub(crate) async fn new(
+        args: &Args,
+        state: AppState,
+        client: Option<&kube::Client>,
+    ) -> super::Result<Self> {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
             tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| ListenError { addr, flag, source })
         };
+        let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+            (Some(cert), Some(key)) => Some(Arc::new(Tls::new(cert, key)?)),
+            _ => None,
+        };
+        let mut app = endpoints::router(state.clone());
+        if args.metrics_auth == MetricsAuth::Kubernetes {
+            if tls.is_none() {
+                return Err(TlsError::AuthWithoutTls.into());
+            }
+            let client = client.ok_or(TlsError::AuthWithoutCluster)?;
+            let auth = Arc::new(Auth {
+                reviewer: Reviewer::new(client.clone()),
+                results: state.metrics.http_auth.clone(),
+            });
+            app = app.route_layer(axum::middleware::from_fn_with_state(
+                auth,
+                super::scrape_auth::authorize,
+            ));
+        }
         let rejected = state.metrics.http_rejected.clone();
         let mut listeners = vec![(
             "metrics",
             bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,
-            router(state.clone()),
+            app,
+            tls,
         )];
         if args.health_listen != args.listen {
             listeners.push((
@@ -153,7 +177,8 @@ impl Http {
                     "--health-listen or IPSHADOW_HEALTH_LISTEN",
                 )
                 .await?,
-                health_router(state),
+                endpoints::health_router(state),
+                None,
             ));
         }
         Ok(Self {
@@ -169,13 +194,16 @@ impl Http {
     /// Serves until `token` is cancelled.
     pub(crate) async fn run(self, token: CancellationToken) {
         let limits = self.limits;
-        let served = self.listeners.into_iter().map(|(name, listener, app)| {
-            let rejected = self
-                .rejected
-                .get_or_create(&ListenerLabels { listener: name })
-                .clone();
-            serve(listener, app, limits, rejected, token.clone())
-        });
+        let served = self
+            .listeners
+            .into_iter()
+            .map(|(name, listener, app, tls)| {
+                let rejected = self
+                    .rejected
+                    .get_or_create(&ListenerLabels { listener: name })
+                    .clone();
+                serve(listener, (app, tls), limits, rejected, token.clone())
+            });
         futures::future::join_all(served).await;
     }
 }
@@ -183,7 +211,7 @@ impl Http {
 /// Accepts until `token` is cancelled; each connection bounded by `limits`.
 async fn serve(
     listener: tokio::net::TcpListener,
-    app: Router,
+    (app, tls): (Router, Option<Arc<Tls>>),
     limits: Limits,
     rejected: Counter,
     token: CancellationToken,
@@ -211,22 +239,17 @@ async fn serve(
         };
         let service = TowerToHyperService::new(app.clone());
         let token = token.clone();
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {
             let _permit = permit;
-            let mut builder = http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                () = tokio::time::sleep(CONNECTION_LIFETIME) => {}
-                () = token.cancelled() => {
-                    // A scraper's keep-alive connection must not hold the agent's exit.
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
-                }
+            let Some(acceptor) = acceptor else {
+                return connection(TokioIo::new(stream), service, limits, token).await;
+            };
+            // The handshake gets the header timeout too: a half handshake holds no slot longer.
+            match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => connection(TokioIo::new(tls), service, limits, token).await,
+                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
             }
         });
     }
@@ -234,73 +257,29 @@ async fn serve(
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, connections.wait()).await;
 }
 
-fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(state)
-}
-
-fn health_router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(state)
-}
-
-async fn metrics(State(s): State<AppState>, headers: axum::http::HeaderMap) -> impl IntoResponse {
-    let openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    let content_type = if openmetrics {
-        OPENMETRICS
-    } else {
-        PROMETHEUS_TEXT
-    };
-    match s.metrics.encode(openmetrics) {
-        Ok(body) => (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response(),
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "encoding metrics failed\n",
-        )
-            .into_response(),
-    }
-}
-
-async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
-    if let Some(stopped) = s.tasks.failure() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("stopped: {stopped}\n"),
-        );
-    }
-    let (tx, rx) = oneshot::channel();
-    if s.ping.send(tx).await.is_err() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "reconcile loop is gone\n".to_owned(),
-        );
-    }
-    match tokio::time::timeout(LIVENESS_TIMEOUT, rx).await {
-        Ok(Ok(())) => (StatusCode::OK, "ok\n".to_owned()),
-        _ => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "reconcile loop does not answer\n".to_owned(),
-        ),
-    }
-}
-
-async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "first reconcile not done yet\n",
-        )
+/// Serves one connection, bounded by `limits`, until it ends or `token` is cancelled.
+async fn connection<I>(
+    io: TokioIo<I>,
+    service: TowerToHyperService<Router>,
+    limits: Limits,
+    token: CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let conn = builder.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = tokio::time::sleep(CONNECTION_LIFETIME) => {}
+        () = token.cancelled() => {
+            // A scraper's keep-alive connection must not hold the agent's exit.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
+        }
     }
 }
 

@@ -12,12 +12,17 @@
 //!
 //! This module only wires them: channels between them, one token to stop them.
 
+mod condition;
+mod endpoints;
 pub mod events;
 mod files;
 mod host;
 pub mod http;
+mod impact;
 pub mod observer;
 pub mod reconcile_loop;
+mod remediate;
+mod scrape_auth;
 mod supervise;
 
 use std::{
@@ -75,6 +80,12 @@ pub struct Args {
     /// The Event writer.
     #[command(flatten)]
     pub events: events::Args,
+    /// The Node condition.
+    #[command(flatten)]
+    pub condition: condition::Args,
+    /// Opt-in remediation.
+    #[command(flatten)]
+    pub remediate: remediate::Args,
 }
 
 /// Why the agent could not start.
@@ -101,6 +112,9 @@ pub enum Error {
     /// No client for the API server.
     #[error(transparent)]
     Client(#[from] kube::ClientError),
+    /// TLS or scrape authentication could not be set up.
+    #[error(transparent)]
+    Tls(#[from] scrape_auth::TlsError),
 }
 
 /// `Result` with this module's [`Error`].
@@ -112,8 +126,8 @@ pub(crate) struct Published {
     findings: Arc<Vec<Finding>>,
     /// This node's addresses a pod elsewhere could hold: watched for traffic.
     claimable: Arc<BTreeSet<IpAddr>>,
-    /// This node's Node uid, for Events about the Node.
-    node_uid: Option<String>,
+    /// This node's Node (its uid for Events about it, its condition as shown).
+    node: Option<crate::inventory::NodeFacts>,
     /// A reconcile has run.
     ready: bool,
 }
@@ -137,11 +151,27 @@ pub async fn run(args: Args) -> Result<()> {
     let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
 
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
+    // Files (--pods) or the cluster: the client serves the watches, Events and scrape reviews.
+    let client = match args.sources.pods {
+        Some(_) => None,
+        None => Some(kube::client().await?),
+    };
+    let (ping_tx, pings) = mpsc::channel(8);
+    let state = AppState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        ping: ping_tx,
+        tasks: tasks.clone(),
+    };
+    let http = Http::new(&args.http, state, client.as_ref()).await?;
+    tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node,
+                   auth = ?args.http.metrics_auth, tls = args.http.tls_cert_file.is_some(),
+                   "serving /metrics, /healthz, /readyz");
     let input = cluster_input(
         &args,
+        client.clone(),
         &node,
-        &tasks,
-        &token,
+        (&tasks, &token),
         &trigger_tx,
         &metrics,
         (published.clone(), traffic.clone(), unexplained),
@@ -154,16 +184,6 @@ pub async fn run(args: Args) -> Result<()> {
         published,
         (traffic_tx, unexplained_tx),
     )?;
-
-    let (ping_tx, pings) = mpsc::channel(8);
-    let state = AppState {
-        metrics: metrics.clone(),
-        ready: ready.clone(),
-        ping: ping_tx,
-        tasks: tasks.clone(),
-    };
-    let http = Http::new(&args.http, state).await?;
-    tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node, "serving /metrics, /healthz, /readyz");
 
     // Everything that needed privilege (loading, attaching, binding) is done.
     let attached = observer
@@ -208,9 +228,9 @@ pub async fn run(args: Args) -> Result<()> {
 /// the Event writer, spawned on `tasks`.
 async fn cluster_input(
     args: &Args,
+    client: Option<::kube::Client>,
     node: &str,
-    tasks: &Supervisor,
-    token: &CancellationToken,
+    (tasks, token): (&Supervisor, &CancellationToken),
     trigger_tx: &mpsc::Sender<Trigger>,
     metrics: &Arc<Metrics>,
     (published, traffic, unexplained): (
@@ -220,15 +240,18 @@ async fn cluster_input(
     ),
 ) -> Result<Input> {
     let subscribe = |what| move |source| Error::Subscribe { what, source };
-    let input = if let Some(files) = FileSources::new(&args.sources, &args.node.pod_ip_annotations)
-    {
+    let files = FileSources::new(&args.sources, &args.node.read.pod_ip_annotations);
+    let input = if let (Some(files), None) = (files, &client) {
         let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
             .map_err(subscribe("changes of the input files (inotify)"))?;
         tasks.spawn("file-watch", watch.run(token.child_token()));
         tracing::info!("reading Kubernetes state from files; no Events are written");
         Input::Files(Arc::new(std::sync::Mutex::new(files)))
     } else {
-        let client = kube::client().await?;
+        let client = match client {
+            Some(c) => c,
+            None => kube::client().await?,
+        };
         let tx = trigger_tx.clone();
         let on_change = Arc::new(move || {
             let _ = tx.try_send(Trigger::Kube);
@@ -236,7 +259,7 @@ async fn cluster_input(
         let (source, view) = ClusterSource::new(
             client.clone(),
             node,
-            &args.node.pod_ip_annotations,
+            &args.node.read.pod_ip_annotations,
             on_change,
         );
         // The findings, for the records that confirm an annotated address.
@@ -258,12 +281,40 @@ async fn cluster_input(
             .with_confirmations(findings)
             .with_lookups(unexplained);
         tasks.spawn("cluster-watches", source.run(token.child_token()));
+        if args.condition.node_condition {
+            let task = condition::ConditionTask::new(
+                client.clone(),
+                node,
+                metrics.clone(),
+                published.clone(),
+            );
+            tasks.spawn("node-condition", task.run(token.child_token()));
+        }
+        if args.remediate.remediate != remediate::Mode::Off {
+            let task = remediate::RemediateTask::new(
+                kube::client_without_retries().await?,
+                node,
+                &args.remediate,
+                metrics.clone(),
+                published.clone(),
+            );
+            tasks.spawn("remediation", task.run(token.child_token()));
+        }
+        let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
+        let lookups = impact::ImpactTask::new(
+            client.clone(),
+            node,
+            metrics.clone(),
+            published.clone(),
+            impacts_tx,
+        );
+        tasks.spawn("impact-lookups", lookups.run(token.child_token()));
         let writer = EventTask::new(
             client,
             node,
             &args.events,
             metrics.clone(),
-            (published, traffic),
+            (published, traffic, impacts),
         );
         tasks.spawn("event-writer", writer.run(token.child_token()));
         tracing::info!("watching the cluster");

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Published, host::Trigger};
 use crate::{
     detect::Finding,
-    inventory::{ClusterState, HostNetwork, Invalid, SourceStatus},
+    inventory::{ClusterState, HostNetwork, Invalid, NodeFacts, SourceStatus},
     kube::{cluster::ClusterView, sources::FileSources},
     reconcile::Reconciler,
     report::metrics::{Metrics, Outcome, ResourceLabels, ResultLabels, SourceLabels},
@@ -144,8 +144,10 @@ impl ReconcileLoop {
     }
 
     /// The cluster's state now (`None` until pods were read once), this node's
-    /// uid, and each source's status.
-    async fn cluster_state(&mut self) -> (Option<ClusterState>, Option<String>, Vec<SourceStatus>) {
+    /// Node, and each source's status.
+    async fn cluster_state(
+        &mut self,
+    ) -> (Option<ClusterState>, Option<NodeFacts>, Vec<SourceStatus>) {
         match &mut self.input {
             Input::Files(files) => {
                 if std::mem::take(&mut self.files_dirty) {
@@ -171,7 +173,7 @@ impl ReconcileLoop {
             Input::Cluster(cluster) => {
                 let (state, node) = cluster.snapshot();
                 let state = cluster.pods_listed().then_some(state);
-                (state, node.map(|n| n.uid), cluster.status())
+                (state, node, cluster.status())
             }
         }
     }
@@ -179,7 +181,7 @@ impl ReconcileLoop {
     /// One reconcile; `false` when reading the node failed (and it should be retried).
     #[tracing::instrument(skip_all)]
     async fn reconcile(&mut self) -> bool {
-        let (state, node_uid, status) = self.cluster_state().await;
+        let (state, node, status) = self.cluster_state().await;
         for s in status {
             self.metrics
                 .source_up
@@ -192,12 +194,23 @@ impl ReconcileLoop {
         let started = Instant::now();
         // A change of the cluster alone reuses the host snapshot (netlink would
         // have said if the node's network changed): no dumps, only new lookups.
-        let result = match &self.host {
-            Some(host) => {
-                tracing::debug!("a change of the cluster only: reusing the host snapshot");
-                Ok(self.reconciler.reconcile_cluster_change(&state, host).await)
+        let (reconciler, host, pings) = (&self.reconciler, self.host.clone(), &mut self.pings);
+        let work = async {
+            match &host {
+                Some(host) => {
+                    tracing::debug!("a change of the cluster only: reusing the host snapshot");
+                    Ok(reconciler.reconcile_cluster_change(&state, host).await)
+                }
+                None => reconciler.reconcile(&state).await,
             }
-            None => self.reconciler.reconcile(&state).await,
+        };
+        tokio::pin!(work);
+        // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
+        let result = loop {
+            tokio::select! {
+                r = &mut work => break r,
+                Some(reply) = pings.recv() => { let _ = reply.send(()); }
+            }
         };
         let elapsed = started.elapsed();
         let netlink_up = self
@@ -241,7 +254,7 @@ impl ReconcileLoop {
         self.published.send_replace(Published {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),
-            node_uid,
+            node,
             ready: true,
         });
         self.ready.store(true, Ordering::Relaxed);

@@ -32,6 +32,13 @@ pub enum Cause {
         /// The live pod holding the address (`DuplicatePodIP`), if one does.
         holder: Option<PodRef>,
     },
+    /// Two live pods hold one address in their status: traffic to it reaches one.
+    Duplicate {
+        /// The newer pod.
+        site: PodSite,
+        /// The older pod holding the same address.
+        holder: PodRef,
+    },
     /// Something about a node's pod allocator or Cilium's configuration.
     Node(NodeProblem),
     /// The pod's own node routes its IP nowhere.
@@ -178,6 +185,11 @@ pub enum Remedy {
     ReallocateDuplicate {
         /// The node.
         node: String,
+    },
+    /// Two running pods hold one address: recreate the newer one.
+    RecreateNewer {
+        /// The newer pod.
+        pod: PodRef,
     },
     /// The node's range is (or will be) too small for its pods.
     AddCapacity {

@@ -191,6 +191,9 @@ pub struct PodSite {
     pub ip_source: IpSource,
     /// When the pod was created (Unix seconds), if known.
     pub created: Option<i64>,
+    /// Its controller (`Kind/name` of the owner reference with `controller:
+    /// true`): what recreates it when it is evicted.
+    pub controller: Option<String>,
 }
 
 /// One finding: a pod IP shadowed (or about to be) by an address a node holds,
@@ -316,7 +319,8 @@ impl Finding {
         match &self.cause {
             Cause::Collision { site, .. }
             | Cause::Blackhole { site, .. }
-            | Cause::Refused { site, .. } => Some(site),
+            | Cause::Refused { site, .. }
+            | Cause::Duplicate { site, .. } => Some(site),
             Cause::Overlap { .. } | Cause::Node(_) => None,
         }
     }

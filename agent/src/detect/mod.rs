@@ -9,8 +9,10 @@
 //!   shadowing address wins over a blackhole route;
 //! - pods that cannot receive traffic (hostNetwork, Succeeded, Failed) are skipped.
 
+pub mod audit;
 mod cause;
 mod finding;
+pub mod impact;
 mod node;
 mod overlap;
 mod owners;
@@ -22,6 +24,7 @@ pub use finding::{
     Scope,
 };
 use ipnet::IpNet;
+pub use owners::Index;
 use owners::Owners;
 
 use crate::inventory::{
@@ -30,7 +33,23 @@ use crate::inventory::{
 
 /// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
 pub fn detect(inv: &Inventory) -> Vec<Finding> {
-    let owners = Owners::new(inv);
+    let index = Index::of(inv);
+    detect_with(inv, &index, Pods::All)
+}
+
+/// Whose pods a node's detection looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pods {
+    /// The agent's: its node's pods, and pods elsewhere holding one of its addresses.
+    All,
+    /// An audit's: only the node's own pods; a pod elsewhere is checked under its own node.
+    Own,
+}
+
+/// [`detect`] on a prebuilt [`Index`] of every node's Cilium addresses, which
+/// an audit builds once for all nodes.
+pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> Vec<Finding> {
+    let owners = Owners::new(inv, index);
     let mut seen = HashSet::new();
     let mut findings = Vec::new();
     for pod in inv.pods.iter().filter(|p| p.can_receive_traffic()) {
@@ -59,9 +78,12 @@ pub fn detect(inv: &Inventory) -> Vec<Finding> {
                 node: pod_node.to_owned(),
                 ip_source: pip.source.clone(),
                 created: pod.created,
+                controller: pod.controller.clone(),
             };
             let finding = if pod_node == inv.node {
                 check_own_pod(inv, &owners, pod, site, pip)
+            } else if pods == Pods::Own {
+                None
             } else {
                 check_foreign_pod(inv, &owners, site, pip)
             };
@@ -133,8 +155,9 @@ fn check_own_ip(
     let owned = owners
         .mine
         .get(&pip.ip)
+        .copied()
         .map(|o| (o, Scope::SameNode))
-        .or_else(|| owners.others.get(&pip.ip).map(|o| (o, Scope::CrossNode)));
+        .or_else(|| owners.other(&pip.ip).map(|o| (o, Scope::CrossNode)));
     if let Some((held_by, scope)) = owned {
         let holder = held_by.to_owner();
         let remedy = collision_remedy(inv, &holder, pip);

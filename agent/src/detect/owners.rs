@@ -3,7 +3,7 @@
 use std::{collections::HashMap, net::IpAddr};
 
 use super::{Owner, Role};
-use crate::inventory::{InfraAddress, Inventory, Source};
+use crate::inventory::{CiliumNode, InfraAddress, Inventory, Source};
 
 /// Where Cilium's health endpoint address lives on the host side.
 const HEALTH_DEVICE: &str = "lxc_health";
@@ -34,14 +34,69 @@ impl OwnerRef<'_> {
     }
 }
 
-/// Every address that shadows a pod IP, by IP: this node's first, then other nodes' Cilium addresses.
+/// Every Cilium address of every node, by IP and by node: built once per
+/// reconcile, or once for a whole cluster's audit and shared by every node's.
+pub struct Index<'a> {
+    /// By IP, in (node, role, source) order: of two nodes claiming one IP the first wins.
+    by_ip: HashMap<IpAddr, Vec<(&'a str, &'a InfraAddress)>>,
+    /// By node: its addresses, in (role, source, ip) order.
+    by_node: HashMap<&'a str, Vec<&'a InfraAddress>>,
+    router_device: &'a str,
+}
+
+impl<'a> Index<'a> {
+    /// Indexes `cilium_nodes` and `annotated_nodes` (Cilium's addresses from Node annotations).
+    pub fn new(
+        cilium_nodes: &'a [CiliumNode],
+        annotated_nodes: &'a [CiliumNode],
+        router_device: &'a str,
+    ) -> Self {
+        // Every Cilium address of every node, from every source, in an order that
+        // does not depend on the lists': (node, role, source, ip).
+        let mut infra: Vec<(&'a str, &'a InfraAddress)> = cilium_nodes
+            .iter()
+            .chain(annotated_nodes.iter())
+            .flat_map(|cn| cn.addresses.iter().map(move |a| (cn.name.as_str(), a)))
+            .collect();
+        infra.sort_by_key(|(node, a)| (*node, a.role, a.source, a.ip));
+        let mut by_ip: HashMap<IpAddr, Vec<(&'a str, &'a InfraAddress)>> =
+            HashMap::with_capacity(infra.len());
+        let mut by_node: HashMap<&'a str, Vec<&'a InfraAddress>> = HashMap::new();
+        for (node, a) in infra {
+            by_ip.entry(a.ip).or_default().push((node, a));
+            by_node.entry(node).or_default().push(a);
+        }
+        Self {
+            by_ip,
+            by_node,
+            router_device,
+        }
+    }
+
+    /// The index of `inv`'s Cilium addresses.
+    pub fn of(inv: &'a Inventory) -> Self {
+        Self::new(&inv.cilium_nodes, &inv.annotated_nodes, &inv.router_device)
+    }
+
+    fn default_device(&self, role: Role) -> Option<&'a str> {
+        match role {
+            Role::Router => Some(self.router_device),
+            Role::Health => Some(HEALTH_DEVICE),
+            Role::Ingress | Role::Local | Role::Pod | Role::Endpoint | Role::Node => None,
+        }
+    }
+}
+
+/// Every address that shadows a pod IP, for one node: its own (the kernel's and
+/// Cilium's), and other nodes' Cilium addresses through the shared [`Index`].
 pub(super) struct Owners<'a> {
     pub(super) mine: HashMap<IpAddr, OwnerRef<'a>>,
-    pub(super) others: HashMap<IpAddr, OwnerRef<'a>>,
+    index: &'a Index<'a>,
+    node: &'a str,
 }
 
 impl<'a> Owners<'a> {
-    pub(super) fn new(inv: &'a Inventory) -> Self {
+    pub(super) fn new(inv: &'a Inventory, index: &'a Index<'a>) -> Self {
         let mut mine = HashMap::with_capacity(inv.host.addresses.len());
         for a in &inv.host.addresses {
             let role = if a.device == inv.router_device {
@@ -56,51 +111,45 @@ impl<'a> Owners<'a> {
                 source: Source::Kernel,
             });
         }
-        let mut others = HashMap::with_capacity(inv.cilium_nodes.len() * 3);
-        // Every Cilium address of every node, from every source, in an order that
-        // does not depend on the lists': (node, role, source, ip).
-        let mut infra: Vec<(&'a str, &'a InfraAddress)> = inv
-            .cilium_nodes
-            .iter()
-            .chain(inv.annotated_nodes.iter())
-            .flat_map(|cn| cn.addresses.iter().map(move |a| (cn.name.as_str(), a)))
-            .collect();
-        infra.sort_by_key(|(node, a)| (*node, a.role, a.source, a.ip));
-        for (node, a) in infra {
-            let default_device = match a.role {
-                Role::Router => Some(inv.router_device.as_str()),
-                Role::Health => Some(HEALTH_DEVICE),
-                Role::Ingress | Role::Local | Role::Pod | Role::Endpoint | Role::Node => None,
-            };
-            if node == inv.node {
-                // Cilium names the role; the kernel, if it holds the address, names
-                // the device. An IP in two roles keeps the first in Role order, and
-                // of one role the best source.
-                let existing = mine.get(&a.ip).copied();
-                if existing.is_some_and(|o: OwnerRef<'_>| o.named_by_cilium()) {
-                    continue;
-                }
-                let device = existing.and_then(|o| o.device).or(default_device);
-                mine.insert(
-                    a.ip,
-                    OwnerRef {
-                        node,
-                        role: a.role,
-                        device,
-                        source: a.source,
-                    },
-                );
-            } else {
-                // Two nodes claiming one IP: the lowest (name, role, source) wins,
-                // which the sort made the first.
-                others.entry(a.ip).or_insert(OwnerRef {
+        let node = inv.node.as_str();
+        for a in index.by_node.get(node).into_iter().flatten() {
+            // Cilium names the role; the kernel, if it holds the address, names
+            // the device. An IP in two roles keeps the first in Role order, and
+            // of one role the best source.
+            let existing = mine.get(&a.ip).copied();
+            if existing.is_some_and(|o: OwnerRef<'_>| o.named_by_cilium()) {
+                continue;
+            }
+            let device = existing
+                .and_then(|o| o.device)
+                .or(index.default_device(a.role));
+            mine.insert(
+                a.ip,
+                OwnerRef {
                     node,
                     role: a.role,
-                    device: default_device,
+                    device,
                     source: a.source,
-                });
-            }
+                },
+            );
         }
-        Self { mine, others }
+        Self { mine, index, node }
+    }
+
+    /// The node other than this one that holds `ip` as a Cilium address: of
+    /// two, the lowest (name, role, source).
+    pub(super) fn other(&self, ip: &IpAddr) -> Option<OwnerRef<'a>> {
+        let (node, a) = self
+            .index
+            .by_ip
+            .get(ip)?
+            .iter()
+            .find(|(n, _)| *n != self.node)?;
+        Some(OwnerRef {
+            node,
+            role: a.role,
+            device: self.index.default_device(a.role),
+            source: a.source,
+        })
     }
 }

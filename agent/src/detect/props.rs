@@ -33,6 +33,8 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
         phase: Some("Running".into()),
         created: None,
         logical_switch: None,
+        terminating: false,
+        controller: None,
     }
 }
 

@@ -24,6 +24,8 @@ pub struct ClusterState {
     pub sandbox: Arc<Vec<SandboxFailure>>,
     /// Cilium's configuration (`cilium-config`), when read.
     pub cilium_config: Option<Arc<CiliumConfig>>,
+    /// What routes to pods, for the impact of findings (empty when not read).
+    pub routes: Arc<super::Routes>,
     /// Objects (or fields) skipped as malformed in the last read.
     pub invalid: Vec<Invalid>,
 }

@@ -136,6 +136,8 @@ pub(crate) fn pod(name: &str, node: &str, ips: &[&str]) -> Pod {
         phase: Some("Running".into()),
         created: None,
         logical_switch: None,
+        terminating: false,
+        controller: Some("ReplicaSet/rs".into()),
     }
 }
 

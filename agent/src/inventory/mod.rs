@@ -8,6 +8,7 @@ mod cluster;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod host;
+mod impact;
 mod node;
 mod objects;
 
@@ -17,7 +18,10 @@ pub use cluster::{ClusterState, Invalid, SourceStatus};
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
-pub use node::{CiliumConfig, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses};
+pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
+pub use node::{
+    CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
+};
 pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
 
 /// Device name Cilium puts its router IP on.

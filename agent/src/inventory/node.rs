@@ -83,6 +83,21 @@ pub struct NodeFacts {
     pub pod_cidrs: Vec<IpNet>,
     /// `status.allocatable.pods`: how many pods kubelet accepts.
     pub allocatable_pods: Option<u64>,
+    /// ipshadow's own condition on it, as last written (`PodIPsShadowed`).
+    pub shadowed: Option<ConditionSeen>,
+}
+
+/// A Node condition as the Node shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConditionSeen {
+    /// `status == "True"`.
+    pub status: bool,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// `lastTransitionTime`, as the API server printed it.
+    pub last_transition: Option<String>,
 }
 
 /// What detection reads of Cilium's configuration (the `cilium-config` ConfigMap).

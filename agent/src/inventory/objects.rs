@@ -29,6 +29,10 @@ pub struct Pod {
     /// The kube-ovn Subnet its annotation says the address came from
     /// (`ovn.kubernetes.io/logical_switch`), when its IPs came from an annotation.
     pub logical_switch: Option<String>,
+    /// `metadata.deletionTimestamp` is set: its address may already be another pod's.
+    pub terminating: bool,
+    /// Its controller, `Kind/name` (`metadata.ownerReferences` with `controller: true`).
+    pub controller: Option<String>,
 }
 
 impl IpSource {

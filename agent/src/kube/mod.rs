@@ -2,10 +2,14 @@
 //! turned into inventory types, from files or from the cluster (watches), and
 //! Events written back.
 
+pub mod audit;
 pub mod cluster;
+pub mod condition;
+pub mod evict;
 pub mod files;
 pub mod objects;
 pub mod recorder;
+pub mod review;
 pub mod sources;
 
 use std::path::PathBuf;
@@ -43,6 +47,20 @@ pub struct SourceArgs {
     /// old range is found.
     #[arg(long, env = "IPSHADOW_CILIUM_CONFIG_FILE", requires = "pods")]
     pub cilium_config: Option<PathBuf>,
+    /// With --pods: EndpointSlices as `kubectl get endpointslices -A -o json` prints
+    /// them: the Services a shadowed pod backs (a finding's `impact`).
+    #[arg(long, env = "IPSHADOW_ENDPOINTSLICES_FILE", requires = "pods")]
+    pub endpointslices: Option<PathBuf>,
+    /// With --pods: a List of ValidatingWebhookConfigurations and
+    /// MutatingWebhookConfigurations (`kubectl get validatingwebhookconfigurations,
+    /// mutatingwebhookconfigurations -o json`): webhooks the kube-apiserver calls
+    /// through those Services make a finding critical.
+    #[arg(long, env = "IPSHADOW_WEBHOOKS_FILE", requires = "pods")]
+    pub webhooks: Option<PathBuf>,
+    /// With --pods: APIServices as `kubectl get apiservices -o json` prints them
+    /// (aggregated APIs the kube-apiserver calls through a Service).
+    #[arg(long, env = "IPSHADOW_APISERVICES_FILE", requires = "pods")]
+    pub apiservices: Option<PathBuf>,
     /// In cluster mode, the namespace of Cilium's `cilium-config` ConfigMap (its IPAM
     /// mode and cluster-pool CIDRs, for `IPAMMigrationStuck`).
     #[arg(long, env = "IPSHADOW_CILIUM_NAMESPACE", default_value = cluster::DEFAULT_CILIUM_NAMESPACE,
@@ -82,4 +100,15 @@ pub struct ClientError(#[source] kube::Error);
 /// A client from KUBECONFIG (or `~/.kube/config`), else the in-cluster service account.
 pub async fn client() -> Result<kube::Client, ClientError> {
     kube::Client::try_default().await.map_err(ClientError)
+}
+
+/// Like [`client`], without the client's own retries of 429/503/504: for calls
+/// whose refusal the caller waits out itself (an eviction a PodDisruptionBudget
+/// blocks is tried again after the remediation interval, not within seconds).
+pub async fn client_without_retries() -> Result<kube::Client, ClientError> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(|e| ClientError(kube::Error::InferConfig(e)))?;
+    config.default_retry = false;
+    kube::Client::try_from(config).map_err(ClientError)
 }

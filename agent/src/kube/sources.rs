@@ -19,6 +19,8 @@ pub struct FileSources {
     nodes: Option<PathBuf>,
     events: Option<PathBuf>,
     cilium_config: Option<PathBuf>,
+    /// EndpointSlices, webhook configurations, APIServices.
+    routes: [Option<PathBuf>; 3],
     annotation_keys: Vec<String>,
     /// The pods as read, before the addresses of sandbox refusals are attached.
     pods_read: Arc<Vec<crate::inventory::Pod>>,
@@ -68,6 +70,11 @@ impl FileSources {
             nodes: args.nodes.clone(),
             events: args.events.clone(),
             cilium_config: args.cilium_config.clone(),
+            routes: [
+                args.endpointslices.clone(),
+                args.webhooks.clone(),
+                args.apiservices.clone(),
+            ],
             annotation_keys: annotation_keys.to_vec(),
             pods_read: Arc::default(),
             state: ClusterState::default(),
@@ -84,6 +91,7 @@ impl FileSources {
             .chain(self.nodes.as_deref())
             .chain(self.events.as_deref())
             .chain(self.cilium_config.as_deref())
+            .chain(self.routes.iter().filter_map(Option::as_deref))
             .collect()
     }
 
@@ -141,6 +149,17 @@ impl FileSources {
         if let Some(path) = &self.events {
             out.read("events", &mut self.state.sandbox, &mut Vec::new(), |_| {
                 files::sandbox_failures(path).map(Arc::new)
+            });
+        }
+        if self.routes.iter().any(Option::is_some) {
+            let [slices, webhooks, apiservices] = &self.routes;
+            out.read("routes", &mut self.state.routes, &mut Vec::new(), |_| {
+                super::objects::impact::from_files(
+                    slices.as_deref(),
+                    webhooks.as_deref(),
+                    apiservices.as_deref(),
+                )
+                .map(Arc::new)
             });
         }
         self.state.pods = if self.state.sandbox.is_empty() {

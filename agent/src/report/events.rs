@@ -123,12 +123,12 @@ fn pod_ref(f: &Finding) -> Option<(ObjectReference, String)> {
 #[tracing::instrument(skip_all, fields(findings = findings.len(), traffic = traffic.len()))]
 pub fn desired(
     findings: &[Finding],
-    traffic: &Traffic,
+    (traffic, impacts): (&Traffic, &super::Impacts),
     node: &str,
     node_uid: Option<&str>,
 ) -> Vec<Desired> {
     let mut out = Vec::new();
-    for f in findings {
+    for f in findings.iter().filter(|f| reported_here(f, node)) {
         if f.kind.is_node_level() {
             out.push(Desired {
                 regarding: node_ref(node, node_uid),
@@ -140,23 +140,23 @@ pub fn desired(
             });
             continue;
         }
-        // An address that rests on an annotation alone is no Warning: anyone who
-        // may edit a pod can write one (it stays a finding, marked unconfirmed).
-        if f.site()
-            .is_some_and(|s| s.ip_source == IpSource::Annotation)
-        {
-            continue;
-        }
-        let mine = f.pod_node() == Some(node)
-            || (f.owner.node == node && f.kind == FindingKind::LocalAddressCollision);
-        if let (true, Some((regarding, namespace))) = (mine, pod_ref(f)) {
+        if let Some((regarding, namespace)) = pod_ref(f) {
+            // What breaks behind the pod leads the note, when already looked up.
+            let text = match f
+                .pod()
+                .and_then(|p| impacts.get(p))
+                .and_then(message::impact_sentence)
+            {
+                Some(i) => format!("{i} {}", message::render(f)),
+                None => message::render(f),
+            };
             out.push(Desired {
                 regarding,
                 namespace,
                 reason: f.kind.as_str().to_owned(),
                 ip: f.ip_text(),
                 warning: true,
-                note: truncate_note(&message::render(f)),
+                note: truncate_note(&text),
             });
         }
     }
@@ -191,6 +191,24 @@ pub fn desired(
         });
     }
     out
+}
+
+/// Whether `node` reports `f` (a Warning, the Node condition): its node
+/// findings, its own pods' confirmed findings, and its non-Cilium local
+/// addresses held by pods elsewhere. An address that rests on an annotation
+/// alone is not: anyone who may edit a pod can write one (it stays a finding,
+/// marked unconfirmed).
+pub fn reported_here(f: &Finding, node: &str) -> bool {
+    if f.kind.is_node_level() {
+        return true;
+    }
+    if f.site()
+        .is_some_and(|s| s.ip_source == IpSource::Annotation)
+    {
+        return false;
+    }
+    f.pod_node() == Some(node)
+        || (f.owner.node == node && f.kind == FindingKind::LocalAddressCollision)
 }
 
 /// The Node as an Event's `regarding` object.

@@ -2,11 +2,14 @@
 //! series, metrics, `check` output — and the traffic evidence that joins them.
 //! Pure: the adapters write what this layer renders.
 
+pub mod audit;
+pub mod condition;
 pub mod events;
 pub mod evidence;
 pub mod message;
 pub mod metrics;
 pub mod output;
+pub mod remediate;
 pub mod traffic;
 
 use std::{collections::BTreeMap, net::IpAddr};
@@ -26,7 +29,12 @@ pub struct Report {
     pub evidence: BTreeMap<IpAddr, Evidence>,
     /// Objects (or fields) skipped as malformed.
     pub invalid: Vec<Invalid>,
+    /// What breaks behind each pod with a finding, when routes were read.
+    pub impacts: Impacts,
 }
+
+/// What breaks behind each pod with a finding.
+pub type Impacts = std::collections::BTreeMap<crate::detect::PodRef, crate::detect::impact::Impact>;
 
 impl Report {
     /// The evidence joined to `f`: traffic to its IP, if watched.

@@ -6,7 +6,10 @@ use serde::Serialize;
 
 use super::{Report, evidence::Evidence, message};
 use crate::{
-    detect::{Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope},
+    detect::{
+        Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope,
+        impact::{Impact, Severity},
+    },
     inventory::IpSource,
 };
 
@@ -18,7 +21,7 @@ struct JsonReport<'a> {
 
 /// The JSON contract of one finding (DESIGN.md): fields may be added, never renamed.
 #[derive(Serialize)]
-struct JsonFinding<'a> {
+pub(super) struct JsonFinding<'a> {
     kind: FindingKind,
     scope: Scope,
     ip: Option<IpAddr>,
@@ -43,6 +46,47 @@ struct JsonFinding<'a> {
     kubelet: Option<&'a KubeletReport>,
     /// DuplicatePodIP: the other pod holding the address.
     holder: Option<&'a PodRef>,
+    /// `critical` (the kube-apiserver calls through the pod), `high` (a Service
+    /// backend) or `warning`.
+    severity: &'static str,
+    /// The Services holding the pod and who calls through them, when known.
+    impact: Option<JsonImpact>,
+}
+
+/// A finding's `impact` in JSON.
+#[derive(Serialize)]
+pub(super) struct JsonImpact {
+    services: Vec<String>,
+    callers: Vec<JsonCaller>,
+}
+
+#[derive(Serialize)]
+struct JsonCaller {
+    kind: &'static str,
+    name: String,
+    webhook: Option<String>,
+}
+
+fn json_impact(i: &Impact) -> JsonImpact {
+    JsonImpact {
+        services: i
+            .services
+            .iter()
+            .map(|s| format!("{}/{}", s.namespace, s.name))
+            .collect(),
+        callers: i
+            .callers
+            .iter()
+            .map(|c| {
+                let (kind, name, webhook) = message::caller(c);
+                JsonCaller {
+                    kind,
+                    name: name.to_owned(),
+                    webhook: webhook.map(str::to_owned),
+                }
+            })
+            .collect(),
+    }
 }
 
 /// The message of a finding, with the evidence's sentence when there is one.
@@ -55,8 +99,27 @@ pub fn message_with_evidence(f: &Finding, evidence: Option<&Evidence>, node: &st
     m
 }
 
-fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
-    let evidence = report.evidence_of(f);
+/// The message with what breaks behind it first, when that is known.
+fn message_with_impact(
+    f: &Finding,
+    evidence: Option<&Evidence>,
+    node: &str,
+    impact: Option<&Impact>,
+) -> String {
+    let m = message_with_evidence(f, evidence, node);
+    match impact.and_then(message::impact_sentence) {
+        Some(i) => format!("{i} {m}"),
+        None => m,
+    }
+}
+
+/// One finding as JSON; `node` is the node that saw `evidence`.
+pub(super) fn json_finding<'a>(
+    f: &'a Finding,
+    evidence: Option<&'a Evidence>,
+    node: &str,
+    impact: Option<&Impact>,
+) -> JsonFinding<'a> {
     let (fib, shadowed_route, subnet, cilium_range) = match &f.cause {
         Cause::Collision {
             fib,
@@ -64,7 +127,9 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
             ..
         } => (fib.clone(), shadowed_route.as_deref(), None, None),
         Cause::Blackhole { dead_end, .. } => (Some(dead_end.to_string()), None, None, None),
-        Cause::Refused { .. } | Cause::Node(_) => (None, None, None, None),
+        Cause::Refused { .. } | Cause::Duplicate { .. } | Cause::Node(_) => {
+            (None, None, None, None)
+        }
         Cause::Overlap {
             subnet,
             cilium_range,
@@ -82,7 +147,7 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
         ip: f.ip,
         pod: f.pod(),
         owner: &f.owner,
-        message: message_with_evidence(f, evidence, &report.node),
+        message: message_with_impact(f, evidence, node, impact),
         pod_node: f.pod_node(),
         ip_source: f.site().map(|s| &s.ip_source),
         fib,
@@ -100,8 +165,11 @@ fn json_finding<'a>(f: &'a Finding, report: &'a Report) -> JsonFinding<'a> {
         },
         holder: match &f.cause {
             Cause::Refused { holder, .. } => holder.as_ref(),
+            Cause::Duplicate { holder, .. } => Some(holder),
             _ => None,
         },
+        severity: impact.map_or(Severity::Warning, Impact::severity).as_str(),
+        impact: impact.map(json_impact),
     }
 }
 
@@ -112,7 +180,10 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
         findings: report
             .findings
             .iter()
-            .map(|f| json_finding(f, report))
+            .map(|f| {
+                let impact = f.pod().and_then(|p| report.impacts.get(p));
+                json_finding(f, report.evidence_of(f), &report.node, impact)
+            })
             .collect(),
     })
 }
@@ -179,7 +250,8 @@ pub fn table(report: &Report) -> String {
     for (r, f) in rows.iter().zip(&report.findings) {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         let _ = writeln!(out, "{}", line(&cells));
-        let m = message_with_evidence(f, report.evidence_of(f), &report.node);
+        let impact = f.pod().and_then(|p| report.impacts.get(p));
+        let m = message_with_impact(f, report.evidence_of(f), &report.node, impact);
         for l in wrap(&m, 96) {
             let _ = writeln!(out, "    {l}");
         }

@@ -330,6 +330,7 @@ impl ClusterView {
         }
         confirm::confirmed(&mut pods, &st.kube_ovn_ips);
         let state = ClusterState {
+            routes: Arc::default(),
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),

@@ -5,6 +5,7 @@
 //! object is still used where it makes sense.
 
 mod crds;
+pub mod impact;
 mod node;
 mod pod;
 mod sandbox;

@@ -7,7 +7,10 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 
 use super::quote;
-use crate::inventory::{CiliumConfig, Invalid, NodeFacts};
+use crate::{
+    inventory::{CiliumConfig, ConditionSeen, Invalid, NodeFacts},
+    report::condition::CONDITION_TYPE,
+};
 
 /// Most CIDRs read from one field: a real config has one or two per family.
 const CIDRS_MAX: usize = 64;
@@ -53,11 +56,23 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
             }
             pods
         });
+    let shadowed = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_TYPE))
+        .map(|c| ConditionSeen {
+            status: c.status == "True",
+            reason: super::bounded(c.reason.as_deref().unwrap_or_default(), 128),
+            message: super::bounded(c.message.as_deref().unwrap_or_default(), 1024),
+            last_transition: c.last_transition_time.as_ref().map(|t| t.0.to_string()),
+        });
     NodeFacts {
         name: n.metadata.name.clone().unwrap_or_default(),
         uid: n.metadata.uid.clone().unwrap_or_default(),
         pod_cidrs,
         allocatable_pods,
+        shadowed,
     }
 }
 

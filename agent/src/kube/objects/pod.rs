@@ -158,6 +158,14 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .as_ref()
             .map(|t| t.0.as_second()),
         logical_switch,
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        controller: p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| super::bounded(&format!("{}/{}", o.kind, o.name), 256)),
     }
 }
 

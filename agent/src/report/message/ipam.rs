@@ -56,6 +56,20 @@ pub(super) fn refused(f: &Finding, kubelet: &KubeletReport, holder: Option<&PodR
     )
 }
 
+/// Two live pods with one address in their status.
+pub(super) fn duplicate(f: &Finding, holder: &PodRef) -> String {
+    let ip = f.ip_text();
+    format!(
+        "{} on node {} and pod {holder} on node {} both hold {ip} in status.podIPs: two \
+         allocators (or one that lost its state) handed out one address, and traffic to {ip} \
+         reaches only one of them — which one depends on where it comes from. {}",
+        pod_name(f),
+        f.pod_node().unwrap_or("?"),
+        f.owner.node,
+        super::remedy(&f.remedy)
+    )
+}
+
 /// A finding about a node itself.
 pub(super) fn node(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
@@ -163,6 +177,11 @@ pub(super) fn remedy(r: &Remedy) -> String {
             "Fix: delete the pod that is refused so it is given another address, and find which \
              allocator handed out {node}'s address twice (two IPAMs configured, or state lost in \
              a restart)."
+        ),
+        Remedy::RecreateNewer { pod } => format!(
+            "Fix: delete the newer pod, {pod}, so its controller recreates it with another \
+             address, then find which allocator handed the address out twice (two IPAMs \
+             configured, or state lost in a restart)."
         ),
         Remedy::AddCapacity { node, usable } => {
             let max_pods = usable.map_or_else(

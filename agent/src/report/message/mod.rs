@@ -7,8 +7,11 @@ mod ipam;
 use std::fmt::Write as _;
 
 use crate::{
-    detect::{Cause, Finding, Remedy, Role, Scope},
-    inventory::IpSource,
+    detect::{
+        Cause, Finding, Remedy, Role, Scope,
+        impact::{Impact, Severity},
+    },
+    inventory::{Caller, IpSource},
 };
 
 /// The full message of a finding: what, why it hurts, and the fix; for a pod
@@ -51,6 +54,7 @@ fn render_cause(f: &Finding) -> String {
         Cause::Refused {
             kubelet, holder, ..
         } => ipam::refused(f, kubelet, holder.as_ref()),
+        Cause::Duplicate { holder, .. } => ipam::duplicate(f, holder),
         Cause::Node(problem) => ipam::node(f, problem),
         Cause::Blackhole {
             dead_end, route, ..
@@ -97,6 +101,52 @@ fn render_cause(f: &Finding) -> String {
                 remedy(&f.remedy),
             )
         }
+    }
+}
+
+/// A caller as (kind, name, webhook).
+#[must_use]
+pub fn caller(c: &Caller) -> (&'static str, &str, Option<&str>) {
+    match c {
+        Caller::ValidatingWebhook(config, hook) => {
+            ("ValidatingWebhookConfiguration", config, Some(hook))
+        }
+        Caller::MutatingWebhook(config, hook) => {
+            ("MutatingWebhookConfiguration", config, Some(hook))
+        }
+        Caller::ApiService(name) => ("APIService", name, None),
+    }
+}
+
+/// What breaks behind a pod, as the sentence that leads its message; `None`
+/// when nothing known routes to it.
+#[must_use]
+pub fn impact_sentence(i: &Impact) -> Option<String> {
+    let services = i
+        .services
+        .iter()
+        .map(|s| format!("Service {}/{}", s.namespace, s.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match i.severity() {
+        Severity::Critical => {
+            let callers = i
+                .callers
+                .iter()
+                .map(|c| match caller(c) {
+                    (kind, name, Some(hook)) => format!("{kind} {name} (webhook {hook})"),
+                    (kind, name, None) => format!("{kind} {name}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            Some(format!(
+                "Critical: the kube-apiserver calls through this pod — {callers}, via {services}:                  API requests that need it fail or time out wherever the address is shadowed."
+            ))
+        }
+        Severity::High => Some(format!(
+            "High: it backs {services}; clients of that Service fail where the address is shadowed."
+        )),
+        Severity::Warning => None,
     }
 }
 
@@ -159,6 +209,7 @@ pub fn remedy(r: &Remedy) -> String {
         }
         Remedy::DisconnectEndpoint { .. }
         | Remedy::ReallocateDuplicate { .. }
+        | Remedy::RecreateNewer { .. }
         | Remedy::AddCapacity { .. }
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }

@@ -11,7 +11,10 @@ use prometheus_client::{
 
 use super::FindingsView;
 use crate::{
-    detect::{FindingKind, Scope},
+    detect::{
+        FindingKind, Scope,
+        impact::{Impact, Severity},
+    },
     report::traffic::Counters,
 };
 
@@ -33,6 +36,8 @@ struct FindingLabels {
     role: &'static str,
     device: String,
     ip_source: &'static str,
+    /// `critical`, `high` or `warning` (what breaks behind the pod).
+    severity: &'static str,
 }
 
 #[derive(EncodeLabelSet)]
@@ -137,6 +142,11 @@ impl Collector for FindingsCollector {
                 role: f.owner.role.as_str(),
                 device: f.owner.device.clone().unwrap_or_default(),
                 ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
+                severity: f
+                    .pod()
+                    .and_then(|p| view.impacts.get(p))
+                    .map_or(Severity::Warning, Impact::severity)
+                    .as_str(),
             };
             ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
         }

@@ -5,11 +5,17 @@
 //! cleared finding's series simply stops being written.
 
 mod collector;
+mod labels;
+
+use self::labels::BuildLabels;
+pub use self::labels::{
+    AuthLabels, ListenerLabels, Outcome, RemediationLabels, ResourceLabels, ResultLabels,
+    SourceLabels, TaskLabels, WriteLabels, WriteResult,
+};
 
 use std::sync::{Arc, RwLock};
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeLabelValue},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::{Registry, Unit},
 };
@@ -24,78 +30,6 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 /// the `_total` name there, which its parser requires.
 pub const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
-/// `ipshadow_build_info`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
-
-/// `ipshadow_source_up`'s labels: `netlink`, `pods`, `ciliumnodes`, `subnets`, `nodes`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SourceLabels {
-    /// The source.
-    pub source: &'static str,
-}
-
-/// `ipshadow_invalid_objects_total`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabels {
-    /// The resource the object belongs to.
-    pub resource: &'static str,
-}
-
-/// `ipshadow_task_up`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TaskLabels {
-    /// The task.
-    pub task: &'static str,
-}
-
-/// `ipshadow_http_connections_rejected_total`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ListenerLabels {
-    /// `metrics` or `health`.
-    pub listener: &'static str,
-}
-
-/// How a reconcile ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types, reason = "the label values are lowercase")]
-pub enum Outcome {
-    /// It ran.
-    ok,
-    /// Reading the node failed.
-    error,
-}
-
-/// What became of an Event write.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types, reason = "the label values are lowercase")]
-pub enum WriteResult {
-    /// An Event object was created.
-    created,
-    /// A series' count was written back.
-    patched,
-    /// The write failed and will be retried.
-    failed,
-    /// A permanent error ended the series.
-    dropped,
-}
-
-/// `ipshadow_event_writes_total`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WriteLabels {
-    /// What became of the write.
-    pub result: WriteResult,
-}
-
-/// `ipshadow_reconciles_total`'s labels.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// How it ended.
-    pub result: Outcome,
-}
-
 /// What the collector exposes: the latest findings and traffic totals.
 #[derive(Debug, Default)]
 pub struct FindingsView {
@@ -103,6 +37,8 @@ pub struct FindingsView {
     pub findings: Vec<Finding>,
     /// The traffic series and their totals.
     pub traffic: Traffic,
+    /// What breaks behind each pod with a finding, as last looked up.
+    pub impacts: Arc<crate::report::Impacts>,
 }
 
 /// The agent's metrics and the registry that encodes them.
@@ -124,12 +60,18 @@ pub struct Metrics {
     pub last_reconcile: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// `ipshadow_event_writes_total`.
     pub event_writes: Family<WriteLabels, Counter>,
+    /// `ipshadow_node_condition_writes_total`.
+    pub condition_writes: Family<WriteLabels, Counter>,
+    /// `ipshadow_remediations_total`.
+    pub remediations: Family<RemediationLabels, Counter>,
     /// `ipshadow_events_pending`.
     pub events_pending: Gauge,
     /// `ipshadow_http_connections_rejected_total`.
     pub http_rejected: Family<ListenerLabels, Counter>,
     /// `ipshadow_task_up`.
     pub task_up: Family<TaskLabels, Gauge>,
+    /// `ipshadow_http_auth_total`.
+    pub http_auth: Family<AuthLabels, Counter>,
 }
 
 impl Metrics {
@@ -145,27 +87,14 @@ impl Metrics {
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
         ]);
         let last_reconcile = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        let event_writes = Family::<WriteLabels, Counter>::default();
-        let events_pending = Gauge::default();
-        let (http_rejected, task_up) = register_process(&mut registry);
+        let (http_rejected, task_up, http_auth) = register_process(&mut registry);
+        let (event_writes, events_pending, condition_writes) = register_writes(&mut registry);
+        let remediations = Family::<RemediationLabels, Counter>::default();
         registry.register(
-            "ipshadow_event_writes",
-            "Event writes to the API server, by result (created, patched, failed, dropped)",
-            event_writes.clone(),
+            "ipshadow_remediations",
+            "Remediation actions (--remediate), by action (dry-run, evict) and result",
+            remediations.clone(),
         );
-        registry.register(
-            "ipshadow_events_pending",
-            "Event series and resolutions not written yet (the API server refused or was away)",
-            events_pending.clone(),
-        );
-        for result in [
-            WriteResult::created,
-            WriteResult::patched,
-            WriteResult::failed,
-            WriteResult::dropped,
-        ] {
-            let _ = event_writes.get_or_create(&WriteLabels { result });
-        }
         // A gauge fixed at 1 rather than an OpenMetrics `info`: promtool and
         // Prometheus' text parser (2.42) reject the `info` type.
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -230,9 +159,12 @@ impl Metrics {
             reconcile_duration,
             last_reconcile,
             event_writes,
+            condition_writes,
+            remediations,
             events_pending,
             http_rejected,
             task_up,
+            http_auth,
         }
     }
 
@@ -249,10 +181,14 @@ impl Metrics {
 }
 
 /// `ipshadow_http_connections_rejected_total` (both listeners' series at zero)
-/// and `ipshadow_task_up`.
+/// `ipshadow_task_up` and `ipshadow_http_auth_total`.
 fn register_process(
     registry: &mut Registry,
-) -> (Family<ListenerLabels, Counter>, Family<TaskLabels, Gauge>) {
+) -> (
+    Family<ListenerLabels, Counter>,
+    Family<TaskLabels, Gauge>,
+    Family<AuthLabels, Counter>,
+) {
     let task_up = Family::<TaskLabels, Gauge>::default();
     registry.register(
         "ipshadow_task_up",
@@ -268,7 +204,55 @@ fn register_process(
     for listener in ["metrics", "health"] {
         let _ = rejected.get_or_create(&ListenerLabels { listener });
     }
-    (rejected, task_up)
+    let auth = Family::<AuthLabels, Counter>::default();
+    registry.register(
+        "ipshadow_http_auth",
+        "Requests to the metrics listener reviewed with --metrics-auth kubernetes, by result",
+        auth.clone(),
+    );
+    (rejected, task_up, auth)
+}
+
+/// `ipshadow_event_writes_total` (every result at zero), `ipshadow_events_pending`
+/// and `ipshadow_node_condition_writes_total`.
+fn register_writes(
+    registry: &mut Registry,
+) -> (
+    Family<WriteLabels, Counter>,
+    Gauge,
+    Family<WriteLabels, Counter>,
+) {
+    let event_writes = Family::<WriteLabels, Counter>::default();
+    let events_pending = Gauge::default();
+    registry.register(
+        "ipshadow_event_writes",
+        "Event writes to the API server, by result (created, patched, failed, dropped)",
+        event_writes.clone(),
+    );
+    registry.register(
+        "ipshadow_events_pending",
+        "Event series and resolutions not written yet (the API server refused or was away)",
+        events_pending.clone(),
+    );
+    for result in [
+        WriteResult::created,
+        WriteResult::patched,
+        WriteResult::failed,
+        WriteResult::dropped,
+    ] {
+        let _ = event_writes.get_or_create(&WriteLabels { result });
+    }
+    let condition_writes = Family::<WriteLabels, Counter>::default();
+    registry.register(
+        "ipshadow_node_condition_writes",
+        "Writes of the Node condition PodIPsShadowed, by result (patched, failed)",
+        condition_writes.clone(),
+    );
+    // Both results present from the start: a restarted agent exports the same series.
+    for result in [WriteResult::patched, WriteResult::failed] {
+        let _ = condition_writes.get_or_create(&WriteLabels { result });
+    }
+    (event_writes, events_pending, condition_writes)
 }
 
 impl Default for Metrics {
@@ -296,6 +280,7 @@ mod tests {
             node: "n".into(),
             ip_source: IpSource::Status,
             created: None,
+            controller: None,
         }
     }
 

@@ -21,6 +21,7 @@
 )]
 
 mod api;
+mod audit;
 mod fleet;
 mod reaction;
 mod scale;
@@ -299,6 +300,7 @@ fn main() {
                 "scale": scale::run(),
                 "api_load": api::run(),
                 "fleet": fleet::run(),
+                "audit": audit::run(),
             })
         }
         "ebpf" => {
@@ -313,10 +315,11 @@ fn main() {
         "scale" => scale::run(),
         "api" => api::run(),
         "fleet" => fleet::run(),
+        "audit" => audit::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, api, fleet or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, api, fleet, audit or connections"
             );
             std::process::exit(2);
         }

@@ -11,7 +11,7 @@ use std::{
 use ipshadow::{
     kube::{SourceArgs, sources::FileSources},
     netlink::Netlink,
-    reconcile::{NodeArgs, Reconciler},
+    reconcile::{NodeArgs, ReadArgs, Reconciler},
 };
 use ipshadow_tests::{
     node::SimNode,
@@ -57,8 +57,10 @@ pub(crate) fn run() -> Value {
         rt.block_on(async {
             let args = NodeArgs {
                 node: Some("node-a".into()),
-                router_device: "cilium_host".into(),
-                pod_ip_annotations: vec!["ovn.kubernetes.io/ip_address".into()],
+                read: ReadArgs {
+                    router_device: "cilium_host".into(),
+                    pod_ip_annotations: vec!["ovn.kubernetes.io/ip_address".into()],
+                },
             };
             let sources = SourceArgs {
                 pods: Some(pods_file.clone()),
@@ -67,10 +69,13 @@ pub(crate) fn run() -> Value {
                 nodes: None,
                 events: None,
                 cilium_config: None,
+                endpointslices: None,
+                webhooks: None,
+                apiservices: None,
                 cilium_namespace: "kube-system".into(),
                 sync_timeout_seconds: 30,
             };
-            let mut files = FileSources::new(&sources, &args.pod_ip_annotations).unwrap();
+            let mut files = FileSources::new(&sources, &args.read.pod_ip_annotations).unwrap();
             assert!(files.refresh().is_empty());
             let r = Reconciler::new(&args).unwrap();
             for _ in 0..5 {

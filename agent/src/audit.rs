@@ -1,0 +1,164 @@
+//! `ipshadow audit` (also `kubectl ipshadow audit`): every node's findings
+//! that need no node's kernel, from the API or from files, on a laptop.
+
+use std::{io::IsTerminal as _, path::PathBuf, time::Instant};
+
+use crate::{
+    check::OutputFormat,
+    detect::audit::{Audit, audit},
+    inventory::Invalid,
+    kube::{
+        self, SourceArgs,
+        audit::{ListError, cluster_state, routes},
+        sources::FileSources,
+    },
+    reconcile::ReadArgs,
+};
+
+/// `ipshadow audit`: the flags.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, or the cluster (`--pods` and the rest as `check` takes them).
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// How addresses are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// The kubeconfig to use (default: KUBECONFIG, else ~/.kube/config, else the
+    /// in-cluster service account).
+    #[arg(long, env = "IPSHADOW_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "IPSHADOW_CONTEXT")]
+    pub context: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+/// Why an audit could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input file could not be read.
+    #[error(transparent)]
+    Files(#[from] kube::files::Error),
+    /// The kubeconfig could not be used.
+    #[error(
+        "reading the kubeconfig failed: {0}; pass --kubeconfig and --context, or set KUBECONFIG"
+    )]
+    Kubeconfig(String),
+    /// A list failed.
+    #[error(transparent)]
+    List(#[from] ListError),
+}
+
+/// Progress on stderr: live on a terminal; otherwise a line per resource listed
+/// and per tenth of the nodes on large clusters, so a CI log shows it moving.
+struct Progress {
+    tty: bool,
+    started: Instant,
+    last_tenth: usize,
+}
+
+impl Progress {
+    /// Nodes below which an audit is quick enough to say nothing while it runs.
+    const QUIET_BELOW: usize = 500;
+
+    fn listed(&mut self, what: &str, n: usize, done: bool) {
+        if self.tty {
+            eprint!("\r\x1b[2Klisting {what}: {n}");
+            if done {
+                eprintln!();
+            }
+        } else if done {
+            eprintln!(
+                "listed {n} {what} ({:.1} s)",
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    fn audited(&mut self, done: usize, total: usize) {
+        if total < Self::QUIET_BELOW {
+            return;
+        }
+        if self.tty {
+            eprint!("\r\x1b[2Kauditing nodes: {done}/{total}");
+            if done == total {
+                eprintln!();
+            }
+        } else if done * 10 / total > self.last_tenth {
+            self.last_tenth = done * 10 / total;
+            eprintln!(
+                "audited {done}/{total} nodes ({:.1} s)",
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Reads the cluster (or the files) and audits every node.
+pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        started: Instant::now(),
+        last_tenth: 0,
+    };
+    let keys = &args.read.pod_ip_annotations;
+    let (state, client) = if let Some(mut files) = FileSources::new(&args.sources, keys) {
+        if let Some(e) = files.refresh().into_iter().next() {
+            return Err(e.into());
+        }
+        (files.state().clone(), None)
+    } else {
+        let client = client(args).await?;
+        let state = cluster_state(
+            &client,
+            keys,
+            &args.sources.cilium_namespace,
+            &mut |what, n, done| progress.listed(what, n, done),
+        )
+        .await?;
+        (state, Some(client))
+    };
+    let mut result = audit(&state, &args.read.router_device, &mut |done, total| {
+        progress.audited(done, total);
+    });
+    // What breaks behind the pods with findings: their namespaces' Services only.
+    let namespaces = result.namespaces();
+    let routes = match client {
+        Some(client) if !namespaces.is_empty() => {
+            routes(&client, &namespaces, &mut |what, n, done| {
+                progress.listed(what, n, done);
+            })
+            .await?
+        }
+        _ => state.routes.as_ref().clone(),
+    };
+    result.assess(&routes);
+    Ok((result, state.invalid))
+}
+
+/// A client from `--kubeconfig`/`--context`, else as kubectl finds one.
+async fn client(args: &Args) -> Result<::kube::Client, Error> {
+    use ::kube::config::{Config, KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let bad = |e: &dyn std::fmt::Display| Error::Kubeconfig(e.to_string());
+    let config = match (&args.kubeconfig, &args.context) {
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path)
+                .map_err(|e| Error::Kubeconfig(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| bad(&e))?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| bad(&e))?,
+        (None, None) => Config::infer().await.map_err(|e| bad(&e))?,
+    };
+    ::kube::Client::try_from(config).map_err(|e| bad(&e))
+}

@@ -1,0 +1,107 @@
+//! The Node condition subsystem: keeps `PodIPsShadowed` on this node's Node
+//! true to the latest findings — written when what the Node shows differs from
+//! what the findings call for (so once per change, and again if someone
+//! removes it while the agent runs), never on a timer: 5,000 nodes write
+//! nothing while nothing changes.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Published;
+use crate::{
+    kube::{
+        cluster::{Failure, backoff},
+        condition::{shows, write},
+    },
+    report::{
+        condition::desired,
+        metrics::{Metrics, WriteLabels, WriteResult},
+    },
+};
+
+/// The Node condition's flag.
+#[derive(Debug, clap::Args)]
+#[group(id = "node-condition")]
+pub struct Args {
+    /// Keep the `PodIPsShadowed` condition on this node's Node (True while it has
+    /// findings, False when clear). Needs `patch` on `nodes/status`.
+    #[arg(long, env = "IPSHADOW_NODE_CONDITION", default_value_t = true,
+          action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
+    pub node_condition: bool,
+}
+
+/// The writer and what it follows.
+pub(crate) struct ConditionTask {
+    client: kube::Client,
+    node: String,
+    metrics: Arc<Metrics>,
+    published: watch::Receiver<Published>,
+}
+
+impl ConditionTask {
+    pub(crate) fn new(
+        client: kube::Client,
+        node: &str,
+        metrics: Arc<Metrics>,
+        published: watch::Receiver<Published>,
+    ) -> Self {
+        Self {
+            client,
+            node: node.to_owned(),
+            metrics,
+            published,
+        }
+    }
+
+    /// Writes until `token` is cancelled.
+    pub(crate) async fn run(mut self, token: CancellationToken) {
+        let mut backoff = backoff(Failure::Error);
+        // What was written, and what the Node showed then: until the watch brings
+        // the Node back changed, the write is not repeated.
+        let mut last = None;
+        loop {
+            let input = self.published.borrow_and_update().clone();
+            // Only once this node's Node is seen: its condition as shown decides.
+            if let (true, Some(node)) = (input.ready, input.node.as_ref()) {
+                let want = desired(&input.findings, &self.node);
+                let pending = (want.clone(), node.shadowed.clone());
+                if !shows(node.shadowed.as_ref(), &want) && last.as_ref() != Some(&pending) {
+                    let written = tokio::select! {
+                        () = token.cancelled() => return,
+                        r = write(&self.client, &self.node, &want, node.shadowed.as_ref()) => r,
+                    };
+                    let result = match &written {
+                        Ok(()) => WriteResult::patched,
+                        Err(_) => WriteResult::failed,
+                    };
+                    self.metrics
+                        .condition_writes
+                        .get_or_create(&WriteLabels { result })
+                        .inc();
+                    match written {
+                        Ok(()) => {
+                            last = Some(pending);
+                            tracing::info!(status = want.status, reason = %want.reason, "Node condition PodIPsShadowed written");
+                            kube::runtime::utils::Backoff::reset(&mut backoff);
+                        }
+                        Err(e) => {
+                            let delay = backoff.next().unwrap_or(std::time::Duration::from_mins(5));
+                            tracing::warn!(error = %e, retry_in = ?delay, "writing the Node condition PodIPsShadowed failed; check that the agent may patch nodes/status");
+                            tokio::select! {
+                                () = token.cancelled() => return,
+                                () = tokio::time::sleep(delay) => continue,
+                            }
+                        }
+                    }
+                }
+            }
+            // The write comes back through the Node watch as a new `Published`.
+            tokio::select! {
+                () = token.cancelled() => return,
+                r = self.published.changed() => if r.is_err() { return },
+            }
+        }
+    }
+}

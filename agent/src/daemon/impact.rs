@@ -1,0 +1,129 @@
+//! The impact lookups: for the namespaces of this node's pods with findings,
+//! their EndpointSlices, and the webhook configurations and APIServices that
+//! call through Services — read only while there are such findings, and each
+//! at most once per [`REFRESH`]: a node without findings asks nothing, one
+//! with findings a few lists per 10 minutes.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Published;
+use crate::{
+    detect::impact::of_finding,
+    kube::{
+        audit::routes,
+        cluster::{Failure, backoff},
+    },
+    report::{Impacts, events::reported_here, metrics::Metrics},
+};
+
+/// How often the routes of the same namespaces are read again.
+const REFRESH: Duration = Duration::from_mins(10);
+
+/// The impacts of one publication of findings (the same `Arc`): the Event
+/// writer waits for them briefly before it opens new series, whose notes are
+/// not updated later.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Looked {
+    /// The findings they were looked up for.
+    pub(crate) for_findings: Arc<Vec<crate::detect::Finding>>,
+    /// What breaks behind each pod with a finding.
+    pub(crate) impacts: Arc<Impacts>,
+}
+
+/// The lookup task.
+pub(crate) struct ImpactTask {
+    client: kube::Client,
+    node: String,
+    metrics: Arc<Metrics>,
+    published: watch::Receiver<Published>,
+    impacts: watch::Sender<Looked>,
+}
+
+impl ImpactTask {
+    pub(crate) fn new(
+        client: kube::Client,
+        node: &str,
+        metrics: Arc<Metrics>,
+        published: watch::Receiver<Published>,
+        impacts: watch::Sender<Looked>,
+    ) -> Self {
+        Self {
+            client,
+            node: node.to_owned(),
+            metrics,
+            published,
+            impacts,
+        }
+    }
+
+    /// Looks up until `token` is cancelled.
+    pub(crate) async fn run(mut self, token: CancellationToken) {
+        let mut backoff = backoff(Failure::Error);
+        // The namespaces last read, and when.
+        let mut last: Option<(BTreeSet<String>, tokio::time::Instant)> = None;
+        let mut routes_read = Arc::new(crate::inventory::Routes::default());
+        loop {
+            let input = self.published.borrow_and_update().clone();
+            let mine: Vec<_> = input
+                .findings
+                .iter()
+                .filter(|f| reported_here(f, &self.node))
+                .collect();
+            let namespaces: BTreeSet<String> = mine
+                .iter()
+                .filter_map(|f| f.pod().map(|p| p.namespace.clone()))
+                .collect();
+            let fresh = last
+                .as_ref()
+                .is_some_and(|(ns, at)| namespaces.is_subset(ns) && at.elapsed() < REFRESH);
+            if !namespaces.is_empty() && !fresh {
+                let mut quiet = |_: &'static str, _: usize, _: bool| {};
+                let listed = tokio::select! {
+                    () = token.cancelled() => return,
+                    r = routes(&self.client, &namespaces, &mut quiet) => r,
+                };
+                match listed {
+                    Ok(r) => {
+                        routes_read = Arc::new(r);
+                        last = Some((namespaces, tokio::time::Instant::now()));
+                        kube::runtime::utils::Backoff::reset(&mut backoff);
+                    }
+                    Err(e) => {
+                        let delay = backoff.next().unwrap_or(REFRESH);
+                        tracing::warn!(error = %e, retry_in = ?delay, "reading what routes to the shadowed pods failed; findings keep severity warning meanwhile");
+                        tokio::select! {
+                            () = token.cancelled() => return,
+                            () = tokio::time::sleep(delay) => continue,
+                        }
+                    }
+                }
+            }
+            let impacts: Impacts = mine
+                .iter()
+                .filter_map(|f| Some((f.pod()?.clone(), of_finding(f, &routes_read)?)))
+                .collect::<BTreeMap<_, _>>();
+            let impacts = Arc::new(impacts);
+            self.metrics
+                .view
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .impacts = Arc::clone(&impacts);
+            self.impacts.send_replace(Looked {
+                for_findings: Arc::clone(&input.findings),
+                impacts,
+            });
+            tokio::select! {
+                () = token.cancelled() => return,
+                r = self.published.changed() => if r.is_err() { return },
+                () = tokio::time::sleep(REFRESH) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! A cluster-wide audit from the API alone: every node's findings that need no
+//! node's kernel, and pods that share a status IP anywhere in the cluster.
+//!
+//! Each pod is checked once, under its own node, on one [`Index`] of every
+//! node's Cilium addresses built once: the work grows with pods plus nodes,
+//! not their product (5,000 nodes and 150,000 pods in `cargo xtask bench`).
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    net::IpAddr,
+    sync::Arc,
+};
+
+use super::{
+    Cause, Finding, FindingKind, Index, Owner, PodRef, PodSite, Pods, Remedy, Role, Scope,
+    detect_with,
+    impact::{Impact, Severity, impact},
+};
+use crate::inventory::{
+    ClusterState, HostNetwork, Inventory, IpSource, NodeFacts, Pod, Routes, Source,
+};
+
+/// One node's findings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAudit {
+    /// The node.
+    pub node: String,
+    /// Its findings, most severe first.
+    pub findings: Vec<Finding>,
+}
+
+/// What an audit found, and how much it looked at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    /// Nodes with findings, the most severe first.
+    pub nodes: Vec<NodeAudit>,
+    /// Nodes checked (every Node, CiliumNode and pod's node).
+    pub nodes_checked: usize,
+    /// Pods checked.
+    pub pods_checked: usize,
+    /// What breaks behind each pod with a finding, once [`Audit::assess`] ran.
+    pub impacts: BTreeMap<PodRef, Impact>,
+}
+
+impl Audit {
+    /// Namespaces of the pods with findings: where their Services are.
+    #[must_use]
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.findings()
+            .filter_map(Finding::pod)
+            .map(|p| p.namespace.clone())
+            .collect()
+    }
+
+    /// Adds each pod's impact and orders by it: within a node, what the
+    /// kube-apiserver calls through first; nodes by their worst.
+    pub fn assess(&mut self, routes: &Routes) {
+        for f in self.nodes.iter().flat_map(|n| n.findings.iter()) {
+            if let Some(p) = f.pod()
+                && !self.impacts.contains_key(p)
+            {
+                self.impacts.insert(p.clone(), impact(p, f.ip, routes));
+            }
+        }
+        let impacts = &self.impacts;
+        let key = |f: &Finding| {
+            (
+                f.pod()
+                    .and_then(|p| impacts.get(p))
+                    .map_or(Severity::Warning, Impact::severity),
+                rank(f),
+            )
+        };
+        for n in &mut self.nodes {
+            n.findings
+                .sort_by(|a, b| (key(a), a.sort_key()).cmp(&(key(b), b.sort_key())));
+        }
+        self.nodes.sort_by_key(|n| {
+            (
+                n.findings.iter().map(key).min(),
+                std::cmp::Reverse(n.findings.len()),
+                n.node.clone(),
+            )
+        });
+    }
+
+    /// Every finding, node by node.
+    pub fn findings(&self) -> impl Iterator<Item = &Finding> {
+        self.nodes.iter().flat_map(|n| n.findings.iter())
+    }
+}
+
+/// How bad a finding is for the cluster today, for ordering: lower is worse.
+#[must_use]
+pub fn rank(f: &Finding) -> u8 {
+    let unconfirmed = f
+        .site()
+        .is_some_and(|s| s.ip_source == IpSource::Annotation);
+    let base = match (f.kind, f.scope) {
+        // A running pod its own node cannot reach: probes and webhooks fail now.
+        (FindingKind::HostRouteBlackhole, _)
+        | (
+            FindingKind::RouterIpCollision
+            | FindingKind::HealthIpCollision
+            | FindingKind::LocalAddressCollision,
+            Scope::SameNode,
+        ) => 0,
+        // Pods that cannot start, or two pods on one address.
+        (
+            FindingKind::IngressIpCollision
+            | FindingKind::DuplicatePodIp
+            | FindingKind::StaleCiliumEndpoint,
+            _,
+        ) => 1,
+        (_, Scope::CrossNode) => 2,
+        // The node's allocator or configuration: more pods will fail.
+        (kind, _) if kind.is_node_level() => 3,
+        // Latent: nothing collides yet.
+        _ => 4,
+    };
+    base + if unconfirmed { 5 } else { 0 }
+}
+
+/// Audits every node of `state` (whose pods are all the cluster's), calling
+/// `progress(done, total)` as nodes are checked.
+pub fn audit(
+    state: &ClusterState,
+    router_device: &str,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
+    let index = Index::new(&state.cilium_nodes, &state.annotated_nodes, router_device);
+    let mut names: BTreeSet<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
+    names.extend(state.cilium_nodes.iter().map(|c| c.name.as_str()));
+    names.extend(state.annotated_nodes.iter().map(|c| c.name.as_str()));
+    let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+    for p in state.pods.iter() {
+        if let Some(n) = p.node.as_deref() {
+            names.insert(n);
+            by_node.entry(n).or_default().push(p.clone());
+        }
+    }
+    let holders = status_holders(&state.pods);
+    let facts: HashMap<&str, &NodeFacts> =
+        state.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    // No node's kernel: every lookup answers nothing, no address is local.
+    let host = Arc::new(HostNetwork::default());
+    let total = names.len();
+    let mut found: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    for (done, name) in names.iter().enumerate() {
+        let mut pods = by_node.remove(name).unwrap_or_default();
+        // The pods holding an address one of these pods was refused, wherever they
+        // run: what tells a duplicate from a stale endpoint.
+        let refused: BTreeSet<IpAddr> = pods
+            .iter()
+            .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Event))
+            .map(|i| i.ip)
+            .collect();
+        for ip in refused {
+            pods.extend(
+                holders
+                    .get(&ip)
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| h.node.as_deref() != Some(name))
+                    .map(|h| (*h).clone()),
+            );
+        }
+        let inv = Inventory {
+            node: (*name).to_owned(),
+            router_device: router_device.to_owned(),
+            host: Arc::clone(&host),
+            pods: Arc::new(pods),
+            cilium_nodes: Arc::clone(&state.cilium_nodes),
+            annotated_nodes: Arc::clone(&state.annotated_nodes),
+            subnets: Arc::clone(&state.subnets),
+            sandbox: Arc::clone(&state.sandbox),
+            node_facts: facts.get(name).map(|f| (*f).clone()),
+            cilium_config: state.cilium_config.clone(),
+        };
+        let findings = detect_with(&inv, &index, Pods::Own);
+        if !findings.is_empty() {
+            found.insert((*name).to_owned(), findings);
+        }
+        progress(done + 1, total);
+    }
+    for f in duplicates(&holders) {
+        let node = f.pod_node().unwrap_or_default().to_owned();
+        let list = found.entry(node).or_default();
+        // A refused pod's duplicate is already diagnosed from kubelet's report.
+        if !list
+            .iter()
+            .any(|g| g.kind == f.kind && g.pod() == f.pod() && g.ip == f.ip)
+        {
+            list.push(f);
+        }
+    }
+    let mut nodes: Vec<NodeAudit> = found
+        .into_iter()
+        .map(|(node, mut findings)| {
+            findings.sort_by(|a, b| (rank(a), a.sort_key()).cmp(&(rank(b), b.sort_key())));
+            NodeAudit { node, findings }
+        })
+        .collect();
+    nodes.sort_by_key(|n| {
+        (
+            n.findings.iter().map(rank).min().unwrap_or(u8::MAX),
+            std::cmp::Reverse(n.findings.len()),
+            n.node.clone(),
+        )
+    });
+    Audit {
+        nodes,
+        nodes_checked: total,
+        pods_checked: state.pods.len(),
+        impacts: BTreeMap::new(),
+    }
+}
+
+/// Live pods by the addresses their status gives them.
+fn status_holders(pods: &[Pod]) -> HashMap<IpAddr, Vec<&Pod>> {
+    let mut by_ip: HashMap<IpAddr, Vec<&Pod>> = HashMap::new();
+    for p in pods
+        .iter()
+        .filter(|p| p.can_receive_traffic() && !p.terminating && p.node.is_some())
+    {
+        for i in p.ips.iter().filter(|i| i.source == IpSource::Status) {
+            by_ip.entry(i.ip).or_default().push(p);
+        }
+    }
+    by_ip
+}
+
+/// `DuplicatePodIP` for every live pod whose status IP an older live pod also
+/// holds. Terminating pods are left out: their address may already be
+/// released and handed on while the object lingers.
+fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (ip, pods) in holders.iter().filter(|(_, p)| p.len() > 1) {
+        let mut pods = pods.clone();
+        pods.sort_by(|a, b| {
+            (a.created, &a.namespace, &a.name).cmp(&(b.created, &b.namespace, &b.name))
+        });
+        pods.dedup_by(|a, b| a.uid == b.uid && a.name == b.name && a.namespace == b.namespace);
+        let Some((oldest, newer)) = pods.split_first() else {
+            continue;
+        };
+        let holder = pod_ref(oldest);
+        let holder_node = oldest.node.clone().unwrap_or_default();
+        for p in newer {
+            let node = p.node.clone().unwrap_or_default();
+            let scope = if node == holder_node {
+                Scope::SameNode
+            } else {
+                Scope::CrossNode
+            };
+            out.push(Finding {
+                kind: FindingKind::DuplicatePodIp,
+                scope,
+                ip: Some(*ip),
+                owner: Owner {
+                    node: holder_node.clone(),
+                    role: Role::Pod,
+                    device: None,
+                    source: Source::PodStatus,
+                },
+                cause: Cause::Duplicate {
+                    site: PodSite {
+                        pod: pod_ref(p),
+                        node,
+                        ip_source: IpSource::Status,
+                        created: p.created,
+                        controller: p.controller.clone(),
+                    },
+                    holder: holder.clone(),
+                },
+                remedy: Remedy::RecreateNewer { pod: pod_ref(p) },
+            });
+        }
+    }
+    out
+}
+
+fn pod_ref(p: &Pod) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/audit.rs"]
+mod tests;

@@ -1,0 +1,160 @@
+//! Printing an [`Audit`]: a table grouped by node, the most severe first, or
+//! JSON; both say what an audit cannot see.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{
+    Report,
+    output::{self, JsonFinding},
+};
+use crate::detect::{FindingKind, audit::Audit};
+
+/// What only the agent on a node sees, and why: said instead of guessed.
+pub const NOT_CHECKED: [(&str, &str); 3] = [
+    (
+        "LocalAddressCollision",
+        "addresses on the node's other devices live only in its kernel",
+    ),
+    (
+        "HostRouteBlackhole",
+        "the node's routes live only in its kernel",
+    ),
+    (
+        "traffic evidence",
+        "host traffic delivered to the node instead of the pod is seen by the eBPF classifier on the node",
+    ),
+];
+
+#[derive(Serialize)]
+struct JsonAudit<'a> {
+    nodes_checked: usize,
+    pods_checked: usize,
+    findings: usize,
+    nodes: Vec<JsonNode<'a>>,
+    not_checked: Vec<JsonNotChecked>,
+}
+
+#[derive(Serialize)]
+struct JsonNode<'a> {
+    node: &'a str,
+    findings: Vec<JsonFinding<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonNotChecked {
+    kind: &'static str,
+    why: &'static str,
+}
+
+/// The audit as JSON: every node with findings, each finding as `check` prints it.
+pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
+    serde_json::to_string_pretty(&JsonAudit {
+        nodes_checked: audit.nodes_checked,
+        pods_checked: audit.pods_checked,
+        findings: audit.findings().count(),
+        nodes: audit
+            .nodes
+            .iter()
+            .map(|n| JsonNode {
+                node: &n.node,
+                findings: n
+                    .findings
+                    .iter()
+                    .map(|f| {
+                        let impact = f.pod().and_then(|p| audit.impacts.get(p));
+                        output::json_finding(f, None, &n.node, impact)
+                    })
+                    .collect(),
+            })
+            .collect(),
+        not_checked: NOT_CHECKED
+            .iter()
+            .map(|(kind, why)| JsonNotChecked { kind, why })
+            .collect(),
+    })
+}
+
+/// The audit for people: a summary, then each node's table, then what was not checked.
+pub fn table(audit: &Audit) -> String {
+    let mut out = String::new();
+    let findings = audit.findings().count();
+    let _ = writeln!(
+        out,
+        "audited {} node{} and {} pod{}: {}",
+        audit.nodes_checked,
+        plural(audit.nodes_checked),
+        audit.pods_checked,
+        plural(audit.pods_checked),
+        if findings == 0 {
+            "no shadowed pod IPs".to_owned()
+        } else {
+            format!(
+                "{findings} finding{} on {} node{}",
+                plural(findings),
+                audit.nodes.len(),
+                plural(audit.nodes.len())
+            )
+        }
+    );
+    for n in &audit.nodes {
+        out.push('\n');
+        out.push_str(&output::table(&Report {
+            node: n.node.clone(),
+            findings: n.findings.clone(),
+            impacts: audit.impacts.clone(),
+            ..Report::default()
+        }));
+    }
+    let _ = writeln!(
+        out,
+        "\nNot checked without the node's kernel (run the agent, or `ipshadow check` on the node):"
+    );
+    let width = NOT_CHECKED.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (kind, why) in NOT_CHECKED {
+        let _ = writeln!(out, "  {kind:<width$}  {why}");
+    }
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The kinds an audit can report (every kind but those only a kernel shows).
+pub fn reported_kinds() -> impl Iterator<Item = FindingKind> {
+    FindingKind::ALL
+        .into_iter()
+        .filter(|k| !NOT_CHECKED.iter().any(|(name, _)| *name == k.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kinds_an_audit_cannot_see_are_real_kinds_and_left_out() {
+        let reported: Vec<_> = reported_kinds().collect();
+        assert_eq!(reported.len(), FindingKind::ALL.len() - 2);
+        assert!(!reported.contains(&FindingKind::HostRouteBlackhole));
+        assert!(!reported.contains(&FindingKind::LocalAddressCollision));
+    }
+
+    #[test]
+    fn an_empty_audit_says_so_and_what_it_did_not_check() {
+        let t = table(&Audit {
+            nodes_checked: 3,
+            pods_checked: 10,
+            ..Audit::default()
+        });
+        assert!(
+            t.starts_with("audited 3 nodes and 10 pods: no shadowed pod IPs"),
+            "{t}"
+        );
+        assert!(t.contains("HostRouteBlackhole"), "{t}");
+        let j: serde_json::Value =
+            serde_json::from_str(&json(&Audit::default()).expect("json")).expect("valid JSON");
+        assert_eq!(j["not_checked"].as_array().map(Vec::len), Some(3));
+    }
+}

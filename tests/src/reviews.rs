@@ -1,0 +1,230 @@
+//! The test API server's TokenReview and SubjectAccessReview, as
+//! `pkg/registry/authentication/tokenreview` and
+//! `pkg/registry/authorization/subjectaccessreview` answer them: 201 with the
+//! object and its status; 400 for a TokenReview without a token; 422 for a
+//! SubjectAccessReview without a user or group, or without exactly one of
+//! resource and non-resource attributes. RBAC for non-resource URLs: exact
+//! paths, or a prefix ending in `*`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+/// Who the server's authenticator and authorizer know.
+#[derive(Clone, Debug, Default)]
+pub struct Reviews {
+    /// token → (username, groups).
+    tokens: BTreeMap<String, (String, Vec<String>)>,
+    /// (user or group, nonResourceURL, verb).
+    grants: BTreeSet<(String, String, String)>,
+}
+
+impl Reviews {
+    /// `token` authenticates as `user` in `groups`.
+    pub fn token(&mut self, token: &str, user: &str, groups: &[&str]) {
+        self.tokens.insert(
+            token.to_owned(),
+            (
+                user.to_owned(),
+                groups.iter().map(|g| (*g).to_owned()).collect(),
+            ),
+        );
+    }
+
+    /// `subject` (a user or a group) may `verb` the non-resource URL `url`.
+    pub fn grant(&mut self, subject: &str, url: &str, verb: &str) {
+        self.grants
+            .insert((subject.to_owned(), url.to_owned(), verb.to_owned()));
+    }
+
+    /// The answer to `POST …/tokenreviews` or `…/subjectaccessreviews`, if `path` is one.
+    pub fn answer(&self, path: &str, body: &[u8]) -> Option<(u16, Value)> {
+        let review = match path.trim_end_matches('/') {
+            "/apis/authentication.k8s.io/v1/tokenreviews" => Self::token_review,
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews" => Self::access_review,
+            _ => return None,
+        };
+        let Ok(obj) = serde_json::from_slice::<Value>(body) else {
+            return Some((400, failure(400, "BadRequest", "the body is not JSON")));
+        };
+        Some(review(self, obj))
+    }
+
+    fn token_review(&self, mut obj: Value) -> (u16, Value) {
+        let token = obj["spec"]["token"].as_str().unwrap_or("").to_owned();
+        if token.is_empty() {
+            return (
+                400,
+                failure(
+                    400,
+                    "BadRequest",
+                    "token is required for TokenReview in authentication",
+                ),
+            );
+        }
+        obj["status"] = match self.tokens.get(&token) {
+            Some((user, groups)) => json!({
+                "authenticated": true,
+                "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups},
+                "audiences": ["https://kubernetes.default.svc"],
+            }),
+            None => json!({"user": {}, "error": "invalid bearer token"}),
+        };
+        (201, created(obj))
+    }
+
+    fn access_review(&self, mut obj: Value) -> (u16, Value) {
+        let spec = &obj["spec"];
+        let user = spec["user"].as_str().unwrap_or("");
+        let groups: Vec<&str> = spec["groups"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if user.is_empty() && groups.is_empty() {
+            return (
+                422,
+                invalid(
+                    "spec.user",
+                    "at least one of user or group must be specified",
+                ),
+            );
+        }
+        let non_resource = &spec["nonResourceAttributes"];
+        if non_resource.is_null() == spec["resourceAttributes"].is_null() {
+            return (
+                422,
+                invalid(
+                    "spec.resourceAttributes",
+                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                ),
+            );
+        }
+        let (path, verb) = (
+            non_resource["path"].as_str().unwrap_or(""),
+            non_resource["verb"].as_str().unwrap_or(""),
+        );
+        let allowed = std::iter::once(user).chain(groups).any(|subject| {
+            self.grants.iter().any(|(s, url, v)| {
+                s == subject
+                    && (v == verb || v == "*")
+                    && url
+                        .strip_suffix('*')
+                        .map_or(url == path, |prefix| path.starts_with(prefix))
+            })
+        });
+        obj["status"] = if allowed {
+            json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding"})
+        } else {
+            json!({"allowed": false})
+        };
+        (201, created(obj))
+    }
+}
+
+/// A strategic merge patch of a Node's `status`, as the API server applies it:
+/// `conditions` merged by their `type` (an item with `"$patch": "delete"`
+/// removes that type), every other field as a JSON merge patch.
+pub fn strategic_status(status: &mut Value, patch: &Value) -> Result<(), String> {
+    let Some(fields) = patch.as_object() else {
+        return Ok(());
+    };
+    if !status.is_object() {
+        *status = json!({});
+    }
+    for (k, v) in fields {
+        if k != "conditions" {
+            status[k] = v.clone();
+            continue;
+        }
+        let items = v.as_array().ok_or("status.conditions: not a list")?;
+        let mut list = status["conditions"].as_array().cloned().unwrap_or_default();
+        for item in items {
+            let ty = item["type"]
+                .as_str()
+                .ok_or("status.conditions: an item without type (the merge key)")?;
+            let at = list.iter().position(|c| c["type"] == ty);
+            if item["$patch"] == "delete" {
+                list.retain(|c| c["type"] != ty);
+                continue;
+            }
+            match at {
+                Some(i) => {
+                    for (field, value) in item.as_object().into_iter().flatten() {
+                        list[i][field] = value.clone();
+                    }
+                }
+                None => list.push(item.clone()),
+            }
+        }
+        status["conditions"] = Value::Array(list);
+    }
+    Ok(())
+}
+
+fn created(mut obj: Value) -> Value {
+    obj["metadata"] = json!({"creationTimestamp": null});
+    obj
+}
+
+fn failure(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+fn invalid(field: &str, message: &str) -> Value {
+    let mut s = failure(
+        422,
+        "Invalid",
+        &format!("{field}: Invalid value: {message}"),
+    );
+    s["details"] =
+        json!({"causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]});
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reviews_answer_as_the_real_registry_does() {
+        let mut r = Reviews::default();
+        r.token(
+            "t1",
+            "system:serviceaccount:monitoring:prometheus",
+            &["system:serviceaccounts"],
+        );
+        r.grant("system:serviceaccounts", "/metrics", "get");
+        let tr = |t: &str| {
+            r.answer(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                json!({"spec": {"token": t}}).to_string().as_bytes(),
+            )
+            .expect("tokenreviews")
+        };
+        let (code, ok) = tr("t1");
+        assert_eq!(code, 201);
+        assert_eq!(ok["status"]["authenticated"], true);
+        assert_eq!(tr("nope").1["status"]["error"], "invalid bearer token");
+        assert_eq!(tr("").0, 400);
+        let sar = |spec: Value| {
+            r.answer(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                json!({ "spec": spec }).to_string().as_bytes(),
+            )
+            .expect("subjectaccessreviews")
+        };
+        let attrs = |p: &str| json!({"path": p, "verb": "get"});
+        let (code, yes) = sar(
+            json!({"user": "u", "groups": ["system:serviceaccounts"], "nonResourceAttributes": attrs("/metrics")}),
+        );
+        assert_eq!((code, yes["status"]["allowed"].clone()), (201, json!(true)));
+        let no = sar(json!({"user": "u", "nonResourceAttributes": attrs("/metrics")})).1;
+        assert_eq!(no["status"]["allowed"], false);
+        assert_eq!(
+            sar(json!({"nonResourceAttributes": attrs("/metrics")})).0,
+            422
+        );
+        assert_eq!(sar(json!({"user": "u"})).0, 422);
+    }
+}

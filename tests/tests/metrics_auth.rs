@@ -1,0 +1,432 @@
+//! `--metrics-auth kubernetes` as deploy/metrics-auth sets it up, against the
+//! test API server: TLS from files, every scraper's token reviewed
+//! (TokenReview + SubjectAccessReview), answers cached, reviews rate-limited,
+//! a real Prometheus scraping with the ServiceMonitor's settings, a rotated
+//! certificate picked up, and the overlay's RBAC exactly what the agent asks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom"
+)]
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Stdio},
+    time::{Duration, Instant},
+};
+
+use ipshadow_tests::{
+    HANG,
+    agent::AgentProc,
+    apiserver::ApiServer,
+    can_run_netns_tests, deploy, figure,
+    http::{get, sample},
+    lab::{Lab, ME, ROUTER, cozystack, wait_for},
+    netns::NetNs,
+    node::SimNode,
+};
+use serde_json::Value;
+
+const HEALTH: &str = "127.0.0.1:9786";
+const PROMETHEUS: &str = "127.0.0.1:9790";
+
+/// A self-signed certificate for `name` and its key, as `(cert, key)` in `dir`.
+fn self_signed(dir: &Path, tag: &str, name: &str) -> (PathBuf, PathBuf) {
+    let (cert, key) = (
+        dir.join(format!("{tag}.crt")),
+        dir.join(format!("{tag}.key")),
+    );
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", &format!("/CN={name}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// GET `path` over TLS as `server` (resolved to the agent's loopback
+/// listener), trusting `ca`, with `token`: the status (0 when no HTTP answer) and body.
+fn scrape(ns: &NetNs, server: &str, ca: &Path, token: Option<&str>, path: &str) -> (u16, String) {
+    let listen: SocketAddr = AgentProc::addr();
+    let mut c = ns.command("curl");
+    c.args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .args([
+            "--resolve",
+            &format!("{server}:{}:{}", listen.port(), listen.ip()),
+        ])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("https://{server}:{}{path}", listen.port()));
+    if let Some(t) = token {
+        c.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// The users deploy/metrics-auth lets read the metrics: each ServiceAccount bound
+/// to a ClusterRole with nonResourceURLs, granted those URLs in the test API server.
+fn grant_readers(api: &ApiServer, objects: &[Value]) -> Vec<String> {
+    let mut users = Vec::new();
+    for b in objects.iter().filter(|o| o["kind"] == "ClusterRoleBinding") {
+        let role = deploy::cluster_role_rules(objects, b["roleRef"]["name"].as_str().unwrap());
+        for rule in role.iter().filter(|r| r["nonResourceURLs"].is_array()) {
+            for s in b["subjects"].as_array().unwrap() {
+                let user = format!(
+                    "system:serviceaccount:{}:{}",
+                    s["namespace"].as_str().unwrap(),
+                    s["name"].as_str().unwrap()
+                );
+                for url in rule["nonResourceURLs"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        api.reviews(|r| {
+                            r.grant(&user, url.as_str().unwrap(), verb.as_str().unwrap());
+                        });
+                    }
+                }
+                users.push(user);
+            }
+        }
+    }
+    users
+}
+
+/// A Prometheus scraping the agent with the ServiceMonitor endpoint's settings.
+struct Prometheus(Child);
+
+impl Prometheus {
+    fn start(ns: &NetNs, dir: &Path, endpoint: &Value, ca: &Path, token_file: &Path) -> Self {
+        let config = dir.join("prometheus.yml");
+        let listen = AgentProc::addr();
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\n\
+                 scrape_configs:\n\
+                 - job_name: ipshadow\n  scheme: {scheme}\n  bearer_token_file: {token}\n  \
+                 tls_config: {{ca_file: {ca}, server_name: {server}}}\n  \
+                 static_configs: [{{targets: ['{listen}']}}]\n",
+                scheme = endpoint["scheme"].as_str().unwrap(),
+                token = token_file.display(),
+                ca = ca.display(),
+                server = endpoint["tlsConfig"]["serverName"].as_str().unwrap(),
+            ),
+        )
+        .unwrap();
+        let child = ns
+            .command("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={PROMETHEUS}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self(child)
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn scrapes_are_served_only_to_users_the_api_server_allows() {
+    if !can_run_netns_tests("scrapes_are_served_only_to_users_the_api_server_allows") {
+        return;
+    }
+    let objects = deploy::manifests_of("metrics-auth");
+    let monitor = deploy::object(&objects, "ServiceMonitor", "ipshadow");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https");
+    let server = endpoint["tlsConfig"]["serverName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let certificate = deploy::object(&objects, "Certificate", "ipshadow-metrics");
+    assert!(
+        certificate["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == server.as_str()),
+        "the certificate does not name the ServiceMonitor's serverName {server}"
+    );
+
+    let sim = SimNode::kube_ovn("mauth", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let readers = grant_readers(&api, &objects);
+    assert_eq!(readers, ["system:serviceaccount:monitoring:prometheus-k8s"]);
+    let prometheus_user = &readers[0];
+    api.reviews(|r| {
+        r.token(
+            "prom",
+            prometheus_user,
+            &["system:serviceaccounts", "system:authenticated"],
+        );
+        r.token(
+            "prom-2",
+            prometheus_user,
+            &["system:serviceaccounts", "system:authenticated"],
+        );
+        r.token(
+            "nosy",
+            "system:serviceaccount:tenant:default",
+            &["system:serviceaccounts"],
+        );
+    });
+    let lab = Lab::new("mauth", &api);
+    let (cert, key) = self_signed(&lab.dir, "first", &server);
+    // Where the DaemonSet patch mounts the Secret, in this test's directory.
+    let daemonset = deploy::object(&objects, "DaemonSet", "ipshadow");
+    let env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let env_of = |k: &str| {
+        env.iter()
+            .find(|e| e["name"] == k)
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or_else(|| panic!("{k} not set by deploy/metrics-auth"))
+    };
+    assert_eq!(env_of("IPSHADOW_METRICS_AUTH"), "kubernetes");
+    assert!(env_of("IPSHADOW_TLS_CERT_FILE").ends_with("tls.crt"));
+    let agent = lab.agent_with(
+        &sim.node,
+        ME,
+        &[
+            "--health-listen",
+            HEALTH,
+            "--metrics-auth",
+            "kubernetes",
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    wait_for("the agent ready on its health listener", HANG, || {
+        let _inside = sim.node.enter();
+        matches!(get(HEALTH.parse().unwrap(), "/readyz"), Ok((200, _))).then_some(())
+    });
+    let reviews = || api.counts().reviews;
+
+    // No token: refused without asking the API server.
+    let (code, body) = scrape(&sim.node, &server, &cert, None, "/metrics");
+    assert_eq!(code, 401, "{body}\n{}", agent.log_text());
+    assert_eq!(reviews(), 0);
+    // Plain HTTP on the TLS port gets no answer.
+    {
+        let _inside = sim.node.enter();
+        assert!(!matches!(get(AgentProc::addr(), "/metrics"), Ok((200, _))));
+    }
+    // A user the API server knows, without the grant: 403 naming the user and the fix.
+    let (code, body) = scrape(&sim.node, &server, &cert, Some("nosy"), "/metrics");
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains("system:serviceaccount:tenant:default") && body.contains("nonResourceURLs"),
+        "{body}"
+    );
+    assert_eq!(reviews(), 2, "one TokenReview and one SubjectAccessReview");
+    // Prometheus's service account: served; the next scrapes cost the API server nothing.
+    let (code, body) = scrape(&sim.node, &server, &cert, Some("prom"), "/metrics");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("ipshadow_collisions"), "{body}");
+    let after_first = reviews();
+    assert_eq!(after_first, 4);
+    for _ in 0..5 {
+        assert_eq!(
+            scrape(&sim.node, &server, &cert, Some("prom"), "/metrics").0,
+            200
+        );
+    }
+    // A made-up token: rejected, and rejected again from the cache.
+    assert_eq!(
+        scrape(&sim.node, &server, &cert, Some("made-up"), "/metrics").0,
+        401
+    );
+    assert_eq!(
+        scrape(&sim.node, &server, &cert, Some("made-up"), "/metrics").0,
+        401
+    );
+    assert_eq!(reviews(), after_first + 1);
+    // The probes' loopback listener stays plain and open.
+    {
+        let _inside = sim.node.enter();
+        assert_eq!(get(HEALTH.parse().unwrap(), "/healthz").unwrap().0, 200);
+    }
+
+    // The API server fails: the cached scraper is still served, a new token is 503, not 200.
+    api.fail_next(1_000, 500);
+    assert_eq!(
+        scrape(&sim.node, &server, &cert, Some("prom"), "/metrics").0,
+        200
+    );
+    let (code, body) = scrape(&sim.node, &server, &cert, Some("prom-2"), "/metrics");
+    assert_eq!(code, 503, "{body}");
+    api.fail_next(0, 500);
+    assert_eq!(
+        scrape(&sim.node, &server, &cert, Some("prom-2"), "/metrics").0,
+        200
+    );
+
+    // Made-up tokens in a burst: the agent asks the API server at most its burst
+    // and rate, and answers the rest 429.
+    std::thread::sleep(Duration::from_secs(11)); // a full bucket
+    let before = reviews();
+    let start = Instant::now();
+    let codes: Vec<u16> = (0..40)
+        .map(|i| {
+            scrape(
+                &sim.node,
+                &server,
+                &cert,
+                Some(&format!("forged-{i}")),
+                "/metrics",
+            )
+            .0
+        })
+        .collect();
+    let asked = reviews() - before;
+    let throttled = codes.iter().filter(|c| **c == 429).count();
+    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
+    assert!(
+        asked <= 10 + start.elapsed().as_secs() + 1,
+        "{asked} reviews for 40 forged tokens in {:?}",
+        start.elapsed()
+    );
+    assert!(throttled > 0, "{codes:?}");
+    figure(format!(
+        "40 forged tokens in {:.1} s: {asked} TokenReviews, {throttled} answered 429",
+        start.elapsed().as_secs_f64()
+    ));
+
+    // A real Prometheus with the ServiceMonitor's settings scrapes it.
+    let token_file = lab.dir.join("token");
+    std::fs::write(&token_file, "prom").unwrap();
+    let prometheus = Prometheus::start(&sim.node, &lab.dir, endpoint, &cert, &token_file);
+    let targets = wait_for("Prometheus's target up", HANG, || {
+        let _inside = sim.node.enter();
+        let (code, body) = get(PROMETHEUS.parse().unwrap(), "/api/v1/targets").ok()?;
+        (code == 200 && body.contains("\"health\":\"up\"")).then_some(body)
+    });
+    assert!(targets.contains("https://"), "{targets}");
+    drop(prometheus);
+
+    // cert-manager rotates the Secret: new connections get the new certificate.
+    let (new_cert, new_key) = self_signed(&lab.dir, "second", &server);
+    let swap = |from: &Path, to: &Path| {
+        let tmp = to.with_extension("tmp");
+        std::fs::copy(from, &tmp).unwrap();
+        std::fs::rename(&tmp, to).unwrap();
+    };
+    let original_ca = lab.dir.join("first-ca.crt");
+    std::fs::copy(&cert, &original_ca).unwrap();
+    swap(&new_key, &key);
+    swap(&new_cert, &cert);
+    let rotated = Instant::now();
+    wait_for("the rotated certificate served", HANG, || {
+        (scrape(&sim.node, &server, &new_cert, Some("prom"), "/metrics").0 == 200).then_some(())
+    });
+    assert_eq!(
+        scrape(&sim.node, &server, &original_ca, Some("prom"), "/metrics").0,
+        0
+    );
+    figure(format!(
+        "rotated certificate served after {:.1} s",
+        rotated.elapsed().as_secs_f64()
+    ));
+
+    let (_, metrics) = scrape(&sim.node, &server, &new_cert, Some("prom"), "/metrics");
+    for (result, at_least) in [
+        ("allowed", 9.0),
+        ("unauthenticated", 3.0),
+        ("forbidden", 1.0),
+        ("unavailable", 1.0),
+        ("throttled", 1.0),
+    ] {
+        let n = sample(&metrics, "ipshadow_http_auth_total", &[("result", result)]).unwrap_or(0.0);
+        assert!(n >= at_least, "{result}: {n}");
+    }
+
+    // The overlay's RBAC: every request allowed, and its two review rules used.
+    let mut rules = deploy::cluster_role_rules(&objects, "ipshadow");
+    let auth_rules = deploy::cluster_role_rules(&objects, "ipshadow-metrics-auth");
+    rules.extend(auth_rules.iter().cloned());
+    let used = deploy::used_and_allowed(&api.counts().log, &rules);
+    let unused: Vec<_> = deploy::granted(&auth_rules)
+        .difference(&used)
+        .cloned()
+        .collect();
+    assert!(unused.is_empty(), "granted but never used: {unused:?}");
+}
+
+#[test]
+fn metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate() {
+    if !can_run_netns_tests("metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("mauthbad", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let lab = Lab::new("mauthbad", &api);
+    let garbage = lab.dir.join("garbage.crt");
+    std::fs::write(&garbage, "not a certificate\n").unwrap();
+    let (_, key) = self_signed(&lab.dir, "ok", "ipshadow-metrics.ipshadow-system.svc");
+    for (args, says) in [
+        (
+            vec!["--metrics-auth", "kubernetes"],
+            vec!["needs TLS", "--tls-cert-file"],
+        ),
+        (
+            vec![
+                "--tls-cert-file",
+                garbage.to_str().unwrap(),
+                "--tls-key-file",
+                key.to_str().unwrap(),
+            ],
+            vec![garbage.to_str().unwrap(), "--tls-cert-file"],
+        ),
+    ] {
+        let mut all = vec!["--health-listen", HEALTH];
+        all.extend(args.iter().copied());
+        let mut agent = lab.agent_with(&sim.node, ME, &all);
+        let status = agent.exited_within(HANG).unwrap_or_else(|| {
+            panic!(
+                "the agent kept running with {args:?}:\n{}",
+                agent.log_text()
+            )
+        });
+        assert!(!status.success());
+        let log = agent.log_text();
+        for s in says {
+            assert!(log.contains(s), "{args:?}: {s:?} not in\n{log}");
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The Node condition `PodIPsShadowed` from the real agent against the test API
+//! server: True with the worst finding while the node has findings, False once
+//! fixed (node-problem-detector's most common complaint is conditions that
+//! never clear), one write per change, other conditions untouched, and gone
+//! after the README's removal command with the real kubectl.
+#![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
+
+use std::time::Duration;
+
+use ipshadow_tests::{
+    HANG,
+    apiserver::{ApiServer, Res},
+    can_run_netns_tests, figure,
+    lab::{Lab, ME, ROUTER, cozystack, wait_for},
+    node::SimNode,
+    objects::pod,
+};
+use serde_json::{Value, json};
+
+/// Our condition on `node`, if any.
+fn condition(api: &ApiServer, node: &str) -> Option<Value> {
+    api.object(Res::Nodes, "", node)?["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodIPsShadowed")
+        .cloned()
+}
+
+/// kubelet's own condition is still there.
+fn assert_ready_kept(api: &ApiServer) {
+    let conditions = api.object(Res::Nodes, "", ME).unwrap()["status"]["conditions"].clone();
+    assert!(
+        conditions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready"),
+        "{conditions}"
+    );
+}
+
+fn status_writes(api: &ApiServer) -> usize {
+    api.counts()
+        .log
+        .iter()
+        .filter(|(m, u)| m == "PATCH" && u.starts_with(&format!("/api/v1/nodes/{ME}/status")))
+        .count()
+}
+
+/// The README's removal, run for every Node with the real kubectl.
+const REMOVE: &str = r#"for n in $(kubectl get nodes -o name); do kubectl patch "$n" --subresource=status -p '{"status":{"conditions":[{"type":"PodIPsShadowed","$patch":"delete"}]}}'; done"#;
+
+#[test]
+fn the_node_condition_goes_true_and_clears() {
+    if !can_run_netns_tests("the_node_condition_goes_true_and_clears") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("ncond", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    // kubelet's own condition, which ours must leave alone.
+    let mut node = api.object(Res::Nodes, "", ME).unwrap();
+    node["status"]["conditions"] =
+        json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"}]);
+    api.apply(Res::Nodes, node);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("ncond", &api);
+    let agent = lab.agent(&sim.node, ME);
+    let on = wait_for("PodIPsShadowed True", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "True")
+    });
+    assert_eq!(on["reason"], "RouterIPCollision", "{on}");
+    assert!(
+        on["message"]
+            .as_str()
+            .unwrap()
+            .contains("tenant/postgres-0 (10.244.4.251)"),
+        "{on}"
+    );
+    assert_eq!(status_writes(&api), 1);
+
+    // Unrelated changes write nothing; the fix writes False once.
+    api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.4.77"]));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(status_writes(&api), 1, "{:#?}", api.counts().log);
+    api.delete(Res::Pods, "tenant", "postgres-0");
+    let off = wait_for("PodIPsShadowed False", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "False")
+    });
+    assert_eq!(off["reason"], "NoShadowedPodIPs");
+    // The status changed 2 s later: so did its transition time.
+    assert!(
+        off["lastTransitionTime"].as_str() > on["lastTransitionTime"].as_str(),
+        "{on} {off}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(status_writes(&api), 2, "{:#?}", api.counts().log);
+    assert_ready_kept(&api);
+    figure("PodIPsShadowed: True on the collision, False on the fix, 2 writes, Ready kept");
+
+    // Uninstall: the agent goes first, then the README's command removes the condition.
+    let (exit, _) = agent.terminate();
+    assert!(exit.success());
+    // kubectl where the API server listens: inside the node's namespace.
+    let out = sim
+        .node
+        .command("sh")
+        .args(["-ec", REMOVE])
+        .env("KUBECONFIG", &lab.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        condition(&api, ME).is_none(),
+        "{}{}\n{:#?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        &api.counts().log[api.counts().log.len().saturating_sub(8)..]
+    );
+    assert_ready_kept(&api);
+}
