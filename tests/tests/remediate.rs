@@ -2,7 +2,7 @@
 //! deploy/remediation's RBAC: dry-run evicts nothing; evict removes a pod
 //! through the Eviction API once the finding is old enough, never a bare pod,
 //! leaves a pod whose PodDisruptionBudget allows no disruption (the API answers
-//! 429) and tries it again no faster than the interval.
+//! 429) and tries it again no faster than the interval, a restart included.
 #![allow(
     clippy::unwrap_used,
     clippy::too_many_lines,
@@ -142,7 +142,7 @@ fn evict_removes_a_controlled_pod_after_the_minimum_age_and_respects_its_budget(
     cluster(&api);
     let lab = Lab::new("revict", &api);
     let started = Instant::now();
-    let agent = agent(&lab, &sim, "evict");
+    let first = agent(&lab, &sim, "evict");
     wait_for("web-0 evicted", HANG * 2, || {
         api.object(Res::Pods, "tenant", "web-0")
             .is_none()
@@ -152,6 +152,11 @@ fn evict_removes_a_controlled_pod_after_the_minimum_age_and_respects_its_budget(
     wait_for("web-0's IPShadowEvicted Event", HANG, || {
         event(&api, "tenant", "web-0", "IPShadowEvicted")
     });
+    // A restart (a rollout, a crash) must not let it act sooner than the interval.
+    drop(first);
+    let before_restart = evictions(&api).len();
+    let restarted = Instant::now();
+    let agent = agent(&lab, &sim, "evict");
     // db-0 again: the budget still allows nothing.
     wait_for("db-0 tried twice", HANG * 3, || {
         (evictions(&api)
@@ -164,6 +169,12 @@ fn evict_removes_a_controlled_pod_after_the_minimum_age_and_respects_its_budget(
     let tried = evictions(&api);
     // Never before the finding was old enough (the agent started after the pods existed).
     assert!(tried[0].0.duration_since(started) >= AFTER, "{tried:?}");
+    // Its start counts as an action: nothing within an interval of the restart.
+    let after_restart = tried.get(before_restart).unwrap();
+    assert!(
+        after_restart.0.duration_since(restarted) + Duration::from_millis(200) >= INTERVAL,
+        "{tried:?}"
+    );
     // One pod per interval, blocked attempts included.
     for pair in tried.windows(2) {
         let gap = pair[1].0.duration_since(pair[0].0);

@@ -36,8 +36,9 @@ pub struct Args {
     /// (through the Eviction API, which keeps PodDisruptionBudgets): off, dry-run or evict.
     #[arg(long, env = "IPSHADOW_REMEDIATE", value_enum, default_value_t = Mode::Off)]
     pub remediate: Mode,
-    /// At most one pod per node per this long (e.g. 10m, 600s, 1h; 5s to 24h);
-    /// a PodDisruptionBudget's refusal waits for it too.
+    /// At most one pod per node per this long (e.g. 10m, 600s, 1h; 5s to 24h),
+    /// counted from the agent's start too; a PodDisruptionBudget's refusal
+    /// waits for it as well.
     #[arg(long, env = "IPSHADOW_REMEDIATE_INTERVAL", default_value = "10m",
           value_parser = |s: &str| duration(s, Duration::from_secs(5)))]
     pub remediate_interval: Duration,
@@ -92,7 +93,11 @@ impl RemediateTask {
             client,
             node: node.to_owned(),
             mode: args.remediate,
-            policy: Policy::new(args.remediate_after, args.remediate_interval),
+            policy: Policy::new(
+                args.remediate_after,
+                args.remediate_interval,
+                std::time::Instant::now(),
+            ),
             metrics,
             published,
         }
@@ -100,7 +105,11 @@ impl RemediateTask {
 
     /// Acts until `token` is cancelled.
     pub(crate) async fn run(mut self, token: CancellationToken) {
-        tracing::info!(mode = ?self.mode, "remediation is on");
+        tracing::info!(
+            mode = ?self.mode,
+            first_action_after = ?self.policy.interval(),
+            "remediation is on; it acts no sooner than one interval after the start"
+        );
         loop {
             let input = self.published.borrow_and_update().clone();
             let current = if input.ready {

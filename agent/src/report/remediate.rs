@@ -78,15 +78,18 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Acts on findings older than `after`, at most once per `interval`.
+    /// Acts on findings older than `after`, at most once per `interval`,
+    /// counted from `started` too: nothing records the last action across a
+    /// restart, so a restart (a rollout, a crash loop) counts as one and never
+    /// lets the agent act faster than once per interval.
     #[must_use]
-    pub fn new(after: Duration, interval: Duration) -> Self {
+    pub fn new(after: Duration, interval: Duration, started: Instant) -> Self {
         Self {
             after,
             interval,
             first_seen: HashMap::new(),
             attempted: HashMap::new(),
-            last_action: None,
+            last_action: Some(started),
         }
     }
 
@@ -184,7 +187,12 @@ mod tests {
         ]);
         let c = candidates(&detect(&inv), ME);
         let t0 = Instant::now();
-        let mut p = Policy::new(Duration::from_mins(1), Duration::from_mins(10));
+        // Started long enough ago that only the minimum age holds the first action back.
+        let mut p = Policy::new(
+            Duration::from_mins(1),
+            Duration::from_mins(10),
+            t0.checked_sub(Duration::from_mins(10)).unwrap_or(t0),
+        );
         assert_eq!(p.next(&c, t0), None);
         assert_eq!(p.wait(t0), Duration::from_mins(1));
         let first = p.next(&c, t0 + Duration::from_mins(1)).expect("old enough");
@@ -202,5 +210,25 @@ mod tests {
         p.acted(&second, t0 + Duration::from_mins(21));
         assert_eq!(p.next(&[], t0 + Duration::from_mins(30)), None);
         assert_eq!(p.next(&c, t0 + Duration::from_mins(30)), None);
+    }
+
+    #[test]
+    fn a_restart_counts_as_an_action() {
+        let c = candidates(
+            &detect(&inventory(vec![pod("a-0", ME, &["10.244.4.251"])])),
+            ME,
+        );
+        let started = Instant::now();
+        let mut p = Policy::new(Duration::from_mins(1), Duration::from_mins(10), started);
+        // Old enough after a minute, yet the agent acted (for all it knows) when it started.
+        assert_eq!(p.next(&c, started + Duration::from_mins(2)), None);
+        assert_eq!(
+            p.wait(started + Duration::from_mins(2)),
+            Duration::from_mins(8)
+        );
+        assert_eq!(
+            p.next(&c, started + Duration::from_mins(10)),
+            c.first().cloned()
+        );
     }
 }
