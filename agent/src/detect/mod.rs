@@ -217,11 +217,15 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
     }
 }
 
-/// Whether kube-ovn hands out pod addresses here: a primary Subnet is known, or
-/// the pod's IP came from kube-ovn's annotation.
+/// Whether kube-ovn gave the pod its address: it came from kube-ovn's
+/// annotation or record, or lies in a primary Subnet (in a mixed cluster, the
+/// other nodes' pods come from another allocator).
 fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
     matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
-        || inv.subnets.iter().any(|s| s.primary)
+        || inv
+            .subnets
+            .iter()
+            .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
 }
 
 /// An annotated address outside the Subnet the pod's own annotation names
@@ -252,6 +256,8 @@ fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
             block,
             pool: pool_at_end(block),
         },
+        // In no primary Subnet: a status address came from another allocator
+        // (Cilium's own IPAM on this node of a mixed cluster).
         (_, None) if uses_kube_ovn(inv, pip) => Remedy::ExcludeInPodAllocator,
         (_, None) => Remedy::ReallocatePod {
             node: owner.node.clone(),

@@ -353,3 +353,30 @@ fn an_annotated_address_outside_the_subnet_its_annotation_names_is_no_finding() 
         Some(IpSource::Annotation)
     );
 }
+
+#[test]
+fn in_a_mixed_cluster_the_fix_names_the_allocator_that_gave_the_address() {
+    // kube-ovn owns 10.16.0.0/16; this node's pods come from Cilium's own IPAM.
+    let mut tenant = ovn_default(&[]);
+    tenant.name = "tenant-net".into();
+    tenant.cidrs = vec![net("10.16.0.0/16")];
+    let remedy = |source: IpSource| {
+        let mut p = pod("web-0", ME, &["10.244.4.251"]);
+        p.ips[0].source = source;
+        let mut inv = inventory(vec![p]);
+        inv.subnets = Arc::new(vec![tenant.clone()]);
+        let f: Vec<Finding> = detect(&inv)
+            .into_iter()
+            .filter(|f| f.kind == RouterIpCollision)
+            .collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        f[0].remedy.clone()
+    };
+    // A status address outside every Subnet: Cilium's allocator, not kube-ovn.
+    assert_eq!(
+        remedy(IpSource::Status),
+        Remedy::ReallocatePod { node: ME.into() }
+    );
+    // kube-ovn's own record of it: kube-ovn handed it out, whatever its Subnets say.
+    assert_eq!(remedy(IpSource::KubeOvnIp), Remedy::ExcludeInPodAllocator);
+}
