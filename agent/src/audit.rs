@@ -9,7 +9,7 @@ use crate::{
     inventory::Invalid,
     kube::{
         self, SourceArgs,
-        audit::{ListError, cluster_state, routes},
+        audit::{ListError, Read, cluster_state, routes},
         sources::FileSources,
     },
     reconcile::ReadArgs,
@@ -128,7 +128,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
     let namespaces = result.namespaces();
     let routes = match client {
         Some(client) if !namespaces.is_empty() => {
-            routes(&client, &namespaces, &mut |what, n, done| {
+            routes(&client, &namespaces, Read::Pages, &mut |what, n, done| {
                 progress.listed(what, n, done);
             })
             .await?

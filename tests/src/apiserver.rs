@@ -176,6 +176,11 @@ pub struct RequestCounts {
     /// Lists and watches of Events, which the API server serves from etcd
     /// (their watch cache is off by default): (watch?, URI).
     pub event_reads: Vec<(bool, String)>,
+    /// Lists not served from the watch cache: without `resourceVersion=0` (or
+    /// a `resourceVersionMatch=NotOlderThan`), a quorum read of etcd on the
+    /// kube-apiserver versions before consistent lists from the cache, and on
+    /// any whose etcd lacks progress notifications. Events are in `event_reads`.
+    pub uncached_lists: Vec<String>,
     /// TokenReviews and SubjectAccessReviews created.
     pub reviews: u64,
     /// Evictions asked for (whatever the answer).
@@ -1012,6 +1017,12 @@ async fn handle(
             counts().event_reads.push((watch, uri.to_string()));
         } else if !indexed(t.res, t.namespace.is_some(), &sel) {
             counts().unindexed.push((watch, uri.to_string()));
+        }
+        let cached = q.get("resourceVersion").is_some_and(|v| v == "0")
+            || q.get("resourceVersionMatch")
+                .is_some_and(|m| m == "NotOlderThan");
+        if !watch && !cached && t.res != Res::Events {
+            counts().uncached_lists.push(uri.to_string());
         }
     }
     match (method, t.name.as_deref(), watch) {

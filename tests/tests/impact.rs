@@ -1,7 +1,8 @@
 //! What breaks behind a shadowed pod, from the real agent against the test API
 //! server: a pod behind a Service a ValidatingWebhookConfiguration calls is
 //! `critical` in the metrics (and pages) and its Event says so first, a plain
-//! pod stays `warning`; the lookups are lists of the namespaces with findings only.
+//! pod stays `warning`; the lookups are lists of the namespaces with findings
+//! only, from the watch cache.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use ipshadow_tests::{
@@ -81,4 +82,8 @@ fn a_webhook_backend_on_a_shadowed_ip_is_critical_and_a_plain_pod_a_warning() {
             .all(|u| u.starts_with("/apis/discovery.k8s.io/v1/namespaces/")),
         "{slices:#?}"
     );
+    // Every list the agent made, the lookups included, came from the watch
+    // cache: multiplied by the nodes with findings, none may reach etcd.
+    let uncached = api.counts().uncached_lists;
+    assert!(uncached.is_empty(), "{uncached:#?}");
 }

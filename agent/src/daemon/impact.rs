@@ -17,7 +17,7 @@ use super::Published;
 use crate::{
     detect::impact::of_finding,
     kube::{
-        audit::routes,
+        audit::{Read, routes},
         cluster::{Failure, backoff},
     },
     report::{Impacts, events::reported_here, metrics::Metrics},
@@ -87,7 +87,7 @@ impl ImpactTask {
                 let mut quiet = |_: &'static str, _: usize, _: bool| {};
                 let listed = tokio::select! {
                     () = token.cancelled() => return,
-                    r = routes(&self.client, &namespaces, &mut quiet) => r,
+                    r = routes(&self.client, &namespaces, Read::Cache, &mut quiet) => r,
                 };
                 match listed {
                     Ok(r) => {

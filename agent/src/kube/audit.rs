@@ -2,10 +2,11 @@
 //! CiliumNode and kube-ovn Subnet, kubelet's sandbox refusals and Cilium's
 //! configuration, as a [`ClusterState`].
 //!
-//! Lists go in pages of [`PAGE`] as kubectl's do (`limit` and `continue`; since
-//! Kubernetes 1.31 served from the watch cache), each page converted before the
-//! next is asked for: memory holds the inventory's small objects, never a
-//! cluster's worth of JSON.
+//! The audit's lists go in pages of [`PAGE`] as kubectl's do (`limit` and
+//! `continue`; since Kubernetes 1.31 served from the watch cache), each page
+//! converted before the next is asked for: memory holds the inventory's small
+//! objects, never a cluster's worth of JSON. The agent's impact lookups
+//! ([`routes`] with [`Read::Cache`]) read the watch cache whole instead.
 
 use std::sync::Arc;
 
@@ -39,10 +40,20 @@ pub struct ListError {
 /// How far the lists are: (resource, objects so far, done).
 pub type Progress<'a> = &'a mut (dyn FnMut(&'static str, usize, bool) + Send);
 
+/// How a list is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Consistent, in pages of [`PAGE`]: a one-off audit of a whole cluster.
+    Pages,
+    /// Whole, from the watch cache (`resourceVersion=0`): the agent, whose
+    /// lookups are multiplied by the nodes with findings, never reads etcd.
+    Cache,
+}
+
 /// Every page of `api` (filtered by `fields`), each handed to `each` as it comes.
 async fn pages<K>(
     api: &Api<K>,
-    what: &'static str,
+    (what, read): (&'static str, Read),
     fields: Option<&str>,
     progress: Progress<'_>,
     mut each: impl FnMut(K),
@@ -53,7 +64,11 @@ where
     let mut next: Option<String> = None;
     let mut seen = 0;
     loop {
-        let mut lp = ListParams::default().limit(PAGE);
+        // A continue token (a server that pages anyway) goes without a version.
+        let mut lp = match (read, &next) {
+            (Read::Cache, None) => ListParams::default().match_any(),
+            (Read::Pages, _) | (Read::Cache, Some(_)) => ListParams::default().limit(PAGE),
+        };
         if let Some(f) = fields {
             lp = lp.fields(f);
         }
@@ -78,7 +93,7 @@ where
 async fn custom(
     client: &kube::Client,
     (group, version, kind, plural): (&str, &str, &str, &str),
-    what: &'static str,
+    what: (&'static str, Read),
     progress: Progress<'_>,
     mut each: impl FnMut(&Value),
 ) -> Result<(), ListError> {
@@ -112,7 +127,7 @@ pub async fn cluster_state(
     let mut pods = Vec::new();
     pages(
         &Api::<K8sPod>::all(client.clone()),
-        "pods",
+        ("pods", Read::Pages),
         None,
         progress,
         |p| pods.push(objects::pod(&p, annotation_keys, &mut invalid)),
@@ -121,7 +136,7 @@ pub async fn cluster_state(
     let (mut annotated, mut facts) = (Vec::new(), Vec::new());
     pages(
         &Api::<Node>::all(client.clone()),
-        "nodes",
+        ("nodes", Read::Pages),
         None,
         progress,
         |n| {
@@ -136,7 +151,7 @@ pub async fn cluster_state(
     custom(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
-        "ciliumnodes",
+        ("ciliumnodes", Read::Pages),
         progress,
         |v| match objects::cilium_node(v, &mut invalid) {
             Ok(c) => cilium_nodes.push(c),
@@ -148,7 +163,7 @@ pub async fn cluster_state(
     custom(
         client,
         ("kubeovn.io", "v1", "Subnet", "subnets"),
-        "subnets",
+        ("subnets", Read::Pages),
         progress,
         |v| match objects::subnet(v, &mut invalid) {
             Ok(s) => subnets.push(s),
@@ -165,7 +180,7 @@ pub async fn cluster_state(
     );
     pages(
         &events,
-        "events",
+        ("events", Read::Pages),
         Some("reason=FailedCreatePodSandBox"),
         progress,
         |e| {
@@ -210,12 +225,13 @@ pub async fn cluster_state(
 }
 
 /// What routes to the pods of `namespaces` (those with findings): their
-/// EndpointSlices (one paged list per namespace), and every webhook
-/// configuration and APIService (cluster-wide, a few objects each). An absent
-/// API group is none.
+/// EndpointSlices (one list per namespace), and every webhook configuration
+/// and APIService (cluster-wide, a few objects each), read as `read` says. An
+/// absent API group is none.
 pub async fn routes(
     client: &kube::Client,
     namespaces: &std::collections::BTreeSet<String>,
+    read: Read,
     progress: Progress<'_>,
 ) -> Result<Routes, ListError> {
     use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
@@ -223,7 +239,7 @@ pub async fn routes(
     for ns in namespaces {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<K8sSlice>(&()));
-        pages(&api, "endpointslices", None, progress, |o| {
+        pages(&api, ("endpointslices", read), None, progress, |o| {
             if let Ok(v) = serde_json::to_value(&o) {
                 out.slices.push(objects::impact::endpoint_slice(&v));
             }
@@ -254,7 +270,7 @@ pub async fn routes(
             "apiservices",
         ),
     ] {
-        custom(client, gvk, what, progress, |v| {
+        custom(client, gvk, (what, read), progress, |v| {
             let mut v = v.clone();
             // DynamicObject keeps kind in `types`; the converter reads `kind`.
             v["kind"] = gvk.2.into();

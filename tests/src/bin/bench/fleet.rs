@@ -113,6 +113,7 @@ fn phase(name: &str, a: &Snapshot, b: &Snapshot, agents: usize, cluster_events: 
         "cpu_percent_per_agent": (b.cpu - a.cpu) / n / (minutes * 60.0) * 100.0,
         "server_requests_per_second": (b.counts.total - a.counts.total) as f64 / (minutes * 60.0),
         "unindexed_requests": b.counts.unindexed.len() - a.counts.unindexed.len(),
+        "uncached_lists": b.counts.uncached_lists.len() - a.counts.uncached_lists.len(),
     });
     println!("  {name}: {v}");
     v
@@ -300,6 +301,8 @@ pub(crate) fn run() -> Value {
         "ready_seconds": ready_in.as_secs_f64(),
         "requests_to_start_per_agent": started.total as f64 / agents_n as f64,
         "lists_to_start_per_agent": started.lists as f64 / agents_n as f64,
+        "requests_to_start_by_kind": by_kind(&started.log, agents_n),
+        "uncached_lists_to_start": started.uncached_lists.len(),
         "server_watchers_by_kind": open_at_start,
         "server_watchers_by_kind_at_end": open_end,
         "node_status_reports_per_second": node_reports_per_sec,
@@ -309,4 +312,34 @@ pub(crate) fn run() -> Value {
         "rss_kib_median": rss_median,
         "rss_kib_max": rss_max,
     })
+}
+
+/// Requests per agent by method and resource (`GET pods`, `PATCH nodes/status`
+/// …): the path without its group, version, namespace and object name.
+fn by_kind(log: &[(String, String)], agents: usize) -> serde_json::Value {
+    let mut counts = std::collections::BTreeMap::<String, f64>::new();
+    for (method, uri) in log {
+        let path = uri.split('?').next().unwrap_or(uri);
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        // /api/v1/… or /apis/<group>/<version>/…; then [namespaces/<ns>/]<plural>[/<name>[/<sub>]].
+        let rest = match parts.first() {
+            Some(&"api") => parts.get(2..),
+            Some(&"apis") => parts.get(3..),
+            _ => None,
+        }
+        .unwrap_or_default();
+        let rest = match rest {
+            ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+            other => other,
+        };
+        let kind = match rest {
+            [plural, _, sub, ..] => format!("{plural}/{sub}"),
+            [plural, ..] => (*plural).to_owned(),
+            [] => path.to_owned(),
+        };
+        let watch = uri.contains("watch=true") || uri.contains("watch=1");
+        let verb = if watch { "WATCH" } else { method.as_str() };
+        *counts.entry(format!("{verb} {kind}")).or_default() += 1.0 / agents as f64;
+    }
+    json!(counts)
 }
