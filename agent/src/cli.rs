@@ -29,7 +29,7 @@ pub enum Command {
     Audit(audit::Args),
     /// Run as the node agent (the DaemonSet process): reconcile on every change,
     /// serve /metrics, /healthz and /readyz.
-    Agent(daemon::Args),
+    Agent(Box<daemon::Args>),
 }
 
 /// Logging flags.

@@ -125,7 +125,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Check(args) => run_check(args).await,
             Command::Audit(args) => run_audit(args).await,
-            Command::Agent(args) => ipshadow::daemon::run(args)
+            Command::Agent(args) => ipshadow::daemon::run(*args)
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .context("ipshadow agent failed"),

@@ -732,3 +732,44 @@ fn the_remediation_overlay_validates_and_starts_in_dry_run() {
     let extra = deploy::cluster_role_rules(&objects, "ipshadow-remediation");
     assert!(deploy::allows(&extra, "", "pods/eviction", "create"));
 }
+
+#[test]
+fn every_flag_of_every_command_is_in_the_readme() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut seen = 0;
+    for command in ["agent", "check", "audit"] {
+        let out = Command::new(ipshadow_tests::ipshadow_bin())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command} --help failed");
+        let help = String::from_utf8(out.stdout).unwrap();
+        // Option lines start with `-x, --flag` or `--flag`.
+        for line in help.lines().map(str::trim_start) {
+            let line = line.split_once(", ").map_or(line, |(short, rest)| {
+                if short.len() == 2 && short.starts_with('-') {
+                    rest
+                } else {
+                    line
+                }
+            });
+            let Some(flag) = line
+                .strip_prefix("--")
+                .map(|f| f.split([' ', '=', '<']).next().unwrap())
+                .filter(|f| !f.is_empty() && *f != "help")
+            else {
+                continue;
+            };
+            seen += 1;
+            assert!(
+                readme.contains(&format!("`--{flag}`")),
+                "`ipshadow {command} --{flag}` is not documented in the README"
+            );
+        }
+    }
+    assert!(
+        seen > 40,
+        "only {seen} flags found: the help format changed?"
+    );
+}

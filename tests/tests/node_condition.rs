@@ -1,8 +1,9 @@
 //! The Node condition `PodIPsShadowed` from the real agent against the test API
 //! server: True with the worst finding while the node has findings, False once
 //! fixed (node-problem-detector's most common complaint is conditions that
-//! never clear), one write per change, other conditions untouched, and gone
-//! after the README's removal command with the real kubectl.
+//! never clear), one write per change and changes within the minimum interval
+//! written together, other conditions untouched, and gone after the README's
+//! removal command with the real kubectl.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use std::time::Duration;
@@ -65,7 +66,7 @@ fn the_node_condition_goes_true_and_clears() {
     api.apply(Res::Nodes, node);
     api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
     let lab = Lab::new("ncond", &api);
-    let agent = lab.agent(&sim.node, ME);
+    let agent = lab.agent_with(&sim.node, ME, &["--node-condition-interval-seconds", "1"]);
     let on = wait_for("PodIPsShadowed True", HANG, || {
         condition(&api, ME).filter(|c| c["status"] == "True")
     });
@@ -123,4 +124,57 @@ fn the_node_condition_goes_true_and_clears() {
         &api.counts().log[api.counts().log.len().saturating_sub(8)..]
     );
     assert_ready_kept(&api);
+}
+
+/// The minimum interval between two writes in the burst test.
+const INTERVAL: Duration = Duration::from_secs(4);
+
+#[test]
+fn changes_within_the_interval_are_written_together_at_its_end() {
+    if !can_run_netns_tests("changes_within_the_interval_are_written_together_at_its_end") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("nburst", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "p-0", ME, &[ROUTER]));
+    let lab = Lab::new("nburst", &api);
+    let _agent = lab.agent_with(
+        &sim.node,
+        ME,
+        &[
+            "--node-condition-interval-seconds",
+            &INTERVAL.as_secs().to_string(),
+        ],
+    );
+    wait_for("PodIPsShadowed True", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "True")
+    });
+    let first = std::time::Instant::now();
+    assert_eq!(status_writes(&api), 1);
+    // Four more findings, each far enough apart to be a reconcile of its own
+    // (the agent debounces 20 ms), all within the interval.
+    for i in 1..=4 {
+        std::thread::sleep(Duration::from_millis(300));
+        api.apply(Res::Pods, pod("tenant", &format!("p-{i}"), ME, &[ROUTER]));
+    }
+    assert!(first.elapsed() < INTERVAL);
+    let all = wait_for("the condition naming five findings", HANG, || {
+        condition(&api, ME).filter(|c| {
+            c["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("5 findings"))
+        })
+    });
+    // Written once more, at the interval's end, not once per change.
+    assert!(
+        first.elapsed() + Duration::from_millis(500) >= INTERVAL,
+        "{all}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(status_writes(&api), 2, "{:#?}", api.counts().log);
+    figure(format!(
+        "PodIPsShadowed: 5 findings over 1.2 s, 2 writes ({} s interval)",
+        INTERVAL.as_secs()
+    ));
 }

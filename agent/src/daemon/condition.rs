@@ -2,11 +2,13 @@
 //! true to the latest findings — written when what the Node shows differs from
 //! what the findings call for (so once per change, and again if someone
 //! removes it while the agent runs), never on a timer: 5,000 nodes write
-//! nothing while nothing changes.
+//! nothing while nothing changes; and at most once per
+//! `--node-condition-interval-seconds`, so a node whose findings flap writes
+//! its Node a few times a minute at most.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use tokio::sync::watch;
+use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Published;
@@ -30,12 +32,20 @@ pub struct Args {
     #[arg(long, env = "IPSHADOW_NODE_CONDITION", default_value_t = true,
           action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
     pub node_condition: bool,
+    /// At least this many seconds between two writes of the condition: the
+    /// first change is written at once, later ones within the interval
+    /// together at its end (each write is a Node update every all-Node
+    /// watcher receives: the scheduler, controllers, other agents).
+    #[arg(long, env = "IPSHADOW_NODE_CONDITION_INTERVAL_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub node_condition_interval_seconds: u64,
 }
 
 /// The writer and what it follows.
 pub(crate) struct ConditionTask {
     client: kube::Client,
     node: String,
+    interval: Duration,
     metrics: Arc<Metrics>,
     published: watch::Receiver<Published>,
 }
@@ -44,12 +54,14 @@ impl ConditionTask {
     pub(crate) fn new(
         client: kube::Client,
         node: &str,
+        args: &Args,
         metrics: Arc<Metrics>,
         published: watch::Receiver<Published>,
     ) -> Self {
         Self {
             client,
             node: node.to_owned(),
+            interval: Duration::from_secs(args.node_condition_interval_seconds),
             metrics,
             published,
         }
@@ -61,6 +73,7 @@ impl ConditionTask {
         // What was written, and what the Node showed then: until the watch brings
         // the Node back changed, the write is not repeated.
         let mut last = None;
+        let mut written_at: Option<Instant> = None;
         loop {
             let input = self.published.borrow_and_update().clone();
             // Only once this node's Node is seen: its condition as shown decides.
@@ -68,6 +81,16 @@ impl ConditionTask {
                 let want = desired(&input.findings, &self.node);
                 let pending = (want.clone(), node.shadowed.clone());
                 if !shows(node.shadowed.as_ref(), &want) && last.as_ref() != Some(&pending) {
+                    if let Some(at) = written_at
+                        && at.elapsed() < self.interval
+                    {
+                        // Changes within the interval go together: at its end,
+                        // whatever the findings then say is written.
+                        tokio::select! {
+                            () = token.cancelled() => return,
+                            () = tokio::time::sleep_until(at + self.interval) => continue,
+                        }
+                    }
                     let written = tokio::select! {
                         () = token.cancelled() => return,
                         r = write(&self.client, &self.node, &want, node.shadowed.as_ref()) => r,
@@ -83,6 +106,7 @@ impl ConditionTask {
                     match written {
                         Ok(()) => {
                             last = Some(pending);
+                            written_at = Some(Instant::now());
                             tracing::info!(status = want.status, reason = %want.reason, "Node condition PodIPsShadowed written");
                             kube::runtime::utils::Backoff::reset(&mut backoff);
                         }

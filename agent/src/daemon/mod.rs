@@ -285,6 +285,7 @@ async fn cluster_input(
             let task = condition::ConditionTask::new(
                 client.clone(),
                 node,
+                &args.condition,
                 metrics.clone(),
                 published.clone(),
             );

@@ -114,6 +114,7 @@ fn phase(name: &str, a: &Snapshot, b: &Snapshot, agents: usize, cluster_events: 
         "server_requests_per_second": (b.counts.total - a.counts.total) as f64 / (minutes * 60.0),
         "unindexed_requests": b.counts.unindexed.len() - a.counts.unindexed.len(),
         "uncached_lists": b.counts.uncached_lists.len() - a.counts.uncached_lists.len(),
+        "requests_per_agent_by_kind": by_kind(&b.counts.log[a.counts.log.len()..], agents),
     });
     println!("  {name}: {v}");
     v
