@@ -256,7 +256,9 @@ pub(crate) fn run() -> Value {
             let i = serial.wrapping_mul(7919) % nodes;
             let collision = serial.is_multiple_of(churn_pods_per_sec as usize * 5);
             let (i, ip) = if collision {
-                let i = serial % agents_n;
+                // The next agent each time (serial itself is a multiple of the
+                // period, which would put every collision on one agent).
+                let i = (serial / (churn_pods_per_sec as usize * 5)) % agents_n;
                 (i, addr(i, 1))
             } else {
                 (i, addr(i, 100 + serial % 100))
