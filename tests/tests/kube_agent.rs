@@ -307,9 +307,19 @@ fn cross_node_collisions_are_seen_from_both_nodes() {
         "owner node did not find the pod after traffic; log:\n{}",
         agent_a.log_text()
     );
-    let blackholed = wait_for("HostTrafficBlackholed", HANG * 2, || {
-        event(&api, "tenant", "webhook-0", "HostTrafficBlackholed")
-    });
+    let started = std::time::Instant::now();
+    let blackholed = loop {
+        if let Some(e) = event(&api, "tenant", "webhook-0", "HostTrafficBlackholed") {
+            break e;
+        }
+        assert!(
+            started.elapsed() < HANG * 2,
+            "no HostTrafficBlackholed Event; A's log:\n{}\nrequests: {:#?}",
+            agent_a.log_text(),
+            api.counts().log
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(blackholed["reportingInstance"], ME);
     // The Event is written at first sight (later counts wait for the 30-minute
     // refresh); the traffic that led to the lookup is the pod's (it existed by then).

@@ -153,10 +153,16 @@ struct Segment {
 
 /// A watched IP no series claims.
 struct Unclaimed {
-    /// The last refresh that saw no new traffic to it (Unix seconds) …
+    /// The last quiet refresh before its latest burst of traffic (Unix
+    /// seconds) …
     quiet_at: i64,
-    /// … and its counters then.
+    /// … and its counters then: a pod found by the lookup that burst led to
+    /// gets what came since, if it existed by then.
     quiet: Counters,
+    /// The last refresh that saw no new traffic, and its counters: the next
+    /// burst's `quiet`. (A quiet refresh between a burst and the lookup's
+    /// answer must not make the burst count as before the pod.)
+    calm: (i64, Counters),
     /// Its counters at the last refresh.
     last: Counters,
     /// How many refreshes saw new traffic to it.
@@ -249,6 +255,7 @@ impl TrafficBook {
                     // Keep the noise count (lookups compare it), restart the marks.
                     u.quiet_at = now;
                     u.quiet = *c;
+                    u.calm = (now, *c);
                     u.last = *c;
                 }
                 continue;
@@ -256,13 +263,17 @@ impl TrafficBook {
             let u = self.unclaimed.entry(*ip).or_insert(Unclaimed {
                 quiet_at: now,
                 quiet: *c,
+                calm: (now, *c),
                 last: *c,
                 noisy: 0,
             });
             if c.packets == u.last.packets {
-                u.quiet_at = now;
-                u.quiet = *c;
+                u.calm = (now, *c);
             } else {
+                // A burst starts after a quiet refresh: that is its mark.
+                if u.calm.1.packets == u.last.packets {
+                    (u.quiet_at, u.quiet) = u.calm;
+                }
                 u.noisy += 1;
             }
             u.last = *c;

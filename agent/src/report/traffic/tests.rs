@@ -135,6 +135,31 @@ fn a_pod_found_after_traffic_gets_what_came_since_it_existed_and_nothing_before(
 }
 
 #[test]
+fn a_quiet_refresh_between_the_burst_and_the_lookups_answer_keeps_the_burst_the_pods() {
+    // Quiet at 100; a burst of 6 packets seen at 101; another refresh (a
+    // reconcile's) at 101 sees nothing new; then the lookup finds a pod
+    // created at 99: the burst is its.
+    let mut book = TrafficBook::default();
+    let nobody = BTreeMap::new();
+    book.update(&nobody, &counters(0), &none(), 100);
+    book.update(&nobody, &counters(6), &none(), 101);
+    book.update(&nobody, &counters(6), &none(), 101);
+    book.update(&nobody, &counters(6), &none(), 102);
+    book.update(&claim("pg", Some(99)), &counters(6), &none(), 102);
+    assert_eq!(book.exposed()[0].1.packets, 6);
+    assert_eq!(book.exposed()[0].1.refused, 3);
+
+    // A burst in two refreshes keeps the mark from before its first one.
+    let mut book = TrafficBook::default();
+    book.update(&nobody, &counters(0), &none(), 100);
+    book.update(&nobody, &counters(2), &none(), 101);
+    book.update(&nobody, &counters(6), &none(), 101);
+    book.update(&nobody, &counters(6), &none(), 105);
+    book.update(&claim("pg", Some(100)), &counters(6), &none(), 105);
+    assert_eq!(book.exposed()[0].1.packets, 6);
+}
+
+#[test]
 fn a_churn_of_pods_keeps_at_most_the_newest_retired_series() {
     let mut book = TrafficBook::default();
     // Each round a new pod holds the IP, sends traffic, and goes.
