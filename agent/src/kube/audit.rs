@@ -89,18 +89,21 @@ where
     }
 }
 
+/// A resource, (group, version, kind, plural); the plural names it in errors.
+type Gvk = (&'static str, &'static str, &'static str, &'static str);
+
 /// A custom resource's pages; an absent CRD (404) is no objects.
 async fn custom(
     client: &kube::Client,
-    (group, version, kind, plural): (&str, &str, &str, &str),
-    what: (&'static str, Read),
+    (group, version, kind, plural): Gvk,
+    read: Read,
     progress: Progress<'_>,
     mut each: impl FnMut(&Value),
 ) -> Result<(), ListError> {
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let listed = pages(&api, what, None, progress, |o| {
+    let listed = pages(&api, (plural, read), None, progress, |o| {
         if let Ok(v) = serde_json::to_value(&o) {
             each(&v);
         }
@@ -151,7 +154,7 @@ pub async fn cluster_state(
     custom(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
-        ("ciliumnodes", Read::Pages),
+        Read::Pages,
         progress,
         |v| match objects::cilium_node(v, &mut invalid) {
             Ok(c) => cilium_nodes.push(c),
@@ -163,7 +166,7 @@ pub async fn cluster_state(
     custom(
         client,
         ("kubeovn.io", "v1", "Subnet", "subnets"),
-        ("subnets", Read::Pages),
+        Read::Pages,
         progress,
         |v| match objects::subnet(v, &mut invalid) {
             Ok(s) => subnets.push(s),
@@ -246,31 +249,23 @@ pub async fn routes(
         })
         .await?;
     }
-    for (gvk, what) in [
+    let callers: [Gvk; 3] = [
         (
-            (
-                "admissionregistration.k8s.io",
-                "v1",
-                "ValidatingWebhookConfiguration",
-                "validatingwebhookconfigurations",
-            ),
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
             "validatingwebhookconfigurations",
         ),
         (
-            (
-                "admissionregistration.k8s.io",
-                "v1",
-                "MutatingWebhookConfiguration",
-                "mutatingwebhookconfigurations",
-            ),
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
             "mutatingwebhookconfigurations",
         ),
-        (
-            ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
-            "apiservices",
-        ),
-    ] {
-        custom(client, gvk, (what, read), progress, |v| {
+        ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
+    ];
+    for gvk in callers {
+        custom(client, gvk, read, progress, |v| {
             let mut v = v.clone();
             // DynamicObject keeps kind in `types`; the converter reads `kind`.
             v["kind"] = gvk.2.into();
