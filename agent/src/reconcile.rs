@@ -131,6 +131,7 @@ impl Reconciler {
             sandbox: Arc::clone(&kube.sandbox),
             node_facts: kube.nodes.iter().find(|n| n.name == self.node).cloned(),
             cilium_config: kube.cilium_config.clone(),
+            services: Arc::clone(&kube.services),
         };
         let run = move || {
             let findings = detect(&inventory);

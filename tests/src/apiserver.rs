@@ -54,18 +54,25 @@ pub enum Res {
     MutatingWebhooks,
     /// apiregistration.k8s.io/v1 APIServices.
     ApiServices,
+    /// v1 Services.
+    Services,
 }
 
 impl Res {
     fn namespaced(self) -> bool {
         matches!(
             self,
-            Self::Pods | Self::Events | Self::ConfigMaps | Self::Pdbs | Self::EndpointSlices
+            Self::Pods
+                | Self::Events
+                | Self::ConfigMaps
+                | Self::Pdbs
+                | Self::EndpointSlices
+                | Self::Services
         )
     }
     fn api_version(self) -> &'static str {
         match self {
-            Self::Pods | Self::Nodes | Self::ConfigMaps => "v1",
+            Self::Pods | Self::Nodes | Self::ConfigMaps | Self::Services => "v1",
             Self::CiliumNodes => "cilium.io/v2",
             Self::Subnets | Self::KubeOvnIps => "kubeovn.io/v1",
             Self::Events => "events.k8s.io/v1",
@@ -89,6 +96,7 @@ impl Res {
             Self::ValidatingWebhooks => "ValidatingWebhookConfiguration",
             Self::MutatingWebhooks => "MutatingWebhookConfiguration",
             Self::ApiServices => "APIService",
+            Self::Services => "Service",
         }
     }
     fn plural(self) -> &'static str {
@@ -105,6 +113,7 @@ impl Res {
             Self::ValidatingWebhooks => "validatingwebhookconfigurations",
             Self::MutatingWebhooks => "mutatingwebhookconfigurations",
             Self::ApiServices => "apiservices",
+            Self::Services => "services",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
@@ -751,6 +760,7 @@ fn parse_path(path: &str) -> Option<Target> {
         ("v1", "nodes") => Res::Nodes,
         ("v1" | "events.k8s.io", "events") => Res::Events,
         ("v1", "configmaps") => Res::ConfigMaps,
+        ("v1", "services") => Res::Services,
         ("cilium.io", "ciliumnodes") => Res::CiliumNodes,
         ("kubeovn.io", "subnets") => Res::Subnets,
         ("kubeovn.io", "ips") => Res::KubeOvnIps,
@@ -831,6 +841,7 @@ fn field_label_supported(res: Res, label: &str) -> bool {
             )
         }
         Res::Nodes => meta || label == "spec.unschedulable",
+        Res::Services => meta || matches!(label, "spec.clusterIP" | "spec.type"),
         Res::CiliumNodes
         | Res::Subnets
         | Res::ConfigMaps
@@ -1110,6 +1121,7 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
                     (Res::Nodes, false),
                     (Res::Events, true),
                     (Res::ConfigMaps, true),
+                    (Res::Services, true),
                 ],
             );
             // The subresource the Node condition is written through.

@@ -13,7 +13,7 @@ use crate::{
     ebpf,
     kube::{
         self, SourceArgs,
-        cluster::{ClusterSource, pods_holding},
+        cluster::{ClusterSource, local_collisions, pods_holding, services_claiming},
         sources::FileSources,
     },
     reconcile::{self, NodeArgs, Reconciler},
@@ -69,6 +69,13 @@ pub enum Error {
          check that the service account may list pods cluster-wide (see deploy/rbac.yaml)"
     )]
     Lookup(#[from] ::kube::Error),
+    /// Listing the Services that may claim this node's addresses failed.
+    #[error(
+        "listing Services (to tell whether a Service claims the local address that shadows a pod) \
+         failed: {0}; check that you may list services cluster-wide (kubectl auth can-i list \
+         services -A)"
+    )]
+    Services(#[source] ::kube::Error),
     /// The lists did not come in time.
     #[error(
         "pods were not listed from the cluster within {0:?}; check that the API server is reachable \
@@ -146,7 +153,17 @@ async fn from_cluster(
             }
         }
         state.pods = Arc::new(pods);
-        let done = reconciler.reconcile(&state).await?;
+        let mut done = reconciler.reconcile(&state).await?;
+        // A local address that shadows a pod may be a Service's, which a tenant chose.
+        let local = local_collisions(&done.findings, &reconciler.node);
+        if !local.is_empty() {
+            let claims = tokio::time::timeout(timeout, services_claiming(&client, &local))
+                .await
+                .map_err(|_| Error::Sync(timeout))?
+                .map_err(Error::Services)?;
+            state.services = Arc::new(claims);
+            done = reconciler.reconcile(&state).await?;
+        }
         Ok(Report {
             node: reconciler.node.clone(),
             findings: done.findings,

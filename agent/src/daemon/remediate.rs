@@ -48,21 +48,17 @@ pub struct Args {
     pub remediate_after: Duration,
 }
 
-/// `<n>s`, `<n>m`, `<n>h` or bare seconds, from `min` to 24 hours.
+/// A duration as jiff's friendly format reads it (`90s`, `10m`, `1h30m`,
+/// `1 hour`) or ISO 8601 (`PT10M`), or bare seconds; surrounding whitespace of
+/// any kind ignored; from `min` to 24 hours.
 fn duration(s: &str, min: Duration) -> Result<Duration, String> {
-    let (n, unit) = match s.trim().char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
-        _ => (s.trim(), 's'),
-    };
-    let n: u64 = n
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 10m, 1h)"))?;
-    let d = match unit {
-        's' => Duration::from_secs(n),
-        'm' => Duration::from_secs(n.saturating_mul(60)),
-        'h' => Duration::from_secs(n.saturating_mul(3600)),
-        _ => return Err(format!("{s:?}: the unit is s, m or h")),
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => t
+            .parse::<jiff::SignedDuration>()
+            .map_err(|e| format!("{s:?} is not a duration (e.g. 90s, 10m, 1h): {e}"))
+            .and_then(|d| Duration::try_from(d).map_err(|_| format!("{s:?} is negative")))?,
     };
     if d < min || d > Duration::from_hours(24) {
         return Err(format!("{s:?} is out of range ({}s to 24h)", min.as_secs()));
@@ -173,6 +169,9 @@ impl RemediateTask {
             .remediations
             .get_or_create(&RemediationLabels { action, result })
             .inc();
+        // The controller's name comes from the pod's owner reference: the tenant's text.
+        let event =
+            event.map(|(reason, note)| (reason, crate::report::events::truncate_note(&note)));
         if let Some((reason, note)) = event
             && let Err(e) = record(&self.client, &self.node, &c.pod, (reason, note)).await
         {
@@ -196,5 +195,33 @@ mod tests {
             assert!(duration(bad, min).is_err(), "{bad}");
         }
         assert_eq!(duration("0s", Duration::ZERO), Ok(Duration::ZERO));
+        // The old hand-written parser cut the untrimmed string at an index of
+        // the trimmed one: " 10m" was one minute, a leading wide space panicked.
+        assert_eq!(duration(" 10m", min), Ok(Duration::from_mins(10)));
+        assert_eq!(duration("\u{3000}10m", min), Ok(Duration::from_mins(10)));
+        assert_eq!(duration("1h30m", min), Ok(Duration::from_mins(90)));
+    }
+
+    proptest::proptest! {
+        /// Any whitespace around any amount in any unit reads as that amount;
+        /// any string at all gives an answer, never a panic.
+        #[test]
+        fn whitespace_never_changes_a_duration(
+            n in 0u64..=1440,
+            unit in proptest::sample::select(vec![("s", 1u64), ("m", 60), ("h", 3600)]),
+            before in "[ \t\u{a0}\u{3000}\u{2003}]{0,3}",
+            after in "[ \t\u{a0}\u{3000}\u{2003}]{0,3}",
+            any in "\\PC{0,12}",
+        ) {
+            let text = format!("{before}{n}{}{after}", unit.0);
+            let want = Duration::from_secs(n * unit.1);
+            let got = duration(&text, Duration::ZERO);
+            if want <= Duration::from_hours(24) {
+                proptest::prop_assert_eq!(got, Ok(want));
+            } else {
+                proptest::prop_assert!(got.is_err());
+            }
+            let _ = duration(&any, Duration::ZERO);
+        }
     }
 }

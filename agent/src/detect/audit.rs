@@ -12,7 +12,7 @@ use std::{
 };
 
 use super::{
-    Cause, Finding, FindingKind, Index, Owner, PodRef, PodSite, Pods, Remedy, Role, Scope,
+    Cause, Finding, FindingKind, Index, Owner, PodRef, PodSite, Pods, Remedy, Role, Scope, Trust,
     detect_with,
     impact::{Impact, Severity, impact},
 };
@@ -176,6 +176,7 @@ pub fn audit(
             sandbox: Arc::clone(&state.sandbox),
             node_facts: facts.get(name).map(|f| (*f).clone()),
             cilium_config: state.cilium_config.clone(),
+            services: Arc::clone(&state.services),
         };
         let findings = detect_with(&inv, &index, Pods::Own);
         if !findings.is_empty() {
@@ -274,6 +275,8 @@ fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
                     holder: holder.clone(),
                 },
                 remedy: Remedy::RecreateNewer { pod: pod_ref(p) },
+                // Both addresses are in pod status, which only kubelet writes.
+                trust: Trust::Cluster,
             });
         }
     }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::finding::{PodRef, PodSite};
-use crate::inventory::{DeadEnd, IpRange};
+use crate::inventory::{DeadEnd, IpRange, ServiceAddress};
 
 /// What detection found, beyond kind, IP and owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum Cause {
         shadowed_route: Option<String>,
         /// kubelet's report of the refusal, when the IP came from it.
         kubelet: Option<KubeletReport>,
+        /// The Service whose address the local one is (external IPs, a
+        /// load-balancer IP), when the Services were read.
+        service: Option<ServiceAddress>,
     },
     /// kubelet reports Cilium refused the pod's address as already in use, and
     /// no address of a node explains it.
@@ -148,6 +151,16 @@ pub enum Remedy {
         device: Option<String>,
         /// The kube-ovn Subnet that hands it out, if one does.
         subnet: Option<String>,
+    },
+    /// A Service's address shadows the pod: remove it from the Service (the
+    /// pod is not at fault, and a new one could be pointed at as well).
+    RemoveServiceAddress {
+        /// The address.
+        ip: IpAddr,
+        /// The Service and the field setting it, when known.
+        service: Option<ServiceAddress>,
+        /// The device holding the address on the node (`kube-ipvs0`).
+        device: Option<String>,
     },
     /// Restore the pod network's route on the node.
     RestoreRoute {

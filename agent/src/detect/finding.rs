@@ -8,6 +8,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy};
+pub use super::trust::Trust;
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
@@ -212,6 +213,8 @@ pub struct Finding {
     pub cause: Cause,
     /// What fixes it.
     pub remedy: Remedy,
+    /// Who could have written what it rests on: what the agent may do with it.
+    pub trust: Trust,
 }
 
 impl Finding {
@@ -224,6 +227,7 @@ impl Finding {
         (fib, shadowed_route): (Option<String>, Option<String>),
         remedy: Remedy,
     ) -> Self {
+        let trust = Trust::of_source(owner.source).max(Trust::of_ip(&site.ip_source));
         Self {
             kind: FindingKind::for_role(owner.role),
             scope,
@@ -234,8 +238,10 @@ impl Finding {
                 fib,
                 shadowed_route,
                 kubelet: None,
+                service: None,
             },
             remedy,
+            trust,
         }
     }
 
@@ -248,6 +254,7 @@ impl Finding {
         kube_ovn: bool,
     ) -> Self {
         let node = site.node.clone();
+        let trust = Trust::Kernel.max(Trust::of_ip(&site.ip_source));
         let remedy = if dead_end == DeadEnd::NoRoute {
             Remedy::RestoreRoute { node, kube_ovn }
         } else {
@@ -269,6 +276,7 @@ impl Finding {
                 route,
             },
             remedy,
+            trust,
         }
     }
 
@@ -294,6 +302,7 @@ impl Finding {
             exclude,
             block,
         };
+        let trust = Trust::of_source(owner.source);
         Self {
             kind: FindingKind::AllocatorOverlap,
             scope: Scope::SameNode,
@@ -306,6 +315,7 @@ impl Finding {
                 held,
             },
             remedy,
+            trust,
         }
     }
 

@@ -16,19 +16,21 @@ pub mod impact;
 mod node;
 mod overlap;
 mod owners;
+mod trust;
 
 use std::{collections::HashSet, net::IpAddr};
 
 pub use finding::{
     Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
-    Scope,
+    Scope, Trust,
 };
 use ipnet::IpNet;
 pub use owners::Index;
 use owners::Owners;
 
 use crate::inventory::{
-    FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, Source, TABLE_LOCAL, TABLE_MAIN,
+    FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, ServiceAddress, Source, TABLE_LOCAL,
+    TABLE_MAIN, VIP_DEVICES,
 };
 
 /// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
@@ -57,7 +59,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
             continue;
         };
         for pip in &pod.ips {
-            if outside_its_subnet(inv, pod, pip) {
+            if outside_its_subnet(inv, pod, pip) || refused_outright(inv, pip) {
                 continue;
             }
             if !seen.insert((
@@ -139,14 +141,12 @@ fn check_own_ip(
             .mine
             .get(&pip.ip)
             .map_or_else(|| local_route_owner(inv, pip.ip, *oif), |o| o.to_owner());
-        let remedy = collision_remedy(inv, &owner, pip);
-        return Some(Finding::collision(
-            Scope::SameNode,
-            pip.ip,
+        return Some(collision(
+            inv,
+            (Scope::SameNode, pip),
             owner,
             site(),
             (fib_text(), shadowed_pod_route(inv, pip.ip)),
-            remedy,
         ));
     }
 
@@ -159,15 +159,12 @@ fn check_own_ip(
         .map(|o| (o, Scope::SameNode))
         .or_else(|| owners.other(&pip.ip).map(|o| (o, Scope::CrossNode)));
     if let Some((held_by, scope)) = owned {
-        let holder = held_by.to_owner();
-        let remedy = collision_remedy(inv, &holder, pip);
-        return Some(Finding::collision(
-            scope,
-            pip.ip,
-            holder,
+        return Some(collision(
+            inv,
+            (scope, pip),
+            held_by.to_owner(),
             site(),
             (fib_text(), None),
-            remedy,
         ));
     }
 
@@ -281,15 +278,109 @@ fn check_foreign_pod(
     pip: &PodIp,
 ) -> Option<Finding> {
     let owner = owners.mine.get(&pip.ip)?.to_owner();
-    let remedy = collision_remedy(inv, &owner, pip);
-    Some(Finding::collision(
-        Scope::CrossNode,
-        pip.ip,
+    Some(collision(
+        inv,
+        (Scope::CrossNode, pip),
         owner,
         site(),
         (None, None),
-        remedy,
     ))
+}
+
+/// The collision of `pip` with `owner`'s address. A local address (not
+/// Cilium's) is checked against the Services' addresses: one a tenant chose is
+/// fixed by removing it from the Service, never by moving the pod.
+fn collision(
+    inv: &Inventory,
+    (scope, pip): (Scope, &PodIp),
+    owner: Owner,
+    site: PodSite,
+    evidence: (Option<String>, Option<String>),
+) -> Finding {
+    let claim = (owner.role == Role::Local).then(|| service_claim(inv, pip.ip, &owner));
+    let remedy = match &claim {
+        Some((Trust::TenantAddress, service)) => Remedy::RemoveServiceAddress {
+            ip: pip.ip,
+            service: service.clone(),
+            device: owner.device.clone(),
+        },
+        _ => collision_remedy(inv, &owner, pip),
+    };
+    let mut f = Finding::collision(scope, pip.ip, owner, site, evidence, remedy);
+    if let Some((trust, claimed)) = claim {
+        f.trust = f.trust.max(trust);
+        if let Cause::Collision { service, .. } = &mut f.cause {
+            *service = claimed;
+        }
+    }
+    f
+}
+
+/// How far a node's local address is a tenant's choice: a Service claims it,
+/// or it sits on a device that holds Services' addresses only (tenant-address);
+/// the Services were read and none claims it (kernel); not known yet (unchecked).
+fn service_claim(inv: &Inventory, ip: IpAddr, owner: &Owner) -> (Trust, Option<ServiceAddress>) {
+    let holders = inv.services.holders(ip);
+    let service = holders.and_then(<[ServiceAddress]>::first).cloned();
+    let vip_device = owner
+        .device
+        .as_deref()
+        .is_some_and(|d| VIP_DEVICES.contains(&d));
+    let trust = if service.is_some() || vip_device {
+        Trust::TenantAddress
+    } else if holders.is_some() {
+        Trust::of_source(owner.source)
+    } else {
+        Trust::Unchecked
+    };
+    (trust, service)
+}
+
+/// An address from what a tenant can write (an Event, an annotation) that no
+/// pod can have, refused outright: loopback, link-local, unspecified,
+/// multicast, or outside every range the cluster's pod allocators hand out
+/// (where one of its family is known). A forged Event naming the node's own
+/// 127.0.0.1 or another network's address finds nothing.
+fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
+    if Trust::of_ip(&pip.source) != Trust::Hint {
+        return false;
+    }
+    let ip = pip.ip;
+    let no_pod_address = ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || match ip {
+            IpAddr::V4(v4) => v4.is_link_local() || v4.is_broadcast(),
+            IpAddr::V6(v6) => v6.is_unicast_link_local(),
+        };
+    let mut ranges = pod_ranges(inv)
+        .filter(|r| r.addr().is_ipv4() == ip.is_ipv4())
+        .peekable();
+    let known = ranges.peek().is_some();
+    no_pod_address || (known && !ranges.any(|r| r.contains(&ip)))
+}
+
+/// The ranges the cluster's pods get addresses from, as far as the inventory
+/// shows them: Cilium's for every node (podCIDRs, multi-pool; a pod may hold an
+/// address of another node's range, which is a finding, not a forgery), its
+/// cluster pools, kube-ovn's primary Subnets. Node.spec.podCIDRs is not one of
+/// them: in ENI or kube-ovn clusters pods get addresses outside it.
+fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
+    inv.cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .flat_map(|c| c.ranges().map(|(r, _)| r))
+        .chain(
+            inv.cilium_config
+                .iter()
+                .flat_map(|c| c.cluster_pool.iter().copied()),
+        )
+        .chain(
+            inv.subnets
+                .iter()
+                .filter(|s| s.primary)
+                .flat_map(|s| s.cidrs.iter().copied()),
+        )
 }
 
 /// A host route in the main table that points at the pod (a /32 or /128 as

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use super::{
     Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
-    Scope,
+    Scope, Trust,
 };
 use crate::inventory::{CiliumNode, Inventory, IpSource, Pod, SandboxRefusal, Source};
 
@@ -111,6 +111,8 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
             holder: holder.map(pod_ref),
         },
         remedy,
+        // The refusal is known from an Event alone, which a tenant can write.
+        trust: Trust::Hint,
     })
 }
 
@@ -148,6 +150,7 @@ pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
         owner: owner(source),
         cause: Cause::Node(problem),
         remedy,
+        trust: Trust::of_source(source),
     };
     let mut out = Vec::new();
     if let Some(problem) = exhausted(inv, node) {
@@ -155,13 +158,18 @@ pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
             node: node.to_owned(),
             usable: None,
         };
-        out.push(finding(
+        let mut f = finding(
             FindingKind::PodIpExhaustion,
             None,
             Source::KubeletEvent,
             problem,
             remedy,
-        ));
+        );
+        // kubelet's Events can be forged; pods filling the node's range cannot.
+        if filled_by_pods(inv, node) {
+            f.trust = Trust::Cluster;
+        }
+        out.push(f);
     }
     let kube_ovn = inv.subnets.iter().any(|s| s.primary);
     let pod_cidrs = cilium.iter().find(|c| !c.pod_cidrs.is_empty());
@@ -257,6 +265,50 @@ fn exhausted(inv: &Inventory, node: &str) -> Option<NodeProblem> {
         pods,
         refused_pods,
         kubelet,
+    })
+}
+
+/// Whether `node`'s own pods hold every address its Cilium pod range has for
+/// them (in one family): what corroborates kubelet's "range is full", which
+/// reaches the agent as an Event anyone who may create Events can write.
+fn filled_by_pods(inv: &Inventory, node: &str) -> bool {
+    let Some(cn) = inv
+        .cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .find(|c| c.name == node && !c.pod_cidrs.is_empty())
+    else {
+        return false;
+    };
+    [false, true].into_iter().any(|v6| {
+        let ranges: Vec<&IpNet> = cn
+            .pod_cidrs
+            .iter()
+            .filter(|c| c.addr().is_ipv6() == v6)
+            .collect();
+        if ranges.is_empty() {
+            return false;
+        }
+        let inside = |ip: &IpAddr| ranges.iter().any(|r| r.contains(ip));
+        let mut infra: Vec<IpAddr> = cn.addresses.iter().map(|a| a.ip).filter(inside).collect();
+        infra.sort_unstable();
+        infra.dedup();
+        let usable = ranges
+            .iter()
+            .map(|r| allocatable_in(r))
+            .sum::<u128>()
+            .saturating_sub(infra.len() as u128);
+        let mut held: Vec<IpAddr> = inv
+            .pods
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
+            .flat_map(|p| p.ips.iter())
+            .filter(|i| i.source == IpSource::Status && inside(&i.ip))
+            .map(|i| i.ip)
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        held.len() as u128 >= usable
     })
 }
 
@@ -382,6 +434,7 @@ fn not_masqueraded(inv: &Inventory, cilium: &[&CiliumNode]) -> Vec<Finding> {
                 },
                 cause: Cause::Node(NodeProblem::NotMasqueraded { subnets }),
                 remedy: Remedy::PoolInMasqueradedSubnet { subnet: carve },
+                trust: Trust::of_source(a.source),
             });
         }
     }

@@ -26,6 +26,8 @@ pub struct ClusterState {
     pub cilium_config: Option<Arc<CiliumConfig>>,
     /// What routes to pods, for the impact of findings (empty when not read).
     pub routes: Arc<super::Routes>,
+    /// The addresses Services claim, as far as they were read.
+    pub services: Arc<super::ServiceAddresses>,
     /// Objects (or fields) skipped as malformed in the last read.
     pub invalid: Vec<Invalid>,
 }

@@ -11,6 +11,8 @@ mod host;
 mod impact;
 mod node;
 mod objects;
+mod services;
+pub mod text;
 
 use std::sync::Arc;
 
@@ -23,6 +25,7 @@ pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
 
 /// Device name Cilium puts its router IP on.
 pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";
@@ -53,4 +56,6 @@ pub struct Inventory {
     pub node_facts: Option<NodeFacts>,
     /// Cilium's configuration, when known.
     pub cilium_config: Option<Arc<CiliumConfig>>,
+    /// The addresses Services claim, as far as they were read.
+    pub services: Arc<ServiceAddresses>,
 }

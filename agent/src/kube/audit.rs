@@ -224,6 +224,8 @@ pub async fn cluster_state(
         cilium_config: config,
         invalid,
         routes: Arc::default(),
+        // The audit reads no node's kernel, so no local address to check.
+        services: Arc::default(),
     })
 }
 

@@ -157,6 +157,16 @@ pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> 
     named(path, "subnets.kubeovn.io", problems, objects::subnet)
 }
 
+/// The addresses Services claim, from `kubectl get services -A -o json`: the
+/// whole list, so every address is covered.
+pub fn services(path: &Path) -> Result<crate::inventory::ServiceAddresses> {
+    let mut claims = Vec::new();
+    for_each_item(path, "services", |_, item| {
+        claims.extend(objects::service_addresses(&item));
+    })?;
+    Ok(crate::inventory::ServiceAddresses::whole(claims))
+}
+
 /// The sandbox refusals in a `kubectl get events -A -o json` file: kubelet's
 /// `FailedCreatePodSandBox` Events about pods, where the CNI refused an address
 /// as in use or had none left (every other Event is skipped).

@@ -57,6 +57,12 @@ pub struct SourceArgs {
     /// through those Services make a finding critical.
     #[arg(long, env = "IPSHADOW_WEBHOOKS_FILE", requires = "pods")]
     pub webhooks: Option<PathBuf>,
+    /// With --pods: Services as `kubectl get services -A -o json` prints them: a
+    /// node address a Service claims (external IPs, a load-balancer IP, bound on
+    /// kube-ipvs0 by kube-proxy in IPVS mode) shadowing a pod is named, and
+    /// fixed by removing it there; without them such findings stay `unchecked`.
+    #[arg(long, env = "IPSHADOW_SERVICES_FILE", requires = "pods")]
+    pub services: Option<PathBuf>,
     /// With --pods: APIServices as `kubectl get apiservices -o json` prints them
     /// (aggregated APIs the kube-apiserver calls through a Service).
     #[arg(long, env = "IPSHADOW_APISERVICES_FILE", requires = "pods")]

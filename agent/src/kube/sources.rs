@@ -19,6 +19,7 @@ pub struct FileSources {
     nodes: Option<PathBuf>,
     events: Option<PathBuf>,
     cilium_config: Option<PathBuf>,
+    services: Option<PathBuf>,
     /// EndpointSlices, webhook configurations, APIServices.
     routes: [Option<PathBuf>; 3],
     annotation_keys: Vec<String>,
@@ -70,6 +71,7 @@ impl FileSources {
             nodes: args.nodes.clone(),
             events: args.events.clone(),
             cilium_config: args.cilium_config.clone(),
+            services: args.services.clone(),
             routes: [
                 args.endpointslices.clone(),
                 args.webhooks.clone(),
@@ -91,6 +93,7 @@ impl FileSources {
             .chain(self.nodes.as_deref())
             .chain(self.events.as_deref())
             .chain(self.cilium_config.as_deref())
+            .chain(self.services.as_deref())
             .chain(self.routes.iter().filter_map(Option::as_deref))
             .collect()
     }
@@ -150,6 +153,14 @@ impl FileSources {
             out.read("events", &mut self.state.sandbox, &mut Vec::new(), |_| {
                 files::sandbox_failures(path).map(Arc::new)
             });
+        }
+        if let Some(path) = &self.services {
+            out.read(
+                "services",
+                &mut self.state.services,
+                &mut Vec::new(),
+                |_| files::services(path).map(Arc::new),
+            );
         }
         if self.routes.iter().any(Option::is_some) {
             let [slices, webhooks, apiservices] = &self.routes;

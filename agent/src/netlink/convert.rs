@@ -17,7 +17,8 @@ use crate::inventory::{FibResult, Link, LocalAddress, Route, RouteKind};
 /// A link's index and name; `None` for a message without a name.
 pub fn link(msg: &LinkMessage) -> Option<Link> {
     let name = msg.attributes.iter().find_map(|attr| match attr {
-        LinkAttribute::IfName(n) => Some(n.clone()),
+        // The kernel allows any byte but '/', ':', whitespace and NUL in a name.
+        LinkAttribute::IfName(n) => Some(crate::inventory::text::cleaned(n)),
         _ => None,
     })?;
     Some(Link {

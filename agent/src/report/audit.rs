@@ -78,6 +78,10 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
 
 /// The audit for people: a summary, then each node's table, then what was not checked.
 pub fn table(audit: &Audit) -> String {
+    crate::inventory::text::clean_lines(&table_text(audit)).into_owned()
+}
+
+fn table_text(audit: &Audit) -> String {
     let mut out = String::new();
     let findings = audit.findings().count();
     let _ = writeln!(

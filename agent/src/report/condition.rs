@@ -29,7 +29,11 @@ pub struct Condition {
 /// The condition `node` shows for `findings` (pure).
 #[must_use]
 pub fn desired(findings: &[Finding], node: &str) -> Condition {
-    let mut mine: Vec<&Finding> = findings.iter().filter(|f| reported_here(f, node)).collect();
+    // Hints (what a tenant can write: an Event, an annotation) never speak for the node.
+    let mut mine: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| reported_here(f, node) && f.trust.speaks_for_node())
+        .collect();
     if mine.is_empty() {
         return Condition {
             status: false,
@@ -70,7 +74,7 @@ pub fn desired(findings: &[Finding], node: &str) -> Condition {
     Condition {
         status: true,
         reason: mine[0].kind.to_string(),
-        message,
+        message: crate::inventory::text::cleaned(&message),
     }
 }
 

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use super::{message, traffic::Traffic};
+use super::{
+    message::{self, Reader},
+    traffic::Traffic,
+};
 use crate::{
-    detect::{Finding, FindingKind},
-    inventory::IpSource,
+    detect::{Finding, FindingKind, audit::rank},
+    inventory::{IpSource, text::clean},
 };
 
 /// `reportingController` of every Event ipshadow writes.
@@ -50,6 +53,9 @@ pub struct Desired {
     pub warning: bool,
     /// The note, at most 1 kB.
     pub note: String,
+    /// Which series the cap and the write budget keep first (lowest first):
+    /// what speaks for the node before hints, then by how much breaks.
+    pub priority: u8,
 }
 
 /// What identifies a series: (regarding uid or name, reason, IP).
@@ -87,10 +93,12 @@ impl Desired {
     }
 }
 
-/// `note` cut to what events.k8s.io/v1 accepts.
+/// `note` made safe (no control or bidi character) and cut to what
+/// events.k8s.io/v1 accepts.
 pub fn truncate_note(note: &str) -> String {
+    let note = clean(note);
     if note.len() <= NOTE_MAX {
-        return note.to_owned();
+        return note.into_owned();
     }
     let mut end = NOTE_MAX - 3;
     while !note.is_char_boundary(end) {
@@ -130,25 +138,33 @@ pub fn desired(
     let mut out = Vec::new();
     for f in findings.iter().filter(|f| reported_here(f, node)) {
         if f.kind.is_node_level() {
+            // A hint (kubelet's Events alone, which a tenant can forge) never
+            // speaks for the node.
+            if !f.trust.speaks_for_node() {
+                continue;
+            }
             out.push(Desired {
                 regarding: node_ref(node, node_uid),
                 namespace: "default".to_owned(),
                 reason: f.kind.as_str().to_owned(),
                 ip: f.ip_text(),
                 warning: true,
-                note: truncate_note(&message::render(f)),
+                note: truncate_note(&message::render_for(f, Reader::Node)),
+                priority: priority(f),
             });
             continue;
         }
         if let Some((regarding, namespace)) = pod_ref(f) {
+            // The pod's namespace reads it: nothing another namespace holds.
+            let text = message::render_for(f, Reader::Namespace(&namespace));
             // What breaks behind the pod leads the note, when already looked up.
             let text = match f
                 .pod()
                 .and_then(|p| impacts.get(p))
                 .and_then(message::impact_sentence)
             {
-                Some(i) => format!("{i} {}", message::render(f)),
-                None => message::render(f),
+                Some(i) => format!("{i} {text}"),
+                None => text,
             };
             out.push(Desired {
                 regarding,
@@ -157,6 +173,7 @@ pub fn desired(
                 ip: f.ip_text(),
                 warning: true,
                 note: truncate_note(&text),
+                priority: priority(f),
             });
         }
     }
@@ -171,15 +188,12 @@ pub fn desired(
         let Some((regarding, namespace)) = pod_ref(f) else {
             continue;
         };
+        let fix = message::remedy_for(&f.remedy, Reader::Namespace(&namespace));
         let text = format!(
             "Node {node}'s host sent {} packets to {} (this pod's IP), {} of them TCP connection attempts, \
              and its own stack refused {}: they were delivered to {node} itself (seen by ipshadow's eBPF \
              classifier on lo), not to this pod. Kubelet probes and webhooks from {node} cannot reach it. {}",
-            totals.packets,
-            key.ip,
-            totals.tcp_syns,
-            totals.refused,
-            message::remedy(&f.remedy)
+            totals.packets, key.ip, totals.tcp_syns, totals.refused, fix
         );
         out.push(Desired {
             regarding,
@@ -188,9 +202,22 @@ pub fn desired(
             ip: key.ip.to_string(),
             warning: true,
             note: truncate_note(&text),
+            // Traffic seen delivered to the node: harm happening now.
+            priority: priority(f).saturating_sub(1),
         });
     }
     out
+}
+
+/// The order series are kept in under the cap and the budget: whatever
+/// speaks for the node before hints (a tenant's forged Events must not crowd
+/// out real findings), then by how much breaks ([`rank`]).
+fn priority(f: &Finding) -> u8 {
+    let hint = if f.trust.speaks_for_node() { 0 } else { 50 };
+    rank(f)
+        .saturating_mul(2)
+        .saturating_add(1)
+        .saturating_add(hint)
 }
 
 /// Whether `node` reports `f` (a Warning, the Node condition): its node
@@ -226,10 +253,11 @@ fn is_pod_warning(d: &Desired) -> bool {
     d.warning && d.regarding.kind.as_deref() == Some("Pod")
 }
 
-/// Pod Warnings first, then (reason, namespace, name, IP): a stable order.
-fn series_order(d: &Desired) -> (bool, &str, &str, Option<&str>, &str) {
+/// Pod Warnings first, by priority, then (reason, namespace, name, IP): a stable order.
+fn series_order(d: &Desired) -> (bool, u8, &str, &str, Option<&str>, &str) {
     (
         !is_pod_warning(d),
+        d.priority,
         &d.reason,
         &d.namespace,
         d.regarding.name.as_deref(),
@@ -237,17 +265,18 @@ fn series_order(d: &Desired) -> (bool, &str, &str, Option<&str>, &str) {
     )
 }
 
-/// At most `max` Warning series about pods; the rest become one Warning Event
-/// on the Node that counts them by reason and names a few, so a node with
-/// thousands of findings writes a bounded number of objects (the metrics still
-/// carry every finding).
+/// At most `max` Warning series about pods, the most important first; the
+/// rest become one Warning Event on the Node that counts them by reason and
+/// names a few, so a node with thousands of findings writes a bounded number
+/// of objects (the metrics still carry every finding). The result is in the
+/// order the write budget should go: by priority.
 pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str>) -> Vec<Desired> {
+    want.sort_by(|a, b| series_order(a).cmp(&series_order(b)));
     let pod_warnings = want.iter().filter(|d| is_pod_warning(d)).count();
     if pod_warnings <= max {
+        want.sort_by_key(|d| d.priority);
         return want;
     }
-    // The first `max` pod Warnings in a stable order are kept.
-    want.sort_by(|a, b| series_order(a).cmp(&series_order(b)));
     let rest: Vec<Desired> = want.drain(max..pod_warnings).collect();
     let mut by_reason: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for d in &rest {
@@ -270,6 +299,7 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
         })
         .collect::<Vec<_>>()
         .join(", ");
+    want.sort_by_key(|d| d.priority);
     // First: it speaks for the most pods, and the write budget goes in order.
     want.insert(
         0,
@@ -286,6 +316,7 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
              lists them.",
             rest.len()
         )),
+        priority: 0,
         },
     );
     want
@@ -308,6 +339,7 @@ mod tests {
             ip: format!("10.0.{}.{}", i / 250, i % 250),
             warning: true,
             note: String::new(),
+            priority: 1,
         }
     }
 
@@ -320,6 +352,7 @@ mod tests {
             ip: "10.244.4.12".to_owned(),
             warning: true,
             note: String::new(),
+            priority: 1,
         };
         let mut want: Vec<Desired> = (0..150).rev().map(pod_series).collect();
         want.push(overlap.clone());
@@ -348,5 +381,43 @@ mod tests {
         // Under the cap nothing changes.
         let few: Vec<Desired> = (0..5).map(pod_series).collect();
         assert_eq!(cap(few.clone(), 20, "n", None), few);
+    }
+
+    #[test]
+    fn forged_hints_never_crowd_out_a_real_finding() {
+        use crate::{
+            detect::{Trust, detect},
+            inventory::fixtures::{ME, inventory, pod},
+        };
+        let inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
+        let real = detect(&inv)
+            .into_iter()
+            .find(|f| f.kind == FindingKind::RouterIpCollision)
+            .expect("the router collision");
+        // DuplicatePodIP sorts before RouterIPCollision by name: forged ones
+        // (kubelet Events a tenant wrote) would have pushed it out.
+        let mut findings = vec![real];
+        for i in 0..30u8 {
+            let mut f = findings[0].clone();
+            f.kind = FindingKind::DuplicatePodIp;
+            f.trust = Trust::Hint;
+            f.ip = Some(std::net::IpAddr::from([10, 244, 4, i]));
+            findings.push(f);
+        }
+        let want = desired(
+            &findings,
+            (&Traffic::default(), &crate::report::Impacts::default()),
+            ME,
+            None,
+        );
+        let out = cap(want, 5, ME, None);
+        let reasons: Vec<&str> = out.iter().map(|d| d.reason.as_str()).collect();
+        // The aggregate first, then the real finding: the write budget goes in this order.
+        assert_eq!(
+            reasons[..2],
+            [REASON_MANY, "RouterIPCollision"],
+            "{reasons:?}"
+        );
+        assert_eq!(out.len(), 1 + 5, "{reasons:?}");
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
-        Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope,
+        Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope, Trust,
         impact::{Impact, Severity},
     },
     inventory::IpSource,
@@ -51,6 +51,20 @@ pub(super) struct JsonFinding<'a> {
     severity: &'static str,
     /// The Services holding the pod and who calls through them, when known.
     impact: Option<JsonImpact>,
+    /// Who could have written what it rests on: `kernel`, `cluster`,
+    /// `unchecked`, `tenant-address` or `hint`.
+    trust: Trust,
+    /// The Service whose address shadows the pod (external IPs, a
+    /// load-balancer IP), when one does.
+    service: Option<JsonService<'a>>,
+}
+
+/// A finding's `service` in JSON.
+#[derive(Serialize)]
+pub(super) struct JsonService<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    field: &'static str,
 }
 
 /// A finding's `impact` in JSON.
@@ -170,6 +184,17 @@ pub(super) fn json_finding<'a>(
         },
         severity: impact.map_or(Severity::Warning, Impact::severity).as_str(),
         impact: impact.map(json_impact),
+        trust: f.trust,
+        service: match &f.cause {
+            Cause::Collision {
+                service: Some(a), ..
+            } => Some(JsonService {
+                namespace: &a.service.namespace,
+                name: &a.service.name,
+                field: a.field.as_str(),
+            }),
+            _ => None,
+        },
     }
 }
 
@@ -188,8 +213,13 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
     })
 }
 
-/// The report as a table for people, each row's message wrapped under it.
+/// The report as a table for people, each row's message wrapped under it;
+/// nothing from outside reaches the terminal as a control sequence.
 pub fn table(report: &Report) -> String {
+    crate::inventory::text::clean_lines(&table_text(report)).into_owned()
+}
+
+fn table_text(report: &Report) -> String {
     let mut out = String::new();
     if report.findings.is_empty() {
         let _ = writeln!(out, "node {}: no shadowed pod IPs", report.node);
@@ -209,8 +239,9 @@ pub fn table(report: &Report) -> String {
         "POD",
         "POD NODE",
         "OWNER (node/role/device)",
+        "TRUST",
     ];
-    let rows: Vec<[String; 6]> = report
+    let rows: Vec<[String; 7]> = report
         .findings
         .iter()
         .map(|f| {
@@ -226,6 +257,7 @@ pub fn table(report: &Report) -> String {
                     f.owner.role,
                     f.owner.device.as_deref().unwrap_or("-")
                 ),
+                f.trust.to_string(),
             ]
         })
         .collect();

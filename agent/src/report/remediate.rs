@@ -6,6 +6,12 @@
 //! collision of a pod its controller recreates, only once the finding is older
 //! than a minimum age, at most one pod per node per interval, and always
 //! through the Eviction API, which respects PodDisruptionBudgets.
+//!
+//! And never on anything a tenant wrote or chose ([`crate::detect::Trust`]):
+//! a Service's external or load-balancer IP bound on the node (any user who
+//! may create a Service could otherwise get any pod evicted, a system pod too,
+//! again after each reschedule), a forged kubelet Event, a pod's annotation,
+//! or a local address not yet checked against the Services.
 
 use std::{
     collections::HashMap,
@@ -14,10 +20,7 @@ use std::{
 };
 
 use super::events::reported_here;
-use crate::{
-    detect::{Finding, FindingKind, PodRef, Scope},
-    inventory::IpSource,
-};
+use crate::detect::{Finding, FindingKind, PodRef, Scope};
 
 /// A pod remediation may evict.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -33,14 +36,14 @@ pub struct Candidate {
 }
 
 /// The pods of `node` whose findings remediation may act on: same-node
-/// collisions with a Cilium or local address, resting on the pod's status (or
-/// kube-ovn's record, or kubelet's refusal) rather than an annotation alone,
-/// of a pod with a controller. Never a bare pod: nothing would recreate it.
+/// collisions with a Cilium or local address, resting only on what no tenant
+/// can write (the kernel, pod status, Cilium's and kube-ovn's objects), of a
+/// pod with a controller. Never a bare pod: nothing would recreate it.
 #[must_use]
 pub fn candidates(findings: &[Finding], node: &str) -> Vec<Candidate> {
     findings
         .iter()
-        .filter(|f| reported_here(f, node) && f.scope == Scope::SameNode)
+        .filter(|f| reported_here(f, node) && f.scope == Scope::SameNode && f.trust.acted_on())
         .filter(|f| {
             matches!(
                 f.kind,
@@ -52,7 +55,7 @@ pub fn candidates(findings: &[Finding], node: &str) -> Vec<Candidate> {
         })
         .filter_map(|f| {
             let site = f.site()?;
-            if site.node != node || site.ip_source == IpSource::Annotation {
+            if site.node != node {
                 return None;
             }
             Some(Candidate {

@@ -20,6 +20,7 @@ mod convert;
 mod lean;
 mod lookup;
 mod sandbox;
+mod services;
 mod watch;
 
 use std::{
@@ -46,6 +47,7 @@ use self::{
 };
 pub use self::{
     lookup::pods_holding,
+    services::{local_collisions, services_claiming},
     watch::{Failure, backoff},
 };
 use crate::{
@@ -74,6 +76,8 @@ struct State {
     /// The addresses kube-ovn's IP records hold, by pod uid, for this node's
     /// pods whose finding rests on their annotation.
     kube_ovn_ips: BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// The Services claiming this node's local addresses that pods' IPs equal.
+    services: Arc<crate::inventory::ServiceAddresses>,
     up: BTreeMap<&'static str, bool>,
     /// Watches whose resource does not exist here (a CRD not installed).
     absent: BTreeSet<&'static str>,
@@ -248,13 +252,22 @@ impl ClusterSource {
             token.clone(),
         ));
         if let Some(findings) = self.findings.take() {
-            tasks.spawn(confirm::run(
-                self.client.clone(),
+            let on = || {
                 (
                     self.node.clone(),
                     self.state.clone(),
                     self.on_change.clone(),
-                ),
+                )
+            };
+            tasks.spawn(services::run(
+                self.client.clone(),
+                on(),
+                findings.clone(),
+                token.clone(),
+            ));
+            tasks.spawn(confirm::run(
+                self.client.clone(),
+                on(),
                 findings,
                 token.clone(),
             ));
@@ -338,6 +351,7 @@ impl ClusterView {
             nodes: Arc::new(node.iter().cloned().collect()),
             sandbox: Arc::new(sandbox),
             cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
+            services: Arc::clone(&st.services),
             invalid,
         };
         (state, node)

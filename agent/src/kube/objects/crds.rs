@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::{bounded, capped, caps, quote};
-use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet};
+use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet, text::cleaned};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
 /// JSON: every `CiliumInternalIP` of `spec.addresses`, `spec.ingress`,
@@ -31,7 +31,7 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         });
     };
     let mut node = CiliumNode {
-        name: name.to_owned(),
+        name: cleaned(name),
         ..Default::default()
     };
     spec_addresses(v, &mut node, &mut bad);
@@ -82,7 +82,9 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
     match v.pointer("/status/ipam/operator-status/error") {
         None | Some(Value::Null) => {}
         Some(Value::String(e)) if e.trim().is_empty() => {}
-        Some(Value::String(e)) => node.operator_error = Some(bounded(e.trim(), ERROR_MAX)),
+        Some(Value::String(e)) => {
+            node.operator_error = Some(bounded(&cleaned(e.trim()), ERROR_MAX));
+        }
         Some(_) => bad("status.ipam.operator-status.error is not a string".to_owned()),
     }
     Ok(node)
@@ -202,7 +204,7 @@ pub fn node_annotations(
     problems: &mut Vec<Invalid>,
 ) -> Option<CiliumNode> {
     let mut node = CiliumNode {
-        name: name.to_owned(),
+        name: cleaned(name),
         ..Default::default()
     };
     let mut bad = |problem: String| {
@@ -305,7 +307,7 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
     let is_default =
         name == "ovn-default" || v.pointer("/spec/default").and_then(Value::as_bool) == Some(true);
     Ok(Subnet {
-        name: name.to_owned(),
+        name: cleaned(name),
         primary,
         cidrs,
         exclude,

@@ -6,6 +6,7 @@ use std::{net::IpAddr, path::Path};
 use serde_json::Value;
 
 use crate::{
+    inventory::text::cleaned,
     inventory::{Caller, EndpointSlice, Routes, ServiceRef},
     kube::files,
 };
@@ -23,11 +24,16 @@ fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// [`text`], made safe to show (names go into notes and tables).
+fn owned(v: &Value, pointer: &str) -> Option<String> {
+    text(v, pointer).map(cleaned)
+}
+
 fn service(v: Option<&Value>) -> Option<ServiceRef> {
     let v = v?;
     Some(ServiceRef {
-        namespace: text(v, "/namespace")?.to_owned(),
-        name: text(v, "/name")?.to_owned(),
+        namespace: owned(v, "/namespace")?,
+        name: owned(v, "/name")?,
     })
 }
 
@@ -39,8 +45,8 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
         text(v, "/metadata/labels/kubernetes.io~1service-name"),
     ) {
         (Some(namespace), Some(name)) => Some(ServiceRef {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+            namespace: cleaned(namespace),
+            name: cleaned(name),
         }),
         _ => None,
     };
@@ -52,7 +58,7 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
         .take(ENDPOINTS_MAX)
         .map(|e| {
             let pod = (text(e, "/targetRef/kind") == Some("Pod"))
-                .then(|| text(e, "/targetRef/name").map(str::to_owned))
+                .then(|| owned(e, "/targetRef/name"))
                 .flatten();
             let addresses: Vec<IpAddr> = e
                 .get("addresses")
@@ -72,7 +78,7 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
 /// APIService, sends the kube-apiserver's calls to.
 #[must_use]
 pub fn callers(v: &Value) -> Vec<(Caller, ServiceRef)> {
-    let name = text(v, "/metadata/name").unwrap_or_default().to_owned();
+    let name = owned(v, "/metadata/name").unwrap_or_default();
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
     if kind == "APIService" {
         return service(v.pointer("/spec/service"))
@@ -92,7 +98,7 @@ pub fn callers(v: &Value) -> Vec<(Caller, ServiceRef)> {
         .take(WEBHOOKS_MAX)
         .filter_map(|w| {
             let s = service(w.pointer("/clientConfig/service"))?;
-            Some((make(name.clone(), text(w, "/name")?.to_owned()), s))
+            Some((make(name.clone(), owned(w, "/name")?), s))
         })
         .collect()
 }

@@ -9,11 +9,13 @@ pub mod impact;
 mod node;
 mod pod;
 mod sandbox;
+mod service;
 
 pub use crds::{cilium_node, node_annotations, parse_range, subnet};
 pub use node::{cilium_config, node_facts};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
+pub use service::service_addresses;
 
 /// Entries read of one list in an object at most; each cap named in a warning.
 pub(crate) mod caps {

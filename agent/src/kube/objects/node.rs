@@ -7,6 +7,7 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 
 use super::quote;
+use crate::inventory::text::cleaned;
 use crate::{
     inventory::{CiliumConfig, ConditionSeen, Invalid, NodeFacts},
     report::condition::CONDITION_TYPE,
@@ -68,8 +69,8 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
             last_transition: c.last_transition_time.as_ref().map(|t| t.0.to_string()),
         });
     NodeFacts {
-        name: n.metadata.name.clone().unwrap_or_default(),
-        uid: n.metadata.uid.clone().unwrap_or_default(),
+        name: cleaned(n.metadata.name.as_deref().unwrap_or_default()),
+        uid: cleaned(n.metadata.uid.as_deref().unwrap_or_default()),
         pod_cidrs,
         allocatable_pods,
         shadowed,

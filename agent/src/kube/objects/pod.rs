@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::quote;
-use crate::inventory::{Invalid, IpSource, Pod, PodIp};
+use crate::inventory::{Invalid, IpSource, Pod, PodIp, text::cleaned};
 
 /// kube-ovn's annotation naming the Subnet a pod's address came from.
 const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
@@ -72,7 +72,7 @@ fn annotated_ips(
     annotations
         .get(LOGICAL_SWITCH)
         .filter(|s| !s.is_empty() && s.len() <= NAME_MAX)
-        .cloned()
+        .map(|s| cleaned(s))
 }
 
 /// The inventory view of a pod. Its IPs come from `status.podIPs` (or
@@ -80,8 +80,9 @@ fn annotated_ips(
 /// `annotation_keys` present (kube-ovn's `ovn.kubernetes.io/ip_address`,
 /// comma-separated for dual stack).
 pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) -> Pod {
-    let namespace = p.metadata.namespace.clone().unwrap_or_default();
-    let name = p.metadata.name.clone().unwrap_or_default();
+    // Every name is made safe to show here, at the edge: they reach tables and notes.
+    let namespace = cleaned(p.metadata.namespace.as_deref().unwrap_or_default());
+    let name = cleaned(p.metadata.name.as_deref().unwrap_or_default());
     let object = format!("{namespace}/{name}");
     let mut bad = |problem: String| {
         problems.push(Invalid {
@@ -145,10 +146,11 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     Pod {
         namespace,
         name,
-        uid: p.metadata.uid.clone().unwrap_or_default(),
+        uid: cleaned(p.metadata.uid.as_deref().unwrap_or_default()),
         node: spec
-            .and_then(|s| s.node_name.clone())
-            .filter(|n| !n.is_empty()),
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .map(cleaned),
         ips,
         host_network,
         phase,
@@ -165,7 +167,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .iter()
             .flatten()
             .find(|o| o.controller == Some(true))
-            .map(|o| super::bounded(&format!("{}/{}", o.kind, o.name), 256)),
+            .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256)),
     }
 }
 

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use crate::inventory::{SandboxFailure, SandboxRefusal};
+use crate::inventory::{SandboxFailure, SandboxRefusal, text::cleaned};
 
 /// The reason kubelet gives the Event.
 const REASON: &str = "FailedCreatePodSandBox";
@@ -32,7 +32,15 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
     if about.get("kind").and_then(Value::as_str) != Some("Pod") {
         return None;
     }
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+    let text = |v: Option<&Value>| cleaned(v.and_then(Value::as_str).unwrap_or_default());
+    // core/v1 lets an Event name a pod of another namespace than its own (when
+    // eventTime is unset); kubelet writes a pod's Events in the pod's
+    // namespace. One that differs was written by someone about a pod of
+    // another tenant: never counted.
+    let own = event.pointer("/metadata/namespace").and_then(Value::as_str);
+    if own.is_some_and(|ns| Some(ns) != about.get("namespace").and_then(Value::as_str)) {
+        return None;
+    }
     let message = event.get("message").or_else(|| event.get("note"));
     let message = message.and_then(Value::as_str)?;
     let refusal = sandbox_refusal(message)?;
@@ -47,7 +55,7 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
         uid: text(about.get("uid")),
         refusal,
         count,
-        message: super::bounded(&normalize(message), SandboxFailure::MESSAGE_MAX),
+        message: super::bounded(&cleaned(&normalize(message)), SandboxFailure::MESSAGE_MAX),
     })
 }
 
@@ -206,6 +214,10 @@ mod tests {
         });
         assert_eq!(sandbox_failure(&v1).map(|f| f.count), Some(3));
         for other in [
+            // Written in tenant-a about tenant-b's pod: the API server allows it, we do not.
+            serde_json::json!({"reason": "FailedCreatePodSandBox", "metadata": {"namespace": "tenant-a"},
+                               "involvedObject": {"kind": "Pod", "namespace": "tenant-b", "name": "db"},
+                               "message": "IP 10.0.0.1 is already in use"}),
             serde_json::json!({"reason": "BackOff", "involvedObject": {"kind": "Pod"}, "message": "IP 10.0.0.1 is already in use"}),
             serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Node"}, "message": "IP 10.0.0.1 is already in use"}),
             serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Pod"}}),

@@ -6,20 +6,25 @@ use std::fmt::Write as _;
 
 use ipnet::IpNet;
 
-use super::{NOT_DISJOINT, pod_name};
+use super::{NOT_DISJOINT, Reader, pod_name};
 use crate::detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy};
 
-/// kubelet's report, quoted as evidence.
-pub(super) fn kubelet_says(k: &KubeletReport) -> String {
+/// kubelet's report, quoted as evidence where the reader may see text from an
+/// Event (which anyone who may create Events in the namespace can write).
+pub(super) fn kubelet_says(k: &KubeletReport, reader: Reader<'_>) -> String {
     let times = if k.count == 1 {
         "once".to_owned()
     } else {
         format!("{} times", k.count)
     };
-    format!(
-        "kubelet reported FailedCreatePodSandBox {times}: \"{}\".",
-        k.message
-    )
+    if reader.quotes_tenants() {
+        format!(
+            "kubelet reported FailedCreatePodSandBox {times}: \"{}\".",
+            k.message
+        )
+    } else {
+        format!("kubelet reported FailedCreatePodSandBox {times}.")
+    }
 }
 
 fn list(nets: &[IpNet]) -> String {
@@ -30,15 +35,21 @@ fn list(nets: &[IpNet]) -> String {
 }
 
 /// A refusal no node's address explains: another pod's address, or a stale endpoint.
-pub(super) fn refused(f: &Finding, kubelet: &KubeletReport, holder: Option<&PodRef>) -> String {
+pub(super) fn refused(
+    f: &Finding,
+    kubelet: &KubeletReport,
+    holder: Option<&PodRef>,
+    reader: Reader<'_>,
+) -> String {
     let ip = f.ip_text();
     let node = f.pod_node().unwrap_or(&f.owner.node);
     let what = match holder {
         Some(h) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, and \
-             pod {h} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
+             {} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
              address.",
             pod_name(f),
+            reader.pod(h),
             f.owner.node
         ),
         None => format!(
@@ -51,27 +62,28 @@ pub(super) fn refused(f: &Finding, kubelet: &KubeletReport, holder: Option<&PodR
     };
     format!(
         "{what} {} {}",
-        kubelet_says(kubelet),
-        super::remedy(&f.remedy)
+        kubelet_says(kubelet, reader),
+        super::remedy_for(&f.remedy, reader)
     )
 }
 
 /// Two live pods with one address in their status.
-pub(super) fn duplicate(f: &Finding, holder: &PodRef) -> String {
+pub(super) fn duplicate(f: &Finding, holder: &PodRef, reader: Reader<'_>) -> String {
     let ip = f.ip_text();
     format!(
-        "{} on node {} and pod {holder} on node {} both hold {ip} in status.podIPs: two \
+        "{} on node {} and {} on node {} both hold {ip} in status.podIPs: two \
          allocators (or one that lost its state) handed out one address, and traffic to {ip} \
          reaches only one of them — which one depends on where it comes from. {}",
         pod_name(f),
         f.pod_node().unwrap_or("?"),
+        reader.pod(holder),
         f.owner.node,
-        super::remedy(&f.remedy)
+        super::remedy_for(&f.remedy, reader)
     )
 }
 
 /// A finding about a node itself.
-pub(super) fn node(f: &Finding, problem: &NodeProblem) -> String {
+pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> String {
     let node = &f.owner.node;
     let mut m = match problem {
         NodeProblem::Exhausted {
@@ -90,7 +102,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem) -> String {
             format!(
                 "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
                  start ({names}). {}",
-                kubelet_says(kubelet)
+                kubelet_says(kubelet, reader)
             )
         }
         NodeProblem::Capacity {
@@ -144,12 +156,12 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem) -> String {
             )
         }
     };
-    let _ = write!(m, " {}", super::remedy(&f.remedy));
+    let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));
     m
 }
 
 /// The fixes of these findings.
-pub(super) fn remedy(r: &Remedy) -> String {
+pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
     match r {
         Remedy::DisconnectEndpoint {
             node,
@@ -157,7 +169,11 @@ pub(super) fn remedy(r: &Remedy) -> String {
             cilium_pod,
         } => {
             let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
-            let pod = cilium_pod.as_ref().map_or_else(
+            // A pod's namespace is told how to find Cilium's pod, not its name.
+            let cilium_pod = cilium_pod
+                .as_ref()
+                .filter(|_| !matches!(reader, Reader::Namespace(_)));
+            let pod = cilium_pod.map_or_else(
                 || {
                     format!(
                         "$(kubectl -n kube-system get pod -l k8s-app=cilium \

@@ -8,16 +8,61 @@ use std::fmt::Write as _;
 
 use crate::{
     detect::{
-        Cause, Finding, Remedy, Role, Scope,
+        Cause, Finding, PodRef, Remedy, Role, Scope,
         impact::{Impact, Severity},
     },
-    inventory::{Caller, IpSource},
+    inventory::{Caller, IpSource, ServiceAddress, ServiceField, ServiceRef, VIP_DEVICES},
 };
 
-/// The full message of a finding: what, why it hurts, and the fix; for a pod
-/// address read from an annotation, what it rests on.
+/// Who reads a message, and so what it may say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader<'a> {
+    /// The cluster's operators at `check`, `audit` or a log: everything.
+    Operator,
+    /// The Node's Events: every name, but no text a tenant wrote (kubelet's
+    /// messages come from Events, which a tenant can forge).
+    Node,
+    /// The Events of a pod in this namespace: nothing another namespace holds.
+    Namespace(&'a str),
+}
+
+impl Reader<'_> {
+    /// A pod as this reader may see it.
+    fn pod(self, p: &PodRef) -> String {
+        match self {
+            Self::Namespace(ns) if ns != p.namespace => "a pod in another namespace".to_owned(),
+            _ => format!("pod {p}"),
+        }
+    }
+
+    /// A Service as this reader may see it.
+    fn service(self, s: &ServiceRef) -> String {
+        match self {
+            Self::Namespace(ns) if ns != s.namespace => "a Service in another namespace".to_owned(),
+            _ => format!("Service {}/{}", s.namespace, s.name),
+        }
+    }
+
+    /// Whether this reader may see `s`'s name.
+    fn sees(self, s: &ServiceRef) -> bool {
+        !matches!(self, Self::Namespace(ns) if ns != s.namespace)
+    }
+
+    /// Whether text a tenant wrote may be quoted to this reader.
+    fn quotes_tenants(self) -> bool {
+        self != Self::Node
+    }
+}
+
+/// The full message of a finding for the cluster's operators.
 pub fn render(f: &Finding) -> String {
-    let mut m = render_cause(f);
+    render_for(f, Reader::Operator)
+}
+
+/// The full message of a finding for `reader`: what, why it hurts, and the
+/// fix; for a pod address read from an annotation, what it rests on.
+pub fn render_for(f: &Finding, reader: Reader<'_>) -> String {
+    let mut m = render_cause(f, reader);
     match f.site().map(|s| (&s.ip_source, &s.pod)) {
         Some((IpSource::Annotation, _)) => m.push_str(
             " This rests on the pod's IP annotation alone (kube-ovn's ovn.kubernetes.io/ip_address), \
@@ -36,26 +81,32 @@ pub fn render(f: &Finding) -> String {
     m
 }
 
-fn render_cause(f: &Finding) -> String {
+fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
     match &f.cause {
         Cause::Collision {
             fib,
             shadowed_route,
             kubelet,
+            service,
             ..
         } => {
-            let mut m = collision(f, fib.as_deref(), shadowed_route.as_deref());
+            let mut m = collision(
+                f,
+                (fib.as_deref(), shadowed_route.as_deref()),
+                service.as_ref(),
+                reader,
+            );
             if let Some(k) = kubelet {
                 m.push(' ');
-                m.push_str(&ipam::kubelet_says(k));
+                m.push_str(&ipam::kubelet_says(k, reader));
             }
             m
         }
         Cause::Refused {
             kubelet, holder, ..
-        } => ipam::refused(f, kubelet, holder.as_ref()),
-        Cause::Duplicate { holder, .. } => ipam::duplicate(f, holder),
-        Cause::Node(problem) => ipam::node(f, problem),
+        } => ipam::refused(f, kubelet, holder.as_ref(), reader),
+        Cause::Duplicate { holder, .. } => ipam::duplicate(f, holder, reader),
+        Cause::Node(problem) => ipam::node(f, problem, reader),
         Cause::Blackhole {
             dead_end, route, ..
         } => {
@@ -69,7 +120,7 @@ fn render_cause(f: &Finding) -> String {
                  kubelet probes and webhooks from {node}'s host never reach the pod. {}",
                 pod_name(f),
                 f.ip_text(),
-                remedy(&f.remedy),
+                remedy_for(&f.remedy, reader),
             )
         }
         Cause::Overlap {
@@ -98,7 +149,7 @@ fn render_cause(f: &Finding) -> String {
                  so kube-ovn can hand it to a pod at any time — a pod that then sits in \
                  ContainerCreating (Ingress IP) or is unreachable from its node (router, health \
                  IP).{source} {}",
-                remedy(&f.remedy),
+                remedy_for(&f.remedy, reader),
             )
         }
     }
@@ -140,7 +191,8 @@ pub fn impact_sentence(i: &Impact) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(", ");
             Some(format!(
-                "Critical: the kube-apiserver calls through this pod — {callers}, via {services}:                  API requests that need it fail or time out wherever the address is shadowed."
+                "Critical: the kube-apiserver calls through this pod — {callers}, via {services}: \
+                 API requests that need it fail or time out wherever the address is shadowed."
             ))
         }
         Severity::High => Some(format!(
@@ -155,8 +207,13 @@ pub(super) const NOT_DISJOINT: &str = "Not a prefix outside every kube-ovn Subne
     host-originated traffic only from its overlay subnets, so Gateway API (Envoy connects from \
     the node's Ingress IP) breaks across nodes.";
 
-/// The fix, as one or more sentences starting with "Fix:".
+/// The fix, as one or more sentences starting with "Fix:", for the operators.
 pub fn remedy(r: &Remedy) -> String {
+    remedy_for(r, Reader::Operator)
+}
+
+/// The fix for `reader`.
+pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
     match r {
         Remedy::CarveCiliumPool {
             subnet,
@@ -199,6 +256,11 @@ pub fn remedy(r: &Remedy) -> String {
                 ),
             }
         }
+        Remedy::RemoveServiceAddress {
+            ip,
+            service,
+            device,
+        } => remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"
@@ -213,7 +275,7 @@ pub fn remedy(r: &Remedy) -> String {
         | Remedy::AddCapacity { .. }
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r),
+        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
         Remedy::DeleteStaleRoute { node, dead_end } => format!(
             "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
         ),
@@ -263,7 +325,52 @@ pub(super) fn pod_name(f: &Finding) -> String {
         .map_or_else(|| "the pod".to_owned(), |p| format!("Pod {p}"))
 }
 
-fn what_it_is(f: &Finding) -> String {
+/// The fix when a Service's address shadows the pod: remove the address from
+/// the Service; evicting the pod fixes nothing a tenant cannot redo.
+fn remove_service_address(
+    ip: std::net::IpAddr,
+    service: Option<&ServiceAddress>,
+    device: Option<&str>,
+    reader: Reader<'_>,
+) -> String {
+    let Some(a) = service else {
+        let on = device.map_or_else(String::new, |d| format!(" on {d}"));
+        return format!(
+            "Fix: find the Service that claims {ip}{on} (kubectl get svc -A -o wide | grep -w \
+             {ip}) and remove the address from its external or load-balancer IPs, or, for a \
+             cluster IP, give Services and pods disjoint ranges; deleting the pod does not help."
+        );
+    };
+    if !reader.sees(&a.service) {
+        return format!(
+            "Fix: {} sets {ip} as one of its addresses; the cluster's operators must remove it \
+             there (`ipshadow check` on the node names it). Deleting this pod does not help.",
+            reader.service(&a.service)
+        );
+    }
+    let why = match a.field {
+        ServiceField::ExternalIps => {
+            "kube-proxy binds a Service's external IPs on every node, so any pod given the \
+             address is shadowed (the man-in-the-middle of CVE-2020-8554); restrict who may set \
+             them (the DenyServiceExternalIPs admission plugin, or a policy)"
+        }
+        ServiceField::LoadBalancerIp | ServiceField::LoadBalancerIngress => {
+            "the load balancer's address pool overlaps the pod range: take the pod range out of \
+             the pool"
+        }
+        ServiceField::ClusterIps => {
+            "the Service range overlaps the pod range: give Services and pods disjoint ranges"
+        }
+    };
+    format!(
+        "Fix: remove {ip} from {} of {}; {why}. Deleting the pod does not help: the address \
+         belongs to the Service.",
+        a.field,
+        reader.service(&a.service),
+    )
+}
+
+fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) -> String {
     let node = &f.owner.node;
     let dev = f
         .owner
@@ -282,7 +389,25 @@ fn what_it_is(f: &Finding) -> String {
         Role::Health => {
             format!("Cilium's health endpoint IP of node {node}{dev}, as {source} says")
         }
-        Role::Local | Role::Node => format!("a local address of node {node}{dev}"),
+        Role::Local | Role::Node => {
+            let vip = f
+                .owner
+                .device
+                .as_deref()
+                .is_some_and(|d| VIP_DEVICES.contains(&d));
+            match service {
+                Some(a) => format!(
+                    "a local address of node {node}{dev}, set by {} in {}",
+                    reader.service(&a.service),
+                    a.field
+                ),
+                None if vip => format!(
+                    "a local address of node {node}{dev}, where kube-proxy binds Services' \
+                     cluster, external and load-balancer IPs"
+                ),
+                None => format!("a local address of node {node}{dev}"),
+            }
+        }
         Role::Pod => format!("another pod's address on node {node}"),
         Role::Endpoint => format!("an endpoint Cilium keeps on node {node}"),
     }
@@ -313,12 +438,17 @@ fn impact(f: &Finding) -> String {
     }
 }
 
-fn collision(f: &Finding, fib: Option<&str>, shadowed_route: Option<&str>) -> String {
+fn collision(
+    f: &Finding,
+    (fib, shadowed_route): (Option<&str>, Option<&str>),
+    service: Option<&ServiceAddress>,
+    reader: Reader<'_>,
+) -> String {
     let mut m = format!(
         "{} has IP {}, which is {}.",
         pod_name(f),
         f.ip_text(),
-        what_it_is(f)
+        what_it_is(f, service, reader)
     );
     // The kernel's answer is evidence only when it shows local delivery.
     if let Some(fib) = fib.filter(|t| t.starts_with("local")) {
@@ -330,7 +460,7 @@ fn collision(f: &Finding, fib: Option<&str>, shadowed_route: Option<&str>) -> St
             " The pod route {route} is shadowed by the local table, which the kernel consults first."
         );
     }
-    let _ = write!(m, " {} {}", impact(f), remedy(&f.remedy));
+    let _ = write!(m, " {} {}", impact(f), remedy_for(&f.remedy, reader));
     m
 }
 

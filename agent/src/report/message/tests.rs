@@ -81,7 +81,10 @@ fn without_kube_ovn_no_message_names_it() {
                 .find(|f| f.ip == Some(ip("10.96.0.10")))
                 .expect("ipvs"),
         ),
-        &["remove the address from kube-ipvs0 (kube-proxy in IPVS mode"],
+        &[
+            "find the Service that claims 10.96.0.10 on kube-ipvs0",
+            "give Services and pods disjoint ranges",
+        ],
     );
 }
 

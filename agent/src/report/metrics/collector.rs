@@ -38,6 +38,9 @@ struct FindingLabels {
     ip_source: &'static str,
     /// `critical`, `high` or `warning` (what breaks behind the pod).
     severity: &'static str,
+    /// Who could have written what it rests on: `kernel`, `cluster`,
+    /// `unchecked`, `tenant-address` or `hint` (alerts leave hints out).
+    trust: &'static str,
 }
 
 #[derive(EncodeLabelSet)]
@@ -99,9 +102,11 @@ impl Collector for FindingsCollector {
             .view
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The counts alerts fire on leave out hints: a tenant can forge those.
         let count = |kind: FindingKind, scope: Option<Scope>| {
             view.findings
                 .iter()
+                .filter(|f| f.trust.speaks_for_node())
                 .filter(|f| f.kind == kind && scope.is_none_or(|s| f.scope == s))
                 .count()
         };
@@ -147,6 +152,7 @@ impl Collector for FindingsCollector {
                     .and_then(|p| view.impacts.get(p))
                     .map_or(Severity::Warning, Impact::severity)
                     .as_str(),
+                trust: f.trust.as_str(),
             };
             ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
         }
@@ -177,6 +183,25 @@ impl Collector for FindingsCollector {
                 kind: kind.as_str(),
             };
             ConstGauge::new(gauge(count(kind, None))).encode(m.encode_family(&l)?)?;
+        }
+
+        let mut m = encoder.encode_descriptor(
+            "ipshadow_hints",
+            "Findings resting on what a tenant can write (a pod's IP annotation, an Event), by kind: \
+             reported, never counted above, never acted on",
+            None,
+            MetricType::Gauge,
+        )?;
+        for kind in FindingKind::ALL {
+            let hints = view
+                .findings
+                .iter()
+                .filter(|f| f.kind == kind && !f.trust.speaks_for_node())
+                .count();
+            let l = KindLabels {
+                kind: kind.as_str(),
+            };
+            ConstGauge::new(gauge(hints)).encode(m.encode_family(&l)?)?;
         }
 
         encode_traffic(&view, &mut encoder)

@@ -72,6 +72,7 @@ pub(crate) fn run() -> Value {
                 endpointslices: None,
                 webhooks: None,
                 apiservices: None,
+                services: None,
                 cilium_namespace: "kube-system".into(),
                 sync_timeout_seconds: 30,
             };

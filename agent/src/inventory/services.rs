@@ -1,0 +1,154 @@
+//! The addresses Services claim: a tenant chooses a Service's external IPs
+//! and load-balancer IP (and may ask for a ClusterIP), and kube-proxy in IPVS
+//! mode binds every one of them on every node (`kube-ipvs0`), kube-vip on the
+//! uplink. Such an address on a node shadows a pod whose IP it equals
+//! (CVE-2020-8554's man-in-the-middle is the same move): the finding is real,
+//! but the fix is removing the address from the Service, never evicting the pod
+//! a tenant pointed at.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    net::IpAddr,
+};
+
+use super::ServiceRef;
+
+/// Devices that hold Services' addresses only: kube-proxy's in IPVS mode,
+/// kube-router's. An address on one is a Service's even before the Services
+/// are read.
+pub const VIP_DEVICES: [&str; 2] = ["kube-ipvs0", "kube-dummy-if"];
+
+/// Where in a Service an address is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServiceField {
+    /// `spec.externalIPs`: any user who may create Services sets them.
+    ExternalIps,
+    /// `spec.loadBalancerIP` (deprecated; still honoured by many implementations).
+    LoadBalancerIp,
+    /// `status.loadBalancer.ingress[].ip`: the load balancer's, often asked for by the tenant.
+    LoadBalancerIngress,
+    /// `spec.clusterIPs`: allocated, or asked for in `spec.clusterIP`.
+    ClusterIps,
+}
+
+impl ServiceField {
+    /// The field, as `kubectl explain` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ExternalIps => "spec.externalIPs",
+            Self::LoadBalancerIp => "spec.loadBalancerIP",
+            Self::LoadBalancerIngress => "status.loadBalancer.ingress",
+            Self::ClusterIps => "spec.clusterIPs",
+        }
+    }
+}
+
+impl fmt::Display for ServiceField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One Service's claim on an address.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceAddress {
+    /// The Service.
+    pub service: ServiceRef,
+    /// Where it sets the address.
+    pub field: ServiceField,
+}
+
+/// The Services' addresses, as far as they were read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceAddresses {
+    /// Each address some Service claims, with the Services (in order).
+    pub by_ip: BTreeMap<IpAddr, Vec<ServiceAddress>>,
+    /// Which addresses the read covers.
+    pub covered: Covered,
+}
+
+/// Which addresses a read of the Services covers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Covered {
+    /// None: the Services were not read.
+    #[default]
+    Nothing,
+    /// Every address: a whole list (a file, `check`).
+    All,
+    /// These addresses: a lookup for them.
+    Only(BTreeSet<IpAddr>),
+}
+
+impl ServiceAddresses {
+    /// Every address in `claims` (a whole list of Services).
+    pub fn whole(claims: impl IntoIterator<Item = (IpAddr, ServiceAddress)>) -> Self {
+        let mut out = Self {
+            covered: Covered::All,
+            ..Self::default()
+        };
+        for (ip, a) in claims {
+            out.add(ip, a);
+        }
+        out
+    }
+
+    /// Adds a Service's claim on `ip`, once.
+    pub fn add(&mut self, ip: IpAddr, a: ServiceAddress) {
+        let held = self.by_ip.entry(ip).or_default();
+        if !held.contains(&a) {
+            held.push(a);
+            held.sort();
+        }
+    }
+
+    /// The Services claiming `ip`: `None` when the read did not cover it (not
+    /// known either way), empty when it did and none does.
+    pub fn holders(&self, ip: IpAddr) -> Option<&[ServiceAddress]> {
+        let covered = match &self.covered {
+            Covered::Nothing => false,
+            Covered::All => true,
+            Covered::Only(ips) => ips.contains(&ip),
+        };
+        if let Some(held) = self.by_ip.get(&ip) {
+            return Some(held);
+        }
+        covered.then_some(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(ns: &str, name: &str, field: ServiceField) -> ServiceAddress {
+        ServiceAddress {
+            service: ServiceRef {
+                namespace: ns.into(),
+                name: name.into(),
+            },
+            field,
+        }
+    }
+
+    #[test]
+    fn a_lookup_knows_only_what_it_covered() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let mut s = ServiceAddresses::default();
+        assert_eq!(s.holders(ip("10.244.4.12")), None, "nothing read");
+        s.covered = Covered::Only([ip("10.244.4.12"), ip("10.244.4.13")].into());
+        s.add(
+            ip("10.244.4.12"),
+            claim("tenant-b", "mitm", ServiceField::ExternalIps),
+        );
+        assert_eq!(
+            s.holders(ip("10.244.4.12")).map(<[_]>::len),
+            Some(1),
+            "claimed"
+        );
+        assert_eq!(s.holders(ip("10.244.4.13")), Some(&[][..]), "checked, none");
+        assert_eq!(s.holders(ip("10.244.4.14")), None, "not looked up");
+        let whole = ServiceAddresses::whole([]);
+        assert_eq!(whole.holders(ip("10.244.4.14")), Some(&[][..]));
+    }
+}

@@ -1,0 +1,166 @@
+//! Which Service claims a local address of this node that one of its pods'
+//! IPs equals: asked only for such findings, never watched.
+//!
+//! kube-proxy in IPVS mode binds every Service's cluster, external and
+//! load-balancer IPs on every node, kube-vip its VIPs on the uplink; any user
+//! who may create a Service chooses its external IPs. A local address a
+//! Service claims is fixed by removing it there, and the agent never evicts the
+//! pod it shadows (a tenant could point at any pod, a system pod too).
+//! Services have no field selector for their addresses, so the agent lists
+//! them from the API server's watch cache (`resourceVersion=0`) — only while it
+//! has such findings, each address again after [`REFRESH`], at most one list
+//! per [`MIN_GAP`].
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+    sync::Arc,
+    time::Duration,
+};
+
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, ListParams},
+};
+use tokio::{sync::watch as channel, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{OnChange, Shared, lock};
+use crate::{
+    detect::{Cause, Finding, FindingKind, Role},
+    inventory::{Covered, ServiceAddresses},
+    kube::objects,
+};
+
+/// How long a lookup's answer for an address stands.
+const REFRESH: Duration = Duration::from_mins(10);
+/// Lists at most this often, whatever the findings do.
+const MIN_GAP: Duration = Duration::from_secs(30);
+
+/// The local addresses of `node` that pods' IPs equal: those of its
+/// local-address collisions (a Service already named among them, so that the
+/// answer is kept while the finding stands).
+pub fn local_collisions(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
+    findings
+        .iter()
+        .filter(|f| {
+            f.kind == FindingKind::LocalAddressCollision
+                && f.owner.node == node
+                && f.owner.role == Role::Local
+                && matches!(f.cause, Cause::Collision { .. })
+        })
+        .filter_map(|f| f.ip)
+        .collect()
+}
+
+fn services_api(client: Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+    )
+}
+
+/// The claims on `ips` (every address: `None`) of every Service, from one
+/// list of the watch cache.
+async fn claims(
+    api: &Api<DynamicObject>,
+    ips: Option<&BTreeSet<IpAddr>>,
+) -> kube::Result<ServiceAddresses> {
+    let list = api.list(&ListParams::default().match_any()).await?;
+    let mut out = ServiceAddresses {
+        covered: ips.map_or(Covered::All, |ips| Covered::Only(ips.clone())),
+        ..ServiceAddresses::default()
+    };
+    for item in &list.items {
+        let Ok(v) = serde_json::to_value(item) else {
+            continue;
+        };
+        for (ip, a) in objects::service_addresses(&v) {
+            if ips.is_none_or(|ips| ips.contains(&ip)) {
+                out.add(ip, a);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The claims on `ips` of every Service, listed once (`ipshadow check`).
+///
+/// # Errors
+/// The list failed.
+pub async fn services_claiming(
+    client: &Client,
+    ips: &BTreeSet<IpAddr>,
+) -> kube::Result<ServiceAddresses> {
+    claims(&services_api(client.clone()), Some(ips)).await
+}
+
+/// Looks up the Services of the addresses `findings` name, until `token` is cancelled.
+pub(super) async fn run(
+    client: Client,
+    (node, state, on_change): (String, Shared, OnChange),
+    mut findings: channel::Receiver<Arc<Vec<Finding>>>,
+    token: CancellationToken,
+) {
+    let api = services_api(client);
+    // When each address was last looked up.
+    let mut asked: BTreeMap<IpAddr, Instant> = BTreeMap::new();
+    let mut last_list: Option<Instant> = None;
+    let mut failing = false;
+    loop {
+        let wanted = local_collisions(&findings.borrow_and_update(), &node);
+        asked.retain(|ip, _| wanted.contains(ip));
+        let now = Instant::now();
+        let due = wanted.iter().any(|ip| {
+            asked
+                .get(ip)
+                .is_none_or(|t| now.duration_since(*t) >= REFRESH)
+        });
+        let gap_passed = last_list.is_none_or(|t| now.duration_since(t) >= MIN_GAP);
+        if due && gap_passed {
+            last_list = Some(now);
+            match claims(&api, Some(&wanted)).await {
+                Ok(found) => {
+                    if failing {
+                        tracing::info!("listing Services works again");
+                    }
+                    failing = false;
+                    asked.extend(wanted.iter().map(|ip| (*ip, now)));
+                    let changed = {
+                        let mut st = lock(&state);
+                        let changed = *st.services != found;
+                        st.services = Arc::new(found);
+                        changed
+                    };
+                    if changed {
+                        on_change();
+                    }
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "listing Services (which may claim this node's shadowing addresses) failed; those collisions stay unchecked and are not remediated; retrying");
+                    }
+                    failing = true;
+                }
+            }
+        } else if wanted.is_empty() {
+            // No such finding any more: what was read of the Services is stale.
+            let mut st = lock(&state);
+            if !matches!(st.services.covered, Covered::Nothing) {
+                st.services = Arc::default();
+            }
+        }
+        // The next answer that expires, no sooner than the gap allows.
+        let wake = wanted
+            .iter()
+            .map(|ip| asked.get(ip).map_or(now, |t| *t + REFRESH))
+            .min()
+            .unwrap_or(now + REFRESH)
+            .max(last_list.map_or(now, |t| t + MIN_GAP));
+        tokio::select! {
+            () = token.cancelled() => return,
+            changed = findings.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
