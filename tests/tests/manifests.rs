@@ -175,6 +175,8 @@ fn every_object_validates_offline_against_the_kubernetes_schemas() {
         "ServiceMonitor",
         "PrometheusRule",
         "ConfigMap",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ] {
         assert!(kinds.contains(k), "{k} missing from deploy/: {kinds:?}");
     }
