@@ -196,6 +196,10 @@ pub struct RequestCounts {
     pub evictions: u64,
     /// Patches of a Node's status (`patches` counts Event patches).
     pub status_patches: u64,
+    /// Every Event and Node status the server wrote, as the admission request
+    /// (object and old object) a real API server would have checked it with;
+    /// no user yet (tests/tests/admission_policy.rs).
+    pub writes: Vec<crate::admission::Request>,
 }
 
 struct Shared {
@@ -1354,7 +1358,16 @@ fn create_event(shared: &Shared, t: &Target, body: &[u8]) -> Response {
     st.uid += 1;
     obj["metadata"]["namespace"] = json!(ns);
     obj["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
+    let admitted = crate::admission::Request::new(
+        "CREATE",
+        ("events.k8s.io", "v1", "events"),
+        "Event",
+        obj.clone(),
+        Value::Null,
+    );
     let obj = store(shared, &mut st, key, obj, "ADDED");
+    drop(st);
+    shared.counts.lock().unwrap().writes.push(admitted);
     json_response(StatusCode::CREATED, &obj)
 }
 
@@ -1451,10 +1464,20 @@ fn patch_node_status(shared: &Shared, name: &str, body: &[u8]) -> Response {
     let Some(mut obj) = st.objects.get(&key).cloned() else {
         return status(404, "NotFound", &format!("nodes \"{name}\" not found"));
     };
+    let old = obj.clone();
     if let Err(e) = crate::reviews::strategic_status(&mut obj["status"], &patch["status"]) {
         return status(422, "Invalid", &e);
     }
+    let admitted = crate::admission::Request::new(
+        "UPDATE",
+        ("", "v1", "nodes/status"),
+        "Node",
+        obj.clone(),
+        old,
+    );
     let obj = store(shared, &mut st, key, obj, "MODIFIED");
+    drop(st);
+    shared.counts.lock().unwrap().writes.push(admitted);
     json_response(StatusCode::OK, &obj)
 }
 
@@ -1475,8 +1498,18 @@ fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response
             &format!("events.events.k8s.io \"{name}\" not found"),
         );
     };
+    let old = obj.clone();
     merge(&mut obj, &patch);
+    let admitted = crate::admission::Request::new(
+        "UPDATE",
+        ("events.k8s.io", "v1", "events"),
+        "Event",
+        obj.clone(),
+        old,
+    );
     let obj = store(shared, &mut st, key, obj, "MODIFIED");
+    drop(st);
+    shared.counts.lock().unwrap().writes.push(admitted);
     json_response(StatusCode::OK, &obj)
 }
 

@@ -10,6 +10,7 @@
     reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom, constants next to their use"
 )]
 
+pub mod admission;
 pub mod agent;
 pub mod apiserver;
 pub mod check;
