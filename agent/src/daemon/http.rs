@@ -10,7 +10,11 @@
 //! `--tls-cert-file` the metrics listener speaks TLS; with `--metrics-auth
 //! kubernetes` its requests are reviewed ([`super::scrape_auth`]).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::Router;
 use hyper::server::conn::http1;
@@ -93,6 +97,18 @@ fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     Err(format!(
         "{s:?} is not an address and port (e.g. 10.0.0.5:9785 or [fd00::5]:9785)"
     ))
+}
+
+/// Who is at the other end of a connection, as the per-peer limits count it:
+/// its address, an IPv4 one also when it comes mapped into IPv6. Every request
+/// carries it as an extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Peer(pub(crate) IpAddr);
+
+impl Peer {
+    fn of(addr: SocketAddr) -> Self {
+        Self(addr.ip().to_canonical())
+    }
 }
 
 /// Why a listener could not be bound.
@@ -223,8 +239,8 @@ async fn serve(
             () = token.cancelled() => break,
             a = listener.accept() => a,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, addr)) => (stream, Peer::of(addr)),
             Err(e) => {
                 // Out of file descriptors or a connection reset before accept: not fatal.
                 tracing::debug!(error = %e, "accepting an HTTP connection failed");
@@ -237,7 +253,7 @@ async fn serve(
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(peer)));
         let token = token.clone();
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {

@@ -7,6 +7,7 @@
 //! when they change, as cert-manager rotates them, for the next connections.
 
 use std::{
+    net::{IpAddr, Ipv4Addr},
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     time::{Duration, Instant, SystemTime},
@@ -23,6 +24,7 @@ use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use tokio_rustls::TlsAcceptor;
 
+use super::http::Peer;
 use crate::{
     kube::review::{Reviewer, Verdict},
     report::metrics::AuthLabels,
@@ -205,9 +207,14 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     };
     let path = req.uri().path().to_owned();
+    // Every connection's requests carry it (http.rs); "unknown" shares one budget.
+    let peer = req
+        .extensions()
+        .get::<Peer>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0);
     let verdict = match bearer(req.headers()) {
         None => Verdict::Unauthenticated("no bearer token".to_owned()),
-        Some(token) => auth.reviewer.check(token, &path, verb).await,
+        Some(token) => auth.reviewer.check(token, &path, verb, peer).await,
     };
     auth.results
         .get_or_create(&AuthLabels {
@@ -248,21 +255,4 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_bearer_token_of_bounded_length_is_read() {
-        let with = |v: &str| {
-            let mut h = axum::http::HeaderMap::new();
-            h.insert(header::AUTHORIZATION, v.parse().expect("header"));
-            bearer(&h).map(str::to_owned)
-        };
-        assert_eq!(with("Bearer abc").as_deref(), Some("abc"));
-        assert_eq!(with("bearer  abc ").as_deref(), Some("abc"));
-        assert_eq!(with("Basic abc"), None);
-        assert_eq!(with("Bearer "), None);
-        assert_eq!(with(&format!("Bearer {}", "x".repeat(MAX_TOKEN + 1))), None);
-        assert_eq!(bearer(&axum::http::HeaderMap::new()), None);
-    }
-}
+mod tests;

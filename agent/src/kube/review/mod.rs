@@ -9,18 +9,21 @@
 //! reviews are rate-limited per agent, so whoever reaches the port with made-up
 //! tokens cannot turn the agents against the API server.
 
-use std::{
-    collections::HashMap,
-    hash::Hash,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::{net::IpAddr, sync::Mutex, time::Duration};
 
 use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec, UserInfo},
     authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
 };
 use kube::{Api, api::PostParams};
+
+mod cache;
+mod limits;
+
+use cache::Cache;
+use limits::Bucket;
+// Tokio's clock, so that tests can pause it and cross a TTL in no time.
+use tokio::time::Instant;
 
 /// How long an authenticated token is trusted without asking again.
 pub const AUTHENTICATED_TTL: Duration = Duration::from_mins(2);
@@ -83,72 +86,6 @@ struct User {
     extra: Vec<(String, Vec<String>)>,
 }
 
-/// Answers that expire, at most [`CACHE_ENTRIES`].
-#[derive(Debug)]
-struct Cache<K, V> {
-    entries: HashMap<K, (Instant, V)>,
-}
-
-impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
-    fn new() -> Self {
-        Self {
-            entries: HashMap::new(),
-        }
-    }
-
-    fn get(&self, k: &K, now: Instant) -> Option<V> {
-        self.entries
-            .get(k)
-            .filter(|(until, _)| *until > now)
-            .map(|(_, v)| v.clone())
-    }
-
-    fn put(&mut self, k: K, v: V, ttl: Duration, now: Instant) {
-        if self.entries.len() >= CACHE_ENTRIES && !self.entries.contains_key(&k) {
-            self.entries.retain(|_, (until, _)| *until > now);
-            if self.entries.len() >= CACHE_ENTRIES
-                && let Some(first) = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, (until, _))| *until)
-                    .map(|(k, _)| k.clone())
-            {
-                self.entries.remove(&first);
-            }
-        }
-        self.entries.insert(k, (now + ttl, v));
-    }
-}
-
-/// A token bucket: [`REVIEW_BURST`] at once, then [`REVIEWS_PER_SECOND`].
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn new(now: Instant) -> Self {
-        Self {
-            tokens: f64::from(REVIEW_BURST),
-            at: now,
-        }
-    }
-
-    fn take(&mut self, now: Instant) -> bool {
-        let refill =
-            now.saturating_duration_since(self.at).as_secs_f64() * f64::from(REVIEWS_PER_SECOND);
-        self.tokens = (self.tokens + refill).min(f64::from(REVIEW_BURST));
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 #[derive(Debug)]
 struct State {
     /// Token hash → the user, or why not.
@@ -185,8 +122,14 @@ impl Reviewer {
         }
     }
 
-    /// May the bearer of `token` `verb` `path`?
-    pub async fn check(&self, token: &str, path: &str, verb: &'static str) -> Verdict {
+    /// May the bearer of `token`, connected from `_peer`, `verb` `path`?
+    pub async fn check(
+        &self,
+        token: &str,
+        path: &str,
+        verb: &'static str,
+        _peer: IpAddr,
+    ) -> Verdict {
         let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
@@ -316,37 +259,6 @@ fn user(u: UserInfo) -> User {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cached_answers_expire_and_the_cache_stays_bounded() {
-        let t0 = Instant::now();
-        let mut c = Cache::<u32, bool>::new();
-        c.put(1, true, Duration::from_secs(10), t0);
-        assert_eq!(c.get(&1, t0 + Duration::from_secs(9)), Some(true));
-        assert_eq!(c.get(&1, t0 + Duration::from_secs(10)), None);
-        for k in 0..1000 {
-            c.put(k, true, Duration::from_secs(u64::from(k) + 1), t0);
-        }
-        assert_eq!(c.entries.len(), CACHE_ENTRIES);
-        // The ones nearest expiry went; the newest stay.
-        assert_eq!(c.get(&999, t0), Some(true));
-        assert_eq!(c.get(&0, t0), None);
-    }
-
-    #[test]
-    fn reviews_are_limited_to_a_burst_then_a_rate() {
-        let t0 = Instant::now();
-        let mut b = Bucket::new(t0);
-        let burst = (0..100).filter(|_| b.take(t0)).count();
-        assert_eq!(burst, usize::try_from(REVIEW_BURST).expect("small"));
-        let later = (0..100)
-            .filter(|_| b.take(t0 + Duration::from_secs(3)))
-            .count();
-        assert_eq!(
-            later,
-            3 * usize::try_from(REVIEWS_PER_SECOND).expect("small")
-        );
-    }
-}
+pub(crate) mod fake;
+#[cfg(test)]
+mod tests;
