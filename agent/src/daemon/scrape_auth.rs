@@ -245,7 +245,7 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
             format!("cannot check the token with the API server: {why}\n"),
         )
             .into_response(),
-        Verdict::Throttled => (
+        Verdict::Throttled(_) => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "1")],
             "too many token reviews just now; retry\n".to_owned(),

@@ -18,9 +18,9 @@ pub(crate) struct Api {
     tokens: BTreeMap<String, String>,
     /// Users who may `get` every path.
     granted: BTreeSet<String>,
-    /// The tokens of the TokenReviews asked, in order.
+    /// The tokens of the TokenReviews asked, in order (failed ones too).
     pub(crate) token_reviews: Vec<String>,
-    /// SubjectAccessReviews asked.
+    /// SubjectAccessReviews asked (failed ones too).
     pub(crate) access_reviews: usize,
     /// While set, every request is answered 500.
     pub(crate) failing: bool,
@@ -38,6 +38,11 @@ impl FakeApi {
         if granted {
             api.granted.insert(user.to_owned());
         }
+    }
+
+    /// `token` no longer authenticates (its ServiceAccount was deleted).
+    pub(crate) fn revoke(&self, token: &str) {
+        self.lock().tokens.remove(token);
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Api> {
@@ -74,32 +79,36 @@ impl FakeApi {
 
     fn answer(&self, path: &str, body: &[u8]) -> (u16, Value) {
         let mut api = self.lock();
-        if api.failing {
-            return (
-                500,
-                json!({"kind": "Status", "status": "Failure", "code": 500,
-                                "message": "etcdserver: request timed out (internal detail)"}),
-            );
-        }
         let Ok(mut obj) = serde_json::from_slice::<Value>(body) else {
             return (400, json!({"kind": "Status", "code": 400}));
         };
-        if path.ends_with("/tokenreviews") {
-            let token = obj["spec"]["token"].as_str().unwrap_or_default().to_owned();
+        let token_review = path.ends_with("/tokenreviews");
+        let token = obj["spec"]["token"].as_str().unwrap_or_default().to_owned();
+        if token_review {
             api.token_reviews.push(token.clone());
-            obj["status"] = match api.tokens.get(&token) {
+        } else {
+            api.access_reviews += 1;
+        }
+        if api.failing {
+            let message = "etcdserver: request timed out (an internal detail)";
+            return (
+                500,
+                json!({"kind": "Status", "code": 500, "message": message}),
+            );
+        }
+        obj["status"] = if token_review {
+            match api.tokens.get(&token) {
                 Some(user) => json!({
                     "authenticated": true,
                     "user": {"username": user, "groups": ["system:authenticated"]},
                     "audiences": ["https://kubernetes.default.svc"],
                 }),
                 None => json!({"user": {}, "error": "invalid bearer token"}),
-            };
+            }
         } else {
-            api.access_reviews += 1;
             let user = obj["spec"]["user"].as_str().unwrap_or_default();
-            obj["status"] = json!({"allowed": api.granted.contains(user)});
-        }
+            json!({"allowed": api.granted.contains(user)})
+        };
         (201, obj)
     }
 }

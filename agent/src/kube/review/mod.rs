@@ -6,10 +6,18 @@
 //! one review per scrape would be thousands a second at 5,000 nodes. Answers are
 //! cached with kubelet's default webhook TTLs (authentication 2 min; allowed
 //! 5 min, denied 30 s), keyed by the token's SHA-256 (no token is kept), and
-//! reviews are rate-limited per agent, so whoever reaches the port with made-up
-//! tokens cannot turn the agents against the API server.
+//! reviews of what the cache does not know are rate-limited per peer and per
+//! agent ([`limits`]), so whoever reaches the port with made-up tokens can
+//! neither turn the agents against the API server nor spend the reviews of
+//! another client.
+//!
+//! An answer that let a scrape through is not dropped when its TTL ends: it is
+//! served for up to as long again while one re-review runs in the background,
+//! on a budget of its own, and replaced by what that review says (a revoked
+//! token is refused from then on). So a Prometheus scraping all along never
+//! waits for a review once it has had one, and never meets a spent budget.
 
-use std::{net::IpAddr, sync::Mutex, time::Duration};
+use std::{net::IpAddr, sync::Arc, sync::Mutex, time::Duration};
 
 use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec, UserInfo},
@@ -18,10 +26,11 @@ use k8s_openapi::api::{
 use kube::{Api, api::PostParams};
 
 mod cache;
-mod limits;
+pub mod limits;
 
 use cache::Cache;
-use limits::Bucket;
+pub use limits::Limit;
+use limits::Limits;
 // Tokio's clock, so that tests can pause it and cross a TTL in no time.
 use tokio::time::Instant;
 
@@ -35,10 +44,6 @@ pub const ALLOWED_TTL: Duration = Duration::from_mins(5);
 pub const DENIED_TTL: Duration = Duration::from_secs(30);
 /// Answers kept per cache; beyond, the one nearest expiry goes.
 pub const CACHE_ENTRIES: usize = 256;
-/// Reviews sent at once at most, then [`REVIEWS_PER_SECOND`].
-pub const REVIEW_BURST: u32 = 10;
-/// Reviews per second after the burst.
-pub const REVIEWS_PER_SECOND: u32 = 1;
 /// How long one review may take before the scrape is answered "unavailable".
 pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -59,8 +64,8 @@ pub enum Verdict {
     },
     /// The API server could not be asked.
     Unavailable(String),
-    /// Too many reviews just now.
-    Throttled,
+    /// Too many reviews just now, by the peer's budget or the agent's.
+    Throttled(Limit),
 }
 
 impl Verdict {
@@ -72,7 +77,7 @@ impl Verdict {
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden { .. } => "forbidden",
             Self::Unavailable(_) => "unavailable",
-            Self::Throttled => "throttled",
+            Self::Throttled(_) => "throttled",
         }
     }
 }
@@ -86,19 +91,28 @@ struct User {
     extra: Vec<(String, Vec<String>)>,
 }
 
+/// A token's SHA-256: the cache's key, so that no token is kept.
+type TokenKey = [u8; 32];
+/// (user, path, verb): what a SubjectAccessReview answers.
+type Access = (User, String, &'static str);
+
 #[derive(Debug)]
 struct State {
     /// Token hash → the user, or why not.
-    authn: Cache<[u8; 32], Result<User, String>>,
+    authn: Cache<TokenKey, Result<User, String>>,
     /// (user, path, verb) → allowed.
-    authz: Cache<(User, String, &'static str), bool>,
-    bucket: Bucket,
+    authz: Cache<Access, bool>,
 }
 
 /// Checks scrapes with the API server; cheap to share.
 pub struct Reviewer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     client: kube::Client,
     state: Mutex<State>,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Reviewer {
@@ -113,80 +127,155 @@ impl Reviewer {
     #[must_use]
     pub fn new(client: kube::Client) -> Self {
         Self {
-            client,
-            state: Mutex::new(State {
-                authn: Cache::new(),
-                authz: Cache::new(),
-                bucket: Bucket::new(Instant::now()),
+            inner: Arc::new(Inner {
+                client,
+                state: Mutex::new(State {
+                    authn: Cache::new(),
+                    authz: Cache::new(),
+                }),
+                limits: Limits::new(),
             }),
         }
     }
 
-    /// May the bearer of `token`, connected from `_peer`, `verb` `path`?
+    /// May the bearer of `token`, connected from `peer`, `verb` `path`? A
+    /// review the caches cannot spare is charged to `peer`'s budget.
     pub async fn check(
         &self,
         token: &str,
         path: &str,
         verb: &'static str,
-        _peer: IpAddr,
+        peer: IpAddr,
     ) -> Verdict {
-        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+        let inner = &self.inner;
+        let key: TokenKey = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
             .unwrap_or([0; 32]);
-        let cached = self.lock().authn.get(&key, Instant::now());
-        let user = if let Some(known) = cached {
+        let cached = inner.cached(|s| &mut s.authn, &key);
+        let user = if let Some((known, revalidate)) = cached {
+            if revalidate {
+                Arc::clone(inner).reauthenticate(key, token.to_owned());
+            }
             known
         } else {
-            if !self.lock().bucket.take(Instant::now()) {
-                return Verdict::Throttled;
+            if let Err(limit) = inner.limits.admit(peer) {
+                return Verdict::Throttled(limit);
             }
-            let answer = match self.authenticate(token).await {
-                Ok(a) => a,
+            match inner.authenticate(token).await {
+                Ok(answer) => {
+                    inner.remember_user(key, &answer);
+                    answer
+                }
                 Err(e) => return Verdict::Unavailable(e),
-            };
-            let ttl = if answer.is_ok() {
-                AUTHENTICATED_TTL
-            } else {
-                UNAUTHENTICATED_TTL
-            };
-            self.lock()
-                .authn
-                .put(key, answer.clone(), ttl, Instant::now());
-            answer
+            }
         };
         let user = match user {
             Ok(u) => u,
             Err(why) => return Verdict::Unauthenticated(why),
         };
-        let akey = (user.clone(), path.to_owned(), verb);
-        let cached = self.lock().authz.get(&akey, Instant::now());
-        let allowed = if let Some(a) = cached {
-            a
-        } else {
-            if !self.lock().bucket.take(Instant::now()) {
-                return Verdict::Throttled;
+        let access = (user, path.to_owned(), verb);
+        let cached = inner.cached(|s| &mut s.authz, &access);
+        let allowed = if let Some((allowed, revalidate)) = cached {
+            if revalidate {
+                Arc::clone(inner).reauthorize(access.clone());
             }
-            let allowed = match self.authorize(&user, path, verb).await {
-                Ok(a) => a,
-                Err(e) => return Verdict::Unavailable(e),
-            };
-            let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
-            self.lock().authz.put(akey, allowed, ttl, Instant::now());
             allowed
-        };
-        if allowed {
-            Verdict::Allowed { user: user.name }
         } else {
-            Verdict::Forbidden { user: user.name }
+            if let Err(limit) = inner.limits.admit(peer) {
+                return Verdict::Throttled(limit);
+            }
+            match inner.authorize(&access).await {
+                Ok(allowed) => {
+                    inner.remember_access(access.clone(), allowed);
+                    allowed
+                }
+                Err(e) => return Verdict::Unavailable(e),
+            }
+        };
+        let user = access.0.name;
+        if allowed {
+            Verdict::Allowed { user }
+        } else {
+            Verdict::Forbidden { user }
         }
     }
+}
 
+impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding it leaves only caches behind: still usable.
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer in `cache` for `k`, and whether to re-review it now.
+    fn cached<K, V>(
+        &self,
+        cache: impl FnOnce(&mut State) -> &mut Cache<K, V>,
+        k: &K,
+    ) -> Option<(V, bool)>
+    where
+        K: std::hash::Hash + Eq + Clone,
+        V: Clone,
+    {
+        let mut state = self.lock();
+        cache(&mut state).get(k, Instant::now(), || self.limits.revalidate())
+    }
+
+    fn remember_user(&self, key: TokenKey, answer: &Result<User, String>) {
+        let (ttl, valid) = match answer {
+            Ok(_) => (AUTHENTICATED_TTL, true),
+            Err(_) => (UNAUTHENTICATED_TTL, false),
+        };
+        self.lock()
+            .authn
+            .put(key, answer.clone(), ttl, valid, Instant::now());
+    }
+
+    fn remember_access(&self, access: Access, allowed: bool) {
+        let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
+        self.lock()
+            .authz
+            .put(access, allowed, ttl, allowed, Instant::now());
+    }
+
+    /// Reviews a served token again in the background (holding the token only
+    /// for that review); what the API server says replaces the answer.
+    fn reauthenticate(self: Arc<Self>, key: TokenKey, token: String) {
+        tokio::spawn(async move {
+            match self.authenticate(&token).await {
+                Ok(answer) => {
+                    if let Err(why) = &answer {
+                        tracing::info!(%why, "a token served from the cache is no longer valid");
+                    }
+                    self.remember_user(key, &answer);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not review a cached token again; still serving it");
+                    self.lock().authn.retry(&key);
+                }
+            }
+        });
+    }
+
+    /// Reviews a served grant again in the background.
+    fn reauthorize(self: Arc<Self>, access: Access) {
+        tokio::spawn(async move {
+            match self.authorize(&access).await {
+                Ok(allowed) => {
+                    if !allowed {
+                        tracing::info!(user = %access.0.name, path = %access.1, "a grant served from the cache was withdrawn");
+                    }
+                    self.remember_access(access, allowed);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not review a cached grant again; still serving it");
+                    self.lock().authz.retry(&access);
+                }
+            }
+        });
     }
 
     /// The token's user, `Err(why)` when the API server does not know it;
@@ -215,7 +304,7 @@ impl Reviewer {
         })
     }
 
-    async fn authorize(&self, user: &User, path: &str, verb: &str) -> Result<bool, String> {
+    async fn authorize(&self, (user, path, verb): &Access) -> Result<bool, String> {
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.name.clone()),
@@ -223,8 +312,8 @@ impl Reviewer {
                 groups: Some(user.groups.clone()),
                 extra: (!user.extra.is_empty()).then(|| user.extra.iter().cloned().collect()),
                 non_resource_attributes: Some(NonResourceAttributes {
-                    path: Some(path.to_owned()),
-                    verb: Some(verb.to_owned()),
+                    path: Some(path.clone()),
+                    verb: Some((*verb).to_owned()),
                 }),
                 resource_attributes: None,
             },
