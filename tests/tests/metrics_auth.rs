@@ -476,6 +476,59 @@ fn scrapes_are_served_only_to_users_the_api_server_allows() {
 }
 
 #[test]
+fn with_audiences_only_tokens_issued_for_them_are_served() {
+    if !can_run_netns_tests("with_audiences_only_tokens_issued_for_them_are_served") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("maud", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let user = "system:serviceaccount:monitoring:prometheus-k8s";
+    let groups = ["system:serviceaccounts", "system:authenticated"];
+    api.reviews(|r| {
+        r.grant(user, "/metrics", "get");
+        // A projected token with `audience: ipshadow`, and the pod's default one.
+        r.token_for("scoped", user, &groups, &["ipshadow"]);
+        r.token("api-token", user, &groups);
+    });
+    let lab = Lab::new("maud", &api);
+    let server = "ipshadow-metrics.ipshadow-system.svc";
+    let (cert, key) = self_signed(&lab.dir, "aud", server);
+    let agent = lab.agent_with(
+        &sim.node,
+        ME,
+        &[
+            "--health-listen",
+            HEALTH,
+            "--metrics-auth",
+            "kubernetes",
+            "--metrics-auth-audiences",
+            "ipshadow,https://ipshadow.example",
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    wait_for("the agent ready on its health listener", HANG, || {
+        let _inside = sim.node.enter();
+        matches!(get(HEALTH.parse().unwrap(), "/readyz"), Ok((200, _))).then_some(())
+    });
+    let tls = (server, cert.as_path());
+    let (code, body) = scrape(&sim.node, PROM, tls, Some("scoped"), "/metrics");
+    assert_eq!(code, 200, "{body}\n{}", agent.log_text());
+    // The token the API server takes too is refused: an agent (or whoever
+    // reaches its port) cannot replay what it is sent against the API server.
+    let (code, body) = scrape(&sim.node, PROM, tls, Some("api-token"), "/metrics");
+    assert_eq!(code, 401, "{body}");
+    assert_eq!(
+        api.counts().reviews,
+        3,
+        "two TokenReviews, one SubjectAccessReview"
+    );
+}
+
+#[test]
 fn metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate() {
     if !can_run_netns_tests("metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate") {
         return;
@@ -500,6 +553,10 @@ fn metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate() {
                 key.to_str().unwrap(),
             ],
             vec![garbage.to_str().unwrap(), "--tls-cert-file"],
+        ),
+        (
+            vec!["--metrics-auth-audiences", "ipshadow"],
+            vec!["--metrics-auth-audiences", "--metrics-auth kubernetes"],
         ),
     ] {
         let mut all = vec!["--health-listen", HEALTH];

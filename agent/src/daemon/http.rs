@@ -74,6 +74,12 @@ pub struct Args {
     /// kube-rbac-proxy checks; needs TLS). The health listener stays open: loopback.
     #[arg(long, env = "IPSHADOW_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Off)]
     pub metrics_auth: MetricsAuth,
+    /// With `--metrics-auth kubernetes`, accept only tokens issued for one of these
+    /// audiences (comma-separated, at most 16): the TokenReview asks for them and the
+    /// API server must answer with one, as kube-rbac-proxy's --auth-token-audiences.
+    /// None: tokens for the API server's own audience, valid against it too.
+    #[arg(long, env = "IPSHADOW_METRICS_AUTH_AUDIENCES", value_parser = audiences)]
+    pub metrics_auth_audiences: Option<Audiences>,
     /// Serve --listen over TLS with this PEM certificate (chain), read again when it
     /// changes (a mounted Secret rotated by cert-manager).
     #[arg(long, env = "IPSHADOW_TLS_CERT_FILE", requires = "tls_key_file")]
@@ -109,6 +115,35 @@ impl Peer {
     fn of(addr: SocketAddr) -> Self {
         Self(addr.ip().to_canonical())
     }
+}
+
+/// Token audiences, as `--metrics-auth-audiences` lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audiences(pub Vec<String>);
+
+/// At most this many audiences.
+const MAX_AUDIENCES: usize = 16;
+
+/// Up to [`MAX_AUDIENCES`] comma-separated audiences, each what a projected
+/// ServiceAccount token's `audience` may be: a name or a URL, no spaces. Empty
+/// (an env var set to ""): none.
+fn audiences(s: &str) -> Result<Audiences, String> {
+    if s.trim().is_empty() {
+        return Ok(Audiences(Vec::new()));
+    }
+    let list: Vec<String> = s.split(',').map(|a| a.trim().to_owned()).collect();
+    if let Some(bad) = list
+        .iter()
+        .find(|a| a.is_empty() || a.len() > 256 || a.chars().any(char::is_whitespace))
+    {
+        return Err(format!(
+            "{bad:?} is not a token audience: 1 to 256 characters, no spaces (e.g. ipshadow)"
+        ));
+    }
+    if list.len() > MAX_AUDIENCES {
+        return Err(format!("{} audiences: {MAX_AUDIENCES} at most", list.len()));
+    }
+    Ok(Audiences(list))
 }
 
 /// Why a listener could not be bound.
@@ -164,13 +199,21 @@ impl Http {
             _ => None,
         };
         let mut app = endpoints::router(state.clone());
+        let audiences = args
+            .metrics_auth_audiences
+            .clone()
+            .map(|a| a.0)
+            .unwrap_or_default();
+        if args.metrics_auth == MetricsAuth::Off && !audiences.is_empty() {
+            return Err(TlsError::AudiencesWithoutAuth.into());
+        }
         if args.metrics_auth == MetricsAuth::Kubernetes {
             if tls.is_none() {
                 return Err(TlsError::AuthWithoutTls.into());
             }
             let client = client.ok_or(TlsError::AuthWithoutCluster)?;
             let auth = Arc::new(Auth {
-                reviewer: Reviewer::new(client.clone()),
+                reviewer: Reviewer::new(client.clone(), audiences),
                 results: state.metrics.http_auth.clone(),
             });
             app = app.route_layer(axum::middleware::from_fn_with_state(
@@ -301,7 +344,39 @@ async fn connection<I>(
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        http: Args,
+    }
+
+    #[test]
+    fn audiences_are_a_comma_list_of_at_most_16_names_without_spaces() {
+        let parse = |list: &str| {
+            Flags::try_parse_from(["t", "--metrics-auth-audiences", list])
+                .map(|f| f.http.metrics_auth_audiences.map(|a| a.0))
+        };
+        assert_eq!(
+            parse("ipshadow, https://ipshadow.example").expect("two"),
+            Some(vec![
+                "ipshadow".to_owned(),
+                "https://ipshadow.example".to_owned()
+            ])
+        );
+        let many = vec!["a"; 17].join(",");
+        assert!(parse(&many).is_err());
+        assert!(parse(&many[2..]).is_ok());
+        for bad in ["a,,b", "two words", ","] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse("").expect("none"), Some(vec![]), "an empty env var");
+        let none = Flags::try_parse_from(["t"]).expect("defaults");
+        assert_eq!(none.http.metrics_auth_audiences, None);
+    }
 
     #[test]
     fn listen_addresses_take_the_hosts_ip_of_either_family() {

@@ -83,6 +83,12 @@ pub enum TlsError {
          files (--pods); run it against the cluster or use --metrics-auth off"
     )]
     AuthWithoutCluster,
+    /// Audiences without review would look like a restriction and be none.
+    #[error(
+        "--metrics-auth-audiences checks the tokens of --metrics-auth kubernetes, which is off; \
+         set --metrics-auth kubernetes or drop the audiences"
+    )]
+    AudiencesWithoutAuth,
 }
 
 /// The serving certificate, read again when its files change.

@@ -28,7 +28,7 @@ const FLOODER: [u8; 4] = [10, 0, 0, 66];
 /// `/metrics` behind the auth layer, reviewed through `api`.
 fn app(api: &FakeApi) -> Router {
     let auth = Arc::new(Auth {
-        reviewer: Reviewer::new(api.client()),
+        reviewer: Reviewer::new(api.client(), vec![]),
         results: Family::default(),
     });
     Router::new()

@@ -11,11 +11,14 @@ use std::{
 
 use serde_json::{Value, json};
 
+/// The API server's own audience, what a TokenReview without one asks for.
+pub(crate) const API_SERVER: &str = "https://kubernetes.default.svc";
+
 /// What the fake API server knows and what it was asked.
 #[derive(Debug, Default)]
 pub(crate) struct Api {
-    /// token → username.
-    tokens: BTreeMap<String, String>,
+    /// token → (username, the audiences it was issued for).
+    tokens: BTreeMap<String, (String, Vec<String>)>,
     /// Users who may `get` every path.
     granted: BTreeSet<String>,
     /// The tokens of the TokenReviews asked, in order (failed ones too).
@@ -24,6 +27,11 @@ pub(crate) struct Api {
     pub(crate) access_reviews: usize,
     /// While set, every request is answered 500.
     pub(crate) failing: bool,
+    /// While set, spec.audiences is ignored and status.audiences left out (an
+    /// authenticator that is not audience-aware).
+    pub(crate) audience_blind: bool,
+    /// The spec.audiences of the last TokenReview.
+    pub(crate) asked_audiences: Option<Value>,
 }
 
 /// A shared [`Api`] and a client that talks to it.
@@ -31,10 +39,18 @@ pub(crate) struct Api {
 pub(crate) struct FakeApi(Arc<Mutex<Api>>);
 
 impl FakeApi {
-    /// `token` belongs to `user`, who may `get` anything if `granted`.
+    /// `token`, issued for the API server's audience, belongs to `user`, who
+    /// may `get` anything if `granted`.
     pub(crate) fn user(&self, token: &str, user: &str, granted: bool) {
+        self.user_for(token, user, granted, &[API_SERVER]);
+    }
+
+    /// `token`, issued for `audiences`, belongs to `user`.
+    pub(crate) fn user_for(&self, token: &str, user: &str, granted: bool, audiences: &[&str]) {
         let mut api = self.lock();
-        api.tokens.insert(token.to_owned(), user.to_owned());
+        let audiences = audiences.iter().map(|a| (*a).to_owned()).collect();
+        api.tokens
+            .insert(token.to_owned(), (user.to_owned(), audiences));
         if granted {
             api.granted.insert(user.to_owned());
         }
@@ -97,12 +113,34 @@ impl FakeApi {
             );
         }
         obj["status"] = if token_review {
+            api.asked_audiences = Some(obj["spec"]["audiences"].clone());
+            let want: Vec<String> = match obj["spec"]["audiences"].as_array() {
+                Some(a) => a
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect(),
+                None => vec![API_SERVER.to_owned()],
+            };
             match api.tokens.get(&token) {
-                Some(user) => json!({
+                Some((user, _)) if api.audience_blind => json!({
                     "authenticated": true,
                     "user": {"username": user, "groups": ["system:authenticated"]},
-                    "audiences": ["https://kubernetes.default.svc"],
                 }),
+                Some((user, issued)) => {
+                    let both: Vec<&String> = issued.iter().filter(|a| want.contains(a)).collect();
+                    if both.is_empty() {
+                        let why = format!(
+                            "token audiences {issued:?} is invalid for the target audiences {want:?}"
+                        );
+                        json!({"user": {}, "error": why})
+                    } else {
+                        json!({
+                            "authenticated": true,
+                            "user": {"username": user, "groups": ["system:authenticated"]},
+                            "audiences": both,
+                        })
+                    }
+                }
                 None => json!({"user": {}, "error": "invalid bearer token"}),
             }
         } else {

@@ -111,6 +111,8 @@ pub struct Reviewer {
 
 struct Inner {
     client: kube::Client,
+    /// What TokenReviews ask for; none: the API server's own.
+    audiences: Vec<String>,
     state: Mutex<State>,
     limits: Limits,
 }
@@ -123,12 +125,14 @@ impl std::fmt::Debug for Reviewer {
 
 impl Reviewer {
     /// Reviews through `client` (which needs `create` on tokenreviews and
-    /// subjectaccessreviews: `system:auth-delegator`'s two rules).
+    /// subjectaccessreviews: `system:auth-delegator`'s two rules), accepting
+    /// tokens issued for one of `audiences` (none: the API server's own).
     #[must_use]
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(client: kube::Client, audiences: Vec<String>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
+                audiences,
                 state: Mutex::new(State {
                     authn: Cache::new(),
                     authz: Cache::new(),
@@ -278,13 +282,13 @@ impl Inner {
         });
     }
 
-    /// The token's user, `Err(why)` when the API server does not know it;
-    /// the outer error when it could not be asked.
+    /// The token's user, `Err(why)` when the API server does not know it (or
+    /// not for our audiences); the outer error when it could not be asked.
     async fn authenticate(&self, token: &str) -> Result<Result<User, String>, String> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),
-                audiences: None,
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
             },
             ..TokenReview::default()
         };
@@ -295,13 +299,23 @@ impl Inner {
                 .map_err(|_| format!("TokenReview took over {}s", REVIEW_TIMEOUT.as_secs()))?
                 .map_err(|e| format!("TokenReview failed: {e}"))?;
         let status = done.status.unwrap_or_default();
-        Ok(match (status.authenticated, status.user) {
-            (Some(true), Some(u)) => Ok(user(u)),
-            _ => Err(status
-                .error
-                .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| "the API server does not know this token".to_owned())),
-        })
+        let Some(u) = status.user.filter(|_| status.authenticated == Some(true)) else {
+            return Ok(Err(status.error.filter(|e| !e.is_empty()).unwrap_or_else(
+                || "the API server does not know this token".to_owned(),
+            )));
+        };
+        // As the TokenReview API asks of a client that sets spec.audiences: the
+        // answer must name one. An API server that names none ignored them and
+        // vouches only for its own audience (kube-rbac-proxy assumes the asked
+        // ones then; we refuse: that is the token we were told not to take).
+        let got = status.audiences.unwrap_or_default();
+        if !self.audiences.is_empty() && !got.iter().any(|a| self.audiences.contains(a)) {
+            return Ok(Err(format!(
+                "the token is for audiences {got:?}, not one of {:?}",
+                self.audiences
+            )));
+        }
+        Ok(Ok(user(u)))
     }
 
     async fn authorize(&self, (user, path, verb): &Access) -> Result<bool, String> {

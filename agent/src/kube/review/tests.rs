@@ -1,5 +1,7 @@
 use std::net::Ipv4Addr;
 
+use serde_json::{Value, json};
+
 use super::{
     cache::Cache,
     fake::FakeApi,
@@ -139,7 +141,7 @@ async fn a_scraper_is_reviewed_once_then_served_from_the_cache() {
     let api = FakeApi::default();
     api.user("prom", "prometheus", true);
     api.user("nosy", "tenant", false);
-    let reviewer = Reviewer::new(api.client());
+    let reviewer = Reviewer::new(api.client(), vec![]);
     let check = |token: &'static str| reviewer.check(token, "/metrics", "get", PROMETHEUS);
 
     let prometheus = Verdict::Allowed {
@@ -171,7 +173,7 @@ async fn a_scraper_is_reviewed_once_then_served_from_the_cache() {
 async fn an_expired_token_is_served_while_reviewed_again_and_refused_once_revoked() {
     let api = FakeApi::default();
     api.user("prom", "prometheus", true);
-    let reviewer = Reviewer::new(api.client());
+    let reviewer = Reviewer::new(api.client(), vec![]);
     let check = || reviewer.check("prom", "/metrics", "get", PROMETHEUS);
     assert!(matches!(check().await, Verdict::Allowed { .. }));
 
@@ -201,7 +203,7 @@ async fn an_expired_token_is_served_while_reviewed_again_and_refused_once_revoke
 async fn a_stale_answer_outlives_an_api_outage_by_one_ttl_at_most() {
     let api = FakeApi::default();
     api.user("prom", "prometheus", true);
-    let reviewer = Reviewer::new(api.client());
+    let reviewer = Reviewer::new(api.client(), vec![]);
     let check = || reviewer.check("prom", "/metrics", "get", PROMETHEUS);
     assert!(matches!(check().await, Verdict::Allowed { .. }));
     api.lock().failing = true;
@@ -216,4 +218,36 @@ async fn a_stale_answer_outlives_an_api_outage_by_one_ttl_at_most() {
     assert!(api.reviews_of("prom") > 2, "re-reviews retried");
     tokio::time::advance(AUTHENTICATED_TTL).await;
     assert!(matches!(check().await, Verdict::Unavailable(_)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_audiences_only_a_token_issued_for_one_of_them_is_accepted() {
+    let api = FakeApi::default();
+    api.user_for("for-us", "prometheus", true, &["ipshadow"]);
+    api.user("for-the-api-server", "prometheus", true);
+    let ours = vec!["ipshadow".to_owned(), "https://ipshadow.example".to_owned()];
+    let reviewer = Reviewer::new(api.client(), ours.clone());
+    let check = |token: &'static str| reviewer.check(token, "/metrics", "get", PROMETHEUS);
+    assert!(matches!(check("for-us").await, Verdict::Allowed { .. }));
+    assert_eq!(api.lock().asked_audiences, Some(json!(ours)));
+    assert!(matches!(
+        check("for-the-api-server").await,
+        Verdict::Unauthenticated(_)
+    ));
+    // An authenticator that ignores the audiences vouches for the API
+    // server's own: refused.
+    api.lock().audience_blind = true;
+    api.user_for("blind", "prometheus", true, &["ipshadow"]);
+    assert!(matches!(check("blind").await, Verdict::Unauthenticated(_)));
+
+    // Without audiences nothing is asked for: the API server's own.
+    api.lock().audience_blind = false;
+    let plain = Reviewer::new(api.client(), vec![]);
+    let check = |token: &'static str| plain.check(token, "/metrics", "get", PROMETHEUS);
+    assert!(matches!(
+        check("for-the-api-server").await,
+        Verdict::Allowed { .. }
+    ));
+    assert_eq!(api.lock().asked_audiences, Some(Value::Null));
+    assert!(matches!(check("for-us").await, Verdict::Unauthenticated(_)));
 }
