@@ -346,8 +346,11 @@ fn scrapes_are_served_only_to_users_the_api_server_allows() {
     for _ in 0..5 {
         assert_eq!(as_(PROM, Some("prom")).0, 200);
     }
-    // A made-up token: rejected, and rejected again from the cache.
-    assert_eq!(as_(STRANGER, Some("made-up")).0, 401);
+    // A made-up token: rejected, and rejected again from the cache; the API
+    // server's reason is not told.
+    let (code, body) = as_(STRANGER, Some("made-up"));
+    assert_eq!(code, 401);
+    assert!(!body.contains("invalid bearer token"), "{body}");
     assert_eq!(as_(STRANGER, Some("made-up")).0, 401);
     assert_eq!(reviews(), after_first + 1);
     // The probes' loopback listener stays plain and open.
@@ -360,7 +363,13 @@ fn scrapes_are_served_only_to_users_the_api_server_allows() {
     api.fail_next(1_000, 500);
     assert_eq!(as_(PROM, Some("prom")).0, 200);
     let (code, body) = as_(PROM_REPLICA, Some("prom-2"));
-    assert_eq!(code, 503, "{body}");
+    assert_eq!((code, body.as_str()), (503, "authentication unavailable\n"));
+    // The detail goes to the agent's log.
+    let log = agent.log_text();
+    assert!(
+        log.contains("cannot review a scrape's token") && log.contains("injected fault"),
+        "{log}"
+    );
     api.fail_next(0, 500);
     assert_eq!(as_(PROM_REPLICA, Some("prom-2")).0, 200);
 
@@ -520,7 +529,10 @@ fn with_audiences_only_tokens_issued_for_them_are_served() {
     // The token the API server takes too is refused: an agent (or whoever
     // reaches its port) cannot replay what it is sent against the API server.
     let (code, body) = scrape(&sim.node, PROM, tls, Some("api-token"), "/metrics");
-    assert_eq!(code, 401, "{body}");
+    assert_eq!(
+        (code, body.as_str()),
+        (401, "Unauthorized: the token was not accepted\n")
+    );
     assert_eq!(
         api.counts().reviews,
         3,

@@ -218,7 +218,8 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         .extensions()
         .get::<Peer>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0);
-    let verdict = match bearer(req.headers()) {
+    let token = bearer(req.headers());
+    let verdict = match token {
         None => Verdict::Unauthenticated("no bearer token".to_owned()),
         Some(token) => auth.reviewer.check(token, &path, verb, peer).await,
     };
@@ -228,13 +229,20 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         })
         .inc();
     // Debug only: whoever reaches the port could otherwise fill the log.
-    tracing::debug!(path, result = verdict.result(), ?verdict, "scrape reviewed");
+    tracing::debug!(path, %peer, result = verdict.result(), ?verdict, "scrape reviewed");
+    // Who is not authenticated reads our words only, never the API server's:
+    // those go to the log (an unavailable API server is rare and its reviews
+    // rate-limited, so a warning each).
     match verdict {
         Verdict::Allowed { .. } => next.run(req).await,
-        Verdict::Unauthenticated(why) => (
+        Verdict::Unauthenticated(_) => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer realm=\"ipshadow\"")],
-            format!("Unauthorized: {why}\n"),
+            if token.is_none() {
+                "Unauthorized: no bearer token\n"
+            } else {
+                "Unauthorized: the token was not accepted\n"
+            },
         )
             .into_response(),
         Verdict::Forbidden { user } => (
@@ -246,11 +254,14 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
             ),
         )
             .into_response(),
-        Verdict::Unavailable(why) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("cannot check the token with the API server: {why}\n"),
-        )
-            .into_response(),
+        Verdict::Unavailable(why) => {
+            tracing::warn!(error = %why, path, %peer, "cannot review a scrape's token: answered 503");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "authentication unavailable\n",
+            )
+                .into_response()
+        }
         Verdict::Throttled(_) => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "1")],

@@ -24,6 +24,7 @@ fn only_a_bearer_token_of_bounded_length_is_read() {
 
 const PROMETHEUS: [u8; 4] = [10, 0, 0, 1];
 const FLOODER: [u8; 4] = [10, 0, 0, 66];
+const STRANGER: [u8; 4] = [10, 0, 0, 99];
 
 /// `/metrics` behind the auth layer, reviewed through `api`.
 fn app(api: &FakeApi) -> Router {
@@ -96,4 +97,48 @@ async fn a_valid_scraper_keeps_its_200s_across_its_review_expiry_while_another_p
     let budget = PEER_REVIEW_BURST + 12 * PEER_REVIEWS_PER_MINUTE;
     let budget = usize::try_from(budget).expect("small");
     assert!(forged <= budget, "{forged} reviews of forged tokens");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_not_authenticated_never_reads_what_the_api_server_said_in_a_review() {
+    let api = FakeApi::default();
+    api.user(
+        "prom",
+        "system:serviceaccount:monitoring:prometheus-k8s",
+        true,
+    );
+    let app = app(&api);
+    let (code, body) = scrape(&app, STRANGER, None).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (StatusCode::UNAUTHORIZED, "Unauthorized: no bearer token\n")
+    );
+    // The API server's reason for refusing a token stays in the agent's log.
+    let (code, body) = scrape(&app, STRANGER, Some("made-up")).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: the token was not accepted\n"
+        )
+    );
+    // So does its error when it fails (here with an etcd detail).
+    api.lock().failing = true;
+    let (code, body) = scrape(&app, STRANGER, Some("new")).await;
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "authentication unavailable\n"
+        )
+    );
+    // An authenticated user may read who it is and what to grant.
+    api.lock().failing = false;
+    api.user("nosy", "system:serviceaccount:tenant:default", false);
+    let (code, body) = scrape(&app, STRANGER, Some("nosy")).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert!(
+        body.contains("tenant:default") && body.contains("nonResourceURLs"),
+        "{body}"
+    );
 }
