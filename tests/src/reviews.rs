@@ -5,29 +5,45 @@
 //! SubjectAccessReview without a user or group, or without exactly one of
 //! resource and non-resource attributes. RBAC for non-resource URLs: exact
 //! paths, or a prefix ending in `*`.
+//!
+//! Audiences as the real API server has them: a token is issued for some
+//! (a projected ServiceAccount token's `audience`; by default the API server's
+//! own, [`API_SERVER_AUDIENCE`]); a TokenReview asks for `spec.audiences`, or
+//! for the API server's own when it names none, and authenticates the token
+//! only when the two meet, answering the ones they share in
+//! `status.audiences`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+/// The API server's own audience (`--api-audiences`, by default its issuer).
+pub const API_SERVER_AUDIENCE: &str = "https://kubernetes.default.svc";
+
+/// A token's user, groups and the audiences it was issued for.
+type Holder = (String, Vec<String>, Vec<String>);
+
 /// Who the server's authenticator and authorizer know.
 #[derive(Clone, Debug, Default)]
 pub struct Reviews {
-    /// token → (username, groups).
-    tokens: BTreeMap<String, (String, Vec<String>)>,
+    /// token → its holder.
+    tokens: BTreeMap<String, Holder>,
     /// (user or group, nonResourceURL, verb).
     grants: BTreeSet<(String, String, String)>,
 }
 
 impl Reviews {
-    /// `token` authenticates as `user` in `groups`.
+    /// `token` authenticates as `user` in `groups`, for the API server's audience.
     pub fn token(&mut self, token: &str, user: &str, groups: &[&str]) {
+        self.token_for(token, user, groups, &[API_SERVER_AUDIENCE]);
+    }
+
+    /// `token` authenticates as `user` in `groups`, for `audiences` only.
+    pub fn token_for(&mut self, token: &str, user: &str, groups: &[&str], audiences: &[&str]) {
+        let owned = |l: &[&str]| l.iter().map(|g| (*g).to_owned()).collect();
         self.tokens.insert(
             token.to_owned(),
-            (
-                user.to_owned(),
-                groups.iter().map(|g| (*g).to_owned()).collect(),
-            ),
+            (user.to_owned(), owned(groups), owned(audiences)),
         );
     }
 
@@ -62,12 +78,29 @@ impl Reviews {
                 ),
             );
         }
+        let want: Vec<String> = match obj["spec"]["audiences"].as_array() {
+            Some(list) if !list.is_empty() => list
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect(),
+            _ => vec![API_SERVER_AUDIENCE.to_owned()],
+        };
         obj["status"] = match self.tokens.get(&token) {
-            Some((user, groups)) => json!({
-                "authenticated": true,
-                "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups},
-                "audiences": ["https://kubernetes.default.svc"],
-            }),
+            Some((user, groups, issued)) => {
+                let shared: Vec<&String> = want.iter().filter(|a| issued.contains(a)).collect();
+                if shared.is_empty() {
+                    json!({"user": {}, "error": format!(
+                        "[invalid bearer token, token audiences {issued:?} is invalid for the \
+                         target audiences {want:?}]"
+                    )})
+                } else {
+                    json!({
+                        "authenticated": true,
+                        "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups},
+                        "audiences": shared,
+                    })
+                }
+            }
             None => json!({"user": {}, "error": "invalid bearer token"}),
         };
         (201, created(obj))
@@ -195,18 +228,39 @@ mod tests {
             &["system:serviceaccounts"],
         );
         r.grant("system:serviceaccounts", "/metrics", "get");
-        let tr = |t: &str| {
+        r.token_for("scoped", "prometheus", &[], &["ipshadow", "other"]);
+        let tr_for = |t: &str, audiences: Value| {
             r.answer(
                 "/apis/authentication.k8s.io/v1/tokenreviews",
-                json!({"spec": {"token": t}}).to_string().as_bytes(),
+                json!({"spec": {"token": t, "audiences": audiences}})
+                    .to_string()
+                    .as_bytes(),
             )
             .expect("tokenreviews")
         };
+        let tr = |t: &str| tr_for(t, Value::Null);
         let (code, ok) = tr("t1");
         assert_eq!(code, 201);
         assert_eq!(ok["status"]["authenticated"], true);
+        assert_eq!(ok["status"]["audiences"], json!([API_SERVER_AUDIENCE]));
         assert_eq!(tr("nope").1["status"]["error"], "invalid bearer token");
         assert_eq!(tr("").0, 400);
+        // A token for other audiences than the API server's: only where asked for.
+        let refused = tr("scoped").1;
+        assert_ne!(refused["status"]["authenticated"], true);
+        assert!(
+            refused["status"]["error"]
+                .as_str()
+                .unwrap()
+                .contains("audiences")
+        );
+        let ok = tr_for("scoped", json!(["ipshadow", "x"])).1;
+        assert_eq!(ok["status"]["authenticated"], true);
+        assert_eq!(ok["status"]["audiences"], json!(["ipshadow"]));
+        assert_ne!(
+            tr_for("t1", json!(["ipshadow"])).1["status"]["authenticated"],
+            true
+        );
         let sar = |spec: Value| {
             r.answer(
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews",

@@ -10,7 +10,11 @@
 //! `--tls-cert-file` the metrics listener speaks TLS; with `--metrics-auth
 //! kubernetes` its requests are reviewed ([`super::scrape_auth`]).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::Router;
 use hyper::server::conn::http1;
@@ -28,6 +32,12 @@ use super::{
     scrape_auth::{Auth, MetricsAuth, Tls, TlsError},
 };
 use crate::{kube::review::Reviewer, report::metrics::ListenerLabels};
+pub use args::{Args, Audiences, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN};
+
+mod args;
+mod peers;
+
+use peers::Peers;
 
 /// How long open connections may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -36,63 +46,16 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// milliseconds; a client that stops reading the response holds no more).
 pub const CONNECTION_LIFETIME: Duration = Duration::from_mins(1);
 
-/// Where the agent listens by default: a port none of Cilium (4240, 4244, 9234,
-/// 9876-9879, 9890-9893, 9962-9965), kube-ovn (8080, 10660-10665), the kubelet and
-/// kube-proxy (10248-10256) or node-exporter (9100) use on the host network.
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:9785";
-/// Where kubelet's probes reach the agent by default: loopback, which in the
-/// host network only the node itself reaches.
-pub const DEFAULT_HEALTH_LISTEN: &str = "127.0.0.1:9786";
+/// Who is at the other end of a connection, as the per-peer limits count it:
+/// its address, an IPv4 one also when it comes mapped into IPv6. Every request
+/// carries it as an extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Peer(pub(crate) IpAddr);
 
-/// The HTTP endpoints' flags.
-#[derive(Debug, clap::Args)]
-#[group(id = "http")]
-pub struct Args {
-    /// Address of /metrics (and /healthz, /readyz). The manifest binds the node's own
-    /// address (status.hostIP), not every address of the host.
-    #[arg(long, env = "IPSHADOW_LISTEN", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
-    pub listen: SocketAddr,
-    /// Address of /healthz and /readyz alone, for kubelet's probes (the same as --listen: none).
-    #[arg(long, env = "IPSHADOW_HEALTH_LISTEN", default_value = DEFAULT_HEALTH_LISTEN,
-          value_parser = listen_addr)]
-    pub health_listen: SocketAddr,
-    /// Connections served at once per listener; more are closed as they come.
-    #[arg(long, env = "IPSHADOW_HTTP_MAX_CONNECTIONS", default_value_t = 64,
-          value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub http_max_connections: u32,
-    /// Seconds a client has to send a request's headers; also how long an idle
-    /// keep-alive connection stays open.
-    #[arg(long, env = "IPSHADOW_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 5,
-          value_parser = clap::value_parser!(u64).range(1..=300))]
-    pub http_header_timeout_seconds: u64,
-    /// Who may read --listen: `off` (whoever reaches it), or `kubernetes` (a bearer
-    /// token the API server authenticates, whose user may `get` the path, as
-    /// kube-rbac-proxy checks; needs TLS). The health listener stays open: loopback.
-    #[arg(long, env = "IPSHADOW_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Off)]
-    pub metrics_auth: MetricsAuth,
-    /// Serve --listen over TLS with this PEM certificate (chain), read again when it
-    /// changes (a mounted Secret rotated by cert-manager).
-    #[arg(long, env = "IPSHADOW_TLS_CERT_FILE", requires = "tls_key_file")]
-    pub tls_cert_file: Option<std::path::PathBuf>,
-    /// The PEM private key of --tls-cert-file.
-    #[arg(long, env = "IPSHADOW_TLS_KEY_FILE", requires = "tls_cert_file")]
-    pub tls_key_file: Option<std::path::PathBuf>,
-}
-
-/// `host:port`, and an IPv6 address without brackets too: what the manifest's
-/// `$(HOST_IP):9785` becomes on an IPv6 node.
-fn listen_addr(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = s.parse() {
-        return Ok(a);
+impl Peer {
+    fn of(addr: SocketAddr) -> Self {
+        Self(addr.ip().to_canonical())
     }
-    if let Some((ip, port)) = s.rsplit_once(':')
-        && let (Ok(ip), Ok(port)) = (ip.parse::<std::net::Ipv6Addr>(), port.parse::<u16>())
-    {
-        return Ok(SocketAddr::new(ip.into(), port));
-    }
-    Err(format!(
-        "{s:?} is not an address and port (e.g. 10.0.0.5:9785 or [fd00::5]:9785)"
-    ))
 }
 
 /// Why a listener could not be bound.
@@ -110,23 +73,27 @@ pub struct ListenError {
 
 /// The bound listeners, made in `new` so a taken port stops the start.
 pub(crate) struct Http {
-    /// (name, listener, routes, TLS).
     listeners: Vec<Listener>,
     limits: Limits,
     rejected: Family<ListenerLabels, Counter>,
 }
 
-type Listener = (
-    &'static str,
-    tokio::net::TcpListener,
-    Router,
-    Option<Arc<Tls>>,
-);
+struct Listener {
+    /// `metrics` or `health`.
+    name: &'static str,
+    socket: tokio::net::TcpListener,
+    app: Router,
+    tls: Option<Arc<Tls>>,
+    /// Whether each peer is held to `--http-max-connections-per-peer`: not on
+    /// the loopback probes' listener, where every client is the same peer.
+    per_peer: bool,
+}
 
-/// What bounds one connection.
+/// What bounds the connections.
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     max_connections: usize,
+    max_per_peer: usize,
     header_timeout: Duration,
 }
 
@@ -148,13 +115,21 @@ impl Http {
             _ => None,
         };
         let mut app = endpoints::router(state.clone());
+        let audiences = args
+            .metrics_auth_audiences
+            .clone()
+            .map(|a| a.0)
+            .unwrap_or_default();
+        if args.metrics_auth == MetricsAuth::Off && !audiences.is_empty() {
+            return Err(TlsError::AudiencesWithoutAuth.into());
+        }
         if args.metrics_auth == MetricsAuth::Kubernetes {
             if tls.is_none() {
                 return Err(TlsError::AuthWithoutTls.into());
             }
             let client = client.ok_or(TlsError::AuthWithoutCluster)?;
             let auth = Arc::new(Auth {
-                reviewer: Reviewer::new(client.clone()),
+                reviewer: Reviewer::new(client.clone(), audiences),
                 results: state.metrics.http_auth.clone(),
             });
             app = app.route_layer(axum::middleware::from_fn_with_state(
@@ -163,28 +138,32 @@ impl Http {
             ));
         }
         let rejected = state.metrics.http_rejected.clone();
-        let mut listeners = vec![(
-            "metrics",
-            bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,
+        let mut listeners = vec![Listener {
+            name: "metrics",
+            socket: bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,
             app,
             tls,
-        )];
+            per_peer: true,
+        }];
         if args.health_listen != args.listen {
-            listeners.push((
-                "health",
-                bind(
+            listeners.push(Listener {
+                name: "health",
+                socket: bind(
                     args.health_listen,
                     "--health-listen or IPSHADOW_HEALTH_LISTEN",
                 )
                 .await?,
-                endpoints::health_router(state),
-                None,
-            ));
+                app: endpoints::health_router(state),
+                tls: None,
+                per_peer: false,
+            });
         }
+        let count = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
         Ok(Self {
             listeners,
             limits: Limits {
-                max_connections: usize::try_from(args.http_max_connections).unwrap_or(64),
+                max_connections: count(args.http_max_connections),
+                max_per_peer: count(args.http_max_connections_per_peer),
                 header_timeout: Duration::from_secs(args.http_header_timeout_seconds),
             },
             rejected,
@@ -194,37 +173,51 @@ impl Http {
     /// Serves until `token` is cancelled.
     pub(crate) async fn run(self, token: CancellationToken) {
         let limits = self.limits;
-        let served = self
-            .listeners
-            .into_iter()
-            .map(|(name, listener, app, tls)| {
-                let rejected = self
-                    .rejected
-                    .get_or_create(&ListenerLabels { listener: name })
-                    .clone();
-                serve(listener, (app, tls), limits, rejected, token.clone())
-            });
+        let served = self.listeners.into_iter().map(|l| {
+            let rejected = |limit| {
+                self.rejected
+                    .get_or_create(&ListenerLabels {
+                        listener: l.name,
+                        limit,
+                    })
+                    .clone()
+            };
+            let rejected = [rejected("listener"), rejected("peer")];
+            serve(l, limits, rejected, token.clone())
+        });
         futures::future::join_all(served).await;
     }
 }
 
 /// Accepts until `token` is cancelled; each connection bounded by `limits`.
+/// `rejected`: the connections closed at accept over the listener's limit,
+/// and over a peer's.
 async fn serve(
-    listener: tokio::net::TcpListener,
-    (app, tls): (Router, Option<Arc<Tls>>),
+    Listener {
+        socket: listener,
+        app,
+        tls,
+        per_peer,
+        ..
+    }: Listener,
     limits: Limits,
-    rejected: Counter,
+    rejected: [Counter; 2],
     token: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = Peers::new(if per_peer {
+        limits.max_per_peer
+    } else {
+        limits.max_connections
+    });
     let connections = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
             () = token.cancelled() => break,
             a = listener.accept() => a,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, addr)) => (stream, Peer::of(addr)),
             Err(e) => {
                 // Out of file descriptors or a connection reset before accept: not fatal.
                 tracing::debug!(error = %e, "accepting an HTTP connection failed");
@@ -233,15 +226,20 @@ async fn serve(
             }
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            rejected.inc();
+            rejected[0].inc();
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        let Some(slot) = peers.admit(peer.0) else {
+            rejected[1].inc();
+            drop(stream);
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(peer)));
         let token = token.clone();
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {
-            let _permit = permit;
+            let _held = (permit, slot);
             let Some(acceptor) = acceptor else {
                 return connection(TokioIo::new(stream), service, limits, token).await;
             };
@@ -279,29 +277,6 @@ async fn connection<I>(
             // A scraper's keep-alive connection must not hold the agent's exit.
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listen_addresses_take_the_hosts_ip_of_either_family() {
-        for (given, want) in [
-            ("10.0.0.5:9785", "10.0.0.5:9785"),
-            ("[fd00::5]:9785", "[fd00::5]:9785"),
-            ("fd00::5:9785", "[fd00::5]:9785"),
-        ] {
-            assert_eq!(
-                listen_addr(given),
-                Ok(want.parse().expect("addr")),
-                "{given}"
-            );
-        }
-        for bad in ["", "10.0.0.5", ":9785", "$(HOST_IP):9785", "10.0.0.5:99999"] {
-            assert!(listen_addr(bad).is_err(), "{bad}");
         }
     }
 }

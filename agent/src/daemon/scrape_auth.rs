@@ -7,6 +7,7 @@
 //! when they change, as cert-manager rotates them, for the next connections.
 
 use std::{
+    net::{IpAddr, Ipv4Addr},
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     time::{Duration, Instant, SystemTime},
@@ -23,6 +24,7 @@ use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use tokio_rustls::TlsAcceptor;
 
+use super::http::Peer;
 use crate::{
     kube::review::{Reviewer, Verdict},
     report::metrics::AuthLabels,
@@ -81,6 +83,12 @@ pub enum TlsError {
          files (--pods); run it against the cluster or use --metrics-auth off"
     )]
     AuthWithoutCluster,
+    /// Audiences without review would look like a restriction and be none.
+    #[error(
+        "--metrics-auth-audiences checks the tokens of --metrics-auth kubernetes, which is off; \
+         set --metrics-auth kubernetes or drop the audiences"
+    )]
+    AudiencesWithoutAuth,
 }
 
 /// The serving certificate, read again when its files change.
@@ -205,9 +213,15 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     };
     let path = req.uri().path().to_owned();
-    let verdict = match bearer(req.headers()) {
+    // Every connection's requests carry it (http.rs); "unknown" shares one budget.
+    let peer = req
+        .extensions()
+        .get::<Peer>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0);
+    let token = bearer(req.headers());
+    let verdict = match token {
         None => Verdict::Unauthenticated("no bearer token".to_owned()),
-        Some(token) => auth.reviewer.check(token, &path, verb).await,
+        Some(token) => auth.reviewer.check(token, &path, verb, peer).await,
     };
     auth.results
         .get_or_create(&AuthLabels {
@@ -215,13 +229,20 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         })
         .inc();
     // Debug only: whoever reaches the port could otherwise fill the log.
-    tracing::debug!(path, result = verdict.result(), ?verdict, "scrape reviewed");
+    tracing::debug!(path, %peer, result = verdict.result(), ?verdict, "scrape reviewed");
+    // Who is not authenticated reads our words only, never the API server's:
+    // those go to the log (an unavailable API server is rare and its reviews
+    // rate-limited, so a warning each).
     match verdict {
         Verdict::Allowed { .. } => next.run(req).await,
-        Verdict::Unauthenticated(why) => (
+        Verdict::Unauthenticated(_) => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer realm=\"ipshadow\"")],
-            format!("Unauthorized: {why}\n"),
+            if token.is_none() {
+                "Unauthorized: no bearer token\n"
+            } else {
+                "Unauthorized: the token was not accepted\n"
+            },
         )
             .into_response(),
         Verdict::Forbidden { user } => (
@@ -233,12 +254,15 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
             ),
         )
             .into_response(),
-        Verdict::Unavailable(why) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("cannot check the token with the API server: {why}\n"),
-        )
-            .into_response(),
-        Verdict::Throttled => (
+        Verdict::Unavailable(why) => {
+            tracing::warn!(error = %why, path, %peer, "cannot review a scrape's token: answered 503");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "authentication unavailable\n",
+            )
+                .into_response()
+        }
+        Verdict::Throttled(_) => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::RETRY_AFTER, "1")],
             "too many token reviews just now; retry\n".to_owned(),
@@ -248,21 +272,4 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_bearer_token_of_bounded_length_is_read() {
-        let with = |v: &str| {
-            let mut h = axum::http::HeaderMap::new();
-            h.insert(header::AUTHORIZATION, v.parse().expect("header"));
-            bearer(&h).map(str::to_owned)
-        };
-        assert_eq!(with("Bearer abc").as_deref(), Some("abc"));
-        assert_eq!(with("bearer  abc ").as_deref(), Some("abc"));
-        assert_eq!(with("Basic abc"), None);
-        assert_eq!(with("Bearer "), None);
-        assert_eq!(with(&format!("Bearer {}", "x".repeat(MAX_TOKEN + 1))), None);
-        assert_eq!(bearer(&axum::http::HeaderMap::new()), None);
-    }
-}
+mod tests;

@@ -34,6 +34,9 @@ pub struct TaskLabels {
 pub struct ListenerLabels {
     /// `metrics` or `health`.
     pub listener: &'static str,
+    /// The limit it was over: `listener` (--http-max-connections) or `peer`
+    /// (--http-max-connections-per-peer).
+    pub limit: &'static str,
 }
 
 /// `ipshadow_http_auth_total`'s labels.

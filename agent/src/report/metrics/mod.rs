@@ -198,11 +198,16 @@ fn register_process(
     let rejected = Family::<ListenerLabels, Counter>::default();
     registry.register(
         "ipshadow_http_connections_rejected",
-        "HTTP connections closed at accept because the listener served its maximum at once",
+        "HTTP connections closed at accept because the listener, or the client's address, \
+         held its maximum at once",
         rejected.clone(),
     );
-    for listener in ["metrics", "health"] {
-        let _ = rejected.get_or_create(&ListenerLabels { listener });
+    for (listener, limit) in [
+        ("metrics", "listener"),
+        ("metrics", "peer"),
+        ("health", "listener"),
+    ] {
+        let _ = rejected.get_or_create(&ListenerLabels { listener, limit });
     }
     let auth = Family::<AuthLabels, Counter>::default();
     registry.register(

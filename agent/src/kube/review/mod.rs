@@ -1,0 +1,367 @@
+//! Who may scrape: a bearer token checked by the API server (TokenReview), then
+//! the user's right to `get` the path (SubjectAccessReview on a non-resource
+//! URL), as kubelet and kube-rbac-proxy check theirs.
+//!
+//! Every node's agent is scraped by every Prometheus replica every 30 s or so:
+//! one review per scrape would be thousands a second at 5,000 nodes. Answers are
+//! cached with kubelet's default webhook TTLs (authentication 2 min; allowed
+//! 5 min, denied 30 s), keyed by the token's SHA-256 (no token is kept), and
+//! reviews of what the cache does not know are rate-limited per peer and per
+//! agent ([`limits`]), so whoever reaches the port with made-up tokens can
+//! neither turn the agents against the API server nor spend the reviews of
+//! another client.
+//!
+//! An answer that let a scrape through is not dropped when its TTL ends: it is
+//! served for up to as long again while one re-review runs in the background,
+//! on a budget of its own, and replaced by what that review says (a revoked
+//! token is refused from then on). So a Prometheus scraping all along never
+//! waits for a review once it has had one, and never meets a spent budget.
+
+use std::{net::IpAddr, sync::Arc, sync::Mutex, time::Duration};
+
+use k8s_openapi::api::{
+    authentication::v1::{TokenReview, TokenReviewSpec, UserInfo},
+    authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+};
+use kube::{Api, api::PostParams};
+
+mod cache;
+pub mod limits;
+
+use cache::Cache;
+pub use limits::Limit;
+use limits::Limits;
+// Tokio's clock, so that tests can pause it and cross a TTL in no time.
+use tokio::time::Instant;
+
+/// How long an authenticated token is trusted without asking again.
+pub const AUTHENTICATED_TTL: Duration = Duration::from_mins(2);
+/// How long a rejected token is rejected without asking again.
+pub const UNAUTHENTICATED_TTL: Duration = Duration::from_secs(30);
+/// How long an allowed (user, path) stays allowed.
+pub const ALLOWED_TTL: Duration = Duration::from_mins(5);
+/// How long a denied (user, path) stays denied.
+pub const DENIED_TTL: Duration = Duration::from_secs(30);
+/// Answers kept per cache; beyond, the one nearest expiry goes.
+pub const CACHE_ENTRIES: usize = 256;
+/// How long one review may take before the scrape is answered "unavailable".
+pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a request gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Served.
+    Allowed {
+        /// Who asked.
+        user: String,
+    },
+    /// No token, or one the API server does not know.
+    Unauthenticated(String),
+    /// A known user without `get` on the path.
+    Forbidden {
+        /// Who asked.
+        user: String,
+    },
+    /// The API server could not be asked.
+    Unavailable(String),
+    /// Too many reviews just now, by the peer's budget or the agent's.
+    Throttled(Limit),
+}
+
+impl Verdict {
+    /// The metric label and log word.
+    #[must_use]
+    pub fn result(&self) -> &'static str {
+        match self {
+            Self::Allowed { .. } => "allowed",
+            Self::Unauthenticated(_) => "unauthenticated",
+            Self::Forbidden { .. } => "forbidden",
+            Self::Unavailable(_) => "unavailable",
+            Self::Throttled(_) => "throttled",
+        }
+    }
+}
+
+/// The user a token belongs to, as the SubjectAccessReview needs it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct User {
+    name: String,
+    uid: Option<String>,
+    groups: Vec<String>,
+    extra: Vec<(String, Vec<String>)>,
+}
+
+/// A token's SHA-256: the cache's key, so that no token is kept.
+type TokenKey = [u8; 32];
+/// (user, path, verb): what a SubjectAccessReview answers.
+type Access = (User, String, &'static str);
+
+#[derive(Debug)]
+struct State {
+    /// Token hash → the user, or why not.
+    authn: Cache<TokenKey, Result<User, String>>,
+    /// (user, path, verb) → allowed.
+    authz: Cache<Access, bool>,
+}
+
+/// Checks scrapes with the API server; cheap to share.
+pub struct Reviewer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: kube::Client,
+    /// What TokenReviews ask for; none: the API server's own.
+    audiences: Vec<String>,
+    state: Mutex<State>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for Reviewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reviewer").finish_non_exhaustive()
+    }
+}
+
+impl Reviewer {
+    /// Reviews through `client` (which needs `create` on tokenreviews and
+    /// subjectaccessreviews: `system:auth-delegator`'s two rules), accepting
+    /// tokens issued for one of `audiences` (none: the API server's own).
+    #[must_use]
+    pub fn new(client: kube::Client, audiences: Vec<String>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                audiences,
+                state: Mutex::new(State {
+                    authn: Cache::new(),
+                    authz: Cache::new(),
+                }),
+                limits: Limits::new(),
+            }),
+        }
+    }
+
+    /// May the bearer of `token`, connected from `peer`, `verb` `path`? A
+    /// review the caches cannot spare is charged to `peer`'s budget.
+    pub async fn check(
+        &self,
+        token: &str,
+        path: &str,
+        verb: &'static str,
+        peer: IpAddr,
+    ) -> Verdict {
+        let inner = &self.inner;
+        let key: TokenKey = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+            .as_ref()
+            .try_into()
+            .unwrap_or([0; 32]);
+        let cached = inner.cached(|s| &mut s.authn, &key);
+        let user = if let Some((known, revalidate)) = cached {
+            if revalidate {
+                Arc::clone(inner).reauthenticate(key, token.to_owned());
+            }
+            known
+        } else {
+            if let Err(limit) = inner.limits.admit(peer) {
+                return Verdict::Throttled(limit);
+            }
+            match inner.authenticate(token).await {
+                Ok(answer) => {
+                    inner.remember_user(key, &answer);
+                    answer
+                }
+                Err(e) => return Verdict::Unavailable(e),
+            }
+        };
+        let user = match user {
+            Ok(u) => u,
+            Err(why) => return Verdict::Unauthenticated(why),
+        };
+        let access = (user, path.to_owned(), verb);
+        let cached = inner.cached(|s| &mut s.authz, &access);
+        let allowed = if let Some((allowed, revalidate)) = cached {
+            if revalidate {
+                Arc::clone(inner).reauthorize(access.clone());
+            }
+            allowed
+        } else {
+            if let Err(limit) = inner.limits.admit(peer) {
+                return Verdict::Throttled(limit);
+            }
+            match inner.authorize(&access).await {
+                Ok(allowed) => {
+                    inner.remember_access(access.clone(), allowed);
+                    allowed
+                }
+                Err(e) => return Verdict::Unavailable(e),
+            }
+        };
+        let user = access.0.name;
+        if allowed {
+            Verdict::Allowed { user }
+        } else {
+            Verdict::Forbidden { user }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding it leaves only caches behind: still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer in `cache` for `k`, and whether to re-review it now.
+    fn cached<K, V>(
+        &self,
+        cache: impl FnOnce(&mut State) -> &mut Cache<K, V>,
+        k: &K,
+    ) -> Option<(V, bool)>
+    where
+        K: std::hash::Hash + Eq + Clone,
+        V: Clone,
+    {
+        let mut state = self.lock();
+        cache(&mut state).get(k, Instant::now(), || self.limits.revalidate())
+    }
+
+    fn remember_user(&self, key: TokenKey, answer: &Result<User, String>) {
+        let (ttl, valid) = match answer {
+            Ok(_) => (AUTHENTICATED_TTL, true),
+            Err(_) => (UNAUTHENTICATED_TTL, false),
+        };
+        self.lock()
+            .authn
+            .put(key, answer.clone(), ttl, valid, Instant::now());
+    }
+
+    fn remember_access(&self, access: Access, allowed: bool) {
+        let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
+        self.lock()
+            .authz
+            .put(access, allowed, ttl, allowed, Instant::now());
+    }
+
+    /// Reviews a served token again in the background (holding the token only
+    /// for that review); what the API server says replaces the answer.
+    fn reauthenticate(self: Arc<Self>, key: TokenKey, token: String) {
+        tokio::spawn(async move {
+            match self.authenticate(&token).await {
+                Ok(answer) => {
+                    if let Err(why) = &answer {
+                        tracing::info!(%why, "a token served from the cache is no longer valid");
+                    }
+                    self.remember_user(key, &answer);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not review a cached token again; still serving it");
+                    self.lock().authn.retry(&key);
+                }
+            }
+        });
+    }
+
+    /// Reviews a served grant again in the background.
+    fn reauthorize(self: Arc<Self>, access: Access) {
+        tokio::spawn(async move {
+            match self.authorize(&access).await {
+                Ok(allowed) => {
+                    if !allowed {
+                        tracing::info!(user = %access.0.name, path = %access.1, "a grant served from the cache was withdrawn");
+                    }
+                    self.remember_access(access, allowed);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not review a cached grant again; still serving it");
+                    self.lock().authz.retry(&access);
+                }
+            }
+        });
+    }
+
+    /// The token's user, `Err(why)` when the API server does not know it (or
+    /// not for our audiences); the outer error when it could not be asked.
+    async fn authenticate(&self, token: &str) -> Result<Result<User, String>, String> {
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
+            },
+            ..TokenReview::default()
+        };
+        let api: Api<TokenReview> = Api::all(self.client.clone());
+        let done =
+            tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
+                .await
+                .map_err(|_| format!("TokenReview took over {}s", REVIEW_TIMEOUT.as_secs()))?
+                .map_err(|e| format!("TokenReview failed: {e}"))?;
+        let status = done.status.unwrap_or_default();
+        let Some(u) = status.user.filter(|_| status.authenticated == Some(true)) else {
+            return Ok(Err(status.error.filter(|e| !e.is_empty()).unwrap_or_else(
+                || "the API server does not know this token".to_owned(),
+            )));
+        };
+        // As the TokenReview API asks of a client that sets spec.audiences: the
+        // answer must name one. An API server that names none ignored them and
+        // vouches only for its own audience (kube-rbac-proxy assumes the asked
+        // ones then; we refuse: that is the token we were told not to take).
+        let got = status.audiences.unwrap_or_default();
+        if !self.audiences.is_empty() && !got.iter().any(|a| self.audiences.contains(a)) {
+            return Ok(Err(format!(
+                "the token is for audiences {got:?}, not one of {:?}",
+                self.audiences
+            )));
+        }
+        Ok(Ok(user(u)))
+    }
+
+    async fn authorize(&self, (user, path, verb): &Access) -> Result<bool, String> {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.name.clone()),
+                uid: user.uid.clone(),
+                groups: Some(user.groups.clone()),
+                extra: (!user.extra.is_empty()).then(|| user.extra.iter().cloned().collect()),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.clone()),
+                    verb: Some((*verb).to_owned()),
+                }),
+                resource_attributes: None,
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let done =
+            tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "SubjectAccessReview took over {}s",
+                        REVIEW_TIMEOUT.as_secs()
+                    )
+                })?
+                .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+        Ok(done
+            .status
+            .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
+    }
+}
+
+fn user(u: UserInfo) -> User {
+    let mut extra: Vec<(String, Vec<String>)> = u.extra.unwrap_or_default().into_iter().collect();
+    extra.sort();
+    User {
+        name: u.username.unwrap_or_default(),
+        uid: u.uid,
+        groups: u.groups.unwrap_or_default(),
+        extra,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake;
+#[cfg(test)]
+mod tests;
