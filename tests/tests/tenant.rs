@@ -22,8 +22,8 @@ use ipshadow_tests::{
     lab::{INGRESS, Lab, ME, ROUTER, event, wait_for},
     node::SimNode,
     objects::{
-        cilium_node, kubelet_sandbox_event, node, node_accepting, pod, waiting_pod, with_pod_cidrs,
-        write_list,
+        cilium_node, kubelet_sandbox_event, node, node_accepting, pending_pod, pod, waiting_pod,
+        with_pod_cidrs, write_list,
     },
 };
 use serde_json::{Value, json};
@@ -32,6 +32,8 @@ const HEALTH: &str = "10.244.4.104";
 /// The address kube-proxy (IPVS mode) binds on `kube-ipvs0` for the tenant's
 /// Service: its `externalIPs` names a kube-system pod's IP.
 const VIP: &str = "10.244.4.50";
+/// A load-balancer address a tenant's Service reports, bound there too.
+const LB_IP: &str = "10.244.4.51";
 /// A kube-system pod's IP a forged Event names as "in use".
 const SECRET_HOLDER_IP: &str = "10.244.4.60";
 /// What a forged message carries: an OSC 52 clipboard write, a screen clear, a
@@ -116,7 +118,27 @@ fn cluster(api: &ApiServer) {
     );
     api.apply(
         Res::Pods,
+        controlled(
+            pod("kube-system", "metrics-0", ME, &[LB_IP]),
+            "metrics-6b9d",
+        ),
+    );
+    api.apply(
+        Res::Services,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "lb", "namespace": "tenant"},
+               "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.78", "ports": [{"port": 80}]},
+               "status": {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}}),
+    );
+    api.apply(
+        Res::Pods,
         pod("kube-system", "secret-0", ME, &[SECRET_HOLDER_IP]),
+    );
+    // A Pending pod whose CNI annotation alone (anyone who may edit the pod
+    // writes it) names the Ingress IP; no kube-ovn record backs it.
+    api.apply(
+        Res::Pods,
+        controlled(pending_pod("tenant", "annot-0", ME, INGRESS), "annot-rs"),
     );
     // Forged kubelet Events on the tenant's own Pending pods.
     for (name, message) in [
@@ -160,8 +182,10 @@ fn a_tenant_gets_no_pod_evicted_and_never_speaks_for_the_node() {
         "name",
         "ipvs0p",
     ]);
-    sim.node
-        .ip(&["addr", "add", &format!("{VIP}/32"), "dev", "kube-ipvs0"]);
+    for vip in [VIP, LB_IP] {
+        sim.node
+            .ip(&["addr", "add", &format!("{vip}/32"), "dev", "kube-ipvs0"]);
+    }
     sim.node.ip(&["link", "set", "kube-ipvs0", "up"]);
     let api = ApiServer::start(Some(&sim.node));
     cluster(&api);
@@ -229,6 +253,8 @@ fn a_tenant_gets_no_pod_evicted_and_never_speaks_for_the_node() {
     let all = evicted(&api);
     for p in [
         "coredns-0",
+        "metrics-0",
+        "annot-0",
         "secret-0",
         "loop-0",
         "router-0",
@@ -241,6 +267,13 @@ fn a_tenant_gets_no_pod_evicted_and_never_speaks_for_the_node() {
         );
     }
     assert!(api.object(Res::Pods, "kube-system", "coredns-0").is_some());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert!(
+        m.lines().any(|l| l.starts_with("ipshadow_collision_info{")
+            && l.contains("pod=\"metrics-0\"")
+            && l.contains("trust=\"tenant-address\"")),
+        "{m}"
+    );
 
     // Loopback is refused outright: no finding at all.
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();

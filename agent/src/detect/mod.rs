@@ -16,6 +16,7 @@ pub mod impact;
 mod node;
 mod overlap;
 mod owners;
+mod refused;
 mod trust;
 
 use std::{collections::HashSet, net::IpAddr};
@@ -120,7 +121,7 @@ fn check_own_pod(
             ..
         }) = &mut found
     {
-        *kubelet = node::kubelet_report(inv, pod, pip.ip);
+        *kubelet = refused::kubelet_report(inv, pod, pip.ip);
     }
     found
 }
@@ -172,7 +173,7 @@ fn check_own_ip(
     //    another live pod's, or an endpoint Cilium keeps for a pod that is gone.
     //    No route check: the pod never had the address.
     if pip.source == IpSource::Event {
-        return node::refused(inv, pod, site(), pip.ip);
+        return refused::refused(inv, pod, site(), pip.ip);
     }
     // 4. No one else holds it, but the host's route to it goes nowhere.
     let dead_end = fib.and_then(FibResult::dead_end)?;

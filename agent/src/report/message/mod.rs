@@ -2,16 +2,17 @@
 //! Operators read these in `kubectl describe pod` and in `check`'s output.
 //! Rendered from the typed finding; nothing ever parses it back.
 
+mod collision;
 mod ipam;
 
 use std::fmt::Write as _;
 
 use crate::{
     detect::{
-        Cause, Finding, PodRef, Remedy, Role, Scope,
+        Cause, Finding, PodRef, Remedy,
         impact::{Impact, Severity},
     },
-    inventory::{Caller, IpSource, ServiceAddress, ServiceField, ServiceRef, VIP_DEVICES},
+    inventory::{Caller, IpSource, ServiceRef},
 };
 
 /// Who reads a message, and so what it may say.
@@ -90,7 +91,7 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
             service,
             ..
         } => {
-            let mut m = collision(
+            let mut m = collision::collision(
                 f,
                 (fib.as_deref(), shadowed_route.as_deref()),
                 service.as_ref(),
@@ -243,7 +244,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::RemoveLocalAddress { device, subnet } => {
             let what = device.as_deref().map_or_else(
                 || "the address".to_owned(),
-                |d| format!("the address from {d}{}", device_hint(d)),
+                |d| format!("the address from {d}{}", collision::device_hint(d)),
             );
             match subnet {
                 Some(subnet) => format!(
@@ -260,7 +261,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
             ip,
             service,
             device,
-        } => remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
+        } => collision::remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"
@@ -293,175 +294,9 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
     }
 }
 
-/// What usually puts an address on a device, for the fix.
-fn device_hint(device: &str) -> &'static str {
-    if device == "kube-ipvs0" {
-        " (kube-proxy in IPVS mode puts every Service's ClusterIP and external IPs there: the \
-         pod range and the Service range overlap)"
-    } else if device == "lo" || device.starts_with("dummy") {
-        " (a virtual IP manager, e.g. kube-vip, keepalived or a load balancer's agent)"
-    } else if [
-        "tun",
-        "wg",
-        "vxlan",
-        "tunl",
-        "gre",
-        "ipip",
-        "flannel",
-        "cilium_vxlan",
-        "genev",
-    ]
-    .iter()
-    .any(|p| device.starts_with(p))
-    {
-        " (a tunnel or VPN endpoint address)"
-    } else {
-        ""
-    }
-}
-
 pub(super) fn pod_name(f: &Finding) -> String {
     f.pod()
         .map_or_else(|| "the pod".to_owned(), |p| format!("Pod {p}"))
-}
-
-/// The fix when a Service's address shadows the pod: remove the address from
-/// the Service; evicting the pod fixes nothing a tenant cannot redo.
-fn remove_service_address(
-    ip: std::net::IpAddr,
-    service: Option<&ServiceAddress>,
-    device: Option<&str>,
-    reader: Reader<'_>,
-) -> String {
-    let Some(a) = service else {
-        let on = device.map_or_else(String::new, |d| format!(" on {d}"));
-        return format!(
-            "Fix: find the Service that claims {ip}{on} (kubectl get svc -A -o wide | grep -w \
-             {ip}) and remove the address from its external or load-balancer IPs, or, for a \
-             cluster IP, give Services and pods disjoint ranges; deleting the pod does not help."
-        );
-    };
-    if !reader.sees(&a.service) {
-        return format!(
-            "Fix: {} sets {ip} as one of its addresses; the cluster's operators must remove it \
-             there (`ipshadow check` on the node names it). Deleting this pod does not help.",
-            reader.service(&a.service)
-        );
-    }
-    let why = match a.field {
-        ServiceField::ExternalIps => {
-            "kube-proxy binds a Service's external IPs on every node, so any pod given the \
-             address is shadowed (the man-in-the-middle of CVE-2020-8554); restrict who may set \
-             them (the DenyServiceExternalIPs admission plugin, or a policy)"
-        }
-        ServiceField::LoadBalancerIp | ServiceField::LoadBalancerIngress => {
-            "the load balancer's address pool overlaps the pod range: take the pod range out of \
-             the pool"
-        }
-        ServiceField::ClusterIps => {
-            "the Service range overlaps the pod range: give Services and pods disjoint ranges"
-        }
-    };
-    format!(
-        "Fix: remove {ip} from {} of {}; {why}. Deleting the pod does not help: the address \
-         belongs to the Service.",
-        a.field,
-        reader.service(&a.service),
-    )
-}
-
-fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) -> String {
-    let node = &f.owner.node;
-    let dev = f
-        .owner
-        .device
-        .as_deref()
-        .map(|d| format!(" on device {d}"))
-        .unwrap_or_default();
-    let source = f.owner.source;
-    match f.owner.role {
-        Role::Router => {
-            format!("Cilium's router IP (CiliumInternalIP) of node {node}{dev}, as {source} says")
-        }
-        Role::Ingress => format!(
-            "Cilium's Ingress IP of node {node}, held by the reserved:ingress endpoint, as {source} says"
-        ),
-        Role::Health => {
-            format!("Cilium's health endpoint IP of node {node}{dev}, as {source} says")
-        }
-        Role::Local | Role::Node => {
-            let vip = f
-                .owner
-                .device
-                .as_deref()
-                .is_some_and(|d| VIP_DEVICES.contains(&d));
-            match service {
-                Some(a) => format!(
-                    "a local address of node {node}{dev}, set by {} in {}",
-                    reader.service(&a.service),
-                    a.field
-                ),
-                None if vip => format!(
-                    "a local address of node {node}{dev}, where kube-proxy binds Services' \
-                     cluster, external and load-balancer IPs"
-                ),
-                None => format!("a local address of node {node}{dev}"),
-            }
-        }
-        Role::Pod => format!("another pod's address on node {node}"),
-        Role::Endpoint => format!("an endpoint Cilium keeps on node {node}"),
-    }
-}
-
-fn impact(f: &Finding) -> String {
-    let owner = &f.owner.node;
-    let ip = f.ip_text();
-    match (f.owner.role, f.scope) {
-        (Role::Ingress, Scope::SameNode) => format!(
-            "Cilium on {owner} already has an endpoint for {ip}, so it refuses this pod's endpoint \
-             (\"IP ipv4:{ip} is already in use\") and the sandbox never starts: the pod stays in \
-             ContainerCreating."
-        ),
-        (Role::Ingress, Scope::CrossNode) => format!(
-            "The pod can run, but on node {owner} traffic to {ip} goes to Cilium's ingress \
-             endpoint, not this pod."
-        ),
-        (_, Scope::SameNode) => format!(
-            "Node {owner} delivers every packet for {ip} to itself, so kubelet probes and webhooks \
-             from {owner} reach {owner} itself, not this pod, and are refused; the pod may look \
-             healthy to everything else."
-        ),
-        (_, Scope::CrossNode) => format!(
-            "The pod looks Ready, but the host network of node {owner} cannot reach it: {owner} \
-             delivers {ip} to itself (webhooks or probes from {owner} to this pod fail on {owner} only)."
-        ),
-    }
-}
-
-fn collision(
-    f: &Finding,
-    (fib, shadowed_route): (Option<&str>, Option<&str>),
-    service: Option<&ServiceAddress>,
-    reader: Reader<'_>,
-) -> String {
-    let mut m = format!(
-        "{} has IP {}, which is {}.",
-        pod_name(f),
-        f.ip_text(),
-        what_it_is(f, service, reader)
-    );
-    // The kernel's answer is evidence only when it shows local delivery.
-    if let Some(fib) = fib.filter(|t| t.starts_with("local")) {
-        let _ = write!(m, " The host's route lookup says: {fib}.");
-    }
-    if let Some(route) = shadowed_route {
-        let _ = write!(
-            m,
-            " The pod route {route} is shadowed by the local table, which the kernel consults first."
-        );
-    }
-    let _ = write!(m, " {} {}", impact(f), remedy_for(&f.remedy, reader));
-    m
 }
 
 #[cfg(test)]

@@ -1,0 +1,123 @@
+//! A sandbox refused an address as in use that no node holds: another live
+//! pod holds it (`DuplicatePodIP`), or nothing does and Cilium keeps an
+//! endpoint for a pod that is gone (`StaleCiliumEndpoint`). Known from kubelet's
+//! Events alone, which a tenant can write: hints.
+
+use std::net::IpAddr;
+
+use super::{
+    Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+};
+use crate::inventory::{Inventory, IpSource, Pod, SandboxRefusal, Source};
+
+/// kubelet's reports that `pod` was refused `ip` as in use: counts summed, the
+/// message of the most repeated.
+pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<KubeletReport> {
+    let mut matching = inv
+        .sandbox
+        .iter()
+        .filter(|f| f.is_about(pod) && f.refusal == SandboxRefusal::AddressInUse(ip))
+        .peekable();
+    matching.peek()?;
+    let (mut count, mut best) = (0u64, None::<(u64, &str)>);
+    for f in matching {
+        count = count.saturating_add(f.count);
+        if best.is_none_or(|(c, _)| f.count > c) {
+            best = Some((f.count, &f.message));
+        }
+    }
+    Some(KubeletReport {
+        count,
+        message: best.map(|(_, m)| m.to_owned()).unwrap_or_default(),
+    })
+}
+
+pub(super) fn pod_ref(p: &Pod) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+    }
+}
+
+/// A pod refused `ip` as in use where no node holds it: another live pod
+/// holds it (`DuplicatePodIP`), or nothing does and Cilium keeps an endpoint
+/// for a pod that is gone (`StaleCiliumEndpoint`, cilium#38313).
+pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> Option<Finding> {
+    let kubelet = kubelet_report(inv, me, ip)?;
+    let holds = |p: &&Pod| {
+        p.can_receive_traffic()
+            && !(p.namespace == me.namespace && p.name == me.name)
+            && p.ips
+                .iter()
+                .any(|i| i.ip == ip && i.source == IpSource::Status)
+    };
+    // The pod's own node first: its Cilium is the one that refused.
+    let holder = inv
+        .pods
+        .iter()
+        .filter(holds)
+        .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
+    let node = site.node.clone();
+    let (kind, scope, owner, remedy) = if let Some(h) = holder {
+        let on = h.node.clone().unwrap_or_else(|| node.clone());
+        let scope = if on == node {
+            Scope::SameNode
+        } else {
+            Scope::CrossNode
+        };
+        let owner = Owner {
+            node: on,
+            role: Role::Pod,
+            device: None,
+            source: Source::PodStatus,
+        };
+        let remedy = Remedy::ReallocateDuplicate { node: node.clone() };
+        (FindingKind::DuplicatePodIp, scope, owner, remedy)
+    } else {
+        let owner = Owner {
+            node: node.clone(),
+            role: Role::Endpoint,
+            device: None,
+            source: Source::KubeletEvent,
+        };
+        let remedy = Remedy::DisconnectEndpoint {
+            node: node.clone(),
+            ip,
+            cilium_pod: cilium_agent_pod(inv, &node),
+        };
+        (
+            FindingKind::StaleCiliumEndpoint,
+            Scope::SameNode,
+            owner,
+            remedy,
+        )
+    };
+    Some(Finding {
+        kind,
+        scope,
+        ip: Some(ip),
+        owner,
+        cause: Cause::Refused {
+            site,
+            kubelet,
+            holder: holder.map(pod_ref),
+        },
+        remedy,
+        // The refusal is known from an Event alone, which a tenant can write.
+        trust: Trust::Hint,
+    })
+}
+
+/// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).
+fn cilium_agent_pod(inv: &Inventory, node: &str) -> Option<PodRef> {
+    inv.pods
+        .iter()
+        .find(|p| {
+            p.node.as_deref() == Some(node)
+                && p.name.strip_prefix("cilium-").is_some_and(|suffix| {
+                    suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
+        })
+        .map(pod_ref)
+}

@@ -1,0 +1,97 @@
+//! The Event series: what is written, what the cap keeps, in which order.
+use super::*;
+
+fn pod_series(i: usize) -> Desired {
+    Desired {
+        regarding: ObjectReference {
+            kind: Some("Pod".to_owned()),
+            name: Some(format!("p{i:03}")),
+            namespace: Some("t".to_owned()),
+            ..Default::default()
+        },
+        namespace: "t".to_owned(),
+        reason: "LocalAddressCollision".to_owned(),
+        ip: format!("10.0.{}.{}", i / 250, i % 250),
+        warning: true,
+        note: String::new(),
+        priority: 1,
+    }
+}
+
+#[test]
+fn beyond_the_cap_pod_series_become_one_node_event() {
+    let overlap = Desired {
+        regarding: node_ref("n", None),
+        namespace: "default".to_owned(),
+        reason: "AllocatorOverlap".to_owned(),
+        ip: "10.244.4.12".to_owned(),
+        warning: true,
+        note: String::new(),
+        priority: 1,
+    };
+    let mut want: Vec<Desired> = (0..150).rev().map(pod_series).collect();
+    want.push(overlap.clone());
+    let out = cap(want, 20, "n", Some("uid-n"));
+    assert_eq!(out.len(), 20 + 1 + 1);
+    let kept: Vec<&str> = out
+        .iter()
+        .filter(|d| d.regarding.kind.as_deref() == Some("Pod"))
+        .filter_map(|d| d.regarding.name.as_deref())
+        .collect();
+    assert_eq!(kept.first(), Some(&"p000"));
+    assert_eq!(kept.last(), Some(&"p019"));
+    assert!(out.contains(&overlap), "node series are never capped");
+    let many = out
+        .iter()
+        .find(|d| d.reason == REASON_MANY)
+        .expect("aggregate");
+    assert!(
+        many.note
+            .starts_with("130 more pods on or holding addresses of node n")
+            && many.note.contains("LocalAddressCollision x130")
+            && many.note.contains("t/p020"),
+        "{}",
+        many.note
+    );
+    // Under the cap nothing changes.
+    let few: Vec<Desired> = (0..5).map(pod_series).collect();
+    assert_eq!(cap(few.clone(), 20, "n", None), few);
+}
+
+#[test]
+fn forged_hints_never_crowd_out_a_real_finding() {
+    use crate::{
+        detect::{Trust, detect},
+        inventory::fixtures::{ME, inventory, pod},
+    };
+    let inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
+    let real = detect(&inv)
+        .into_iter()
+        .find(|f| f.kind == FindingKind::RouterIpCollision)
+        .expect("the router collision");
+    // DuplicatePodIP sorts before RouterIPCollision by name: forged ones
+    // (kubelet Events a tenant wrote) would have pushed it out.
+    let mut findings = vec![real];
+    for i in 0..30u8 {
+        let mut f = findings[0].clone();
+        f.kind = FindingKind::DuplicatePodIp;
+        f.trust = Trust::Hint;
+        f.ip = Some(std::net::IpAddr::from([10, 244, 4, i]));
+        findings.push(f);
+    }
+    let want = desired(
+        &findings,
+        (&Traffic::default(), &crate::report::Impacts::default()),
+        ME,
+        None,
+    );
+    let out = cap(want, 5, ME, None);
+    let reasons: Vec<&str> = out.iter().map(|d| d.reason.as_str()).collect();
+    // The aggregate first, then the real finding: the write budget goes in this order.
+    assert_eq!(
+        reasons[..2],
+        [REASON_MANY, "RouterIPCollision"],
+        "{reasons:?}"
+    );
+    assert_eq!(out.len(), 1 + 5, "{reasons:?}");
+}
