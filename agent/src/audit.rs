@@ -9,7 +9,7 @@ use crate::{
     inventory::Invalid,
     kube::{
         self, SourceArgs,
-        audit::{ListError, Read, cluster_state, routes},
+        list::{ListError, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
     reconcile::ReadArgs,
@@ -114,8 +114,8 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         let client = client(args).await?;
         let state = cluster_state(
             &client,
-            keys,
-            &args.sources.cilium_namespace,
+            Scope::Cluster,
+            (keys, &args.sources.cilium_namespace),
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;

@@ -805,8 +805,8 @@ fn metrics_and_logs_never_show_credentials_or_annotations() {
 }
 
 #[test]
-fn check_reads_the_cluster_when_given_no_files() {
-    if !can_run_netns_tests("check_reads_the_cluster_when_given_no_files") {
+fn check_reads_the_cluster_once_when_given_no_files() {
+    if !can_run_netns_tests("check_reads_the_cluster_once_when_given_no_files") {
         return;
     }
     let sim = SimNode::kube_ovn("kchk", ROUTER);
@@ -841,6 +841,15 @@ fn check_reads_the_cluster_when_given_no_files() {
         fs.iter()
             .all(|f| f["kind"] == "RouterIPCollision" && f["scope"] == "cross-node")
     );
+    // Listed once, from the watch cache: nothing watched, no list repeated.
+    let log = api.counts().log;
+    assert!(log.iter().all(|(_, u)| !u.contains("watch=")), "{log:#?}");
+    let pods_of_node: Vec<_> = log
+        .iter()
+        .filter(|(_, u)| u.starts_with("/api/v1/pods?") && u.contains("spec.nodeName"))
+        .collect();
+    assert_eq!(pods_of_node.len(), 1, "{log:#?}");
+    assert!(pods_of_node[0].1.contains("resourceVersion=0"), "{log:#?}");
 }
 
 /// A kube-ovn node without its router IP, the test API server holding its Node

@@ -5,15 +5,14 @@ mod watch;
 
 use std::{sync::Arc, time::Duration};
 
-use tokio_util::sync::CancellationToken;
-
 pub use self::watch::{Outcome, watch};
 use crate::{
     detect::impact,
     ebpf,
     kube::{
         self, SourceArgs,
-        cluster::{ClusterSource, local_collisions, pods_holding, services_claiming},
+        cluster::{local_collisions, pods_holding, services_claiming},
+        list::{ListError, Scope, cluster_state},
         sources::FileSources,
     },
     reconcile::{self, NodeArgs, Reconciler},
@@ -66,7 +65,7 @@ pub enum Error {
     /// Looking up which pod holds one of this node's addresses failed.
     #[error(
         "listing the pods that hold this node's addresses (fieldSelector status.podIP) failed: {0}; \
-         check that the service account may list pods cluster-wide (see deploy/rbac.yaml)"
+         check that the service account may list pods cluster-wide (see deploy/base/rbac.yaml)"
     )]
     Lookup(#[from] ::kube::Error),
     /// Listing the Services that may claim this node's addresses failed.
@@ -76,10 +75,13 @@ pub enum Error {
          services -A)"
     )]
     Services(#[source] ::kube::Error),
+    /// A list of what this node needs failed.
+    #[error(transparent)]
+    List(#[from] ListError),
     /// The lists did not come in time.
     #[error(
-        "pods were not listed from the cluster within {0:?}; check that the API server is reachable \
-         and that the service account may list pods (see deploy/rbac.yaml)"
+        "the cluster was not listed within {0:?} (--sync-timeout-seconds); check that the API \
+         server is reachable"
     )]
     Sync(Duration),
 }
@@ -113,77 +115,60 @@ pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
     })
 }
 
-/// One reconcile against the cluster: list everything once, then look up once
-/// which pods elsewhere hold this node's addresses (a one-off list each: a
-/// person runs `check`, not every node all the time), and reconcile again with them.
+/// One reconcile against the cluster: list what this node needs once (from
+/// the watch cache), then look up once which pods elsewhere hold this node's
+/// addresses (a one-off list each: a person runs `check`, not every node all
+/// the time) and, where a local address shadows a pod, which Service claims
+/// it; reconcile again with them. Nothing is watched, nothing polled.
 async fn from_cluster(
     reconciler: &Reconciler,
     node: &NodeArgs,
     sources: &SourceArgs,
 ) -> Result<Report> {
     let client = kube::client().await?;
-    let (source, cluster) = ClusterSource::new(
-        client.clone(),
-        &reconciler.node,
-        &node.read.pod_ip_annotations,
-        Arc::new(|| {}),
-    );
-    let token = CancellationToken::new();
-    let source = source.with_cilium_namespace(&sources.cilium_namespace);
-    let watches = tokio::spawn(source.run(token.clone()));
-    let result = async {
-        let timeout = Duration::from_secs(sources.sync_timeout_seconds);
-        wait(timeout, || cluster.settled()).await?;
-        if !cluster.pods_listed() {
-            return Err(Error::Sync(timeout));
+    let timeout = Duration::from_secs(sources.sync_timeout_seconds);
+    let keys = &node.read.pod_ip_annotations;
+    let mut state = tokio::time::timeout(
+        timeout,
+        cluster_state(
+            &client,
+            Scope::Node(&reconciler.node),
+            (keys, &sources.cilium_namespace),
+            &mut |_, _, _| {},
+        ),
+    )
+    .await
+    .map_err(|_| Error::Sync(timeout))??;
+    let first = reconciler.reconcile(&state).await?;
+    let lookups = first
+        .claimable
+        .iter()
+        .map(|ip| pods_holding(&client, *ip, keys));
+    let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
+        .await
+        .map_err(|_| Error::Sync(timeout))??;
+    let mut pods = state.pods.as_ref().clone();
+    for p in found.into_iter().flatten() {
+        if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {
+            pods.push(p);
         }
-        let (mut state, _) = cluster.snapshot();
-        let first = reconciler.reconcile(&state).await?;
-        let lookups = first
-            .claimable
-            .iter()
-            .map(|ip| pods_holding(&client, *ip, &node.read.pod_ip_annotations));
-        let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
+    }
+    state.pods = Arc::new(pods);
+    let mut done = reconciler.reconcile(&state).await?;
+    // A local address that shadows a pod may be a Service's, which a tenant chose.
+    let local = local_collisions(&done.findings, &reconciler.node);
+    if !local.is_empty() {
+        let claims = tokio::time::timeout(timeout, services_claiming(&client, &local))
             .await
-            .map_err(|_| Error::Sync(timeout))??;
-        let mut pods = state.pods.as_ref().clone();
-        for p in found.into_iter().flatten() {
-            if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {
-                pods.push(p);
-            }
-        }
-        state.pods = Arc::new(pods);
-        let mut done = reconciler.reconcile(&state).await?;
-        // A local address that shadows a pod may be a Service's, which a tenant chose.
-        let local = local_collisions(&done.findings, &reconciler.node);
-        if !local.is_empty() {
-            let claims = tokio::time::timeout(timeout, services_claiming(&client, &local))
-                .await
-                .map_err(|_| Error::Sync(timeout))?
-                .map_err(Error::Services)?;
-            state.services = Arc::new(claims);
-            done = reconciler.reconcile(&state).await?;
-        }
-        Ok(Report {
-            node: reconciler.node.clone(),
-            findings: done.findings,
-            invalid: state.invalid,
-            ..Report::default()
-        })
+            .map_err(|_| Error::Sync(timeout))?
+            .map_err(Error::Services)?;
+        state.services = Arc::new(claims);
+        done = reconciler.reconcile(&state).await?;
     }
-    .await;
-    token.cancel();
-    let _ = watches.await;
-    result
-}
-
-async fn wait(timeout: Duration, mut ready: impl FnMut() -> bool) -> Result<()> {
-    let start = std::time::Instant::now();
-    while !ready() {
-        if start.elapsed() > timeout {
-            return Err(Error::Sync(timeout));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
+    Ok(Report {
+        node: reconciler.node.clone(),
+        findings: done.findings,
+        invalid: state.invalid,
+        ..Report::default()
+    })
 }

@@ -17,10 +17,10 @@ use super::Published;
 use crate::{
     detect::impact::of_finding,
     kube::{
-        audit::{Read, routes},
         cluster::{Failure, backoff},
+        list::{Read, routes},
     },
-    report::{Impacts, events::reported_here, metrics::Metrics},
+    report::{Impacts, events::reported_here},
 };
 
 /// How often the routes of the same namespaces are read again.
@@ -41,7 +41,6 @@ pub(crate) struct Looked {
 pub(crate) struct ImpactTask {
     client: kube::Client,
     node: String,
-    metrics: Arc<Metrics>,
     published: watch::Receiver<Published>,
     impacts: watch::Sender<Looked>,
 }
@@ -50,14 +49,12 @@ impl ImpactTask {
     pub(crate) fn new(
         client: kube::Client,
         node: &str,
-        metrics: Arc<Metrics>,
         published: watch::Receiver<Published>,
         impacts: watch::Sender<Looked>,
     ) -> Self {
         Self {
             client,
             node: node.to_owned(),
-            metrics,
             published,
             impacts,
         }
@@ -110,11 +107,6 @@ impl ImpactTask {
                 .filter_map(|f| Some((f.pod()?.clone(), of_finding(f, &routes_read)?)))
                 .collect::<BTreeMap<_, _>>();
             let impacts = Arc::new(impacts);
-            self.metrics
-                .view
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .impacts = Arc::clone(&impacts);
             self.impacts.send_replace(Looked {
                 for_findings: Arc::clone(&input.findings),
                 impacts,

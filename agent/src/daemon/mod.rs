@@ -3,15 +3,17 @@
 //! can fail at start, and a `run(self, CancellationToken)`:
 //!
 //! - host source ([`host`]): netlink change notifications;
-//! - cluster source: the kube watches ([`crate::kube::cluster::ClusterSource`]),
-//!   or inotify on the input files ([`files`]);
+//! - cluster source, decided once ([`Source`]): the kube watches and what acts
+//!   on the API server ([`cluster`]: Events, the Node condition, impact
+//!   lookups, remediation), or inotify on the input files ([`files`]);
 //! - the reconcile loop ([`reconcile_loop`]): netlink + cluster state → findings;
 //! - the observer ([`observer`]): the eBPF map, counters and traffic series;
-//! - the Event writer ([`events`]);
-//! - HTTP ([`http`]): `/metrics`, `/healthz`, `/readyz`.
+//! - HTTP ([`http`]): `/metrics` (reading what the others publish), `/healthz`, `/readyz`.
 //!
-//! This module only wires them: channels between them, one token to stop them.
+//! This module only wires them: channels between them, one token to stop
+//! them, and every task spawned in one place ([`spawn_all`]).
 
+mod cluster;
 mod condition;
 mod endpoints;
 pub mod events;
@@ -40,7 +42,6 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use self::supervise::Supervisor;
 
 use self::{
-    events::EventTask,
     files::FileWatch,
     host::{HostSource, Trigger},
     http::{AppState, Http},
@@ -50,11 +51,11 @@ use self::{
 use crate::{
     detect::Finding,
     ebpf,
-    kube::{self, SourceArgs, cluster::ClusterSource, sources::FileSources},
+    kube::{self, SourceArgs, sources::FileSources},
     privileges,
     reconcile::{self, NodeArgs, Reconciler},
     report::{
-        metrics::Metrics,
+        metrics::{FindingsView, Metrics, ViewSource},
         traffic::{Traffic, Unexplained},
     },
 };
@@ -132,9 +133,21 @@ pub(crate) struct Published {
     ready: bool,
 }
 
+/// Where the cluster's state comes from, decided once: files (`--pods`) or the API server.
+enum Source {
+    /// Input files, re-read when they change; no Events are written.
+    Files(Box<FileSources>),
+    /// The API server: watches, Events, lookups, scrape reviews.
+    Cluster(::kube::Client),
+}
+
 /// Starts every subsystem, runs until SIGTERM or SIGINT, then stops them all.
 pub async fn run(args: Args) -> Result<()> {
-    let metrics = Arc::new(Metrics::new());
+    let (published_tx, published) = watch::channel(Published::default());
+    let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
+    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
+    let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
+    let metrics = Arc::new(Metrics::new(view(&published, &traffic, &impacts)));
     let ready = Arc::new(AtomicBool::new(false));
     let reconciler = Reconciler::new(&args.node)?;
     let node = reconciler.node.clone();
@@ -146,15 +159,15 @@ pub async fn run(args: Args) -> Result<()> {
     let tracker = TaskTracker::new();
     let tasks = Supervisor::new(tracker.clone(), token.clone(), metrics.task_up.clone());
     let (trigger_tx, triggers) = mpsc::channel(64);
-    let (published_tx, published) = watch::channel(Published::default());
-    let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
-    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
 
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
-    // Files (--pods) or the cluster: the client serves the watches, Events and scrape reviews.
-    let client = match args.sources.pods {
-        Some(_) => None,
-        None => Some(kube::client().await?),
+    let source = match FileSources::new(&args.sources, &args.node.read.pod_ip_annotations) {
+        Some(files) => Source::Files(Box::new(files)),
+        None => Source::Cluster(kube::client().await?),
+    };
+    let client = match &source {
+        Source::Cluster(c) => Some(c),
+        Source::Files(_) => None,
     };
     let (ping_tx, pings) = mpsc::channel(8);
     let state = AppState {
@@ -163,20 +176,18 @@ pub async fn run(args: Args) -> Result<()> {
         ping: ping_tx,
         tasks: tasks.clone(),
     };
-    let http = Http::new(&args.http, state, client.as_ref()).await?;
+    let http = Http::new(&args.http, state, client).await?;
     tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node,
                    auth = ?args.http.metrics_auth, tls = args.http.tls_cert_file.is_some(),
                    "serving /metrics, /healthz, /readyz");
-    let input = cluster_input(
-        &args,
-        client.clone(),
-        &node,
-        (&tasks, &token),
-        &trigger_tx,
-        &metrics,
-        (published.clone(), traffic.clone(), unexplained),
-    )
-    .await?;
+    let channels = cluster::Channels {
+        published: published.clone(),
+        traffic,
+        unexplained,
+        impacts_tx,
+        impacts,
+    };
+    let side = side(&args, source, &node, &trigger_tx, &metrics, channels).await?;
     let mut observer = ObserverTask::new(
         &args.observer,
         &node,
@@ -198,11 +209,6 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
 
-    tasks.spawn("netlink-notifier", host.run(token.child_token()));
-    if let Some(observer) = observer {
-        tasks.spawn("ebpf-observer", observer.run(token.child_token()));
-    }
-    tasks.spawn("http", http.run(token.child_token()));
     let wiring = Wiring {
         triggers,
         pings,
@@ -210,8 +216,18 @@ pub async fn run(args: Args) -> Result<()> {
         metrics,
         ready,
     };
-    let reconcile = ReconcileLoop::new(args.reconcile, reconciler, input, wiring);
-    tasks.spawn("reconcile", reconcile.run(token.child_token()));
+    let always = Always {
+        host,
+        observer,
+        http,
+    };
+    spawn_all(
+        &tasks,
+        &token,
+        always,
+        side,
+        (args.reconcile, reconciler, wiring),
+    );
     tracker.close();
 
     tokio::select! {
@@ -224,102 +240,106 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The cluster side: inotify on the input files, or the cluster's watches and
-/// the Event writer, spawned on `tasks`.
-async fn cluster_input(
+/// What `/metrics` shows at each scrape: the findings, traffic and impacts
+/// as last published, read where they are published.
+fn view(
+    published: &watch::Receiver<Published>,
+    traffic: &watch::Receiver<Arc<Traffic>>,
+    impacts: &watch::Receiver<impact::Looked>,
+) -> ViewSource {
+    let (published, traffic, impacts) = (published.clone(), traffic.clone(), impacts.clone());
+    Box::new(move || FindingsView {
+        findings: Arc::clone(&published.borrow().findings),
+        traffic: Arc::clone(&traffic.borrow()),
+        impacts: Arc::clone(&impacts.borrow().impacts),
+    })
+}
+
+/// The subsystems of `source`, built.
+async fn side(
     args: &Args,
-    client: Option<::kube::Client>,
+    source: Source,
     node: &str,
-    (tasks, token): (&Supervisor, &CancellationToken),
     trigger_tx: &mpsc::Sender<Trigger>,
     metrics: &Arc<Metrics>,
-    (published, traffic, unexplained): (
-        watch::Receiver<Published>,
-        watch::Receiver<Arc<Traffic>>,
-        watch::Receiver<Arc<Unexplained>>,
-    ),
-) -> Result<Input> {
-    let subscribe = |what| move |source| Error::Subscribe { what, source };
-    let files = FileSources::new(&args.sources, &args.node.read.pod_ip_annotations);
-    let input = if let (Some(files), None) = (files, &client) {
-        let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
-            .map_err(subscribe("changes of the input files (inotify)"))?;
-        tasks.spawn("file-watch", watch.run(token.child_token()));
-        tracing::info!("reading Kubernetes state from files; no Events are written");
-        Input::Files(Arc::new(std::sync::Mutex::new(files)))
-    } else {
-        let client = match client {
-            Some(c) => c,
-            None => kube::client().await?,
-        };
-        let tx = trigger_tx.clone();
-        let on_change = Arc::new(move || {
-            let _ = tx.try_send(Trigger::Kube);
-        });
-        let (source, view) = ClusterSource::new(
-            client.clone(),
-            node,
-            &args.node.read.pod_ip_annotations,
-            on_change,
-        );
-        // The findings, for the records that confirm an annotated address.
-        let (findings_tx, findings) = watch::channel(Arc::<Vec<Finding>>::default());
-        let mut feed = published.clone();
-        let stop = token.child_token();
-        tasks.spawn("findings-feed", async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    changed = feed.changed() => if changed.is_err() { return },
+    channels: cluster::Channels,
+) -> Result<Side> {
+    Ok(match source {
+        Source::Files(files) => {
+            let watch = FileWatch::new(&files.paths(), trigger_tx.clone()).map_err(|source| {
+                Error::Subscribe {
+                    what: "changes of the input files (inotify)",
+                    source,
                 }
-                let latest = Arc::clone(&feed.borrow_and_update().findings);
-                findings_tx.send_replace(latest);
+            })?;
+            tracing::info!("reading Kubernetes state from files; no Events are written");
+            Side::Files(watch, files)
+        }
+        Source::Cluster(client) => {
+            let parts = cluster::Parts::new(args, client, node, trigger_tx, metrics, channels);
+            tracing::info!("watching the cluster");
+            Side::Cluster(Box::new(parts.await?))
+        }
+    })
+}
+
+/// The subsystems every agent runs.
+struct Always {
+    host: HostSource,
+    observer: Option<ObserverTask>,
+    http: Http,
+}
+
+/// The subsystems of the chosen [`Source`].
+enum Side {
+    /// inotify on the input files.
+    Files(FileWatch, Box<FileSources>),
+    /// The cluster's watches, Event writer, lookups, condition, remediation.
+    Cluster(Box<cluster::Parts>),
+}
+
+/// Every task the agent runs, spawned here and nowhere else.
+fn spawn_all(
+    tasks: &Supervisor,
+    token: &CancellationToken,
+    always: Always,
+    side: Side,
+    (args, reconciler, wiring): (reconcile_loop::Args, Reconciler, Wiring),
+) {
+    let run = || token.child_token();
+    tasks.spawn("netlink-notifier", always.host.run(run()));
+    if let Some(observer) = always.observer {
+        tasks.spawn("ebpf-observer", observer.run(run()));
+    }
+    tasks.spawn("http", always.http.run(run()));
+    let input = match side {
+        Side::Files(watch, files) => {
+            tasks.spawn("file-watch", watch.run(run()));
+            Input::Files(Arc::new(std::sync::Mutex::new(*files)))
+        }
+        Side::Cluster(parts) => {
+            let cluster::Parts {
+                view,
+                watches,
+                feed,
+                condition,
+                remediation,
+                impact,
+                events,
+            } = *parts;
+            tasks.spawn("findings-feed", feed.run(run()));
+            tasks.spawn("cluster-watches", watches.run(run()));
+            if let Some(condition) = condition {
+                tasks.spawn("node-condition", condition.run(run()));
             }
-        });
-        let source = source
-            .with_cilium_namespace(&args.sources.cilium_namespace)
-            .with_confirmations(findings)
-            .with_lookups(unexplained);
-        tasks.spawn("cluster-watches", source.run(token.child_token()));
-        if args.condition.node_condition {
-            let task = condition::ConditionTask::new(
-                client.clone(),
-                node,
-                &args.condition,
-                metrics.clone(),
-                published.clone(),
-            );
-            tasks.spawn("node-condition", task.run(token.child_token()));
+            if let Some(remediation) = remediation {
+                tasks.spawn("remediation", remediation.run(run()));
+            }
+            tasks.spawn("impact-lookups", impact.run(run()));
+            tasks.spawn("event-writer", events.run(run()));
+            Input::Cluster(view)
         }
-        if args.remediate.remediate != remediate::Mode::Off {
-            let task = remediate::RemediateTask::new(
-                kube::client_without_retries().await?,
-                node,
-                &args.remediate,
-                metrics.clone(),
-                published.clone(),
-            );
-            tasks.spawn("remediation", task.run(token.child_token()));
-        }
-        let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
-        let lookups = impact::ImpactTask::new(
-            client.clone(),
-            node,
-            metrics.clone(),
-            published.clone(),
-            impacts_tx,
-        );
-        tasks.spawn("impact-lookups", lookups.run(token.child_token()));
-        let writer = EventTask::new(
-            client,
-            node,
-            &args.events,
-            metrics.clone(),
-            (published, traffic, impacts),
-        );
-        tasks.spawn("event-writer", writer.run(token.child_token()));
-        tracing::info!("watching the cluster");
-        Input::Cluster(view)
     };
-    Ok(input)
+    let reconcile = ReconcileLoop::new(args, reconciler, input, wiring);
+    tasks.spawn("reconcile", reconcile.run(run()));
 }

@@ -216,12 +216,6 @@ impl ObserverTask {
             changed
         });
         let exposed = self.book.exposed();
-        self.metrics
-            .view
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .traffic
-            .clone_from(&exposed);
         // New traffic can open a HostTrafficBlackholed series; the writer acts only on news.
         self.traffic.send_if_modified(|t| {
             let changed = **t != exposed;

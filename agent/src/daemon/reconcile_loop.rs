@@ -245,12 +245,6 @@ impl ReconcileLoop {
         self.metrics.last_reconcile.set(now);
         log_changes(&self.findings, &done.findings);
         self.findings = Arc::new(done.findings);
-        self.metrics
-            .view
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .findings
-            .clone_from(&self.findings);
         self.published.send_replace(Published {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),

@@ -2,11 +2,11 @@
 //! turned into inventory types, from files or from the cluster (watches), and
 //! Events written back.
 
-pub mod audit;
 pub mod cluster;
 pub mod condition;
 pub mod evict;
 pub mod files;
+pub mod list;
 pub mod objects;
 pub mod recorder;
 pub mod review;

@@ -299,18 +299,6 @@ impl ClusterView {
         lock(&self.state).pods_here.synced
     }
 
-    /// Whether every fixed watch has listed once or failed (e.g. a CRD that is absent).
-    pub fn settled(&self) -> bool {
-        let st = lock(&self.state);
-        let done = |c: bool, s: &str| c || st.up.get(s) == Some(&false);
-        done(st.pods_here.synced, "pods")
-            && done(st.cilium_nodes.synced, "ciliumnodes")
-            && done(st.subnets.synced, "subnets")
-            && done(st.node.synced, "nodes")
-            && done(st.cilium_config.synced, "cilium-config")
-            && (!wants_annotations(&st) || done(st.annotated.synced, "node-annotations"))
-    }
-
     /// The current picture, for one reconcile, and this node's Node.
     pub fn snapshot(&self) -> (ClusterState, Option<NodeFacts>) {
         let mut st = lock(&self.state);

@@ -1,8 +1,6 @@
 //! The scrape-time families: one series per finding and per traffic series,
 //! written from the latest view, so a cleared finding's series simply stops.
 
-use std::sync::{Arc, RwLock};
-
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _},
@@ -59,13 +57,18 @@ fn gauge(n: usize) -> i64 {
 }
 
 /// Writes the per-finding and traffic families from the latest view at every scrape.
-#[derive(Debug)]
 pub(super) struct FindingsCollector {
-    view: Arc<RwLock<FindingsView>>,
+    view: super::ViewSource,
+}
+
+impl std::fmt::Debug for FindingsCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FindingsCollector").finish_non_exhaustive()
+    }
 }
 
 impl FindingsCollector {
-    pub(super) fn new(view: Arc<RwLock<FindingsView>>) -> Self {
+    pub(super) fn new(view: super::ViewSource) -> Self {
         Self { view }
     }
 }
@@ -97,11 +100,7 @@ const COLLISION_KINDS: [FindingKind; 4] = [
 
 impl Collector for FindingsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        // A poisoned lock only means a writer panicked mid-update; the data is still the last view.
-        let view = self
-            .view
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let view = (self.view)();
         // The counts alerts fire on leave out hints: a tenant can forge those.
         let count = |kind: FindingKind, scope: Option<Scope>| {
             view.findings
@@ -133,7 +132,7 @@ impl Collector for FindingsCollector {
             None,
             MetricType::Gauge,
         )?;
-        for f in &view.findings {
+        for f in view.findings.iter() {
             let (namespace, pod) = f
                 .pod()
                 .map_or_else(Default::default, |p| (p.namespace.clone(), p.name.clone()));
@@ -237,7 +236,7 @@ fn encode_traffic(
     ];
     for (name, help, pick) in traffic {
         let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (key, totals) in &view.traffic {
+        for (key, totals) in view.traffic.iter() {
             let l = TrafficLabels {
                 ip: key.ip.to_string(),
                 namespace: key.namespace.clone(),

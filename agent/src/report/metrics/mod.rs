@@ -13,7 +13,7 @@ pub use self::labels::{
     SourceLabels, TaskLabels, WriteLabels, WriteResult,
 };
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
@@ -31,21 +31,23 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 pub const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// What the collector exposes: the latest findings and traffic totals.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct FindingsView {
     /// The findings of the last reconcile.
-    pub findings: Vec<Finding>,
+    pub findings: Arc<Vec<Finding>>,
     /// The traffic series and their totals.
-    pub traffic: Traffic,
+    pub traffic: Arc<Traffic>,
     /// What breaks behind each pod with a finding, as last looked up.
     pub impacts: Arc<crate::report::Impacts>,
 }
 
+/// Where the collector reads the latest [`FindingsView`] at each scrape: what
+/// the subsystems publish, never a copy they keep in step.
+pub type ViewSource = Box<dyn Fn() -> FindingsView + Send + Sync>;
+
 /// The agent's metrics and the registry that encodes them.
 pub struct Metrics {
     registry: Registry,
-    /// Read by the collector at every scrape.
-    pub view: Arc<RwLock<FindingsView>>,
     /// `ipshadow_ebpf_attached`.
     pub ebpf_attached: Gauge,
     /// `ipshadow_source_up`.
@@ -75,10 +77,10 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Every metric registered, the per-finding ones through a collector.
-    pub fn new() -> Self {
+    /// Every metric registered, the per-finding ones through a collector
+    /// that reads `view` at each scrape.
+    pub fn new(view: ViewSource) -> Self {
         let mut registry = Registry::default();
-        let view = Arc::new(RwLock::new(FindingsView::default()));
         let ebpf_attached = Gauge::default();
         let source_up = Family::<SourceLabels, Gauge>::default();
         let invalid_objects = Family::<ResourceLabels, Counter>::default();
@@ -140,7 +142,7 @@ impl Metrics {
             Unit::Seconds,
             last_reconcile.clone(),
         );
-        registry.register_collector(Box::new(collector::FindingsCollector::new(view.clone())));
+        registry.register_collector(Box::new(collector::FindingsCollector::new(view)));
         // Series that start at zero rather than appear on the first increment, so
         // increase() and alerts see 0, not "no data".
         for resource in ["pods", "ciliumnodes", "subnets", "nodes"] {
@@ -151,7 +153,6 @@ impl Metrics {
         }
         Self {
             registry,
-            view,
             ebpf_attached,
             source_up,
             invalid_objects,
@@ -261,8 +262,9 @@ fn register_writes(
 }
 
 impl Default for Metrics {
+    /// Every metric registered, with no findings to show.
     fn default() -> Self {
-        Self::new()
+        Self::new(Box::new(FindingsView::default))
     }
 }
 
@@ -291,16 +293,18 @@ mod tests {
 
     #[test]
     fn findings_and_traffic_are_exposed_in_both_formats() {
-        let m = Metrics::new();
+        let shared = Arc::new(std::sync::Mutex::new(FindingsView::default()));
+        let source = Arc::clone(&shared);
+        let m = Metrics::new(Box::new(move || source.lock().expect("lock").clone()));
         {
-            let mut v = m.view.write().expect("lock");
+            let mut v = shared.lock().expect("lock");
             let owner = Owner {
                 node: "n".into(),
                 role: Role::Router,
                 device: Some("cilium_host".into()),
                 source: Source::SpecAddresses,
             };
-            v.findings = vec![
+            v.findings = Arc::new(vec![
                 Finding::collision(
                     Scope::SameNode,
                     "10.0.0.1".parse().expect("ip"),
@@ -316,8 +320,8 @@ mod tests {
                     None,
                     false,
                 ),
-            ];
-            v.traffic = vec![(
+            ]);
+            v.traffic = Arc::new(vec![(
                 SeriesKey {
                     ip: "10.0.0.1".parse().expect("ip"),
                     namespace: "ns".into(),
@@ -330,7 +334,7 @@ mod tests {
                     refused: 2,
                     ..Counters::default()
                 },
-            )];
+            )]);
         }
         let om = m.encode(true).expect("encodes");
         assert!(om.ends_with("# EOF\n"), "{om}");
@@ -356,7 +360,7 @@ mod tests {
         assert!(!text.contains("# EOF"));
 
         // A cleared finding's series is gone on the next scrape.
-        m.view.write().expect("lock").findings.clear();
+        shared.lock().expect("lock").findings = Arc::default();
         let om = m.encode(true).expect("encodes");
         assert!(!om.contains("ipshadow_collision_info{"), "{om}");
         assert!(

@@ -1,6 +1,7 @@
-//! The whole cluster, listed once for `ipshadow audit`: every pod, Node,
+//! The cluster listed once, as a [`ClusterState`]: every pod, Node,
 //! CiliumNode and kube-ovn Subnet, kubelet's sandbox refusals and Cilium's
-//! configuration, as a [`ClusterState`].
+//! configuration for `ipshadow audit`; what one node needs for `ipshadow
+//! check` ([`Scope`]). The agent keeps its state by watches instead.
 //!
 //! The audit's lists go in pages of [`PAGE`] as kubectl's do (`limit` and
 //! `continue`; since Kubernetes 1.31 served from the watch cache), each page
@@ -18,7 +19,10 @@ use kube::{
 use serde_json::Value;
 
 use super::objects;
-use crate::inventory::{ClusterState, Invalid, Routes, with_refused_addresses};
+use crate::inventory::{
+    CiliumConfig, CiliumNode, ClusterState, Invalid, IpSource, NodeFacts, Pod, Routes,
+    SandboxFailure, with_refused_addresses,
+};
 
 /// Objects per list request.
 pub const PAGE: u32 = 500;
@@ -118,43 +122,48 @@ async fn custom(
     }
 }
 
-/// The cluster as the audit reads it. Pod IPs of pods not started yet come from
-/// `annotation_keys`; `cilium-config` is read from `cilium_namespace`.
+/// Whose pods a [`cluster_state`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every pod, Node and sandbox refusal, in consistent pages: `audit`.
+    Cluster,
+    /// The pods of one node and its own Node, from the watch cache, and the
+    /// refusals of its pods waiting for an address: `check` on that node.
+    Node(&'a str),
+}
+
+/// Pods of a node whose sandbox refusals are read at most, as the agent does.
+const REFUSALS_OF: u32 = 50;
+
+/// The cluster as `scope` needs it, listed once: pods (IPs of pods not started
+/// yet from `annotation_keys`), Nodes, CiliumNodes, Subnets, kubelet's
+/// sandbox refusals and `cilium-config` (from `cilium_namespace`). The one
+/// place a [`ClusterState`] is read from the API server in one go.
 pub async fn cluster_state(
     client: &kube::Client,
-    annotation_keys: &[String],
-    cilium_namespace: &str,
+    scope: Scope<'_>,
+    (annotation_keys, cilium_namespace): (&[String], &str),
     progress: Progress<'_>,
 ) -> Result<ClusterState, ListError> {
+    let (read, pod_fields) = match scope {
+        Scope::Cluster => (Read::Pages, None),
+        Scope::Node(node) => (Read::Cache, Some(format!("spec.nodeName={node}"))),
+    };
     let mut invalid: Vec<Invalid> = Vec::new();
     let mut pods = Vec::new();
     pages(
         &Api::<K8sPod>::all(client.clone()),
-        ("pods", Read::Pages),
-        None,
+        ("pods", read),
+        pod_fields.as_deref(),
         progress,
         |p| pods.push(objects::pod(&p, annotation_keys, &mut invalid)),
-    )
-    .await?;
-    let (mut annotated, mut facts) = (Vec::new(), Vec::new());
-    pages(
-        &Api::<Node>::all(client.clone()),
-        ("nodes", Read::Pages),
-        None,
-        progress,
-        |n| {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            let annotations = n.metadata.annotations.clone().unwrap_or_default();
-            annotated.extend(objects::node_annotations(&name, &annotations, &mut invalid));
-            facts.push(objects::node_facts(&n, &mut invalid));
-        },
     )
     .await?;
     let mut cilium_nodes = Vec::new();
     custom(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
-        Read::Pages,
+        read,
         progress,
         |v| match objects::cilium_node(v, &mut invalid) {
             Ok(c) => cilium_nodes.push(c),
@@ -162,11 +171,19 @@ pub async fn cluster_state(
         },
     )
     .await?;
+    let (annotated, facts) = nodes(
+        client,
+        scope,
+        cilium_nodes.is_empty(),
+        progress,
+        &mut invalid,
+    )
+    .await?;
     let mut subnets = Vec::new();
     custom(
         client,
         ("kubeovn.io", "v1", "Subnet", "subnets"),
-        Read::Pages,
+        read,
         progress,
         |v| match objects::subnet(v, &mut invalid) {
             Ok(s) => subnets.push(s),
@@ -174,41 +191,8 @@ pub async fn cluster_state(
         },
     )
     .await?;
-    // kubelet's refusals: core Events by reason, the one field that narrows them
-    // (Events are read from etcd; an audit reads them once).
-    let mut sandbox = Vec::new();
-    let events: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&()),
-    );
-    pages(
-        &events,
-        ("events", Read::Pages),
-        Some("reason=FailedCreatePodSandBox"),
-        progress,
-        |e| {
-            if let Some(f) = serde_json::to_value(&e)
-                .ok()
-                .and_then(|v| objects::sandbox_failure(&v))
-            {
-                sandbox.push(f);
-            }
-        },
-    )
-    .await?;
-    let config = Api::<ConfigMap>::namespaced(client.clone(), cilium_namespace)
-        .get_opt("cilium-config")
-        .await
-        .map_err(|source| ListError {
-            what: "configmaps",
-            source,
-        })?
-        .map(|cm| {
-            Arc::new(objects::cilium_config(
-                &cm.data.unwrap_or_default(),
-                &mut invalid,
-            ))
-        });
+    let sandbox = refusals(client, scope, &pods, progress).await?;
+    let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
     let pods = if sandbox.is_empty() {
         pods
     } else {
@@ -224,9 +208,125 @@ pub async fn cluster_state(
         cilium_config: config,
         invalid,
         routes: Arc::default(),
-        // The audit reads no node's kernel, so no local address to check.
+        // Asked for afterwards, only for the local addresses that shadow a pod.
         services: Arc::default(),
     })
+}
+
+/// Cilium's addresses in Node annotations and the Nodes' facts: every Node
+/// for the audit; for one node its own Node, and the others' annotations
+/// (metadata only) only where no CiliumNode exists (as the agent watches them).
+async fn nodes(
+    client: &kube::Client,
+    scope: Scope<'_>,
+    no_cilium_nodes: bool,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Result<(Vec<CiliumNode>, Vec<NodeFacts>), ListError> {
+    let (mut annotated, mut facts) = (Vec::new(), Vec::new());
+    let api = Api::<Node>::all(client.clone());
+    let (read, fields) = match scope {
+        Scope::Cluster => (Read::Pages, None),
+        Scope::Node(node) => (Read::Cache, Some(format!("metadata.name={node}"))),
+    };
+    pages(&api, ("nodes", read), fields.as_deref(), progress, |n| {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let annotations = n.metadata.annotations.clone().unwrap_or_default();
+        annotated.extend(objects::node_annotations(&name, &annotations, invalid));
+        facts.push(objects::node_facts(&n, invalid));
+    })
+    .await?;
+    if let Scope::Node(node) = scope
+        && no_cilium_nodes
+    {
+        let others = api
+            .list_metadata(&ListParams::default().match_any())
+            .await
+            .map_err(|source| ListError {
+                what: "nodes",
+                source,
+            })?;
+        for n in others
+            .items
+            .iter()
+            .filter(|n| n.metadata.name.as_deref() != Some(node))
+        {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let annotations = n.metadata.annotations.clone().unwrap_or_default();
+            annotated.extend(objects::node_annotations(&name, &annotations, invalid));
+        }
+    }
+    Ok((annotated, facts))
+}
+
+/// kubelet's refusals: for the audit every core Event of the reason (the one
+/// field that narrows them; Events are read from etcd, once); for one node,
+/// those of each of its pods waiting without an address, by uid.
+async fn refusals(
+    client: &kube::Client,
+    scope: Scope<'_>,
+    pods: &[Pod],
+    progress: Progress<'_>,
+) -> Result<Vec<SandboxFailure>, ListError> {
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
+    let mut sandbox = Vec::new();
+    let mut keep = |e: DynamicObject| {
+        if let Some(f) = serde_json::to_value(&e)
+            .ok()
+            .and_then(|v| objects::sandbox_failure(&v))
+        {
+            sandbox.push(f);
+        }
+    };
+    match scope {
+        Scope::Cluster => {
+            let events: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let fields = Some("reason=FailedCreatePodSandBox");
+            pages(&events, ("events", Read::Pages), fields, progress, keep).await?;
+        }
+        Scope::Node(_) => {
+            // Pending without a status address (an annotation's may be there).
+            let waiting = pods.iter().filter(|p| {
+                p.can_receive_traffic()
+                    && matches!(p.phase.as_deref(), None | Some("Pending"))
+                    && !p.ips.iter().any(|i| i.source == IpSource::Status)
+                    && !p.uid.is_empty()
+            });
+            for p in waiting.take(REFUSALS_OF as usize) {
+                let events: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), &p.namespace, &resource);
+                let fields = format!("involvedObject.uid={},reason=FailedCreatePodSandBox", p.uid);
+                let lp = ListParams::default().fields(&fields).limit(REFUSALS_OF);
+                let list = events.list(&lp).await.map_err(|source| ListError {
+                    what: "events",
+                    source,
+                })?;
+                list.items.into_iter().for_each(&mut keep);
+            }
+        }
+    }
+    Ok(sandbox)
+}
+
+/// Cilium's configuration, listed by name (what the agent's RBAC allows).
+async fn cilium_config(
+    client: &kube::Client,
+    namespace: &str,
+    invalid: &mut Vec<Invalid>,
+) -> Result<Option<Arc<CiliumConfig>>, ListError> {
+    let list = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().fields("metadata.name=cilium-config"))
+        .await
+        .map_err(|source| ListError {
+            what: "configmaps",
+            source,
+        })?;
+    Ok(list.items.into_iter().next().map(|cm| {
+        Arc::new(objects::cilium_config(
+            &cm.data.unwrap_or_default(),
+            invalid,
+        ))
+    }))
 }
 
 /// What routes to the pods of `namespaces` (those with findings): their

@@ -1,0 +1,164 @@
+//! The cluster side of the agent, built at start: the watches and what reads
+//! the published findings to act on the API server (Events, the Node
+//! condition, lookups, remediation). [`super::spawn_all`] runs them.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Args, Published, Result,
+    condition::ConditionTask,
+    events::EventTask,
+    host::Trigger,
+    impact::{ImpactTask, Looked},
+    remediate,
+};
+use crate::{
+    detect::Finding,
+    kube::{
+        self,
+        cluster::{ClusterSource, ClusterView},
+    },
+    report::{
+        metrics::Metrics,
+        traffic::{Traffic, Unexplained},
+    },
+};
+
+/// What the cluster side reads and publishes.
+pub(super) struct Channels {
+    /// Each reconcile's findings.
+    pub(super) published: watch::Receiver<Published>,
+    /// Host traffic to shadowed pods.
+    pub(super) traffic: watch::Receiver<Arc<Traffic>>,
+    /// Traffic to this node's addresses no finding explains: pod lookups.
+    pub(super) unexplained: watch::Receiver<Arc<Unexplained>>,
+    /// Where the impact lookups publish.
+    pub(super) impacts_tx: watch::Sender<Looked>,
+    /// What they published, for the Event writer.
+    pub(super) impacts: watch::Receiver<Looked>,
+}
+
+/// The cluster-side subsystems, not started yet.
+pub(super) struct Parts {
+    /// The watches' state, for the reconcile loop.
+    pub(super) view: ClusterView,
+    /// The watches, and the lookups and records they run.
+    pub(super) watches: ClusterSource,
+    /// The published findings, for the watches' confirmations and lookups.
+    pub(super) feed: FindingsFeed,
+    /// The Node condition, unless turned off.
+    pub(super) condition: Option<ConditionTask>,
+    /// Remediation, when asked for.
+    pub(super) remediation: Option<remediate::RemediateTask>,
+    /// What breaks behind the pods with findings.
+    pub(super) impact: ImpactTask,
+    /// The Event writer.
+    pub(super) events: EventTask,
+}
+
+impl Parts {
+    /// Builds every cluster-side subsystem on `client`.
+    pub(super) async fn new(
+        args: &Args,
+        client: ::kube::Client,
+        node: &str,
+        trigger_tx: &mpsc::Sender<Trigger>,
+        metrics: &Arc<Metrics>,
+        channels: Channels,
+    ) -> Result<Self> {
+        let Channels {
+            published,
+            traffic,
+            unexplained,
+            impacts_tx,
+            impacts,
+        } = channels;
+        let tx = trigger_tx.clone();
+        let on_change = Arc::new(move || {
+            let _ = tx.try_send(Trigger::Kube);
+        });
+        let (source, view) = ClusterSource::new(
+            client.clone(),
+            node,
+            &args.node.read.pod_ip_annotations,
+            on_change,
+        );
+        let (feed, findings) = FindingsFeed::new(published.clone());
+        let watches = source
+            .with_cilium_namespace(&args.sources.cilium_namespace)
+            .with_confirmations(findings)
+            .with_lookups(unexplained);
+        let condition = args.condition.node_condition.then(|| {
+            ConditionTask::new(
+                client.clone(),
+                node,
+                &args.condition,
+                metrics.clone(),
+                published.clone(),
+            )
+        });
+        let remediation = if args.remediate.remediate == remediate::Mode::Off {
+            None
+        } else {
+            Some(remediate::RemediateTask::new(
+                kube::client_without_retries().await?,
+                node,
+                &args.remediate,
+                metrics.clone(),
+                published.clone(),
+            ))
+        };
+        let impact = ImpactTask::new(client.clone(), node, published.clone(), impacts_tx);
+        let events = EventTask::new(
+            client,
+            node,
+            &args.events,
+            metrics.clone(),
+            (published, traffic, impacts),
+        );
+        Ok(Self {
+            view,
+            watches,
+            feed,
+            condition,
+            remediation,
+            impact,
+            events,
+        })
+    }
+}
+
+/// Passes each published set of findings on to the watches' confirmations and
+/// lookups (the kube layer knows findings, not what the daemon publishes).
+pub(super) struct FindingsFeed {
+    published: watch::Receiver<Published>,
+    findings: watch::Sender<Arc<Vec<Finding>>>,
+}
+
+impl FindingsFeed {
+    fn new(published: watch::Receiver<Published>) -> (Self, watch::Receiver<Arc<Vec<Finding>>>) {
+        let (findings, rx) = watch::channel(Arc::<Vec<Finding>>::default());
+        (
+            Self {
+                published,
+                findings,
+            },
+            rx,
+        )
+    }
+
+    /// Passes findings on until `token` is cancelled.
+    pub(super) async fn run(mut self, token: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                changed = self.published.changed() => if changed.is_err() { return },
+            }
+            let latest = Arc::clone(&self.published.borrow_and_update().findings);
+            self.findings.send_replace(latest);
+        }
+    }
+}
