@@ -8,6 +8,7 @@ pub mod condition;
 pub mod evict;
 pub mod files;
 pub mod objects;
+pub mod pace;
 pub mod recorder;
 pub mod review;
 pub mod sources;
