@@ -28,8 +28,11 @@ use tokio::sync::watch as channel;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{ClusterSource, cached, convert::convert_pod, watch};
-use crate::kube::pace::Budget;
-use crate::{inventory::Pod, report::traffic::Unexplained};
+use crate::{
+    inventory::Pod,
+    kube::pace::{Backoffs, Budget},
+    report::traffic::Unexplained,
+};
 
 /// After a lookup that found nobody, the next one for the same address waits
 /// this long, doubling up to [`LONGEST_WAIT`]: the node's own traffic to its
@@ -44,38 +47,29 @@ const BURST: u32 = 5;
 /// node's addresses at once is already a broken cluster.
 pub(super) const MAX_FOLLOWED: usize = 32;
 
-struct PerIp {
-    /// The noise count (see [`Unexplained`]) at the last lookup …
-    asked_at: u64,
-    /// … and when it was.
-    asked: Instant,
-    /// No lookup before this.
-    next: Instant,
-    /// The wait after the next lookup that finds nobody.
-    wait: Duration,
-}
-
 /// How often one agent asks which pod holds an address: per address, not
 /// again before new traffic and a wait that grows while nobody is found; across
 /// addresses, a token bucket.
 pub(super) struct Limiter {
-    per_ip: BTreeMap<IpAddr, PerIp>,
+    /// The noise count (see [`Unexplained`]) of each address at its last lookup.
+    asked_at: BTreeMap<IpAddr, u64>,
+    /// When each address may be looked up again.
+    waits: Backoffs<IpAddr>,
     budget: Budget,
 }
 
 impl Limiter {
     pub(super) fn new() -> Self {
         Self {
-            per_ip: BTreeMap::new(),
+            asked_at: BTreeMap::new(),
+            waits: Backoffs::new(FIRST_WAIT, LONGEST_WAIT),
             budget: Budget::new(BURST, BURST),
         }
     }
 
     /// Whether `ip` has traffic since its last lookup and its wait has passed.
     fn wants(&self, ip: IpAddr, noise: u64, now: Instant) -> bool {
-        self.per_ip
-            .get(&ip)
-            .is_none_or(|p| p.asked_at != noise && now >= p.next)
+        self.asked_at.get(&ip) != Some(&noise) && self.waits.ready(&ip, now)
     }
 
     /// The addresses to look up now, each counted as asked. `skip`: addresses
@@ -94,34 +88,24 @@ impl Limiter {
             if !self.budget.take() {
                 break;
             }
-            let wait = self.per_ip.get(&ip).map_or(FIRST_WAIT, |p| p.wait);
-            self.per_ip.insert(
-                ip,
-                PerIp {
-                    asked_at: noise,
-                    asked: now,
-                    next: now + wait,
-                    wait,
-                },
-            );
+            self.asked_at.insert(ip, noise);
+            self.waits.asked(ip, now);
             due.push(ip);
         }
         // Addresses with no traffic left and no wait pending are forgotten.
-        self.per_ip
-            .retain(|ip, p| unexplained.contains_key(ip) || now < p.next);
+        self.waits
+            .retain(|ip, next| unexplained.contains_key(ip) || now < next);
+        let waits = &self.waits;
+        self.asked_at.retain(|ip, _| waits.contains(ip));
         due
     }
 
-    /// What a lookup of `ip` found: nobody makes the next wait longer; a pod
-    /// resets it (when that pod goes, new traffic is news soon).
+    /// What a lookup of `ip` found. Every lookup already made the next wait
+    /// longer (nobody found, or the lookup failed); a pod starts the waits
+    /// over (when that pod goes, new traffic is news soon).
     pub(super) fn answered(&mut self, ip: IpAddr, found: bool) {
-        if let Some(p) = self.per_ip.get_mut(&ip) {
-            if found {
-                p.wait = FIRST_WAIT;
-                p.next = p.asked + FIRST_WAIT;
-            } else {
-                p.wait = (p.wait * 2).min(LONGEST_WAIT);
-            }
+        if found {
+            self.waits.reset(&ip);
         }
     }
 
@@ -135,8 +119,11 @@ impl Limiter {
             .iter()
             .filter(|(ip, _)| !skip(**ip))
             .filter_map(|(ip, noise)| {
-                let p = self.per_ip.get(ip)?;
-                (p.asked_at != *noise).then_some(p.next)
+                let asked_at = self.asked_at.get(ip)?;
+                if asked_at == noise {
+                    return None;
+                }
+                self.waits.next(ip)
             })
             .min();
         // Only while a lookup is refused: a token that came back is no wait.
