@@ -12,6 +12,7 @@ pub mod pace;
 pub mod recorder;
 pub mod review;
 pub mod sources;
+pub(crate) mod ttl;
 
 use std::path::PathBuf;
 
