@@ -12,7 +12,8 @@ use super::{Published, impact::Looked};
 use crate::{
     kube::{
         cluster::{Failure, backoff},
-        recorder::{Budget, EventWriter, SyncStats},
+        pace::Budget,
+        recorder::{EventWriter, SyncStats},
     },
     report::{
         events::{self, REFRESH_EVERY},

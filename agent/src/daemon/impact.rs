@@ -19,12 +19,15 @@ use crate::{
     kube::{
         cluster::{Failure, backoff},
         list::{Read, routes},
+        ttl::Cache,
     },
     report::{Impacts, events::reported_here},
 };
 
 /// How often the routes of the same namespaces are read again.
 const REFRESH: Duration = Duration::from_mins(10);
+/// Namespaces remembered as read at most; beyond, routes are read again sooner.
+const NAMESPACES: usize = 1024;
 
 /// The impacts of one publication of findings (the same `Arc`): the Event
 /// writer waits for them briefly before it opens new series, whose notes are
@@ -63,8 +66,8 @@ impl ImpactTask {
     /// Looks up until `token` is cancelled.
     pub(crate) async fn run(mut self, token: CancellationToken) {
         let mut backoff = backoff(Failure::Error);
-        // The namespaces last read, and when.
-        let mut last: Option<(BTreeSet<String>, tokio::time::Instant)> = None;
+        // The namespaces last read, each fresh for REFRESH.
+        let mut read: Cache<String, ()> = Cache::new(NAMESPACES);
         let mut routes_read = Arc::new(crate::inventory::Routes::default());
         loop {
             let input = self.published.borrow_and_update().clone();
@@ -77,9 +80,8 @@ impl ImpactTask {
                 .iter()
                 .filter_map(|f| f.pod().map(|p| p.namespace.clone()))
                 .collect();
-            let fresh = last
-                .as_ref()
-                .is_some_and(|(ns, at)| namespaces.is_subset(ns) && at.elapsed() < REFRESH);
+            let now = tokio::time::Instant::now();
+            let fresh = namespaces.iter().all(|ns| read.fresh(ns, now));
             if !namespaces.is_empty() && !fresh {
                 let mut quiet = |_: &'static str, _: usize, _: bool| {};
                 let listed = tokio::select! {
@@ -89,7 +91,12 @@ impl ImpactTask {
                 match listed {
                     Ok(r) => {
                         routes_read = Arc::new(r);
-                        last = Some((namespaces, tokio::time::Instant::now()));
+                        // Only these namespaces' routes are held now.
+                        read.retain(|_| false);
+                        let now = tokio::time::Instant::now();
+                        for ns in namespaces {
+                            read.put(ns, (), REFRESH, false, now);
+                        }
                         kube::runtime::utils::Backoff::reset(&mut backoff);
                     }
                     Err(e) => {

@@ -12,17 +12,34 @@ pub use super::trust::Trust;
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
-/// The kinds of finding (DESIGN.md); their names are Event reasons and metric labels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// The kinds of finding (DESIGN.md); their names are Event reasons and metric
+/// labels (the same in JSON through serde and in text through strum).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 pub enum FindingKind {
     /// The pod's IP is Cilium's router IP (`CiliumInternalIP`) of a node.
     #[serde(rename = "RouterIPCollision")]
+    #[strum(serialize = "RouterIPCollision")]
     RouterIpCollision,
     /// The pod's IP is Cilium's Ingress IP of a node.
     #[serde(rename = "IngressIPCollision")]
+    #[strum(serialize = "IngressIPCollision")]
     IngressIpCollision,
     /// The pod's IP is Cilium's health endpoint IP of a node.
     #[serde(rename = "HealthIPCollision")]
+    #[strum(serialize = "HealthIPCollision")]
     HealthIpCollision,
     /// The pod's IP is another local address of a node.
     LocalAddressCollision,
@@ -33,62 +50,42 @@ pub enum FindingKind {
     AllocatorOverlap,
     /// Cilium refused the pod's address as in use by another live pod.
     #[serde(rename = "DuplicatePodIP")]
+    #[strum(serialize = "DuplicatePodIP")]
     DuplicatePodIp,
     /// Cilium refused the pod's address as in use, and nothing owns it: an
     /// endpoint Cilium keeps for a pod that is gone.
     StaleCiliumEndpoint,
     /// The node's pod allocator had no address left for a pod.
     #[serde(rename = "PodIPExhaustion")]
+    #[strum(serialize = "PodIPExhaustion")]
     PodIpExhaustion,
     /// Latent: the node's pod range holds fewer usable addresses than kubelet accepts pods.
     #[serde(rename = "PodIPCapacityShortfall")]
+    #[strum(serialize = "PodIPCapacityShortfall")]
     PodIpCapacityShortfall,
     /// cilium-operator could not allocate for the node (`status.ipam.operator-status.error`).
     #[serde(rename = "CiliumIPAMError")]
+    #[strum(serialize = "CiliumIPAMError")]
     CiliumIpamError,
     /// Cilium runs cluster-pool, but the node keeps a podCIDR outside every pool.
     #[serde(rename = "IPAMMigrationStuck")]
+    #[strum(serialize = "IPAMMigrationStuck")]
     IpamMigrationStuck,
     /// The node's Cilium Ingress IP lies outside every Subnet kube-ovn masquerades.
     #[serde(rename = "IngressIPNotMasqueraded")]
+    #[strum(serialize = "IngressIPNotMasqueraded")]
     IngressIpNotMasqueraded,
 }
 
 impl FindingKind {
     /// Every kind, in order.
-    pub const ALL: [Self; 13] = [
-        Self::RouterIpCollision,
-        Self::IngressIpCollision,
-        Self::HealthIpCollision,
-        Self::LocalAddressCollision,
-        Self::HostRouteBlackhole,
-        Self::AllocatorOverlap,
-        Self::DuplicatePodIp,
-        Self::StaleCiliumEndpoint,
-        Self::PodIpExhaustion,
-        Self::PodIpCapacityShortfall,
-        Self::CiliumIpamError,
-        Self::IpamMigrationStuck,
-        Self::IngressIpNotMasqueraded,
-    ];
+    pub fn all() -> impl Iterator<Item = Self> {
+        <Self as strum::IntoEnumIterator>::iter()
+    }
 
     /// The name used in JSON, Event reasons and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RouterIpCollision => "RouterIPCollision",
-            Self::IngressIpCollision => "IngressIPCollision",
-            Self::HealthIpCollision => "HealthIPCollision",
-            Self::LocalAddressCollision => "LocalAddressCollision",
-            Self::HostRouteBlackhole => "HostRouteBlackhole",
-            Self::AllocatorOverlap => "AllocatorOverlap",
-            Self::DuplicatePodIp => "DuplicatePodIP",
-            Self::StaleCiliumEndpoint => "StaleCiliumEndpoint",
-            Self::PodIpExhaustion => "PodIPExhaustion",
-            Self::PodIpCapacityShortfall => "PodIPCapacityShortfall",
-            Self::CiliumIpamError => "CiliumIPAMError",
-            Self::IpamMigrationStuck => "IPAMMigrationStuck",
-            Self::IngressIpNotMasqueraded => "IngressIPNotMasqueraded",
-        }
+        self.into()
     }
 
     /// The collision kind of an address with this role.
@@ -117,14 +114,22 @@ impl FindingKind {
     }
 }
 
-impl fmt::Display for FindingKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Whether the address's owner is the pod's own node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Scope {
     /// The address's owner is the node the pod runs on.
     #[serde(rename = "same-node")]
@@ -137,16 +142,7 @@ pub enum Scope {
 impl Scope {
     /// The name used in JSON and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SameNode => "same-node",
-            Self::CrossNode => "cross-node",
-        }
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

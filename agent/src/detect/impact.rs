@@ -12,8 +12,22 @@ use super::{Finding, PodRef};
 use crate::inventory::{Caller, Routes, ServiceRef};
 
 /// How much breaks: what the finding's severity orders by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Severity {
     /// The kube-apiserver calls through the pod (a webhook, an aggregated API).
     Critical,
@@ -27,11 +41,7 @@ impl Severity {
     /// The JSON and label value.
     #[must_use]
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Critical => "critical",
-            Self::High => "high",
-            Self::Warning => "warning",
-        }
+        self.into()
     }
 }
 

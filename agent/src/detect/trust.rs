@@ -13,15 +13,27 @@
 //! | `tenant-address` (a Service's address a tenant chose shadows the pod) | never: remove the address | yes |
 //! | `hint` (a pod annotation, an Event) | never | never |
 
-use std::fmt;
-
 use serde::Serialize;
 
 use crate::inventory::{IpSource, Source};
 
 /// Who could have written what a finding rests on, most trusted first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Trust {
     /// The node's own kernel.
     Kernel,
@@ -40,13 +52,7 @@ pub enum Trust {
 impl Trust {
     /// The name in JSON and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Kernel => "kernel",
-            Self::Cluster => "cluster",
-            Self::Unchecked => "unchecked",
-            Self::TenantAddress => "tenant-address",
-            Self::Hint => "hint",
-        }
+        self.into()
     }
 
     /// Whether remediation may act on it: nothing a tenant wrote or chose.
@@ -85,12 +91,6 @@ impl Trust {
             | Source::NodeStatus
             | Source::Subnets => Self::Cluster,
         }
-    }
-}
-
-impl fmt::Display for Trust {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -1,6 +1,6 @@
 //! What netlink says about this node: links, addresses, routes, FIB answers.
 
-use std::{collections::BTreeMap, fmt, fmt::Write as _, net::IpAddr};
+use std::{collections::BTreeMap, fmt::Write as _, net::IpAddr};
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -117,8 +117,19 @@ pub const TABLE_MAIN: u32 = 254;
 pub const TABLE_LOCAL: u32 = 255;
 
 /// A route's type (`ip route` prints it before the prefix).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum RouteKind {
     /// A plain route.
     Unicast,
@@ -140,23 +151,6 @@ pub enum RouteKind {
     Throw,
     /// Any other type.
     Other,
-}
-
-impl fmt::Display for RouteKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Unicast => "unicast",
-            Self::Local => "local",
-            Self::Broadcast => "broadcast",
-            Self::Anycast => "anycast",
-            Self::Multicast => "multicast",
-            Self::Blackhole => "blackhole",
-            Self::Unreachable => "unreachable",
-            Self::Prohibit => "prohibit",
-            Self::Throw => "throw",
-            Self::Other => "other",
-        })
-    }
 }
 
 /// The answer of one FIB lookup (RTM_GETROUTE for a single address).
@@ -200,7 +194,20 @@ impl FibResult {
 }
 
 /// A FIB answer that drops the packet: the route type it hit, or no route at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum DeadEnd {
     /// A `blackhole` route (EINVAL).
     Blackhole,
@@ -209,6 +216,7 @@ pub enum DeadEnd {
     /// A `prohibit` route (EACCES).
     Prohibit,
     /// No route, or a `throw` route (ENETUNREACH).
+    #[strum(serialize = "no route")]
     NoRoute,
 }
 
@@ -221,16 +229,5 @@ impl DeadEnd {
             Self::Prohibit => RouteKind::Prohibit,
             Self::NoRoute => RouteKind::Throw,
         }
-    }
-}
-
-impl fmt::Display for DeadEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Blackhole => "blackhole",
-            Self::Unreachable => "unreachable",
-            Self::Prohibit => "prohibit",
-            Self::NoRoute => "no route",
-        })
     }
 }

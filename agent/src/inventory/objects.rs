@@ -38,12 +38,7 @@ pub struct Pod {
 impl IpSource {
     /// The name used in JSON and metric labels.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Status => "status",
-            Self::Annotation => "annotation",
-            Self::KubeOvnIp => "kube-ovn-ip",
-            Self::Event => "event",
-        }
+        self.into()
     }
 }
 
@@ -72,8 +67,11 @@ pub struct PodIp {
 }
 
 /// Where a pod IP came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::Display, strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "kebab-case")]
 pub enum IpSource {
     /// `status.podIPs`.
     Status,
@@ -91,8 +89,22 @@ pub enum IpSource {
 }
 
 /// What an address is to the node that holds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Role {
     /// Cilium's router IP, on `cilium_host`.
     Router,
@@ -113,93 +125,85 @@ pub enum Role {
 impl Role {
     /// The name used in JSON and metric labels.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Router => "router",
-            Self::Ingress => "ingress",
-            Self::Health => "health",
-            Self::Local => "local",
-            Self::Pod => "pod",
-            Self::Endpoint => "endpoint",
-            Self::Node => "node",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
 /// Where an owner's address was read, best first: when two sources name the
 /// same address, the first in this order is kept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 pub enum Source {
     /// `CiliumNode.spec.addresses[type=CiliumInternalIP]`.
     #[serde(rename = "ciliumnode.spec.addresses")]
+    #[strum(serialize = "CiliumNode.spec.addresses")]
     SpecAddresses,
     /// `CiliumNode.spec.ingress`.
     #[serde(rename = "ciliumnode.spec.ingress")]
+    #[strum(serialize = "CiliumNode.spec.ingress")]
     SpecIngress,
     /// `CiliumNode.spec.health`.
     #[serde(rename = "ciliumnode.spec.health")]
+    #[strum(serialize = "CiliumNode.spec.health")]
     SpecHealth,
     /// `CiliumNode.status.ipam.used` (owners `router`, `health`, `ingress`).
     #[serde(rename = "ciliumnode.status.ipam.used")]
+    #[strum(serialize = "CiliumNode.status.ipam.used")]
     StatusIpamUsed,
     /// A `network.cilium.io/*` annotation on the Node (`--annotate-k8s-node`).
     #[serde(rename = "node.annotations")]
+    #[strum(serialize = "the Node's network.cilium.io annotations")]
     NodeAnnotation,
     /// A legacy `io.cilium.network.*` annotation on the Node.
     #[serde(rename = "node.annotations.legacy")]
+    #[strum(serialize = "the Node's legacy io.cilium.network annotations")]
     LegacyNodeAnnotation,
     /// The node's own kernel (netlink).
     #[serde(rename = "kernel")]
+    #[strum(serialize = "the node's kernel")]
     Kernel,
     /// Another pod's `status.podIPs`.
     #[serde(rename = "pod.status.podIPs")]
+    #[strum(serialize = "the other pod's status.podIPs")]
     PodStatus,
     /// kubelet's `FailedCreatePodSandBox` Event.
     #[serde(rename = "kubelet.event")]
+    #[strum(serialize = "kubelet's FailedCreatePodSandBox Event")]
     KubeletEvent,
     /// `CiliumNode.status.ipam.operator-status`.
     #[serde(rename = "ciliumnode.status.ipam.operator-status")]
+    #[strum(serialize = "CiliumNode.status.ipam.operator-status")]
     OperatorStatus,
     /// The `cilium-config` ConfigMap, with the CiliumNode's `spec.ipam.podCIDRs`.
     #[serde(rename = "cilium-config")]
+    #[strum(serialize = "the cilium-config ConfigMap")]
     CiliumConfig,
     /// The CiliumNode's `spec.ipam.podCIDRs` against the Node's `status.allocatable.pods`.
     #[serde(rename = "node.status.allocatable")]
+    #[strum(serialize = "the Node's status.allocatable")]
     NodeStatus,
     /// kube-ovn's Subnets, against the CiliumNode's Ingress IP.
     #[serde(rename = "subnets")]
+    #[strum(serialize = "kube-ovn's Subnets")]
     Subnets,
 }
 
 impl Source {
     /// The field or place, as operators know it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SpecAddresses => "CiliumNode.spec.addresses",
-            Self::SpecIngress => "CiliumNode.spec.ingress",
-            Self::SpecHealth => "CiliumNode.spec.health",
-            Self::StatusIpamUsed => "CiliumNode.status.ipam.used",
-            Self::NodeAnnotation => "the Node's network.cilium.io annotations",
-            Self::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
-            Self::Kernel => "the node's kernel",
-            Self::PodStatus => "the other pod's status.podIPs",
-            Self::KubeletEvent => "kubelet's FailedCreatePodSandBox Event",
-            Self::OperatorStatus => "CiliumNode.status.ipam.operator-status",
-            Self::CiliumConfig => "the cilium-config ConfigMap",
-            Self::NodeStatus => "the Node's status.allocatable",
-            Self::Subnets => "kube-ovn's Subnets",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

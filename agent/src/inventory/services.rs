@@ -8,7 +8,6 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    fmt,
     net::IpAddr,
 };
 
@@ -20,33 +19,38 @@ use super::ServiceRef;
 pub const VIP_DEVICES: [&str; 2] = ["kube-ipvs0", "kube-dummy-if"];
 
 /// Where in a Service an address is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumIter,
+)]
 pub enum ServiceField {
     /// `spec.externalIPs`: any user who may create Services sets them.
+    #[strum(serialize = "spec.externalIPs")]
     ExternalIps,
     /// `spec.loadBalancerIP` (deprecated; still honoured by many implementations).
+    #[strum(serialize = "spec.loadBalancerIP")]
     LoadBalancerIp,
     /// `status.loadBalancer.ingress[].ip`: the load balancer's, often asked for by the tenant.
+    #[strum(serialize = "status.loadBalancer.ingress")]
     LoadBalancerIngress,
     /// `spec.clusterIPs`: allocated, or asked for in `spec.clusterIP`.
+    #[strum(serialize = "spec.clusterIPs")]
     ClusterIps,
 }
 
 impl ServiceField {
     /// The field, as `kubectl explain` names it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ExternalIps => "spec.externalIPs",
-            Self::LoadBalancerIp => "spec.loadBalancerIP",
-            Self::LoadBalancerIngress => "status.loadBalancer.ingress",
-            Self::ClusterIps => "spec.clusterIPs",
-        }
-    }
-}
-
-impl fmt::Display for ServiceField {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

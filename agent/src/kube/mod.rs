@@ -8,9 +8,11 @@ pub mod evict;
 pub mod files;
 pub mod list;
 pub mod objects;
+pub mod pace;
 pub mod recorder;
 pub mod review;
 pub mod sources;
+pub(crate) mod ttl;
 
 use std::path::PathBuf;
 

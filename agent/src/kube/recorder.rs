@@ -24,6 +24,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 
+use super::pace::Budget;
 use crate::report::events::{
     ACTION, Desired, REASON_RESOLVED, REASON_TRAFFIC, REPORTING_CONTROLLER, SeriesId, truncate_note,
 };
@@ -40,56 +41,14 @@ pub struct EventWriter {
     node: String,
     /// How often a live series is written back.
     refresh: std::time::Duration,
+    /// A per-node write budget, so that a burst of findings (or an API
+    /// server back after an outage) is written at a bounded rate.
     budget: Budget,
     series: BTreeMap<SeriesId, Series>,
     /// IPCollisionResolved Events that could not be written yet (API down).
     unresolved: BTreeMap<SeriesId, Desired>,
     /// Series a permanent error ended, until their finding goes.
     ended: BTreeSet<SeriesId>,
-}
-
-/// A per-node write budget: a token bucket, so that a burst of findings (or an
-/// API server back after an outage) is written at a bounded rate.
-#[derive(Debug)]
-pub struct Budget {
-    tokens: f64,
-    burst: f64,
-    per_second: f64,
-    last: Instant,
-}
-
-impl Budget {
-    /// `burst` writes at once, then `per_minute`.
-    pub fn new(burst: u32, per_minute: u32) -> Self {
-        Self {
-            tokens: f64::from(burst),
-            burst: f64::from(burst),
-            per_second: f64::from(per_minute) / 60.0,
-            last: Instant::now(),
-        }
-    }
-
-    fn take(&mut self) -> bool {
-        self.take_at(Instant::now())
-    }
-
-    fn take_at(&mut self, now: Instant) -> bool {
-        let earned = now.duration_since(self.last).as_secs_f64() * self.per_second;
-        self.tokens = (self.tokens + earned).min(self.burst);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// How long until the next write is allowed.
-    pub fn next_in(&self) -> std::time::Duration {
-        let missing = (1.0 - self.tokens).max(0.0);
-        std::time::Duration::from_secs_f64(missing / self.per_second)
-    }
 }
 
 /// What one [`EventWriter::sync`] did.
@@ -328,30 +287,5 @@ impl EventWriter {
     /// The write budget.
     pub fn budget(&self) -> &Budget {
         &self.budget
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_budget_allows_its_burst_then_its_rate() {
-        let mut b = Budget::new(3, 60);
-        assert!(b.take() && b.take() && b.take());
-        assert!(!b.take(), "the burst is spent");
-        let wait = b.next_in();
-        assert!(
-            wait > std::time::Duration::from_millis(900)
-                && wait <= std::time::Duration::from_secs(1),
-            "{wait:?}"
-        );
-        // A token comes back after its share of a minute.
-        b.last -= std::time::Duration::from_secs(1);
-        assert!(b.take());
-        assert!(!b.take());
-        // And never more than the burst, however long it waited.
-        b.last -= std::time::Duration::from_hours(1);
-        assert_eq!((0..10).filter(|_| b.take()).count(), 3);
     }
 }

@@ -3,6 +3,7 @@
 
 mod fib;
 mod ipam;
+mod names;
 mod overlap;
 
 use std::net::IpAddr;

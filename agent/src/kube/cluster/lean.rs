@@ -4,24 +4,29 @@
 //! list of a 5,000-node cluster is parsed whole into JSON trees — annotations,
 //! managedFields, ENI and Azure interface details, one `status.ipam.used` entry
 //! per pod — before conversion, and the allocator keeps that peak (~100 MiB per
-//! agent in the fleet benchmark). Each object is parsed on its own here, pruned
-//! at once to the fields the converter reads, and the rest dropped, so a list
-//! costs one object's tree at a time. A malformed object still parses (every
-//! field is optional JSON) and is reported by the converter, never failing the list.
+//! agent in the fleet benchmark). Here serde reads each object straight from
+//! the response's bytes into [`Lean`], which names the fields the converter
+//! reads and skips every other one unparsed. A malformed object still parses
+//! (an object where one is expected, any JSON at the leaves, which the
+//! converter checks and names) and is reported, never failing the list.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ClusterResourceScope, Resource};
-use serde::{Deserialize, Deserializer};
-use serde_json::{Map, Value};
+use serde::{
+    Deserialize, Deserializer, Serialize,
+    de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
+    ser::{SerializeMap as _, SerializeSeq as _},
+};
+use serde_json::Value;
 
-/// A CiliumNode pruned to what [`crate::kube::objects::cilium_node`] reads.
+/// A CiliumNode cut to what [`crate::kube::objects::cilium_node`] reads.
 #[derive(Clone, Debug, Default)]
 pub(super) struct LeanCiliumNode {
     /// Name, uid and resourceVersion only.
     pub(super) metadata: ObjectMeta,
-    /// `{"metadata": {"name"}, "spec": {…}, "status": {"ipam": {"used"}}}`, pruned.
+    /// `{"metadata": {…}, "spec": {…}, "status": {"ipam": {…}}}`: [`Lean`] as JSON.
     pub(super) json: Value,
 }
 
@@ -51,107 +56,247 @@ impl Resource for LeanCiliumNode {
 
 impl<'de> Deserialize<'de> for LeanCiliumNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Self::from_value(Value::deserialize(d)?))
-    }
-}
-
-/// `v[key]` moved out, if it is there.
-fn take(v: &mut Value, key: &str) -> Option<Value> {
-    v.as_object_mut().and_then(|m| m.remove(key))
-}
-
-/// A map cut to its entries `keep` wants, plus one other entry when there were
-/// others: the converter only asks whether there were any.
-fn cut(v: Value, keep: impl Fn(&Value) -> bool) -> Value {
-    let Value::Object(map) = v else { return v };
-    let mut out = Map::new();
-    let mut marker = None;
-    for (k, e) in map {
-        if keep(&e) {
-            out.insert(k, e);
-        } else if marker.is_none() {
-            marker = Some((k, e));
-        }
-    }
-    if let Some((k, e)) = marker {
-        out.insert(k, e);
-    }
-    Value::Object(out)
-}
-
-impl LeanCiliumNode {
-    fn from_value(mut v: Value) -> Self {
-        let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let mut lean = Shape::<Lean>::deserialize(d)?.or_default();
+        let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_owned);
+        let none = Meta::default();
+        let meta = match &lean.metadata {
+            Shape::Map(m) => m,
+            Shape::Absent | Shape::Other => &none,
+        };
         let metadata = ObjectMeta {
-            name: str_at(&v, "/metadata/name"),
-            uid: str_at(&v, "/metadata/uid"),
-            resource_version: str_at(&v, "/metadata/resourceVersion"),
+            name: text(&meta.name),
+            uid: text(&meta.uid),
+            resource_version: text(&meta.resource_version),
             ..ObjectMeta::default()
         };
-        let mut spec = take(&mut v, "spec").unwrap_or(Value::Null);
-        let mut lean_spec = Map::new();
-        if spec.is_object() {
-            for key in ["addresses", "ingress", "health"] {
-                if let Some(x) = take(&mut spec, key) {
-                    lean_spec.insert(key.to_owned(), x);
-                }
+        lean.cut();
+        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
+        Ok(Self { metadata, json })
+    }
+}
+
+/// The fields of a CiliumNode the converter reads; serde skips the others
+/// unparsed. Each level is a [`Shape`], so that a wrong type anywhere parses.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Lean {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<Meta>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    spec: Shape<Spec>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    status: Shape<Status>,
+}
+
+impl Lean {
+    /// Keeps, of the lists that grow with the node's pods or the cloud's
+    /// interfaces, what the converter reads: the owners Cilium itself holds in
+    /// `status.ipam.used`, and one entry besides of it and of `spec.ipam.pool`
+    /// (the mark of a CRD-style allocator: it only asks whether there are any).
+    fn cut(&mut self) {
+        if let Shape::Map(spec) = &mut self.spec
+            && let Shape::Map(ipam) = &mut spec.ipam
+            && let Shape::Map(pool) = &mut ipam.pool
+        {
+            while pool.len() > 1 {
+                pool.pop_last();
             }
-            if let Some(mut ipam) = take(&mut spec, "ipam") {
-                let mut lean_ipam = Map::new();
-                if ipam.is_object() {
-                    for key in ["podCIDRs", "pools"] {
-                        if let Some(x) = take(&mut ipam, key) {
-                            lean_ipam.insert(key.to_owned(), x);
-                        }
-                    }
-                    // ENI/Azure's available addresses: only whether there are any counts.
-                    if let Some(pool) = take(&mut ipam, "pool") {
-                        lean_ipam.insert("pool".to_owned(), cut(pool, |_| false));
-                    }
-                    lean_spec.insert("ipam".to_owned(), Value::Object(lean_ipam));
-                } else {
-                    lean_spec.insert("ipam".to_owned(), ipam);
-                }
-            }
         }
-        let used = v
-            .pointer_mut("/status/ipam/used")
-            .map(Value::take)
-            .map(|u| {
-                // Cilium's own addresses, and one pod's as the mark of a CRD-style allocator.
-                cut(u, |e| {
-                    matches!(
-                        e.get("owner").and_then(Value::as_str),
-                        Some("router" | "health" | "ingress")
-                    )
-                })
-            });
-        let operator_error = v
-            .pointer_mut("/status/ipam/operator-status/error")
-            .map(Value::take);
-        let mut json = serde_json::json!({
-            "metadata": {"name": metadata.name},
-            "spec": if spec.is_object() { Value::Object(lean_spec) } else { spec },
-        });
-        let mut ipam = Map::new();
-        if let Some(used) = used {
-            ipam.insert("used".to_owned(), used);
+        if let Shape::Map(status) = &mut self.status
+            && let Shape::Map(ipam) = &mut status.ipam
+            && let Shape::Map(used) = &mut ipam.used
+        {
+            let infra = |u: &Shape<Used>| {
+                matches!(u, Shape::Map(Used { owner: Some(Value::String(o)) })
+                    if matches!(o.as_str(), "router" | "health" | "ingress"))
+            };
+            let marker = used
+                .iter()
+                .find(|(_, u)| !infra(u))
+                .map(|(ip, _)| ip.clone());
+            used.retain(|ip, u| infra(u) || Some(ip) == marker.as_ref());
         }
-        if let Some(error) = operator_error {
-            ipam.insert(
-                "operator-status".to_owned(),
-                serde_json::json!({ "error": error }),
-            );
+    }
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Meta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Value>,
+    #[serde(skip_serializing)]
+    uid: Option<Value>,
+    #[serde(skip_serializing)]
+    resource_version: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Spec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    addresses: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health: Option<Value>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    ipam: Shape<SpecIpam>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct SpecIpam {
+    #[serde(rename = "podCIDRs", skip_serializing_if = "Option::is_none")]
+    pod_cidrs: Option<Value>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    pools: Shape<Pools>,
+    /// ENI/Azure's available addresses: their keys only.
+    #[allow(
+        clippy::zero_sized_map_values,
+        reason = "a JSON object read for its keys, written back as one"
+    )]
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    pool: Shape<BTreeMap<String, Skipped>>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Pools {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allocated: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Status {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    ipam: Shape<StatusIpam>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct StatusIpam {
+    /// One entry per address the node's allocator handed out.
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    used: Shape<BTreeMap<String, Shape<Used>>>,
+    #[serde(rename = "operator-status", skip_serializing_if = "Shape::is_absent")]
+    operator_status: Shape<OperatorStatus>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct OperatorStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+}
+
+/// One `status.ipam.used` entry: its owner, nothing else.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Used {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<Value>,
+}
+
+/// Where a JSON object is expected: missing (or null), the object read as
+/// `T`, or any other JSON, skipped unparsed. Written back as the object, or
+/// `[]` for the other JSON: the converter names a wrong type, never its value.
+#[derive(Debug, Default)]
+enum Shape<T> {
+    #[default]
+    Absent,
+    Map(T),
+    Other,
+}
+
+impl<T: Default> Shape<T> {
+    fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+
+    /// The object, or an empty one: a wrong type reads as nothing there.
+    fn or_default(self) -> T {
+        match self {
+            Self::Map(t) => t,
+            Self::Absent | Self::Other => T::default(),
         }
-        if !ipam.is_empty() {
-            json["status"] = serde_json::json!({ "ipam": ipam });
+    }
+}
+
+impl<T: Serialize> Serialize for Shape<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Absent => s.serialize_unit(),
+            Self::Map(t) => t.serialize(s),
+            Self::Other => s.serialize_seq(Some(0))?.end(),
         }
-        Self { metadata, json }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ShapeVisitor(PhantomData))
+    }
+}
+
+struct ShapeVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
+    type Value = Shape<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(m)).map(Shape::Map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Shape::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Absent)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Absent)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+}
+
+/// A value read for its key alone, written back as `{}`.
+#[derive(Debug)]
+struct Skipped;
+
+impl<'de> Deserialize<'de> for Skipped {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Skipped)
+    }
+}
+
+impl Serialize for Skipped {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_map(Some(0))?.end()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Map;
+
     use super::*;
     use crate::kube::objects;
 
@@ -175,7 +320,9 @@ mod tests {
             for item in items {
                 let (mut p1, mut p2) = (Vec::new(), Vec::new());
                 let whole = objects::cilium_node(&item, &mut p1);
-                let lean: LeanCiliumNode = serde_json::from_value(item.clone()).expect("lean");
+                // From bytes, as the watch reads a list.
+                let bytes = serde_json::to_vec(&item).expect("bytes");
+                let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("lean");
                 let pruned = objects::cilium_node(&lean.json, &mut p2);
                 assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{name}");
                 assert_eq!(p1, p2, "{name}");
@@ -213,13 +360,33 @@ mod tests {
         assert!(
             lean.json.pointer("/spec/eni").is_none() && lean.json.pointer("/status/eni").is_none()
         );
+        // Wrong types anywhere parse, and convert as the whole object does:
+        // the same node, the same problems named.
+        let mut named = 0;
         for junk in [
             serde_json::json!({"spec": "junk"}),
             serde_json::json!(42),
-            serde_json::json!({"spec": {"ipam": []}}),
+            serde_json::json!({"metadata": {"name": 7}}),
+            serde_json::json!({"metadata": {"name": "n"}, "spec": {"ipam": []}}),
+            serde_json::json!({"metadata": {"name": "n"},
+                "spec": {"addresses": "x", "ingress": [1], "health": {"ipv4": 5},
+                         "ipam": {"podCIDRs": 5, "pools": {"allocated": {}}, "pool": "x"}},
+                "status": {"ipam": {"used": [1], "operator-status": {"error": 3}}}}),
+            serde_json::json!({"metadata": {"name": "n"},
+                "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "bad"}],
+                         "ipam": {"podCIDRs": ["10.0.0.0/24", 1], "pool": {}}},
+                "status": {"ipam": {"used": {"x": {"owner": "router"}, "10.0.0.9": 5},
+                                    "operator-status": "x"}}}),
         ] {
-            let lean: LeanCiliumNode = serde_json::from_value(junk.clone()).expect("never fails");
-            let _ = objects::cilium_node(&lean.json, &mut Vec::new());
+            let bytes = serde_json::to_vec(&junk).expect("bytes");
+            let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("never fails");
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            let whole = objects::cilium_node(&junk, &mut p1);
+            let pruned = objects::cilium_node(&lean.json, &mut p2);
+            assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{junk}");
+            assert_eq!(p1, p2, "{junk}");
+            named += p1.len();
         }
+        assert!(named >= 10, "the junk names only {named} problems");
     }
 }

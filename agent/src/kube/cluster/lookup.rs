@@ -28,7 +28,11 @@ use tokio::sync::watch as channel;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{ClusterSource, cached, convert::convert_pod, watch};
-use crate::{inventory::Pod, report::traffic::Unexplained};
+use crate::{
+    inventory::Pod,
+    kube::pace::{Backoffs, Budget},
+    report::traffic::Unexplained,
+};
 
 /// After a lookup that found nobody, the next one for the same address waits
 /// this long, doubling up to [`LONGEST_WAIT`]: the node's own traffic to its
@@ -36,63 +40,36 @@ use crate::{inventory::Pod, report::traffic::Unexplained};
 const FIRST_WAIT: Duration = Duration::from_mins(1);
 /// The longest wait between two lookups of one address.
 const LONGEST_WAIT: Duration = Duration::from_mins(15);
-/// Lookups one agent may make at once, across all its addresses …
+/// Lookups one agent may make at once, across all its addresses, and then per
+/// minute (one every 12 s).
 const BURST: u32 = 5;
-/// … and one more each this long.
-const REFILL: Duration = Duration::from_secs(12);
 /// Pods followed by name at most (each one a watch): several pods holding this
 /// node's addresses at once is already a broken cluster.
 pub(super) const MAX_FOLLOWED: usize = 32;
-
-struct PerIp {
-    /// The noise count (see [`Unexplained`]) at the last lookup …
-    asked_at: u64,
-    /// … and when it was.
-    asked: Instant,
-    /// No lookup before this.
-    next: Instant,
-    /// The wait after the next lookup that finds nobody.
-    wait: Duration,
-}
 
 /// How often one agent asks which pod holds an address: per address, not
 /// again before new traffic and a wait that grows while nobody is found; across
 /// addresses, a token bucket.
 pub(super) struct Limiter {
-    per_ip: BTreeMap<IpAddr, PerIp>,
-    tokens: u32,
-    refilled: Instant,
+    /// The noise count (see [`Unexplained`]) of each address at its last lookup.
+    asked_at: BTreeMap<IpAddr, u64>,
+    /// When each address may be looked up again.
+    waits: Backoffs<IpAddr>,
+    budget: Budget,
 }
 
 impl Limiter {
-    pub(super) fn new(now: Instant) -> Self {
+    pub(super) fn new() -> Self {
         Self {
-            per_ip: BTreeMap::new(),
-            tokens: BURST,
-            refilled: now,
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let periods =
-            now.saturating_duration_since(self.refilled).as_secs_f64() / REFILL.as_secs_f64();
-        // Truncation intended: whole tokens only, the rest carries over.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let whole = periods.floor().min(f64::from(BURST)) as u32;
-        if whole > 0 {
-            self.tokens = (self.tokens + whole).min(BURST);
-            self.refilled += REFILL * whole;
-            if self.tokens == BURST {
-                self.refilled = now;
-            }
+            asked_at: BTreeMap::new(),
+            waits: Backoffs::new(FIRST_WAIT, LONGEST_WAIT),
+            budget: Budget::new(BURST, BURST),
         }
     }
 
     /// Whether `ip` has traffic since its last lookup and its wait has passed.
     fn wants(&self, ip: IpAddr, noise: u64, now: Instant) -> bool {
-        self.per_ip
-            .get(&ip)
-            .is_none_or(|p| p.asked_at != noise && now >= p.next)
+        self.asked_at.get(&ip) != Some(&noise) && self.waits.ready(&ip, now)
     }
 
     /// The addresses to look up now, each counted as asked. `skip`: addresses
@@ -103,44 +80,32 @@ impl Limiter {
         unexplained: &Unexplained,
         skip: impl Fn(IpAddr) -> bool,
     ) -> Vec<IpAddr> {
-        self.refill(now);
         let mut due = Vec::new();
         for (&ip, &noise) in unexplained {
-            if self.tokens == 0 {
-                break;
-            }
             if skip(ip) || !self.wants(ip, noise, now) {
                 continue;
             }
-            self.tokens -= 1;
-            let wait = self.per_ip.get(&ip).map_or(FIRST_WAIT, |p| p.wait);
-            self.per_ip.insert(
-                ip,
-                PerIp {
-                    asked_at: noise,
-                    asked: now,
-                    next: now + wait,
-                    wait,
-                },
-            );
+            if !self.budget.take() {
+                break;
+            }
+            self.asked_at.insert(ip, noise);
+            self.waits.asked(ip, now);
             due.push(ip);
         }
         // Addresses with no traffic left and no wait pending are forgotten.
-        self.per_ip
-            .retain(|ip, p| unexplained.contains_key(ip) || now < p.next);
+        self.waits
+            .retain(|ip, next| unexplained.contains_key(ip) || now < next);
+        let waits = &self.waits;
+        self.asked_at.retain(|ip, _| waits.contains(ip));
         due
     }
 
-    /// What a lookup of `ip` found: nobody makes the next wait longer; a pod
-    /// resets it (when that pod goes, new traffic is news soon).
+    /// What a lookup of `ip` found. Every lookup already made the next wait
+    /// longer (nobody found, or the lookup failed); a pod starts the waits
+    /// over (when that pod goes, new traffic is news soon).
     pub(super) fn answered(&mut self, ip: IpAddr, found: bool) {
-        if let Some(p) = self.per_ip.get_mut(&ip) {
-            if found {
-                p.wait = FIRST_WAIT;
-                p.next = p.asked + FIRST_WAIT;
-            } else {
-                p.wait = (p.wait * 2).min(LONGEST_WAIT);
-            }
+        if found {
+            self.waits.reset(&ip);
         }
     }
 
@@ -154,12 +119,15 @@ impl Limiter {
             .iter()
             .filter(|(ip, _)| !skip(**ip))
             .filter_map(|(ip, noise)| {
-                let p = self.per_ip.get(ip)?;
-                (p.asked_at != *noise).then_some(p.next)
+                let asked_at = self.asked_at.get(ip)?;
+                if asked_at == noise {
+                    return None;
+                }
+                self.waits.next(ip)
             })
             .min();
-        let waiting_for_token = self.tokens == 0 && !unexplained.is_empty();
-        let token = waiting_for_token.then_some(self.refilled + REFILL);
+        // Only while a lookup is refused: a token that came back is no wait.
+        let token = self.budget.ready_at().filter(|_| !unexplained.is_empty());
         per_ip.into_iter().chain(token).max()
     }
 }
@@ -195,7 +163,7 @@ impl ClusterSource {
         tasks: &TaskTracker,
         token: &CancellationToken,
     ) {
-        let mut limiter = Limiter::new(Instant::now());
+        let mut limiter = Limiter::new();
         let mut followed: BTreeMap<Followed, CancellationToken> = BTreeMap::new();
         let mut observer_gone = false;
         loop {
@@ -309,20 +277,34 @@ mod tests {
         pairs.iter().map(|(l, n)| (ip(*l), *n)).collect()
     }
 
-    #[test]
-    fn an_address_is_asked_once_per_burst_and_less_often_while_nobody_holds_it() {
-        let t0 = Instant::now();
-        let mut l = Limiter::new(t0);
+    /// The paused clock the budget reads, moved on to `t`.
+    async fn at(t: Instant) -> Instant {
+        let now = tokio::time::Instant::now().into_std();
+        tokio::time::advance(t.saturating_duration_since(now)).await;
+        t
+    }
+
+    /// How many tokens come back a minute.
+    const REFILL: Duration = Duration::from_secs(12);
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_is_asked_once_per_burst_and_less_often_while_nobody_holds_it() {
+        let t0 = tokio::time::Instant::now().into_std();
+        let mut l = Limiter::new();
         let never = |_| false;
-        assert_eq!(l.due(t0, &noise(&[(251, 1)]), never), [ip(251)]);
+        assert_eq!(l.due(at(t0).await, &noise(&[(251, 1)]), never), [ip(251)]);
         l.answered(ip(251), false);
         assert!(
-            l.due(t0, &noise(&[(251, 1)]), never).is_empty(),
+            l.due(at(t0).await, &noise(&[(251, 1)]), never).is_empty(),
             "no new traffic"
         );
         assert!(
-            l.due(t0 + Duration::from_secs(30), &noise(&[(251, 2)]), never)
-                .is_empty(),
+            l.due(
+                at(t0 + Duration::from_secs(30)).await,
+                &noise(&[(251, 2)]),
+                never
+            )
+            .is_empty(),
             "new traffic, but within the first wait"
         );
         assert_eq!(
@@ -330,64 +312,73 @@ mod tests {
             Some(t0 + FIRST_WAIT)
         );
         let t1 = t0 + FIRST_WAIT;
-        assert_eq!(l.due(t1, &noise(&[(251, 2)]), never), [ip(251)]);
+        assert_eq!(l.due(at(t1).await, &noise(&[(251, 2)]), never), [ip(251)]);
         l.answered(ip(251), false);
         // The wait doubles while nobody is found, up to its ceiling.
         assert!(
-            l.due(t1 + FIRST_WAIT, &noise(&[(251, 3)]), never)
+            l.due(at(t1 + FIRST_WAIT).await, &noise(&[(251, 3)]), never)
                 .is_empty()
         );
         assert_eq!(
-            l.due(t1 + FIRST_WAIT * 2, &noise(&[(251, 3)]), never),
+            l.due(at(t1 + FIRST_WAIT * 2).await, &noise(&[(251, 3)]), never),
             [ip(251)]
         );
         let mut t = t1 + FIRST_WAIT * 2;
         for n in 4..20 {
             l.answered(ip(251), false);
             t += LONGEST_WAIT;
-            assert_eq!(l.due(t, &noise(&[(251, n)]), never), [ip(251)], "{n}");
+            assert_eq!(
+                l.due(at(t).await, &noise(&[(251, n)]), never),
+                [ip(251)],
+                "{n}"
+            );
         }
         // Followed addresses are not asked about.
         assert!(
-            l.due(t + LONGEST_WAIT, &noise(&[(251, 99)]), |_| true)
+            l.due(at(t + LONGEST_WAIT).await, &noise(&[(251, 99)]), |_| true)
                 .is_empty()
         );
     }
 
-    #[test]
-    fn across_addresses_a_token_bucket_bounds_the_lookups() {
-        let t0 = Instant::now();
-        let mut l = Limiter::new(t0);
+    #[tokio::test(start_paused = true)]
+    async fn across_addresses_a_token_bucket_bounds_the_lookups() {
+        let t0 = tokio::time::Instant::now().into_std();
+        let mut l = Limiter::new();
         let many: Unexplained = (1..=50).map(|i| (ip(i), 1)).collect();
-        assert_eq!(l.due(t0, &many, |_| false).len(), 5, "the burst");
-        assert!(l.due(t0, &many, |_| false).is_empty());
+        assert_eq!(l.due(at(t0).await, &many, |_| false).len(), 5, "the burst");
+        assert!(l.due(at(t0).await, &many, |_| false).is_empty());
         assert_eq!(l.next_due(&many, |_| false), Some(t0 + REFILL));
         // A minute: five more, whatever the number of addresses.
-        let got: usize = (1..=5)
-            .map(|i| l.due(t0 + REFILL * i, &many, |_| false).len())
-            .sum();
+        let mut got = 0;
+        for i in 1..=5 {
+            got += l.due(at(t0 + REFILL * i).await, &many, |_| false).len();
+        }
         assert_eq!(got, 5);
     }
 
-    #[test]
-    fn a_found_pod_resets_the_wait() {
-        let t0 = Instant::now();
-        let mut l = Limiter::new(t0);
+    #[tokio::test(start_paused = true)]
+    async fn a_found_pod_resets_the_wait() {
+        let t0 = tokio::time::Instant::now().into_std();
+        let mut l = Limiter::new();
         for i in 0..4u32 {
             let t = t0 + LONGEST_WAIT * i;
             assert_eq!(
-                l.due(t, &noise(&[(9, u64::from(i) + 1)]), |_| false),
+                l.due(at(t).await, &noise(&[(9, u64::from(i) + 1)]), |_| false),
                 [ip(9)]
             );
             l.answered(ip(9), i == 3);
         }
         let t = t0 + LONGEST_WAIT * 3;
         assert!(
-            l.due(t + Duration::from_secs(59), &noise(&[(9, 10)]), |_| false)
-                .is_empty()
+            l.due(
+                at(t + Duration::from_secs(59)).await,
+                &noise(&[(9, 10)]),
+                |_| false
+            )
+            .is_empty()
         );
         assert_eq!(
-            l.due(t + FIRST_WAIT, &noise(&[(9, 10)]), |_| false),
+            l.due(at(t + FIRST_WAIT).await, &noise(&[(9, 10)]), |_| false),
             [ip(9)]
         );
     }

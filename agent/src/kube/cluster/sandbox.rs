@@ -11,16 +11,14 @@
 //! [`LONGEST_WAIT`] while the pod stays so, and at most [`PER_TICK`] lists
 //! every [`TICK`] across all pods.
 
-use std::{
-    collections::BTreeMap,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Event;
 use kube::{Api, Client, api::ListParams};
 use tokio_util::sync::CancellationToken;
 
 use super::{OnChange, Shared, lock};
+use crate::kube::pace::Backoffs;
 use crate::{
     inventory::{IpSource, Pod, SandboxFailure},
     kube::objects,
@@ -39,10 +37,15 @@ const PER_TICK: usize = 3;
 /// Refusals kept per pod (each a distinct Event object).
 const PER_POD: usize = 8;
 
-/// When each pod's next request is due, and the wait after that: at once,
-/// then after 1, 2, 4, 8 and every 15 minutes while the pod stays wanted.
-#[derive(Default)]
-pub(super) struct Schedule(BTreeMap<String, (Instant, Duration)>);
+/// When each pod's next request is due: at once, then after 1, 2, 4, 8 and
+/// every 15 minutes while the pod stays wanted.
+pub(super) struct Schedule(Backoffs<String>);
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Self(Backoffs::new(FIRST_WAIT, LONGEST_WAIT))
+    }
+}
 
 impl Schedule {
     /// Of the pods `wanted` (by uid), those due now, at most `PER_TICK`, each
@@ -54,10 +57,8 @@ impl Schedule {
             if due.len() == PER_TICK {
                 break;
             }
-            let (next, wait) = self.0.get(&p.uid).copied().unwrap_or((now, FIRST_WAIT));
-            if now >= next {
-                self.0
-                    .insert(p.uid.clone(), (now + wait, (wait * 2).min(LONGEST_WAIT)));
+            if self.0.ready(p.uid.as_str(), now) {
+                self.0.asked(p.uid.clone(), now);
                 due.push(*p);
             }
         }
@@ -218,13 +219,13 @@ mod tests {
         let one = vec![refs[0]];
         let mut s = Schedule::default();
         for _ in 0..7 {
-            let next = s.0.get("p0").map_or(at, |(n, _)| *n);
+            let next = s.0.next("p0").unwrap_or(at);
             waits.push(next.saturating_duration_since(at).as_secs() / 60);
             at = next;
             assert_eq!(s.due(&one, at).len(), 1);
         }
         assert_eq!(waits, vec![0, 1, 2, 4, 8, 15, 15]);
         // A pod that starts (or goes) is forgotten.
-        assert!(s.due(&[], at).is_empty() && s.0.is_empty());
+        assert!(s.due(&[], at).is_empty() && !s.0.contains("p0"));
     }
 }

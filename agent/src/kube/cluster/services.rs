@@ -11,12 +11,7 @@
 //! has such findings, each address again after [`REFRESH`], at most one list
 //! per [`MIN_GAP`].
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    net::IpAddr,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
 
 use kube::{
     Api, Client,
@@ -26,6 +21,7 @@ use tokio::{sync::watch as channel, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{OnChange, Shared, lock};
+use crate::kube::ttl::Cache;
 use crate::{
     detect::{Cause, Finding, FindingKind, Role},
     inventory::{Covered, ServiceAddresses},
@@ -36,6 +32,9 @@ use crate::{
 const REFRESH: Duration = Duration::from_mins(10);
 /// Lists at most this often, whatever the findings do.
 const MIN_GAP: Duration = Duration::from_secs(30);
+/// Addresses remembered as looked up at most: a node with more shadowing
+/// addresses than this lists again sooner, no worse.
+const ADDRESSES: usize = 1024;
 
 /// The local addresses of `node` that pods' IPs equal: those of its
 /// local-address collisions (a Service already named among them, so that the
@@ -103,19 +102,15 @@ pub(super) async fn run(
     token: CancellationToken,
 ) {
     let api = services_api(client);
-    // When each address was last looked up.
-    let mut asked: BTreeMap<IpAddr, Instant> = BTreeMap::new();
+    // The addresses looked up, each fresh for REFRESH.
+    let mut asked: Cache<IpAddr, ()> = Cache::new(ADDRESSES);
     let mut last_list: Option<Instant> = None;
     let mut failing = false;
     loop {
         let wanted = local_collisions(&findings.borrow_and_update(), &node);
-        asked.retain(|ip, _| wanted.contains(ip));
+        asked.retain(|ip| wanted.contains(ip));
         let now = Instant::now();
-        let due = wanted.iter().any(|ip| {
-            asked
-                .get(ip)
-                .is_none_or(|t| now.duration_since(*t) >= REFRESH)
-        });
+        let due = wanted.iter().any(|ip| !asked.fresh(ip, now));
         let gap_passed = last_list.is_none_or(|t| now.duration_since(t) >= MIN_GAP);
         if due && gap_passed {
             last_list = Some(now);
@@ -125,7 +120,9 @@ pub(super) async fn run(
                         tracing::info!("listing Services works again");
                     }
                     failing = false;
-                    asked.extend(wanted.iter().map(|ip| (*ip, now)));
+                    for ip in &wanted {
+                        asked.put(*ip, (), REFRESH, false, now);
+                    }
                     let changed = {
                         let mut st = lock(&state);
                         let changed = *st.services != found;
@@ -153,7 +150,7 @@ pub(super) async fn run(
         // The next answer that expires, no sooner than the gap allows.
         let wake = wanted
             .iter()
-            .map(|ip| asked.get(ip).map_or(now, |t| *t + REFRESH))
+            .map(|ip| asked.fresh_until(ip).unwrap_or(now))
             .min()
             .unwrap_or(now + REFRESH)
             .max(last_list.map_or(now, |t| t + MIN_GAP));

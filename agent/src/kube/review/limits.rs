@@ -7,14 +7,13 @@
 //! [`PEER_REVIEWS_PER_MINUTE`] out of the agent's [`REVIEW_BURST`] and
 //! [`REVIEWS_PER_SECOND`]; re-reviews of valid tokens draw on neither.
 
-use std::{net::IpAddr, num::NonZeroU32};
+use std::net::IpAddr;
 
 use governor::{
-    Quota, RateLimiter,
-    clock::Clock,
-    middleware::NoOpMiddleware,
-    state::{InMemoryState, NotKeyed, keyed::DefaultKeyedStateStore},
+    Quota, RateLimiter, middleware::NoOpMiddleware, state::keyed::DefaultKeyedStateStore,
 };
+
+use crate::kube::pace::{Direct, TokioClock, at_least_one as nonzero};
 
 /// Reviews at once for the whole agent, then [`REVIEWS_PER_SECOND`].
 pub const REVIEW_BURST: u32 = 10;
@@ -43,33 +42,12 @@ pub enum Limit {
     Agent,
 }
 
-/// governor's clock read from tokio's, so that tests can pause it.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct TokioClock;
-
-impl Clock for TokioClock {
-    type Instant = std::time::Instant;
-
-    fn now(&self) -> Self::Instant {
-        tokio::time::Instant::now().into_std()
-    }
-}
-
-type Direct = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
 type Keyed = RateLimiter<
     IpAddr,
     DefaultKeyedStateStore<IpAddr>,
     TokioClock,
     NoOpMiddleware<std::time::Instant>,
 >;
-
-/// A compile-time non-zero count.
-const fn nonzero(n: u32) -> NonZeroU32 {
-    match NonZeroU32::new(n) {
-        Some(n) => n,
-        None => panic!("a quota of zero"),
-    }
-}
 
 /// The three budgets.
 #[derive(Debug)]

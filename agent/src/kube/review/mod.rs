@@ -25,10 +25,9 @@ use k8s_openapi::api::{
 };
 use kube::{Api, api::PostParams};
 
-mod cache;
 pub mod limits;
 
-use cache::Cache;
+use super::ttl::Cache;
 pub use limits::Limit;
 use limits::Limits;
 // Tokio's clock, so that tests can pause it and cross a TTL in no time.
@@ -134,8 +133,8 @@ impl Reviewer {
                 client,
                 audiences,
                 state: Mutex::new(State {
-                    authn: Cache::new(),
-                    authz: Cache::new(),
+                    authn: Cache::new(CACHE_ENTRIES),
+                    authz: Cache::new(CACHE_ENTRIES),
                 }),
                 limits: Limits::new(),
             }),

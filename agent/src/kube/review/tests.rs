@@ -3,7 +3,6 @@ use std::net::Ipv4Addr;
 use serde_json::{Value, json};
 
 use super::{
-    cache::Cache,
     fake::FakeApi,
     limits::{
         Limits, PEER_REVIEW_BURST, PEER_REVIEWS_PER_MINUTE, PEERS, REVIEW_BURST, REVIEWS_PER_SECOND,
@@ -37,7 +36,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 fn cached_answers_expire_and_the_cache_stays_bounded() {
     let t0 = Instant::now();
     let yes = || true;
-    let mut c = Cache::<u32, bool>::new();
+    let mut c = Cache::<u32, bool>::new(CACHE_ENTRIES);
     c.put(1, true, Duration::from_secs(10), false, t0);
     assert_eq!(
         c.get(&1, t0 + Duration::from_secs(9), yes),
@@ -57,7 +56,7 @@ fn cached_answers_expire_and_the_cache_stays_bounded() {
 fn a_valid_answer_is_served_stale_for_as_long_again_with_one_re_review_at_a_time() {
     let t0 = Instant::now();
     let ttl = Duration::from_secs(10);
-    let mut c = Cache::<u32, bool>::new();
+    let mut c = Cache::<u32, bool>::new(CACHE_ENTRIES);
     c.put(1, true, ttl, true, t0);
     let stale = t0 + ttl;
     assert_eq!(c.get(&1, stale, || false), Some((true, false)), "no budget");
@@ -75,7 +74,7 @@ fn a_valid_answer_is_served_stale_for_as_long_again_with_one_re_review_at_a_time
     );
     assert_eq!(c.get(&1, t0 + 2 * ttl, || true), None, "bounded");
     // Full of valid answers nearer their end, a refusal still goes first.
-    let mut c = Cache::<u32, bool>::new();
+    let mut c = Cache::<u32, bool>::new(CACHE_ENTRIES);
     c.put(0, false, ttl, false, t0);
     for k in 1..u32::try_from(CACHE_ENTRIES).expect("small") {
         c.put(k, true, Duration::from_secs(1), true, t0);

@@ -191,7 +191,7 @@ impl Collector for FindingsCollector {
             None,
             MetricType::Gauge,
         )?;
-        for kind in FindingKind::ALL {
+        for kind in FindingKind::all() {
             let hints = view
                 .findings
                 .iter()
