@@ -1,6 +1,8 @@
 //! The documentation agrees with the code: docs/reference.md's flag tables are
-//! what the CLI's clap definitions render, and every relative link between the
-//! docs resolves (file and heading). No root, no eBPF program and no cluster needed.
+//! what the CLI's clap definitions render, every alert's `runbook_url` lands on
+//! its own heading of docs/runbooks.md, every relative link between the docs
+//! resolves (file and heading), and the README gives the two commands CI runs.
+//! No root, no eBPF program and no cluster needed.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use std::{
@@ -10,6 +12,10 @@ use std::{
 };
 
 use ipshadow::cli::reference;
+use ipshadow_tests::deploy;
+
+/// Where the runbooks are published; each alert's anchor follows.
+const RUNBOOKS: &str = "https://github.com/ipshadow/ipshadow/blob/main/docs/runbooks.md#";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -123,6 +129,60 @@ fn the_flag_reference_is_what_the_cli_renders() {
     );
 }
 
+#[test]
+fn every_runbook_url_lands_on_its_own_heading_of_docs_runbooks() {
+    let runbooks = read("docs/runbooks.md");
+    let headings = anchors(&runbooks);
+    let rules = deploy::yaml_stream(read("deploy/monitoring/prometheusrule.yaml").as_bytes());
+    let rules = rules[0]["spec"]["groups"][0]["rules"].as_array().unwrap();
+    let mut urls = BTreeMap::new();
+    for r in rules {
+        let alert = r["alert"].as_str().unwrap();
+        let url = r["annotations"]["runbook_url"].as_str().unwrap();
+        let target = url
+            .strip_prefix(RUNBOOKS)
+            .unwrap_or_else(|| panic!("{alert}: runbook_url {url} is not under {RUNBOOKS}"));
+        assert!(
+            headings.contains(target),
+            "{alert}: #{target} is no heading of docs/runbooks.md; its headings: {headings:#?}"
+        );
+        assert_eq!(
+            target,
+            anchor(alert),
+            "{alert}'s runbook is the heading `## {alert}`"
+        );
+        urls.insert(alert.to_owned(), url.to_owned());
+    }
+    assert!(urls.len() >= 15, "{urls:#?}");
+    // Every alert's runbook heading, and no runbook for an alert that is gone.
+    for (_, line) in prose(&runbooks) {
+        if let Some(alert) = line.strip_prefix("## IPShadow") {
+            assert!(
+                urls.contains_key(&format!("IPShadow{alert}")),
+                "docs/runbooks.md has a runbook for IPShadow{alert}, which no rule has"
+            );
+        }
+    }
+    // promtool compares the annotations exactly: the test file's must match.
+    let tests = deploy::yaml_stream(read("tests/prometheus/alerts_test.yaml").as_bytes());
+    let mut checked = 0;
+    for t in tests[0]["tests"].as_array().unwrap() {
+        for case in t["alert_rule_test"].as_array().unwrap() {
+            let alert = case["alertname"].as_str().unwrap();
+            for a in case["exp_alerts"].as_array().unwrap_or(&Vec::new()) {
+                let url = &a["exp_annotations"]["runbook_url"];
+                assert_eq!(
+                    url.as_str(),
+                    urls.get(alert).map(String::as_str),
+                    "tests/prometheus/alerts_test.yaml expects another runbook_url for {alert}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "only {checked} expected alerts");
+}
+
 /// `[text](target)` targets on the prose lines of `text`.
 fn links(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
@@ -191,6 +251,23 @@ fn every_relative_link_in_the_docs_resolves() {
         count > 40,
         "only {count} relative links: the parser missed them?"
     );
+}
+
+#[test]
+fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
+    let readme = read("README.md");
+    let quickstart = readme
+        .split("## Quickstart")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(quickstart.contains("\ncargo xtask demo "), "{quickstart}");
+    assert!(quickstart.contains("\ncargo xtask test "), "{quickstart}");
+    let ci = read(".ci/run");
+    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert_eq!(last.trim(), "cargo xtask test");
 }
 
 #[test]

@@ -683,47 +683,6 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
 }
 
 #[test]
-fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let quickstart = readme
-        .split("## Quickstart")
-        .nth(1)
-        .unwrap()
-        .split("\n## ")
-        .next()
-        .unwrap();
-    assert!(quickstart.contains("\ncargo xtask demo "), "{quickstart}");
-    assert!(quickstart.contains("\ncargo xtask test "), "{quickstart}");
-    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
-    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
-    assert_eq!(last.trim(), "cargo xtask test");
-    // Every runbook an alert links to exists as a README heading.
-    let objects = deploy::manifests();
-    for r in kind(&objects, "PrometheusRule")["spec"]["groups"][0]["rules"]
-        .as_array()
-        .unwrap()
-    {
-        let anchor = r["annotations"]["runbook_url"]
-            .as_str()
-            .unwrap()
-            .rsplit('#')
-            .next()
-            .unwrap()
-            .to_owned();
-        let heading = format!("#### Runbook: {}", r["alert"].as_str().unwrap());
-        assert!(readme.contains(&heading), "README lacks {heading:?}");
-        assert_eq!(
-            anchor,
-            heading
-                .trim_start_matches("#### ")
-                .to_lowercase()
-                .replace(": ", "-")
-        );
-    }
-}
-
-#[test]
 fn the_remediation_overlay_validates_and_starts_in_dry_run() {
     let objects = deploy::manifests_of("remediation");
     let _ = validate_core(&objects, "validate-remediation");
