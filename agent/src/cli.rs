@@ -1,6 +1,9 @@
 //! Command line: `ipshadow check` (one shot) and `ipshadow agent` (the
 //! DaemonSet process), made of the subsystems' own `Args`. Every flag has an
-//! environment fallback so a DaemonSet can set it.
+//! environment fallback so a DaemonSet can set it. [`reference`] renders
+//! them all as Markdown for docs/reference.md.
+
+pub mod reference;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -30,6 +33,10 @@ pub enum Command {
     /// Run as the node agent (the DaemonSet process): reconcile on every change,
     /// serve /metrics, /healthz and /readyz.
     Agent(Box<daemon::Args>),
+    /// Print the flag reference as Markdown, or rewrite docs/reference.md's
+    /// generated part (`cargo xtask docs`).
+    #[command(hide = true)]
+    Docs(reference::Args),
 }
 
 /// Logging flags.

@@ -1,6 +1,6 @@
 //! ipshadow: finds pod IPs shadowed by addresses the node itself holds.
 //!
-//! Layers, with imports in one direction only (README, "Architecture"):
+//! Layers, with imports in one direction only (docs/architecture.md, "Layers"):
 //! [`inventory`] ← [`detect`] ← [`report`] ← adapters ([`netlink`], [`kube`],
 //! [`ebpf`], [`privileges`]) ← entry points ([`reconcile`], [`check`],
 //! [`daemon`], [`cli`]).

@@ -86,6 +86,28 @@ async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(u8::from(audit.findings().next().is_some())))
 }
 
+/// `ipshadow docs` (hidden): the flag reference, printed or written into a file.
+fn docs(args: &ipshadow::cli::reference::Args) -> anyhow::Result<ExitCode> {
+    use ipshadow::cli::reference::{BEGIN, END, markdown, splice};
+    let Some(path) = &args.write else {
+        print!("{}", markdown());
+        return Ok(ExitCode::SUCCESS);
+    };
+    let doc =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let new = splice(&doc).with_context(|| {
+        format!(
+            "{} has no lines {BEGIN:?} and {END:?} (in that order)",
+            path.display()
+        )
+    })?;
+    if new != doc {
+        std::fs::write(path, new).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("{} rewritten", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The command line; as the kubectl plugin (`kubectl-ipshadow`, found on PATH
 /// by `kubectl ipshadow …`) its help says `kubectl ipshadow`.
 fn parse() -> Cli {
@@ -129,6 +151,7 @@ fn main() -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .context("ipshadow agent failed"),
+            Command::Docs(args) => docs(&args),
         }
     });
     result.unwrap_or_else(|e| {

@@ -127,7 +127,7 @@ fn layer(module: &str) -> u8 {
         .iter()
         .find(|(m, _)| *m == module)
         .unwrap_or_else(|| {
-            panic!("module {module} is in no layer: add it to LAYERS and the README")
+            panic!("module {module} is in no layer: add it to LAYERS and docs/architecture.md")
         })
         .1
 }

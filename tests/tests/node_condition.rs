@@ -2,7 +2,7 @@
 //! server: True with the worst finding while the node has findings, False once
 //! fixed (node-problem-detector's most common complaint is conditions that
 //! never clear), one write per change and changes within the minimum interval
-//! written together, other conditions untouched, and gone after the README's
+//! written together, other conditions untouched, and gone after the documented
 //! removal command with the real kubectl.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
@@ -48,7 +48,7 @@ fn status_writes(api: &ApiServer) -> usize {
         .count()
 }
 
-/// The README's removal, run for every Node with the real kubectl.
+/// The removal of docs/agent.md ("Uninstall"), run for every Node with the real kubectl.
 const REMOVE: &str = r#"for n in $(kubectl get nodes -o name); do kubectl patch "$n" --subresource=status -p '{"status":{"conditions":[{"type":"PodIPsShadowed","$patch":"delete"}]}}'; done"#;
 
 #[test]
@@ -99,7 +99,7 @@ fn the_node_condition_goes_true_and_clears() {
     assert_ready_kept(&api);
     figure("PodIPsShadowed: True on the collision, False on the fix, 2 writes, Ready kept");
 
-    // Uninstall: the agent goes first, then the README's command removes the condition.
+    // Uninstall: the agent goes first, then the documented command removes the condition.
     let (exit, _) = agent.terminate();
     assert!(exit.success());
     // kubectl where the API server listens: inside the node's namespace.

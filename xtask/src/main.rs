@@ -38,6 +38,9 @@ enum Task {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
+    /// Rewrite the flag reference in docs/reference.md from the agent's clap
+    /// definitions (a test fails while it differs).
+    Docs,
     /// The kubectl plugin's krew archive (target/krew) and its manifest with the sha256.
     Plugin,
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
@@ -138,6 +141,17 @@ fn main() -> anyhow::Result<()> {
                     .args([name, out.as_str()]),
             )
         }
+        Task::Docs => cargo(&[
+            "run",
+            "--locked",
+            "-q",
+            "-p",
+            "ipshadow",
+            "--",
+            "docs",
+            "--write",
+            "docs/reference.md",
+        ]),
         Task::Plugin => plugin::build(),
         Task::Demo { non_interactive } => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;

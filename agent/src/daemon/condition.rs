@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, env = "IPSHADOW_NODE_CONDITION", default_value_t = true,
           action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
     pub node_condition: bool,
-    /// At least this many seconds between two writes of the condition: the
+    /// At least this many seconds (1-600) between two writes of the condition: the
     /// first change is written at once, later ones within the interval
     /// together at its end (each write is a Node update every all-Node
     /// watcher receives: the scheduler, controllers, other agents).

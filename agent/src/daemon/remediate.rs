@@ -36,7 +36,7 @@ pub struct Args {
     /// (through the Eviction API, which keeps PodDisruptionBudgets): off, dry-run or evict.
     #[arg(long, env = "IPSHADOW_REMEDIATE", value_enum, default_value_t = Mode::Off)]
     pub remediate: Mode,
-    /// At most one pod per node per this long (e.g. 10m, 600s, 1h; 5s to 24h),
+    /// At most one pod per node per this long (10m, 600s, 1h or bare seconds; 5s to 24h),
     /// counted from the agent's start too; a PodDisruptionBudget's refusal
     /// waits for it as well.
     #[arg(long, env = "IPSHADOW_REMEDIATE_INTERVAL", default_value = "10m",

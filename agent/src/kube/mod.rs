@@ -30,33 +30,34 @@ pub struct SourceArgs {
     #[arg(long, env = "IPSHADOW_CILIUMNODES_FILE", requires = "pods")]
     pub ciliumnodes: Option<PathBuf>,
     /// With --pods: kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints
-    /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides.
+    /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides
+    /// (`AllocatorOverlap`).
     #[arg(long, env = "IPSHADOW_SUBNETS_FILE", requires = "pods")]
     pub subnets: Option<PathBuf>,
     /// With --pods: Nodes as `kubectl get nodes -o json` prints them, for the
     /// addresses Cilium publishes in their annotations (`network.cilium.io/*`,
     /// legacy `io.cilium.network.*`) where a CiliumNode does not show them, and
-    /// for how many pods this node accepts against its pod range.
+    /// for how many pods this node accepts against its pod range (`PodIPCapacityShortfall`).
     #[arg(long, env = "IPSHADOW_NODES_FILE", requires = "pods")]
     pub nodes: Option<PathBuf>,
     /// With --pods: Events as `kubectl get events -A -o json` prints them. kubelet's
     /// FailedCreatePodSandBox Events name the address Cilium refused a pod as already
-    /// in use: the only trace of it when Cilium's own IPAM gave the pod that address.
+    /// in use (the only trace of it when Cilium's own IPAM gave the pod that address)
+    /// or an allocator with none left (`PodIPExhaustion`).
     #[arg(long, env = "IPSHADOW_EVENTS_FILE", requires = "pods")]
     pub events: Option<PathBuf>,
     /// With --pods: Cilium's ConfigMap as `kubectl get cm -n kube-system cilium-config
     /// -o json` prints it, so a switch to ipam=cluster-pool that left a node on its
-    /// old range is found.
+    /// old range is found (`IPAMMigrationStuck`).
     #[arg(long, env = "IPSHADOW_CILIUM_CONFIG_FILE", requires = "pods")]
     pub cilium_config: Option<PathBuf>,
     /// With --pods: EndpointSlices as `kubectl get endpointslices -A -o json` prints
     /// them: the Services a shadowed pod backs (a finding's `impact`).
     #[arg(long, env = "IPSHADOW_ENDPOINTSLICES_FILE", requires = "pods")]
     pub endpointslices: Option<PathBuf>,
-    /// With --pods: a List of ValidatingWebhookConfigurations and
-    /// MutatingWebhookConfigurations (`kubectl get validatingwebhookconfigurations,
-    /// mutatingwebhookconfigurations -o json`): webhooks the kube-apiserver calls
-    /// through those Services make a finding critical.
+    /// With --pods: webhook configurations as `kubectl get
+    /// validatingwebhookconfigurations,mutatingwebhookconfigurations -o json` prints
+    /// them: webhooks the kube-apiserver calls through those Services make a finding critical.
     #[arg(long, env = "IPSHADOW_WEBHOOKS_FILE", requires = "pods")]
     pub webhooks: Option<PathBuf>,
     /// With --pods: Services as `kubectl get services -A -o json` prints them: a

@@ -16,26 +16,27 @@ pub const DEFAULT_HEALTH_LISTEN: &str = "127.0.0.1:9786";
 #[derive(Debug, clap::Args)]
 #[group(id = "http")]
 pub struct Args {
-    /// Address of /metrics (and /healthz, /readyz). The manifest binds the node's own
-    /// address (status.hostIP), not every address of the host.
+    /// Address of /metrics (and /healthz, /readyz), `host:port` (an IPv6 address may come
+    /// without brackets). The manifest binds the node's own address (status.hostIP).
     #[arg(long, env = "IPSHADOW_LISTEN", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
     pub listen: SocketAddr,
-    /// Address of /healthz and /readyz alone, for kubelet's probes (the same as --listen: none).
+    /// Address of /healthz and /readyz alone, for kubelet's probes (the same as --listen: one
+    /// listener serves all three).
     #[arg(long, env = "IPSHADOW_HEALTH_LISTEN", default_value = DEFAULT_HEALTH_LISTEN,
           value_parser = listen_addr)]
     pub health_listen: SocketAddr,
-    /// Connections served at once per listener; more are closed as they come.
+    /// Connections served at once per listener (1-4096); more are closed as they come.
     #[arg(long, env = "IPSHADOW_HTTP_MAX_CONNECTIONS", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub http_max_connections: u32,
-    /// Connections one client address may hold at once on --listen, so that no
+    /// Connections one client address may hold at once on --listen (1-4096), so that no
     /// client takes all of --http-max-connections; its next ones are closed as
     /// they come. The health listener (loopback: one client) has the total only.
     #[arg(long, env = "IPSHADOW_HTTP_MAX_CONNECTIONS_PER_PEER", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub http_max_connections_per_peer: u32,
-    /// Seconds a client has to send a request's headers; also how long an idle
-    /// keep-alive connection stays open.
+    /// Seconds a client has to send a request's headers and to finish a TLS handshake;
+    /// also how long an idle keep-alive connection stays open (1-300).
     #[arg(long, env = "IPSHADOW_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub http_header_timeout_seconds: u64,

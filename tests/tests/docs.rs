@@ -1,0 +1,293 @@
+//! The documentation agrees with the code: docs/reference.md's flag tables are
+//! what the CLI's clap definitions render, every alert's `runbook_url` lands on
+//! its own heading of docs/runbooks.md, every relative link between the docs
+//! resolves (file and heading), and the README gives the two commands CI runs.
+//! No root, no eBPF program and no cluster needed.
+#![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
+
+use ipshadow::cli::reference;
+use ipshadow_tests::deploy;
+
+/// Where the runbooks are published; each alert's anchor follows.
+const RUNBOOKS: &str = "https://github.com/ipshadow/ipshadow/blob/main/docs/runbooks.md#";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+}
+
+/// The lines of `text` outside fenced code blocks, with their line numbers.
+fn prose(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            out.push((i + 1, line));
+        }
+    }
+    out
+}
+
+/// GitHub's anchor of a heading: lowercase, spaces to '-', every other
+/// character but letters, digits, '-' and '_' dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every anchor of a Markdown file's headings, repeats numbered as GitHub does.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    for (_, line) in prose(text) {
+        let Some(heading) = line
+            .strip_prefix('#')
+            .map(|h| h.trim_start_matches('#'))
+            .filter(|h| h.starts_with(' '))
+        else {
+            continue;
+        };
+        let a = anchor(heading);
+        let n = seen.entry(a.clone()).or_default();
+        out.insert(if *n == 0 {
+            a.clone()
+        } else {
+            format!("{a}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// A line diff, enough to show where a generated text drifted.
+fn diff(want: &str, have: &str) -> String {
+    let (w, h): (Vec<&str>, Vec<&str>) = (want.lines().collect(), have.lines().collect());
+    // Longest common subsequence, then walk it.
+    let mut lcs = vec![vec![0usize; h.len() + 1]; w.len() + 1];
+    for i in (0..w.len()).rev() {
+        for j in (0..h.len()).rev() {
+            lcs[i][j] = if w[i] == h[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < w.len() || j < h.len() {
+        if i < w.len() && j < h.len() && w[i] == h[j] {
+            i += 1;
+            j += 1;
+        } else if j < h.len() && (i == w.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            let _ = writeln!(out, "- {}", h[j]);
+            j += 1;
+        } else {
+            let _ = writeln!(out, "+ {}", w[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_flag_reference_is_what_the_cli_renders() {
+    let doc = read("docs/reference.md");
+    let want = reference::splice(&doc).unwrap_or_else(|| {
+        panic!(
+            "docs/reference.md lacks the lines {:?} and {:?} around its flag tables",
+            reference::BEGIN,
+            reference::END
+        )
+    });
+    assert!(
+        want == doc,
+        "docs/reference.md's flag tables differ from the clap definitions in agent/src \
+         (- in the file, + generated). Run `cargo xtask docs` to regenerate them \
+         (or `cargo run -p ipshadow -- docs --write docs/reference.md`):\n{}",
+        diff(&want, &doc)
+    );
+}
+
+#[test]
+fn every_runbook_url_lands_on_its_own_heading_of_docs_runbooks() {
+    let runbooks = read("docs/runbooks.md");
+    let headings = anchors(&runbooks);
+    let rules = deploy::yaml_stream(read("deploy/monitoring/prometheusrule.yaml").as_bytes());
+    let rules = rules[0]["spec"]["groups"][0]["rules"].as_array().unwrap();
+    let mut urls = BTreeMap::new();
+    for r in rules {
+        let alert = r["alert"].as_str().unwrap();
+        let url = r["annotations"]["runbook_url"].as_str().unwrap();
+        let target = url
+            .strip_prefix(RUNBOOKS)
+            .unwrap_or_else(|| panic!("{alert}: runbook_url {url} is not under {RUNBOOKS}"));
+        assert!(
+            headings.contains(target),
+            "{alert}: #{target} is no heading of docs/runbooks.md; its headings: {headings:#?}"
+        );
+        assert_eq!(
+            target,
+            anchor(alert),
+            "{alert}'s runbook is the heading `## {alert}`"
+        );
+        urls.insert(alert.to_owned(), url.to_owned());
+    }
+    assert!(urls.len() >= 15, "{urls:#?}");
+    // Every alert's runbook heading, and no runbook for an alert that is gone.
+    for (_, line) in prose(&runbooks) {
+        if let Some(alert) = line.strip_prefix("## IPShadow") {
+            assert!(
+                urls.contains_key(&format!("IPShadow{alert}")),
+                "docs/runbooks.md has a runbook for IPShadow{alert}, which no rule has"
+            );
+        }
+    }
+    // promtool compares the annotations exactly: the test file's must match.
+    let tests = deploy::yaml_stream(read("tests/prometheus/alerts_test.yaml").as_bytes());
+    let mut checked = 0;
+    for t in tests[0]["tests"].as_array().unwrap() {
+        for case in t["alert_rule_test"].as_array().unwrap() {
+            let alert = case["alertname"].as_str().unwrap();
+            for a in case["exp_alerts"].as_array().unwrap_or(&Vec::new()) {
+                let url = &a["exp_annotations"]["runbook_url"];
+                assert_eq!(
+                    url.as_str(),
+                    urls.get(alert).map(String::as_str),
+                    "tests/prometheus/alerts_test.yaml expects another runbook_url for {alert}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "only {checked} expected alerts");
+}
+
+/// `[text](target)` targets on the prose lines of `text`.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in prose(text) {
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            let tail = &rest[i + 2..];
+            let Some(end) = tail.find(')') else { break };
+            out.push((n, tail[..end].to_owned()));
+            rest = &tail[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let mut files = vec![PathBuf::from("README.md"), PathBuf::from("bench/README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path.strip_prefix(root()).unwrap().to_owned());
+        }
+    }
+    assert!(files.len() >= 12, "{files:?}");
+    let mut bad = Vec::new();
+    let mut count = 0;
+    for file in &files {
+        let text = read(file.to_str().unwrap());
+        for (line, target) in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            count += 1;
+            let (path, fragment) = target.split_once('#').unwrap_or((&target, ""));
+            let dest = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            let at = format!("{}:{line}: ({target})", file.display());
+            let full = root().join(&dest);
+            if !full.exists() {
+                bad.push(format!("{at}: {} does not exist", dest.display()));
+                continue;
+            }
+            if !fragment.is_empty() {
+                let Some(md) = std::fs::read_to_string(&full)
+                    .ok()
+                    .filter(|_| dest.extension().is_some_and(|e| e == "md"))
+                else {
+                    bad.push(format!("{at}: an anchor into a file that is no Markdown"));
+                    continue;
+                };
+                if !anchors(&md).contains(fragment) {
+                    bad.push(format!(
+                        "{at}: no heading of {} has #{fragment}",
+                        dest.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "broken links:\n{}", bad.join("\n"));
+    assert!(
+        count > 40,
+        "only {count} relative links: the parser missed them?"
+    );
+}
+
+#[test]
+fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
+    let readme = read("README.md");
+    let quickstart = readme
+        .split("## Quickstart")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(quickstart.contains("\ncargo xtask demo "), "{quickstart}");
+    assert!(quickstart.contains("\ncargo xtask test "), "{quickstart}");
+    let ci = read(".ci/run");
+    let last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert_eq!(last.trim(), "cargo xtask test");
+}
+
+#[test]
+fn github_anchors_drop_punctuation_and_number_repeats() {
+    assert_eq!(anchor("IPShadowPodIPCollision"), "ipshadowpodipcollision");
+    assert_eq!(anchor("`ipshadow check`"), "ipshadow-check");
+    assert_eq!(
+        anchor("`ipshadow audit` (and `kubectl ipshadow audit`)"),
+        "ipshadow-audit-and-kubectl-ipshadow-audit"
+    );
+    assert_eq!(
+        anchor("What the agent's credentials can do"),
+        "what-the-agents-credentials-can-do"
+    );
+    assert_eq!(
+        anchor("Packet path (`packet_path`)"),
+        "packet-path-packet_path"
+    );
+    assert_eq!(
+        anchors("# A\n```\n# not a heading\n```\n## A\n### B\n"),
+        BTreeSet::from(["a".to_owned(), "a-1".to_owned(), "b".to_owned()])
+    );
+}
