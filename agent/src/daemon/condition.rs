@@ -80,7 +80,11 @@ impl ConditionTask {
             if let (true, Some(node)) = (input.ready, input.node.as_ref()) {
                 let want = desired(&input.findings, &self.node);
                 let pending = (want.clone(), node.shadowed.clone());
-                if !shows(node.shadowed.as_ref(), &want) && last.as_ref() != Some(&pending) {
+                if shows(node.shadowed.as_ref(), &want) {
+                    // The write landed: a later difference (someone removed
+                    // the condition) is news, even if it looks as before it.
+                    last = None;
+                } else if last.as_ref() != Some(&pending) {
                     if let Some(at) = written_at
                         && at.elapsed() < self.interval
                     {
@@ -129,3 +133,6 @@ impl ConditionTask {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
