@@ -13,12 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::Published;
 use crate::{
+    inventory::ConditionSeen,
     kube::{
         cluster::{Failure, backoff},
         condition::{shows, write},
     },
     report::{
-        condition::desired,
+        condition::{Condition, desired},
         metrics::{Metrics, WriteLabels, WriteResult},
     },
 };
@@ -67,6 +68,24 @@ impl ConditionTask {
         }
     }
 
+    /// Writes `want` over what the Node shows, and counts the write.
+    async fn write_counted(
+        &self,
+        want: &Condition,
+        seen: Option<&ConditionSeen>,
+    ) -> Result<(), kube::Error> {
+        let written = write(&self.client, &self.node, want, seen).await;
+        let result = match &written {
+            Ok(()) => WriteResult::patched,
+            Err(_) => WriteResult::failed,
+        };
+        self.metrics
+            .condition_writes
+            .get_or_create(&WriteLabels { result })
+            .inc();
+        written
+    }
+
     /// Writes until `token` is cancelled.
     pub(crate) async fn run(mut self, token: CancellationToken) {
         let mut backoff = backoff(Failure::Error);
@@ -97,16 +116,8 @@ impl ConditionTask {
                     }
                     let written = tokio::select! {
                         () = token.cancelled() => return,
-                        r = write(&self.client, &self.node, &want, node.shadowed.as_ref()) => r,
+                        r = self.write_counted(&want, node.shadowed.as_ref()) => r,
                     };
-                    let result = match &written {
-                        Ok(()) => WriteResult::patched,
-                        Err(_) => WriteResult::failed,
-                    };
-                    self.metrics
-                        .condition_writes
-                        .get_or_create(&WriteLabels { result })
-                        .inc();
                     match written {
                         Ok(()) => {
                             last = Some(pending);
