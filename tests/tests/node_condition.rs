@@ -2,8 +2,9 @@
 //! server: True with the worst finding while the node has findings, False once
 //! fixed (node-problem-detector's most common complaint is conditions that
 //! never clear), one write per change and changes within the minimum interval
-//! written together, other conditions untouched, and gone after the README's
-//! removal command with the real kubectl.
+//! written together, other conditions untouched, written again when removed
+//! while the agent runs, and gone after the README's removal command with the
+//! real kubectl.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use std::time::Duration;
@@ -51,6 +52,24 @@ fn status_writes(api: &ApiServer) -> usize {
 
 /// The README's removal, run for every Node with the real kubectl.
 const REMOVE: &str = r#"for n in $(kubectl get nodes -o name); do kubectl patch "$n" --subresource=status -p '{"status":{"conditions":[{"type":"PodIPsShadowed","$patch":"delete"}]}}'; done"#;
+
+/// Runs [`REMOVE`] with kubectl where the API server listens: inside the node's namespace.
+fn remove(sim: &SimNode, lab: &Lab) -> std::process::Output {
+    let out = sim
+        .node
+        .command("sh")
+        .args(["-ec", REMOVE])
+        .env("KUBECONFIG", &lab.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 #[test]
 fn the_node_condition_goes_true_and_clears() {
@@ -112,23 +131,18 @@ fn the_node_condition_goes_true_and_clears() {
     assert_ready_kept(&api);
     figure("PodIPsShadowed: True on the collision, False on the fix, 2 writes, Ready kept");
 
+    // Removed while the agent runs (the README's command): written again.
+    remove(&sim, &lab);
+    wait_for("PodIPsShadowed back after its removal", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "False")
+    });
+    // kubectl's PATCH, then the agent's one.
+    assert_eq!(status_writes(&api), 4, "{:#?}", api.counts().log);
+
     // Uninstall: the agent goes first, then the README's command removes the condition.
     let (exit, _) = agent.terminate();
     assert!(exit.success());
-    // kubectl where the API server listens: inside the node's namespace.
-    let out = sim
-        .node
-        .command("sh")
-        .args(["-ec", REMOVE])
-        .env("KUBECONFIG", &lab.kubeconfig)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = remove(&sim, &lab);
     assert!(
         condition(&api, ME).is_none(),
         "{}{}\n{:#?}",
@@ -142,7 +156,7 @@ fn the_node_condition_goes_true_and_clears() {
 /// The minimum interval between two writes in the burst test: long enough
 /// that the four changes below fall within it on any machine (the test waits
 /// for each to be reconciled); the timing itself is daemon/condition/tests.rs's.
-const INTERVAL: Duration = Duration::from_secs(20);
+const INTERVAL: Duration = Duration::from_secs(10);
 
 #[test]
 fn changes_within_the_interval_are_written_together_at_its_end() {
