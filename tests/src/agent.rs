@@ -119,6 +119,25 @@ impl AgentProc {
         None
     }
 
+    /// `ipshadow_reconciles_total{result="ok"}` of the agent in `ns` (0 before the first).
+    pub fn reconciles(ns: &NetNs) -> f64 {
+        let (_, m) = Self::get(ns, "/metrics").unwrap();
+        http::sample(&m, "ipshadow_reconciles_total", &[("result", "ok")]).unwrap_or(0.0)
+    }
+
+    /// Runs `change`, then waits (up to [`crate::HANG`]) until the agent in `ns`
+    /// has reconciled after it: the fact a test waits on before asserting that
+    /// the change led to nothing.
+    pub fn reconciled_after(ns: &NetNs, change: impl FnOnce()) {
+        let before = Self::reconciles(ns);
+        change();
+        let moved = Self::wait_metrics(ns, crate::HANG, |m| {
+            http::sample(m, "ipshadow_reconciles_total", &[("result", "ok")])
+                .is_some_and(|n| n > before)
+        });
+        assert!(moved.is_some(), "no reconcile after the change");
+    }
+
     /// Waits until `/readyz` answers 200.
     pub fn wait_ready(&self, ns: &NetNs) {
         let start = Instant::now();

@@ -28,20 +28,24 @@ use std::{path::PathBuf, time::Duration};
 /// a bound for a hang, never a timing assertion (those are the benchmark's).
 pub const HANG: Duration = Duration::from_secs(30);
 
-/// Whether this process may create network namespaces; tests print why they
-/// skip otherwise (CI runs as root, so they always run there).
+/// Whether this process may create network namespaces. Either way the guard
+/// records it (see [`guard`]): a root-only test that returns early is counted
+/// as skipped, and `cargo xtask test` prints the counts and fails in CI on any.
 pub fn can_run_netns_tests(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!(
-            "skipping {test}: needs root to create network namespaces (run `cargo xtask test` as root)"
+    if root {
+        guard(test, None);
+    } else {
+        guard(
+            test,
+            Some("needs root to create network namespaces (run `cargo xtask test` as root)"),
         );
     }
     root
 }
 
-/// Whether the running kernel is at least `major.minor`; prints why `test` is
+/// Whether the running kernel is at least `major.minor`; records `test` as
 /// skipped otherwise (as aya's integration tests do for kernel features).
 pub fn kernel_at_least(major: u8, minor: u8, test: &str, feature: &str) -> bool {
     let current = aya::util::KernelVersion::current();
@@ -49,17 +53,48 @@ pub fn kernel_at_least(major: u8, minor: u8, test: &str, feature: &str) -> bool 
         .as_ref()
         .is_ok_and(|v| *v >= aya::util::KernelVersion::new(major, minor, 0));
     if !ok {
-        eprintln!(
-            "skipping {test}: {feature} needs kernel {major}.{minor} or later (running {current:?})"
+        guard(
+            test,
+            Some(&format!(
+                "{feature} needs kernel {major}.{minor} or later (running {current:?})"
+            )),
         );
     }
     ok
 }
 
+/// The marker that starts a guard's line on stderr and in `$IPSHADOW_GUARDS`.
+pub const GUARD_MARKER: &str = "ipshadow-guard";
+
+/// Records that the root-only (or kernel-dependent) test `test` ran (`skip`
+/// is `None`) or was skipped and why: a line `ipshadow-guard\tran|skipped\t<test>\t<why>`
+/// on stderr, and appended to the file `$IPSHADOW_GUARDS` names (`cargo xtask
+/// test` sets it, counts the lines and fails under `CI=true` on any skip).
+pub fn guard(test: &str, skip: Option<&str>) {
+    use std::io::Write as _;
+    let line = match skip {
+        None => format!("{GUARD_MARKER}\tran\t{test}\t\n"),
+        Some(why) => format!("{GUARD_MARKER}\tskipped\t{test}\t{why}\n"),
+    };
+    if skip.is_some() {
+        eprint!("{line}");
+    }
+    if let Some(path) = std::env::var_os("IPSHADOW_GUARDS")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        // One write per line: appends from parallel tests do not interleave.
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
 /// The tc attach modes (`--tc-attach`) this kernel has: TCX needs 6.6; a test
-/// that would try both prints why it runs only the legacy one.
+/// that would try both records its TCX half as skipped when it runs only the
+/// legacy one.
 pub fn attach_modes(test: &str) -> Vec<&'static str> {
-    if kernel_at_least(6, 6, test, "the TCX half of") {
+    if kernel_at_least(6, 6, &format!("{test} (TCX half)"), "TCX") {
         vec!["tcx", "netlink"]
     } else {
         vec!["netlink"]

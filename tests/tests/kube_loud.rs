@@ -299,7 +299,8 @@ fn an_annotation_is_a_hint_and_kube_ovns_record_the_proof() {
         pending_pod("tenant", "elsewhere-0", ME, "100.65.0.7"),
     );
     let lab = Lab::new("hint", &api);
-    let agent = lab.agent(&sim.node, ME);
+    // A sync of the Events every second: the fact waited on below.
+    let agent = lab.agent_with(&sim.node, ME, &["--event-refresh-seconds", "1"]);
     agent.wait_ready(&sim.node);
 
     let gw = wait_for("IngressIPCollision on gateway-0", HANG, || {
@@ -329,7 +330,13 @@ fn an_annotation_is_a_hint_and_kube_ovns_record_the_proof() {
         asked >= 1,
         "kube-ovn's record of forged-0 was never asked for"
     );
-    std::thread::sleep(Duration::from_secs(2));
+    // Two Event syncs logged since: the second began after the finding was
+    // published (the first may have read the findings before), and wrote
+    // nothing for it.
+    let from = agent.log_text().len();
+    wait_for("two more Event syncs", HANG, || {
+        (agent.log_text()[from..].matches("syncing Events").count() >= 2).then_some(())
+    });
     assert!(api.core_events_for("tenant", "forged-0").is_empty());
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
     assert_eq!(

@@ -3,6 +3,7 @@
 //! xtask itself depends on nothing that needs the eBPF toolchain, so it builds
 //! on a fresh machine and can install that toolchain.
 
+mod guards;
 mod plugin;
 mod setup;
 
@@ -295,10 +296,16 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
     // series counted…) through ipshadow_tests::figure into this file.
     let figures = workspace_root().join("target/test-figures.txt");
     let _ = std::fs::remove_file(&figures);
+    // The root-only tests' guards record whether each ran (ipshadow_tests::guard).
+    let guard_file = workspace_root().join("target/test-guards.txt");
+    let _ = std::fs::remove_file(&guard_file);
     let result = run(Command::new(env!("CARGO"))
         .args(&args)
         .env("IPSHADOW_FIGURES", &figures)
+        .env("IPSHADOW_GUARDS", &guard_file)
         .env("PROPTEST_CASES", PROPTEST_CASES));
+    let guards = guards::Guards::read(&guard_file);
+    let result = result.and_then(|()| guards.check(guards::ci()));
     let mut lines: Vec<String> = std::fs::read_to_string(&figures)
         .unwrap_or_default()
         .lines()
@@ -318,6 +325,11 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
     );
     for l in lines {
         println!("  {l}");
+    }
+    // Last, where it is seen: a skipped root-only test passed without checking anything.
+    println!();
+    for l in guards.report() {
+        println!("{l}");
     }
     result
 }

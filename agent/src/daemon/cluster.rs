@@ -91,26 +91,7 @@ impl Parts {
             .with_cilium_namespace(&args.sources.cilium_namespace)
             .with_confirmations(findings)
             .with_lookups(unexplained);
-        let condition = args.condition.node_condition.then(|| {
-            ConditionTask::new(
-                client.clone(),
-                node,
-                &args.condition,
-                metrics.clone(),
-                published.clone(),
-            )
-        });
-        let remediation = if args.remediate.remediate == remediate::Mode::Off {
-            None
-        } else {
-            Some(remediate::RemediateTask::new(
-                kube::client_without_retries().await?,
-                node,
-                &args.remediate,
-                metrics.clone(),
-                published.clone(),
-            ))
-        };
+        let (condition, remediation) = acting(args, &client, node, metrics, &published).await?;
         let impact = ImpactTask::new(client.clone(), node, published.clone(), impacts_tx);
         let events = EventTask::new(
             client,
@@ -129,6 +110,38 @@ impl Parts {
             events,
         })
     }
+}
+
+/// What writes to the API server beside Events: the Node condition (unless
+/// turned off) and remediation (when asked for).
+async fn acting(
+    args: &Args,
+    client: &::kube::Client,
+    node: &str,
+    metrics: &Arc<Metrics>,
+    published: &watch::Receiver<Published>,
+) -> Result<(Option<ConditionTask>, Option<remediate::RemediateTask>)> {
+    let condition = args.condition.node_condition.then(|| {
+        ConditionTask::new(
+            client.clone(),
+            node,
+            &args.condition,
+            metrics.clone(),
+            published.clone(),
+        )
+    });
+    let remediation = if args.remediate.remediate == remediate::Mode::Off {
+        None
+    } else {
+        Some(remediate::RemediateTask::new(
+            kube::client_without_retries().await?,
+            node,
+            &args.remediate,
+            metrics.clone(),
+            published.clone(),
+        ))
+    };
+    Ok((condition, remediation))
 }
 
 /// Passes each published set of findings on to the watches' confirmations and

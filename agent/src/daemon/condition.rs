@@ -13,12 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::Published;
 use crate::{
+    inventory::ConditionSeen,
     kube::{
         cluster::{Failure, backoff},
         condition::{shows, write},
     },
     report::{
-        condition::desired,
+        condition::{Condition, desired},
         metrics::{Metrics, WriteLabels, WriteResult},
     },
 };
@@ -67,6 +68,24 @@ impl ConditionTask {
         }
     }
 
+    /// Writes `want` over what the Node shows, and counts the write.
+    async fn write_counted(
+        &self,
+        want: &Condition,
+        seen: Option<&ConditionSeen>,
+    ) -> Result<(), kube::Error> {
+        let written = write(&self.client, &self.node, want, seen).await;
+        let result = match &written {
+            Ok(()) => WriteResult::patched,
+            Err(_) => WriteResult::failed,
+        };
+        self.metrics
+            .condition_writes
+            .get_or_create(&WriteLabels { result })
+            .inc();
+        written
+    }
+
     /// Writes until `token` is cancelled.
     pub(crate) async fn run(mut self, token: CancellationToken) {
         let mut backoff = backoff(Failure::Error);
@@ -80,7 +99,11 @@ impl ConditionTask {
             if let (true, Some(node)) = (input.ready, input.node.as_ref()) {
                 let want = desired(&input.findings, &self.node);
                 let pending = (want.clone(), node.shadowed.clone());
-                if !shows(node.shadowed.as_ref(), &want) && last.as_ref() != Some(&pending) {
+                if shows(node.shadowed.as_ref(), &want) {
+                    // The write landed: a later difference (someone removed
+                    // the condition) is news, even if it looks as before it.
+                    last = None;
+                } else if last.as_ref() != Some(&pending) {
                     if let Some(at) = written_at
                         && at.elapsed() < self.interval
                     {
@@ -93,16 +116,8 @@ impl ConditionTask {
                     }
                     let written = tokio::select! {
                         () = token.cancelled() => return,
-                        r = write(&self.client, &self.node, &want, node.shadowed.as_ref()) => r,
+                        r = self.write_counted(&want, node.shadowed.as_ref()) => r,
                     };
-                    let result = match &written {
-                        Ok(()) => WriteResult::patched,
-                        Err(_) => WriteResult::failed,
-                    };
-                    self.metrics
-                        .condition_writes
-                        .get_or_create(&WriteLabels { result })
-                        .inc();
                     match written {
                         Ok(()) => {
                             last = Some(pending);
@@ -129,3 +144,6 @@ impl ConditionTask {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

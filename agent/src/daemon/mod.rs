@@ -26,6 +26,8 @@ pub mod reconcile_loop;
 mod remediate;
 mod scrape_auth;
 mod supervise;
+#[cfg(test)]
+mod test_api;
 
 use std::{
     collections::BTreeSet,

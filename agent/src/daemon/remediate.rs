@@ -66,6 +66,11 @@ fn duration(s: &str, min: Duration) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Now, in tokio's clock: the real one in the agent, a paused one in tests.
+fn clock_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// The remediation task.
 pub(crate) struct RemediateTask {
     /// Without its own retries: a blocked eviction waits for the interval.
@@ -89,11 +94,7 @@ impl RemediateTask {
             client,
             node: node.to_owned(),
             mode: args.remediate,
-            policy: Policy::new(
-                args.remediate_after,
-                args.remediate_interval,
-                std::time::Instant::now(),
-            ),
+            policy: Policy::new(args.remediate_after, args.remediate_interval, clock_now()),
             metrics,
             published,
         }
@@ -113,12 +114,12 @@ impl RemediateTask {
             } else {
                 Vec::new()
             };
-            let now = std::time::Instant::now();
+            let now = clock_now();
             if let Some(c) = self.policy.next(&current, now) {
                 self.policy.acted(&c, now);
                 self.act(&c).await;
             }
-            let wait = self.policy.wait(std::time::Instant::now());
+            let wait = self.policy.wait(clock_now());
             tokio::select! {
                 () = token.cancelled() => return,
                 r = self.published.changed() => if r.is_err() { return },
@@ -179,6 +180,9 @@ impl RemediateTask {
         }
     }
 }
+
+#[cfg(test)]
+mod loop_tests;
 
 #[cfg(test)]
 mod tests {

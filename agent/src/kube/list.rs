@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::objects;
 use crate::inventory::{
     CiliumConfig, CiliumNode, ClusterState, Invalid, IpSource, NodeFacts, Pod, Routes,
-    SandboxFailure, with_refused_addresses,
+    SandboxFailure, Subnet, with_refused_addresses,
 };
 
 /// Objects per list request.
@@ -159,36 +159,13 @@ pub async fn cluster_state(
         |p| pods.push(objects::pod(&p, annotation_keys, &mut invalid)),
     )
     .await?;
-    let mut cilium_nodes = Vec::new();
-    custom(
-        client,
-        ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
-        read,
-        progress,
-        |v| match objects::cilium_node(v, &mut invalid) {
-            Ok(c) => cilium_nodes.push(c),
-            Err(e) => invalid.push(e),
-        },
-    )
-    .await?;
+    let (cilium_nodes, subnets) = crds(client, read, progress, &mut invalid).await?;
     let (annotated, facts) = nodes(
         client,
         scope,
         cilium_nodes.is_empty(),
         progress,
         &mut invalid,
-    )
-    .await?;
-    let mut subnets = Vec::new();
-    custom(
-        client,
-        ("kubeovn.io", "v1", "Subnet", "subnets"),
-        read,
-        progress,
-        |v| match objects::subnet(v, &mut invalid) {
-            Ok(s) => subnets.push(s),
-            Err(e) => invalid.push(e),
-        },
     )
     .await?;
     let sandbox = refusals(client, scope, &pods, progress).await?;
@@ -211,6 +188,40 @@ pub async fn cluster_state(
         // Asked for afterwards, only for the local addresses that shadow a pod.
         services: Arc::default(),
     })
+}
+
+/// Every CiliumNode and kube-ovn Subnet (an absent CRD: none).
+async fn crds(
+    client: &kube::Client,
+    read: Read,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Result<(Vec<CiliumNode>, Vec<Subnet>), ListError> {
+    let mut cilium_nodes = Vec::new();
+    custom(
+        client,
+        ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
+        read,
+        progress,
+        |v| match objects::cilium_node(v, invalid) {
+            Ok(c) => cilium_nodes.push(c),
+            Err(e) => invalid.push(e),
+        },
+    )
+    .await?;
+    let mut subnets = Vec::new();
+    custom(
+        client,
+        ("kubeovn.io", "v1", "Subnet", "subnets"),
+        read,
+        progress,
+        |v| match objects::subnet(v, invalid) {
+            Ok(s) => subnets.push(s),
+            Err(e) => invalid.push(e),
+        },
+    )
+    .await?;
+    Ok((cilium_nodes, subnets))
 }
 
 /// Cilium's addresses in Node annotations and the Nodes' facts: every Node
