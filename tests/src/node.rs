@@ -46,6 +46,26 @@ impl SimNode {
         }
     }
 
+    /// `kube-ipvs0` as kube-proxy in IPVS mode keeps it, with `vips` (each a
+    /// /32, a local route): here a veth, since this kernel has no dummy links.
+    pub fn add_vips(&self, vips: &[&str]) {
+        self.node.ip(&[
+            "link",
+            "add",
+            "kube-ipvs0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "ipvs0p",
+        ]);
+        for vip in vips {
+            self.node
+                .ip(&["addr", "add", &format!("{vip}/32"), "dev", "kube-ipvs0"]);
+        }
+        self.node.ip(&["link", "set", "kube-ipvs0", "up"]);
+    }
+
     /// A pod namespace with `ip`/16 on eth0, its veth on the OVN bridge.
     pub fn add_pod(&mut self, ip: &str) -> &NetNs {
         let n = self.pods.len();

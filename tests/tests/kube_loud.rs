@@ -73,18 +73,7 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.4.20"]));
     // A pod on an address kube-proxy (IPVS mode) bound on the node: the agent
     // asks which Service claims it.
-    sim.node.ip(&[
-        "link",
-        "add",
-        "kube-ipvs0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ipvs0p",
-    ]);
-    sim.node
-        .ip(&["addr", "add", "10.244.4.40/32", "dev", "kube-ipvs0"]);
+    sim.add_vips(&["10.244.4.40"]);
     api.apply(Res::Pods, pod("tenant", "vip-0", ME, &["10.244.4.40"]));
     // A pod whose annotation alone names the router IP: kube-ovn's record is asked for.
     api.apply(Res::Pods, pending_pod("tenant", "forged-0", ME, ROUTER));

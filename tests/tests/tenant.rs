@@ -172,21 +172,7 @@ fn a_tenant_gets_no_pod_evicted_and_never_speaks_for_the_node() {
     }
     let sim = SimNode::kube_ovn("tnt", ROUTER);
     // kube-proxy in IPVS mode binds the Service's external IP on kube-ipvs0 (here a veth).
-    sim.node.ip(&[
-        "link",
-        "add",
-        "kube-ipvs0",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ipvs0p",
-    ]);
-    for vip in [VIP, LB_IP] {
-        sim.node
-            .ip(&["addr", "add", &format!("{vip}/32"), "dev", "kube-ipvs0"]);
-    }
-    sim.node.ip(&["link", "set", "kube-ipvs0", "up"]);
+    sim.add_vips(&[VIP, LB_IP]);
     let api = ApiServer::start(Some(&sim.node));
     cluster(&api);
     let lab = Lab::new("tnt", &api);

@@ -143,6 +143,39 @@ enum Source {
     Cluster(::kube::Client),
 }
 
+impl Source {
+    /// Files when `--pods` is given, else a client of the API server.
+    async fn new(args: &Args) -> Result<Self> {
+        Ok(
+            match FileSources::new(&args.sources, &args.node.read.pod_ip_annotations) {
+                Some(files) => Self::Files(Box::new(files)),
+                None => Self::Cluster(kube::client().await?),
+            },
+        )
+    }
+
+    /// The API server's client, in cluster mode (scrape reviews use it too).
+    fn client(&self) -> Option<&::kube::Client> {
+        match self {
+            Self::Cluster(c) => Some(c),
+            Self::Files(_) => None,
+        }
+    }
+}
+
+/// Gives up the capabilities only loading, attaching and binding needed.
+fn drop_privileges(observer: Option<&mut ObserverTask>) {
+    let attached = observer.map(|o| o as &mut dyn privileges::Attached);
+    match privileges::drop_unneeded(attached) {
+        Ok(d) => {
+            tracing::info!(kept = ?d.kept, dropped = d.dropped.len(), "dropped the capabilities not needed any more");
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not drop capabilities; running with those it was given");
+        }
+    }
+}
+
 /// Starts every subsystem, runs until SIGTERM or SIGINT, then stops them all.
 pub async fn run(args: Args) -> Result<()> {
     let (published_tx, published) = watch::channel(Published::default());
@@ -156,32 +189,20 @@ pub async fn run(args: Args) -> Result<()> {
     let subscribe = |what| move |source| Error::Subscribe { what, source };
     let mut term = signal(SignalKind::terminate()).map_err(subscribe("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(subscribe("SIGINT"))?;
-
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
     let tasks = Supervisor::new(tracker.clone(), token.clone(), metrics.task_up.clone());
     let (trigger_tx, triggers) = mpsc::channel(64);
-
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
-    let source = match FileSources::new(&args.sources, &args.node.read.pod_ip_annotations) {
-        Some(files) => Source::Files(Box::new(files)),
-        None => Source::Cluster(kube::client().await?),
-    };
-    let client = match &source {
-        Source::Cluster(c) => Some(c),
-        Source::Files(_) => None,
-    };
-    let (ping_tx, pings) = mpsc::channel(8);
+    let source = Source::new(&args).await?;
+    let (ping, pings) = mpsc::channel(8);
     let state = AppState {
         metrics: metrics.clone(),
         ready: ready.clone(),
-        ping: ping_tx,
+        ping,
         tasks: tasks.clone(),
     };
-    let http = Http::new(&args.http, state, client).await?;
-    tracing::info!(listen = %args.http.listen, health = %args.http.health_listen, node = %node,
-                   auth = ?args.http.metrics_auth, tls = args.http.tls_cert_file.is_some(),
-                   "serving /metrics, /healthz, /readyz");
+    let http = listen(&args.http, state, source.client(), &node).await?;
     let channels = cluster::Channels {
         published: published.clone(),
         traffic,
@@ -197,20 +218,8 @@ pub async fn run(args: Args) -> Result<()> {
         published,
         (traffic_tx, unexplained_tx),
     )?;
-
     // Everything that needed privilege (loading, attaching, binding) is done.
-    let attached = observer
-        .as_mut()
-        .map(|o| o as &mut dyn privileges::Attached);
-    match privileges::drop_unneeded(attached) {
-        Ok(d) => {
-            tracing::info!(kept = ?d.kept, dropped = d.dropped.len(), "dropped the capabilities not needed any more");
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not drop capabilities; running with those it was given");
-        }
-    }
-
+    drop_privileges(observer.as_mut());
     let wiring = Wiring {
         triggers,
         pings,
@@ -231,7 +240,6 @@ pub async fn run(args: Args) -> Result<()> {
         (args.reconcile, reconciler, wiring),
     );
     tracker.close();
-
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
@@ -240,6 +248,20 @@ pub async fn run(args: Args) -> Result<()> {
     tracker.wait().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The HTTP listeners, bound (an address taken or not ours fails the start).
+async fn listen(
+    args: &http::Args,
+    state: AppState,
+    client: Option<&::kube::Client>,
+    node: &str,
+) -> Result<Http> {
+    let http = Http::new(args, state, client).await?;
+    tracing::info!(listen = %args.listen, health = %args.health_listen, node = %node,
+                   auth = ?args.metrics_auth, tls = args.tls_cert_file.is_some(),
+                   "serving /metrics, /healthz, /readyz");
+    Ok(http)
 }
 
 /// What `/metrics` shows at each scrape: the findings, traffic and impacts

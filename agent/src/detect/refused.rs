@@ -58,40 +58,9 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         .iter()
         .filter(holds)
         .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
-    let node = site.node.clone();
-    let (kind, scope, owner, remedy) = if let Some(h) = holder {
-        let on = h.node.clone().unwrap_or_else(|| node.clone());
-        let scope = if on == node {
-            Scope::SameNode
-        } else {
-            Scope::CrossNode
-        };
-        let owner = Owner {
-            node: on,
-            role: Role::Pod,
-            device: None,
-            source: Source::PodStatus,
-        };
-        let remedy = Remedy::ReallocateDuplicate { node: node.clone() };
-        (FindingKind::DuplicatePodIp, scope, owner, remedy)
-    } else {
-        let owner = Owner {
-            node: node.clone(),
-            role: Role::Endpoint,
-            device: None,
-            source: Source::KubeletEvent,
-        };
-        let remedy = Remedy::DisconnectEndpoint {
-            node: node.clone(),
-            ip,
-            cilium_pod: cilium_agent_pod(inv, &node),
-        };
-        (
-            FindingKind::StaleCiliumEndpoint,
-            Scope::SameNode,
-            owner,
-            remedy,
-        )
+    let (kind, scope, owner, remedy) = match holder {
+        Some(h) => duplicate(h, &site.node),
+        None => stale_endpoint(inv, &site.node, ip),
     };
     Some(Finding {
         kind,
@@ -107,6 +76,47 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         // The refusal is known from an Event alone, which a tenant can write.
         trust: Trust::Hint,
     })
+}
+
+/// Who holds the address and what fixes it, when another live pod (`holder`) does.
+fn duplicate(holder: &Pod, node: &str) -> (FindingKind, Scope, Owner, Remedy) {
+    let on = holder.node.clone().unwrap_or_else(|| node.to_owned());
+    let scope = if on == node {
+        Scope::SameNode
+    } else {
+        Scope::CrossNode
+    };
+    let owner = Owner {
+        node: on,
+        role: Role::Pod,
+        device: None,
+        source: Source::PodStatus,
+    };
+    let remedy = Remedy::ReallocateDuplicate {
+        node: node.to_owned(),
+    };
+    (FindingKind::DuplicatePodIp, scope, owner, remedy)
+}
+
+/// The same, when no pod does: Cilium on `node` keeps an endpoint for a pod that is gone.
+fn stale_endpoint(inv: &Inventory, node: &str, ip: IpAddr) -> (FindingKind, Scope, Owner, Remedy) {
+    let owner = Owner {
+        node: node.to_owned(),
+        role: Role::Endpoint,
+        device: None,
+        source: Source::KubeletEvent,
+    };
+    let remedy = Remedy::DisconnectEndpoint {
+        node: node.to_owned(),
+        ip,
+        cilium_pod: cilium_agent_pod(inv, node),
+    };
+    (
+        FindingKind::StaleCiliumEndpoint,
+        Scope::SameNode,
+        owner,
+        remedy,
+    )
 }
 
 /// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).

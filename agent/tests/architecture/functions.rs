@@ -26,7 +26,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("detect/audit.rs", "audit"),              // 93 lines
     ("detect/mod.rs", "check_own_ip"),         // 63 lines
     ("detect/node.rs", "node_findings"),       // 98 lines
-    ("detect/refused.rs", "refused"),          // 65 lines
     ("kube/cluster/confirm.rs", "run"),        // 64 lines
     ("kube/cluster/mod.rs", "run"),            // 96 lines
     ("kube/cluster/sandbox.rs", "run"),        // 64 lines
@@ -37,7 +36,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("kube/objects/pod.rs", "pod"),            // 91 lines
     ("kube/recorder.rs", "sync"),              // 72 lines
     ("kube/sources.rs", "refresh"),            // 85 lines
-    ("report/events/mod.rs", "desired"),       // 79 lines
     ("report/message/ipam.rs", "node"),        // 76 lines
     ("report/message/ipam.rs", "remedy"),      // 75 lines
     ("report/message/mod.rs", "remedy_for"),   // 79 lines

@@ -177,6 +177,14 @@ pub fn desired(
             });
         }
     }
+    out.extend(traffic_series(findings, traffic, node));
+    out
+}
+
+/// The `HostTrafficBlackholed` series: host traffic the eBPF observer saw
+/// delivered to the node instead of a pod with a finding.
+fn traffic_series(findings: &[Finding], traffic: &Traffic, node: &str) -> Vec<Desired> {
+    let mut out = Vec::new();
     for (key, totals) in traffic.iter().filter(|(_, t)| t.packets > 0) {
         let Some(f) = findings.iter().find(|f| {
             f.ip == Some(key.ip)
