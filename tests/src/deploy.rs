@@ -154,3 +154,35 @@ pub fn used_and_allowed(
     }
     used
 }
+
+/// Validates `o` against Kubernetes `version`'s schemas offline (PyPI's
+/// kubernetes-validate, strict), written to `file`: what it said when the
+/// object is invalid or was not checked at all (no schema for the kind only
+/// warns and exits 0, which would pass a kind the version lacks unchecked).
+pub fn validate(o: &Value, file: &std::path::Path, version: &str) -> Result<(), String> {
+    std::fs::write(file, serde_json::to_vec(o).unwrap()).unwrap();
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "kubernetes_validate",
+            "--strict",
+            "--quiet",
+            "-k",
+            version,
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(format!("invalid: {text}"));
+    }
+    if text.contains("Couldn't find schema") {
+        return Err(format!("not validated: {text}"));
+    }
+    Ok(())
+}

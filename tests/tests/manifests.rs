@@ -47,39 +47,13 @@ fn validate_core<'a>(objects: &'a [Value], tag: &str) -> Vec<&'a Value> {
             continue;
         }
         let f = d.join(format!("{i}.json"));
-        std::fs::write(&f, serde_json::to_vec(o).unwrap()).unwrap();
         for version in ["1.33.0", "1.37.0"] {
-            let out = Command::new("python3")
-                .args([
-                    "-m",
-                    "kubernetes_validate",
-                    "--strict",
-                    "--quiet",
-                    "-k",
-                    version,
-                ])
-                .arg(&f)
-                .output()
-                .unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(
-                out.status.success(),
-                "{} {} invalid for Kubernetes {version}: {text}",
-                o["kind"],
-                o["metadata"]["name"],
-            );
-            // Without a schema for the kind it only warns, and exits 0: a kind
-            // that version does not have would pass unchecked.
-            assert!(
-                !text.contains("Couldn't find schema"),
-                "{} {} was not validated for Kubernetes {version}: {text}",
-                o["kind"],
-                o["metadata"]["name"],
-            );
+            if let Err(e) = ipshadow_tests::deploy::validate(o, &f, version) {
+                panic!(
+                    "{} {} for Kubernetes {version}: {e}",
+                    o["kind"], o["metadata"]["name"]
+                );
+            }
         }
     }
     crd_based

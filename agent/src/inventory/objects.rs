@@ -55,6 +55,15 @@ impl Pod {
     pub fn can_receive_traffic(&self) -> bool {
         !self.host_network && !matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
     }
+
+    /// Pending with no status address (an annotation's may be there): a pod
+    /// whose sandbox kubelet may have reported refused.
+    pub fn waiting_for_address(&self) -> bool {
+        self.can_receive_traffic()
+            && matches!(self.phase.as_deref(), None | Some("Pending"))
+            && !self.ips.iter().any(|i| i.source == IpSource::Status)
+            && !self.uid.is_empty()
+    }
 }
 
 /// One IP of a pod, and where it was read.

@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use super::objects;
 use crate::inventory::{
-    CiliumConfig, CiliumNode, ClusterState, Invalid, IpSource, NodeFacts, Pod, Routes,
-    SandboxFailure, Subnet, with_refused_addresses,
+    CiliumConfig, CiliumNode, ClusterState, Invalid, NodeFacts, Pod, Routes, SandboxFailure,
+    Subnet, with_refused_addresses,
 };
 
 /// Objects per list request.
@@ -296,13 +296,7 @@ async fn refusals(
             pages(&events, ("events", Read::Pages), fields, progress, keep).await?;
         }
         Scope::Node(_) => {
-            // Pending without a status address (an annotation's may be there).
-            let waiting = pods.iter().filter(|p| {
-                p.can_receive_traffic()
-                    && matches!(p.phase.as_deref(), None | Some("Pending"))
-                    && !p.ips.iter().any(|i| i.source == IpSource::Status)
-                    && !p.uid.is_empty()
-            });
+            let waiting = pods.iter().filter(|p| p.waiting_for_address());
             for p in waiting.take(REFUSALS_OF as usize) {
                 let events: Api<DynamicObject> =
                     Api::namespaced_with(client.clone(), &p.namespace, &resource);

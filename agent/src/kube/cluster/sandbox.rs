@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::{OnChange, Shared, lock};
 use crate::kube::pace::Backoffs;
 use crate::{
-    inventory::{IpSource, Pod, SandboxFailure},
+    inventory::{Pod, SandboxFailure},
     kube::objects,
 };
 
@@ -71,11 +71,7 @@ fn waiting(p: &Pod, now: i64) -> bool {
     let old_enough = p.created.is_none_or(|c| {
         now.saturating_sub(c) >= i64::try_from(PENDING_FOR.as_secs()).unwrap_or(i64::MAX)
     });
-    p.can_receive_traffic()
-        && matches!(p.phase.as_deref(), None | Some("Pending"))
-        && !p.ips.iter().any(|i| i.source == IpSource::Status)
-        && !p.uid.is_empty()
-        && old_enough
+    p.waiting_for_address() && old_enough
 }
 
 /// Reads the sandbox refusals of this node's waiting pods until `token` is cancelled.
@@ -172,6 +168,7 @@ async fn refusals(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inventory::IpSource;
 
     fn pod(uid: &str, phase: &str, created: i64) -> Pod {
         Pod {
