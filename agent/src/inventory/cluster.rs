@@ -32,6 +32,58 @@ pub struct ClusterState {
     pub invalid: Vec<Invalid>,
 }
 
+/// What the adapters read (from files, one list, or the watch caches), before
+/// it becomes a [`ClusterState`]: each field as in the state, except `pods`,
+/// which are as listed.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterReads {
+    /// The pods as listed.
+    pub pods: Arc<Vec<Pod>>,
+    /// Every CiliumNode.
+    pub cilium_nodes: Arc<Vec<CiliumNode>>,
+    /// Cilium's addresses from the Nodes' annotations.
+    pub annotated_nodes: Arc<Vec<CiliumNode>>,
+    /// kube-ovn Subnets.
+    pub subnets: Arc<Vec<Subnet>>,
+    /// The Nodes detection needs.
+    pub nodes: Arc<Vec<NodeFacts>>,
+    /// kubelet's sandbox refusals.
+    pub sandbox: Arc<Vec<SandboxFailure>>,
+    /// `cilium-config`, when read.
+    pub cilium_config: Option<Arc<CiliumConfig>>,
+    /// What routes to pods.
+    pub routes: Arc<super::Routes>,
+    /// The addresses Services claim.
+    pub services: Arc<super::ServiceAddresses>,
+    /// Objects (or fields) skipped as malformed.
+    pub invalid: Vec<Invalid>,
+}
+
+impl From<ClusterReads> for ClusterState {
+    /// The one place a state is put together, whatever it was read from: a pod
+    /// still waiting for an address gets the one its refused sandbox named
+    /// (Cilium's own IPAM gave it, and it shows nowhere else).
+    fn from(read: ClusterReads) -> Self {
+        let pods = if read.sandbox.is_empty() {
+            read.pods
+        } else {
+            Arc::new(super::with_refused_addresses(&read.pods, &read.sandbox))
+        };
+        Self {
+            pods,
+            cilium_nodes: read.cilium_nodes,
+            annotated_nodes: read.annotated_nodes,
+            subnets: read.subnets,
+            nodes: read.nodes,
+            sandbox: read.sandbox,
+            cilium_config: read.cilium_config,
+            routes: read.routes,
+            services: read.services,
+            invalid: read.invalid,
+        }
+    }
+}
+
 /// A problem with one object from outside, for a warning and a metric.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Invalid {

@@ -16,7 +16,7 @@ pub mod text;
 
 use std::sync::Arc;
 
-pub use cluster::{ClusterState, Invalid, SourceStatus};
+pub use cluster::{ClusterReads, ClusterState, Invalid, SourceStatus};
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };

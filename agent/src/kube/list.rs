@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use super::objects;
 use crate::inventory::{
-    CiliumConfig, CiliumNode, ClusterState, Invalid, NodeFacts, Pod, Routes, SandboxFailure,
-    Subnet, with_refused_addresses,
+    CiliumConfig, CiliumNode, ClusterReads, ClusterState, Invalid, NodeFacts, Pod, Routes,
+    SandboxFailure, Subnet,
 };
 
 /// Objects per list request.
@@ -170,12 +170,7 @@ pub async fn cluster_state(
     .await?;
     let sandbox = refusals(client, scope, &pods, progress).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
-    let pods = if sandbox.is_empty() {
-        pods
-    } else {
-        with_refused_addresses(&pods, &sandbox)
-    };
-    Ok(ClusterState {
+    Ok(ClusterReads {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
         annotated_nodes: Arc::new(annotated),
@@ -184,10 +179,10 @@ pub async fn cluster_state(
         sandbox: Arc::new(sandbox),
         cilium_config: config,
         invalid,
-        routes: Arc::default(),
         // Asked for afterwards, only for the local addresses that shadow a pod.
-        services: Arc::default(),
-    })
+        ..ClusterReads::default()
+    }
+    .into())
 }
 
 /// Every CiliumNode and kube-ovn Subnet (an absent CRD: none).

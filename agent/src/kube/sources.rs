@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{SourceArgs, files};
-use crate::inventory::{ClusterState, Invalid, SourceStatus};
+use crate::inventory::{ClusterReads, ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
 #[derive(Debug)]
@@ -23,8 +23,8 @@ pub struct FileSources {
     /// EndpointSlices, webhook configurations, APIServices.
     routes: [Option<PathBuf>; 3],
     annotation_keys: Vec<String>,
-    /// The pods as read, before the addresses of sandbox refusals are attached.
-    pods_read: Arc<Vec<crate::inventory::Pod>>,
+    /// What the files held at their last good read.
+    read: ClusterReads,
     state: ClusterState,
     invalid: [Vec<Invalid>; 5],
     status: Vec<SourceStatus>,
@@ -78,7 +78,7 @@ impl FileSources {
                 args.apiservices.clone(),
             ],
             annotation_keys: annotation_keys.to_vec(),
-            pods_read: Arc::default(),
+            read: ClusterReads::default(),
             state: ClusterState::default(),
             invalid: Default::default(),
             status: Vec::new(),
@@ -115,56 +115,53 @@ impl FileSources {
             errors: &mut errors,
             status: &mut status,
         };
-        out.read("pods", &mut self.pods_read, pods_invalid, |bad| {
+        out.read("pods", &mut self.read.pods, pods_invalid, |bad| {
             files::pods(&self.pods, keys, bad).map(Arc::new)
         });
         if let Some(path) = &self.ciliumnodes {
             out.read(
                 "ciliumnodes",
-                &mut self.state.cilium_nodes,
+                &mut self.read.cilium_nodes,
                 cns_invalid,
                 |bad| files::cilium_nodes(path, bad).map(Arc::new),
             );
         }
         if let Some(path) = &self.subnets {
-            out.read("subnets", &mut self.state.subnets, subnets_invalid, |bad| {
+            out.read("subnets", &mut self.read.subnets, subnets_invalid, |bad| {
                 files::subnets(path, bad).map(Arc::new)
             });
         }
         if let Some(path) = &self.nodes {
             let mut read = (
-                Arc::clone(&self.state.annotated_nodes),
-                Arc::clone(&self.state.nodes),
+                Arc::clone(&self.read.annotated_nodes),
+                Arc::clone(&self.read.nodes),
             );
             out.read("nodes", &mut read, nodes_invalid, |bad| {
                 let (annotated, facts) = files::nodes(path, bad)?;
                 Ok((Arc::new(annotated), Arc::new(facts)))
             });
-            (self.state.annotated_nodes, self.state.nodes) = read;
+            (self.read.annotated_nodes, self.read.nodes) = read;
         }
         if let Some(path) = &self.cilium_config {
-            let mut config = self.state.cilium_config.clone();
+            let mut config = self.read.cilium_config.clone();
             out.read("cilium-config", &mut config, config_invalid, |bad| {
                 files::cilium_config(path, bad).map(|c| Some(Arc::new(c)))
             });
-            self.state.cilium_config = config;
+            self.read.cilium_config = config;
         }
         if let Some(path) = &self.events {
-            out.read("events", &mut self.state.sandbox, &mut Vec::new(), |_| {
+            out.read("events", &mut self.read.sandbox, &mut Vec::new(), |_| {
                 files::sandbox_failures(path).map(Arc::new)
             });
         }
         if let Some(path) = &self.services {
-            out.read(
-                "services",
-                &mut self.state.services,
-                &mut Vec::new(),
-                |_| files::services(path).map(Arc::new),
-            );
+            out.read("services", &mut self.read.services, &mut Vec::new(), |_| {
+                files::services(path).map(Arc::new)
+            });
         }
         if self.routes.iter().any(Option::is_some) {
             let [slices, webhooks, apiservices] = &self.routes;
-            out.read("routes", &mut self.state.routes, &mut Vec::new(), |_| {
+            out.read("routes", &mut self.read.routes, &mut Vec::new(), |_| {
                 super::objects::impact::from_files(
                     slices.as_deref(),
                     webhooks.as_deref(),
@@ -173,15 +170,8 @@ impl FileSources {
                 .map(Arc::new)
             });
         }
-        self.state.pods = if self.state.sandbox.is_empty() {
-            Arc::clone(&self.pods_read)
-        } else {
-            Arc::new(crate::inventory::with_refused_addresses(
-                &self.pods_read,
-                &self.state.sandbox,
-            ))
-        };
-        self.state.invalid = self.invalid.concat();
+        self.read.invalid = self.invalid.concat();
+        self.state = self.read.clone().into();
         self.status = status;
         errors
     }

@@ -52,8 +52,8 @@ pub use self::{
 };
 use crate::{
     inventory::{
-        CiliumConfig, CiliumNode, ClusterState, NodeFacts, Pod, SandboxFailure, SourceStatus,
-        Subnet,
+        CiliumConfig, CiliumNode, ClusterReads, ClusterState, NodeFacts, Pod, SandboxFailure,
+        SourceStatus, Subnet,
     },
     report::traffic::Unexplained,
 };
@@ -325,23 +325,20 @@ impl ClusterView {
             .cloned()
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();
-        let sandbox: Vec<SandboxFailure> = st.sandbox.values().flatten().cloned().collect();
-        if !sandbox.is_empty() {
-            pods = crate::inventory::with_refused_addresses(&pods, &sandbox);
-        }
         confirm::confirmed(&mut pods, &st.kube_ovn_ips);
-        let state = ClusterState {
-            routes: Arc::default(),
+        let state = ClusterReads {
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),
             subnets: st.subnets.shared(),
             nodes: Arc::new(node.iter().cloned().collect()),
-            sandbox: Arc::new(sandbox),
+            sandbox: Arc::new(st.sandbox.values().flatten().cloned().collect()),
             cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
             services: Arc::clone(&st.services),
+            routes: Arc::default(),
             invalid,
-        };
+        }
+        .into();
         (state, node)
     }
 
