@@ -22,7 +22,7 @@ use crate::{
         cluster::{ClusterSource, ClusterView},
     },
     report::{
-        metrics::Metrics,
+        metrics::Registry,
         traffic::{Traffic, Unexplained},
     },
 };
@@ -66,7 +66,7 @@ impl Parts {
         client: ::kube::Client,
         node: &str,
         trigger_tx: &mpsc::Sender<Trigger>,
-        metrics: &Arc<Metrics>,
+        registry: &mut Registry,
         channels: Channels,
     ) -> Result<Self> {
         let Channels {
@@ -91,13 +91,13 @@ impl Parts {
             .with_cilium_namespace(&args.sources.cilium_namespace)
             .with_confirmations(findings)
             .with_lookups(unexplained);
-        let (condition, remediation) = acting(args, &client, node, metrics, &published).await?;
+        let (condition, remediation) = acting(args, &client, node, registry, &published).await?;
         let impact = ImpactTask::new(client.clone(), node, published.clone(), impacts_tx);
         let events = EventTask::new(
             client,
             node,
             &args.events,
-            metrics.clone(),
+            registry,
             (published, traffic, impacts),
         );
         Ok(Self {
@@ -118,7 +118,7 @@ async fn acting(
     args: &Args,
     client: &::kube::Client,
     node: &str,
-    metrics: &Arc<Metrics>,
+    registry: &mut Registry,
     published: &watch::Receiver<Published>,
 ) -> Result<(Option<ConditionTask>, Option<remediate::RemediateTask>)> {
     let condition = args.condition.node_condition.then(|| {
@@ -126,7 +126,7 @@ async fn acting(
             client.clone(),
             node,
             &args.condition,
-            metrics.clone(),
+            registry,
             published.clone(),
         )
     });
@@ -137,7 +137,7 @@ async fn acting(
             kube::client_without_retries().await?,
             node,
             &args.remediate,
-            metrics.clone(),
+            registry,
             published.clone(),
         ))
     };

@@ -6,8 +6,9 @@
 //! `--node-condition-interval-seconds`, so a node whose findings flap writes
 //! its Node a few times a minute at most.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
+use prometheus_client::metrics::{counter::Counter, family::Family};
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +21,7 @@ use crate::{
     },
     report::{
         condition::{Condition, desired},
-        metrics::{Metrics, WriteLabels, WriteResult},
+        metrics::{Registry, WriteLabels, WriteResult},
     },
 };
 
@@ -47,7 +48,8 @@ pub(crate) struct ConditionTask {
     client: kube::Client,
     node: String,
     interval: Duration,
-    metrics: Arc<Metrics>,
+    /// `ipshadow_node_condition_writes_total`.
+    writes: Family<WriteLabels, Counter>,
     published: watch::Receiver<Published>,
 }
 
@@ -56,14 +58,24 @@ impl ConditionTask {
         client: kube::Client,
         node: &str,
         args: &Args,
-        metrics: Arc<Metrics>,
+        registry: &mut Registry,
         published: watch::Receiver<Published>,
     ) -> Self {
+        let writes = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "ipshadow_node_condition_writes",
+            "Writes of the Node condition PodIPsShadowed, by result (patched, failed)",
+            writes.clone(),
+        );
+        // Both results present from the start: a restarted agent exports the same series.
+        for result in [WriteResult::patched, WriteResult::failed] {
+            let _ = writes.get_or_create(&WriteLabels { result });
+        }
         Self {
             client,
             node: node.to_owned(),
             interval: Duration::from_secs(args.node_condition_interval_seconds),
-            metrics,
+            writes,
             published,
         }
     }
@@ -79,10 +91,7 @@ impl ConditionTask {
             Ok(()) => WriteResult::patched,
             Err(_) => WriteResult::failed,
         };
-        self.metrics
-            .condition_writes
-            .get_or_create(&WriteLabels { result })
-            .inc();
+        self.writes.get_or_create(&WriteLabels { result }).inc();
         written
     }
 

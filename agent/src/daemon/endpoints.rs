@@ -19,7 +19,7 @@ use axum::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::report::metrics::{Metrics, OPENMETRICS, PROMETHEUS_TEXT};
+use crate::report::metrics::{Exposition, OPENMETRICS, PROMETHEUS_TEXT};
 
 /// How long `/healthz` waits for the reconcile loop to answer.
 const LIVENESS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -27,7 +27,7 @@ const LIVENESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the handlers read.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Exposition>,
     pub(crate) ready: Arc<AtomicBool>,
     /// Pings to the reconcile loop; it answers between two steps.
     pub(crate) ping: mpsc::Sender<oneshot::Sender<()>>,

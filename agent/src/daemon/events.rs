@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
+use strum::IntoEnumIterator as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +19,7 @@ use crate::{
     },
     report::{
         events::{self, REFRESH_EVERY},
-        metrics::{Metrics, WriteLabels, WriteResult},
+        metrics::{Registry, WriteLabels, WriteResult},
         traffic::Traffic,
     },
 };
@@ -58,7 +60,10 @@ pub(crate) struct EventTask {
     writer: EventWriter,
     refresh: std::time::Duration,
     series_max: usize,
-    metrics: Arc<Metrics>,
+    /// `ipshadow_event_writes_total`.
+    writes: Family<WriteLabels, Counter>,
+    /// `ipshadow_events_pending`.
+    pending: Gauge,
     findings: watch::Receiver<Published>,
     traffic: watch::Receiver<Arc<Traffic>>,
     /// What breaks behind pods with findings, for the notes of new series.
@@ -75,7 +80,7 @@ impl EventTask {
         client: kube::Client,
         node: &str,
         args: &Args,
-        metrics: Arc<Metrics>,
+        registry: &mut Registry,
         (findings, traffic, impacts): (
             watch::Receiver<Published>,
             watch::Receiver<Arc<Traffic>>,
@@ -83,11 +88,28 @@ impl EventTask {
         ),
     ) -> Self {
         let refresh = std::time::Duration::from_secs(args.event_refresh_seconds);
+        let writes = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "ipshadow_event_writes",
+            "Event writes to the API server, by result (created, patched, failed, dropped)",
+            writes.clone(),
+        );
+        // Every result at zero from the start: increase() and alerts see 0, not "no data".
+        for result in WriteResult::iter() {
+            let _ = writes.get_or_create(&WriteLabels { result });
+        }
+        let pending = Gauge::default();
+        registry.register(
+            "ipshadow_events_pending",
+            "Event series and resolutions not written yet (the API server refused or was away)",
+            pending.clone(),
+        );
         Self {
             writer: EventWriter::new(client, node, refresh, args.budget()),
             refresh,
             series_max: usize::try_from(args.event_series_max).unwrap_or(usize::MAX),
-            metrics,
+            writes,
+            pending,
             findings,
             traffic,
             impacts,
@@ -101,13 +123,9 @@ impl EventTask {
             (WriteResult::failed, stats.failed),
             (WriteResult::dropped, stats.dropped),
         ] {
-            self.metrics
-                .event_writes
-                .get_or_create(&WriteLabels { result })
-                .inc_by(n);
+            self.writes.get_or_create(&WriteLabels { result }).inc_by(n);
         }
-        self.metrics
-            .events_pending
+        self.pending
             .set(i64::try_from(stats.pending()).unwrap_or(i64::MAX));
     }
 

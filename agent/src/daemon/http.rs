@@ -31,13 +31,53 @@ use super::{
     endpoints,
     scrape_auth::{Auth, MetricsAuth, Tls, TlsError},
 };
-use crate::{kube::review::Reviewer, report::metrics::ListenerLabels};
+use crate::{
+    kube::review::Reviewer,
+    report::metrics::{AuthLabels, ListenerLabels, Registry},
+};
 pub use args::{Args, Audiences, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN};
 
 mod args;
 mod peers;
 
 use peers::Peers;
+
+/// The listeners' own metrics. Registered before the registry is sealed into
+/// the [`Exposition`](crate::report::metrics::Exposition) they serve.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HttpMetrics {
+    /// `ipshadow_http_connections_rejected_total`.
+    rejected: Family<ListenerLabels, Counter>,
+    /// `ipshadow_http_auth_total`.
+    auth: Family<AuthLabels, Counter>,
+}
+
+impl HttpMetrics {
+    /// Both registered in `registry`, every listener's rejections at zero.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let rejected = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "ipshadow_http_connections_rejected",
+            "HTTP connections closed at accept because the listener, or the client's address, \
+             held its maximum at once",
+            rejected.clone(),
+        );
+        for (listener, limit) in [
+            ("metrics", "listener"),
+            ("metrics", "peer"),
+            ("health", "listener"),
+        ] {
+            let _ = rejected.get_or_create(&ListenerLabels { listener, limit });
+        }
+        let auth = Family::<AuthLabels, Counter>::default();
+        registry.register(
+            "ipshadow_http_auth",
+            "Requests to the metrics listener reviewed with --metrics-auth kubernetes, by result",
+            auth.clone(),
+        );
+        Self { rejected, auth }
+    }
+}
 
 /// How long open connections may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -104,6 +144,7 @@ impl Http {
         args: &Args,
         state: AppState,
         client: Option<&kube::Client>,
+        metrics: HttpMetrics,
     ) -> super::Result<Self> {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
             tokio::net::TcpListener::bind(addr)
@@ -130,14 +171,14 @@ impl Http {
             let client = client.ok_or(TlsError::AuthWithoutCluster)?;
             let auth = Arc::new(Auth {
                 reviewer: Reviewer::new(client.clone(), audiences),
-                results: state.metrics.http_auth.clone(),
+                results: metrics.auth,
             });
             app = app.route_layer(axum::middleware::from_fn_with_state(
                 auth,
                 super::scrape_auth::authorize,
             ));
         }
-        let rejected = state.metrics.http_rejected.clone();
+        let rejected = metrics.rejected;
         let mut listeners = vec![Listener {
             name: "metrics",
             socket: bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,

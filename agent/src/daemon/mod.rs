@@ -46,9 +46,9 @@ use self::supervise::Supervisor;
 use self::{
     files::FileWatch,
     host::{HostSource, Trigger},
-    http::{AppState, Http},
+    http::{AppState, Http, HttpMetrics},
     observer::ObserverTask,
-    reconcile_loop::{Input, ReconcileLoop, Wiring},
+    reconcile_loop::{Input, LoopMetrics, ReconcileLoop, Wiring},
 };
 use crate::{
     detect::Finding,
@@ -57,7 +57,7 @@ use crate::{
     privileges,
     reconcile::{self, NodeArgs, Reconciler},
     report::{
-        metrics::{FindingsView, Metrics, ViewSource},
+        metrics::{Exposition, FindingsView, Registry, ViewSource},
         traffic::{Traffic, Unexplained},
     },
 };
@@ -178,67 +178,16 @@ fn drop_privileges(observer: Option<&mut ObserverTask>) {
 
 /// Starts every subsystem, runs until SIGTERM or SIGINT, then stops them all.
 pub async fn run(args: Args) -> Result<()> {
-    let (published_tx, published) = watch::channel(Published::default());
-    let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
-    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
-    let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
-    let metrics = Arc::new(Metrics::new(view(&published, &traffic, &impacts)));
-    let ready = Arc::new(AtomicBool::new(false));
-    let reconciler = Reconciler::new(&args.node)?;
-    let node = reconciler.node.clone();
     let subscribe = |what| move |source| Error::Subscribe { what, source };
     let mut term = signal(SignalKind::terminate()).map_err(subscribe("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(subscribe("SIGINT"))?;
     let token = CancellationToken::new();
     let tracker = TaskTracker::new();
-    let tasks = Supervisor::new(tracker.clone(), token.clone(), metrics.task_up.clone());
-    let (trigger_tx, triggers) = mpsc::channel(64);
-    let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
-    let source = Source::new(&args).await?;
-    let (ping, pings) = mpsc::channel(8);
-    let state = AppState {
-        metrics: metrics.clone(),
-        ready: ready.clone(),
-        ping,
-        tasks: tasks.clone(),
-    };
-    let http = listen(&args.http, state, source.client(), &node).await?;
-    let channels = cluster::Channels {
-        published: published.clone(),
-        traffic,
-        unexplained,
-        impacts_tx,
-        impacts,
-    };
-    let side = side(&args, source, &node, &trigger_tx, &metrics, channels).await?;
-    let mut observer = ObserverTask::new(
-        &args.observer,
-        &node,
-        metrics.clone(),
-        published,
-        (traffic_tx, unexplained_tx),
-    )?;
-    // Everything that needed privilege (loading, attaching, binding) is done.
-    drop_privileges(observer.as_mut());
-    let wiring = Wiring {
-        triggers,
-        pings,
-        published: published_tx,
-        metrics,
-        ready,
-    };
-    let always = Always {
-        host,
-        observer,
-        http,
-    };
-    spawn_all(
-        &tasks,
-        &token,
-        always,
-        side,
-        (args.reconcile, reconciler, wiring),
-    );
+    // Each subsystem registers its own metrics here as it is built.
+    let mut registry = Registry::default();
+    let tasks = Supervisor::new(tracker.clone(), token.clone(), &mut registry);
+    let built = build(&args, &tasks, &mut registry).await?;
+    spawn_all(&tasks, &token, built, args.reconcile);
     tracker.close();
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
@@ -250,14 +199,76 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Every subsystem, built and wired, none started; privileges dropped.
+async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Result<Built> {
+    let (published_tx, published) = watch::channel(Published::default());
+    let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
+    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
+    let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
+    let view = view(&published, &traffic, &impacts);
+    let reconciler = Reconciler::new(&args.node)?;
+    let node = reconciler.node.clone();
+    let (trigger_tx, triggers) = mpsc::channel(64);
+    let host = HostSource::new(trigger_tx.clone()).map_err(|source| Error::Subscribe {
+        what: "netlink notifications",
+        source,
+    })?;
+    let source = Source::new(args).await?;
+    let client = source.client().cloned();
+    let channels = cluster::Channels {
+        published: published.clone(),
+        traffic,
+        unexplained,
+        impacts_tx,
+        impacts,
+    };
+    let side = side(args, source, &node, &trigger_tx, registry, channels).await?;
+    let mut observer = ObserverTask::new(
+        &args.observer,
+        &node,
+        registry,
+        published,
+        (traffic_tx, unexplained_tx),
+    )?;
+    let (ping, pings) = mpsc::channel(8);
+    let ready = Arc::new(AtomicBool::new(false));
+    let wiring = Wiring {
+        triggers,
+        pings,
+        published: published_tx,
+        metrics: LoopMetrics::register(registry),
+        ready: ready.clone(),
+    };
+    // The HTTP listeners' metrics last: the registry is sealed for them to serve.
+    let http_metrics = HttpMetrics::register(registry);
+    let state = AppState {
+        metrics: Arc::new(Exposition::new(std::mem::take(registry), view)),
+        ready,
+        ping,
+        tasks: tasks.clone(),
+    };
+    let http = listen(&args.http, state, client.as_ref(), &node, http_metrics).await?;
+    // Everything that needed privilege (loading, attaching, binding) is done.
+    drop_privileges(observer.as_mut());
+    Ok(Built {
+        host,
+        observer,
+        http,
+        side,
+        reconciler,
+        wiring,
+    })
+}
+
 /// The HTTP listeners, bound (an address taken or not ours fails the start).
 async fn listen(
     args: &http::Args,
     state: AppState,
     client: Option<&::kube::Client>,
     node: &str,
+    metrics: HttpMetrics,
 ) -> Result<Http> {
-    let http = Http::new(args, state, client).await?;
+    let http = Http::new(args, state, client, metrics).await?;
     tracing::info!(listen = %args.listen, health = %args.health_listen, node = %node,
                    auth = ?args.metrics_auth, tls = args.tls_cert_file.is_some(),
                    "serving /metrics, /healthz, /readyz");
@@ -285,7 +296,7 @@ async fn side(
     source: Source,
     node: &str,
     trigger_tx: &mpsc::Sender<Trigger>,
-    metrics: &Arc<Metrics>,
+    registry: &mut Registry,
     channels: cluster::Channels,
 ) -> Result<Side> {
     Ok(match source {
@@ -300,18 +311,24 @@ async fn side(
             Side::Files(watch, files)
         }
         Source::Cluster(client) => {
-            let parts = cluster::Parts::new(args, client, node, trigger_tx, metrics, channels);
+            let parts = cluster::Parts::new(args, client, node, trigger_tx, registry, channels);
             tracing::info!("watching the cluster");
             Side::Cluster(Box::new(parts.await?))
         }
     })
 }
 
-/// The subsystems every agent runs.
-struct Always {
+/// Every subsystem, built, none started.
+struct Built {
     host: HostSource,
+    /// The eBPF observer, unless off or unavailable.
     observer: Option<ObserverTask>,
     http: Http,
+    /// The subsystems of the chosen [`Source`].
+    side: Side,
+    /// The reconcile loop's reconciler, inputs and outputs.
+    reconciler: Reconciler,
+    wiring: Wiring,
 }
 
 /// The subsystems of the chosen [`Source`].
@@ -326,16 +343,23 @@ enum Side {
 fn spawn_all(
     tasks: &Supervisor,
     token: &CancellationToken,
-    always: Always,
-    side: Side,
-    (args, reconciler, wiring): (reconcile_loop::Args, Reconciler, Wiring),
+    built: Built,
+    args: reconcile_loop::Args,
 ) {
+    let Built {
+        host,
+        observer,
+        http,
+        side,
+        reconciler,
+        wiring,
+    } = built;
     let run = || token.child_token();
-    tasks.spawn("netlink-notifier", always.host.run(run()));
-    if let Some(observer) = always.observer {
+    tasks.spawn("netlink-notifier", host.run(run()));
+    if let Some(observer) = observer {
         tasks.spawn("ebpf-observer", observer.run(run()));
     }
-    tasks.spawn("http", always.http.run(run()));
+    tasks.spawn("http", http.run(run()));
     let input = match side {
         Side::Files(watch, files) => {
             tasks.spawn("file-watch", watch.run(run()));

@@ -6,6 +6,7 @@
 
 use std::{collections::BTreeMap, net::IpAddr, os::fd::OwnedFd, sync::Arc, time::Duration};
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::{io::unix::AsyncFd, sync::watch};
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +15,7 @@ use crate::{
     ebpf::{self, LOOPBACK, Observer, Started},
     privileges,
     report::{
-        metrics::Metrics,
+        metrics::Registry,
         traffic::{Counters, Traffic, TrafficBook, Unexplained, series_of, watch_set},
     },
 };
@@ -40,7 +41,8 @@ pub(crate) struct ObserverTask {
     samples: Option<AsyncFd<OwnedFd>>,
     counters_every: Duration,
     node: String,
-    metrics: Arc<Metrics>,
+    /// `ipshadow_ebpf_attached`.
+    attached: Gauge,
     findings: watch::Receiver<Published>,
     traffic: watch::Sender<Arc<Traffic>>,
     unexplained: watch::Sender<Arc<Unexplained>>,
@@ -63,10 +65,17 @@ impl ObserverTask {
     pub(crate) fn new(
         args: &Args,
         node: &str,
-        metrics: Arc<Metrics>,
+        registry: &mut Registry,
         findings: watch::Receiver<Published>,
         (traffic, unexplained): (watch::Sender<Arc<Traffic>>, watch::Sender<Arc<Unexplained>>),
     ) -> ebpf::Result<Option<Self>> {
+        // Registered whatever happens: netlink-only agents export 0.
+        let attached = Gauge::default();
+        registry.register(
+            "ipshadow_ebpf_attached",
+            "1 when the eBPF classifier is attached to lo, 0 when the agent runs netlink-only",
+            attached.clone(),
+        );
         let observer = match ebpf::start(&args.ebpf, ebpf::Ownership::Shared)? {
             Started::Attached { observer, stale } => {
                 if stale > 0 {
@@ -97,13 +106,13 @@ impl ObserverTask {
             })
             .inspect_err(|e| tracing::warn!(error = %e, "cannot poll the eBPF ring buffer; counters refresh on a timer only"))
             .ok();
-        metrics.ebpf_attached.set(1);
+        attached.set(1);
         Ok(Some(Self {
             observer,
             samples,
             counters_every: Duration::from_secs(args.counters_seconds),
             node: node.to_owned(),
-            metrics,
+            attached,
             findings,
             traffic,
             unexplained,
@@ -150,7 +159,7 @@ impl ObserverTask {
         // Dropping the observer detaches the program: it must not outlive the agent.
         drop(samples);
         drop(self.observer);
-        self.metrics.ebpf_attached.set(0);
+        self.attached.set(0);
     }
 
     /// Makes the kernel's SHADOWED map equal to the IPs of the current findings

@@ -9,19 +9,21 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant, SystemTime},
+    time::{Duration, Instant},
 };
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+mod metrics;
+
+pub(crate) use self::metrics::LoopMetrics;
 use super::{Published, host::Trigger};
 use crate::{
     detect::Finding,
     inventory::{ClusterState, HostNetwork, Invalid, NodeFacts, SourceStatus},
     kube::{cluster::ClusterView, sources::FileSources},
     reconcile::Reconciler,
-    report::metrics::{Metrics, Outcome, ResourceLabels, ResultLabels, SourceLabels},
 };
 
 /// A failed read of the node (e.g. a dump interrupted by changes) is retried
@@ -61,7 +63,7 @@ pub(crate) struct ReconcileLoop {
     triggers: mpsc::Receiver<Trigger>,
     pings: mpsc::Receiver<oneshot::Sender<()>>,
     published: watch::Sender<Published>,
-    metrics: Arc<Metrics>,
+    metrics: LoopMetrics,
     ready: Arc<AtomicBool>,
     findings: Arc<Vec<Finding>>,
     seen_invalid: HashSet<Invalid>,
@@ -75,7 +77,7 @@ pub(crate) struct Wiring {
     pub(crate) triggers: mpsc::Receiver<Trigger>,
     pub(crate) pings: mpsc::Receiver<oneshot::Sender<()>>,
     pub(crate) published: watch::Sender<Published>,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: LoopMetrics,
     pub(crate) ready: Arc<AtomicBool>,
 }
 
@@ -182,12 +184,7 @@ impl ReconcileLoop {
     #[tracing::instrument(skip_all)]
     async fn reconcile(&mut self) -> bool {
         let (state, node, status) = self.cluster_state().await;
-        for s in status {
-            self.metrics
-                .source_up
-                .get_or_create(&SourceLabels { source: s.source })
-                .set(i64::from(s.up));
-        }
+        self.metrics.sources(&status);
         // Nothing to check pods against yet: not ready.
         let Some(state) = state else { return true };
         self.count_invalid(&state.invalid);
@@ -213,36 +210,15 @@ impl ReconcileLoop {
             }
         };
         let elapsed = started.elapsed();
-        let netlink_up = self
-            .metrics
-            .source_up
-            .get_or_create(&SourceLabels { source: "netlink" });
-        let outcome = if result.is_ok() {
-            Outcome::ok
-        } else {
-            Outcome::error
-        };
-        self.metrics
-            .reconciles
-            .get_or_create(&ResultLabels { result: outcome })
-            .inc();
+        self.metrics.reconciled(result.is_ok().then_some(elapsed));
         let done = match result {
             Ok(done) => done,
             Err(e) => {
-                netlink_up.set(0);
                 tracing::warn!(error = %e, "reconcile failed; keeping the last findings and retrying");
                 return false;
             }
         };
-        netlink_up.set(1);
         self.host = Some(Arc::clone(&done.host));
-        self.metrics
-            .reconcile_duration
-            .observe(elapsed.as_secs_f64());
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        self.metrics.last_reconcile.set(now);
         log_changes(&self.findings, &done.findings);
         self.findings = Arc::new(done.findings);
         self.published.send_replace(Published {
@@ -269,12 +245,7 @@ impl ReconcileLoop {
         for bad in &current {
             if !before.contains(bad) {
                 tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
-                self.metrics
-                    .invalid_objects
-                    .get_or_create(&ResourceLabels {
-                        resource: bad.resource,
-                    })
-                    .inc();
+                self.metrics.invalid(bad.resource);
             }
         }
         self.seen_invalid = current;

@@ -3,8 +3,9 @@
 //! the guards of [`crate::report::remediate`]; every action (or, in dry-run,
 //! what it would do) an Event on the pod and a counter.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
+use prometheus_client::metrics::{counter::Counter, family::Family};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +13,7 @@ use super::Published;
 use crate::{
     kube::evict::{Eviction, evict, record},
     report::{
-        metrics::{Metrics, RemediationLabels},
+        metrics::{Registry, RemediationLabels},
         remediate::{Candidate, Policy, candidates},
     },
 };
@@ -78,7 +79,8 @@ pub(crate) struct RemediateTask {
     node: String,
     mode: Mode,
     policy: Policy,
-    metrics: Arc<Metrics>,
+    /// `ipshadow_remediations_total`.
+    actions: Family<RemediationLabels, Counter>,
     published: watch::Receiver<Published>,
 }
 
@@ -87,15 +89,21 @@ impl RemediateTask {
         client: kube::Client,
         node: &str,
         args: &Args,
-        metrics: Arc<Metrics>,
+        registry: &mut Registry,
         published: watch::Receiver<Published>,
     ) -> Self {
+        let actions = Family::<RemediationLabels, Counter>::default();
+        registry.register(
+            "ipshadow_remediations",
+            "Remediation actions (--remediate), by action (dry-run, evict) and result",
+            actions.clone(),
+        );
         Self {
             client,
             node: node.to_owned(),
             mode: args.remediate,
             policy: Policy::new(args.remediate_after, args.remediate_interval, clock_now()),
-            metrics,
+            actions,
             published,
         }
     }
@@ -166,8 +174,7 @@ impl RemediateTask {
             }
         };
         tracing::info!(pod = %c.pod, ip = %c.ip, kind = %c.kind, action, result, "remediation");
-        self.metrics
-            .remediations
+        self.actions
             .get_or_create(&RemediationLabels { action, result })
             .inc();
         // The controller's name comes from the pod's owner reference: the tenant's text.

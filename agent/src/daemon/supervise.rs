@@ -13,7 +13,7 @@ use futures::FutureExt as _;
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::report::metrics::TaskLabels;
+use crate::report::metrics::{Registry, TaskLabels};
 
 /// Spawns tasks on one tracker and remembers which stopped before shutdown.
 #[derive(Clone)]
@@ -26,11 +26,18 @@ pub(crate) struct Supervisor {
 
 impl Supervisor {
     /// Tasks on `tracker`; stops after `token` is cancelled are shutdown, not failure.
+    /// Registers `ipshadow_task_up` in `registry`.
     pub(crate) fn new(
         tracker: TaskTracker,
         token: CancellationToken,
-        up: Family<TaskLabels, Gauge>,
+        registry: &mut Registry,
     ) -> Self {
+        let up = Family::<TaskLabels, Gauge>::default();
+        registry.register(
+            "ipshadow_task_up",
+            "1 while a long-lived task of the agent runs, 0 once it stopped (then /healthz fails)",
+            up.clone(),
+        );
         Self {
             tracker,
             token,
@@ -131,8 +138,8 @@ mod tests {
     #[tokio::test]
     async fn a_task_that_ends_or_panics_is_named_and_shutdown_is_not_failure() {
         let (tracker, token) = (TaskTracker::new(), CancellationToken::new());
-        let up = Family::<TaskLabels, Gauge>::default();
-        let s = Supervisor::new(tracker.clone(), token.clone(), up.clone());
+        let mut registry = Registry::default();
+        let s = Supervisor::new(tracker.clone(), token.clone(), &mut registry);
         s.spawn("quits", async {});
         s.spawn("breaks", async { panic!("boom") });
         let t = token.clone();
@@ -149,8 +156,15 @@ mod tests {
             s.failure().as_deref(),
             Some("breaks panicked: boom; quits ended")
         );
-        assert_eq!(up.get_or_create(&TaskLabels { task: "runs" }).get(), 1);
-        assert_eq!(up.get_or_create(&TaskLabels { task: "quits" }).get(), 0);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "ipshadow_task_up{task=\"runs\"} 1",
+            "ipshadow_task_up{task=\"quits\"} 0",
+            "ipshadow_task_up{task=\"breaks\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
         token.cancel();
         tracker.close();
         tracker.wait().await;

@@ -20,8 +20,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("daemon/events.rs", "run"),               // 61 lines
     ("daemon/http.rs", "new"),                 // 69 lines
     ("daemon/impact.rs", "run"),               // 62 lines
-    ("daemon/mod.rs", "run"),                  // 90 lines
-    ("daemon/reconcile_loop.rs", "reconcile"), // 85 lines
     ("daemon/scrape_auth.rs", "authorize"),    // 63 lines
     ("detect/audit.rs", "audit"),              // 93 lines
     ("detect/mod.rs", "check_own_ip"),         // 63 lines
@@ -41,7 +39,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("report/message/mod.rs", "remedy_for"),   // 79 lines
     ("report/message/mod.rs", "render_cause"), // 73 lines
     ("report/metrics/collector.rs", "encode"), // 110 lines
-    ("report/metrics/mod.rs", "new"),          // 91 lines
     ("report/output.rs", "json_finding"),      // 69 lines
     ("report/output.rs", "table_text"),        // 71 lines
     ("report/traffic/mod.rs", "update"),       // 84 lines

@@ -15,7 +15,7 @@ use crate::{
         ConditionSeen, NodeFacts,
         fixtures::{ME, inventory, pod},
     },
-    report::{condition::desired, metrics::Metrics},
+    report::{condition::desired, metrics::Registry},
 };
 
 const INTERVAL: Duration = Duration::from_secs(30);
@@ -63,7 +63,7 @@ fn start(first: Published) -> (TestApi, watch::Sender<Published>, CancellationTo
         node_condition: true,
         node_condition_interval_seconds: INTERVAL.as_secs(),
     };
-    let task = ConditionTask::new(api.client(), ME, &args, Arc::new(Metrics::default()), rx);
+    let task = ConditionTask::new(api.client(), ME, &args, &mut Registry::default(), rx);
     let token = CancellationToken::new();
     tokio::spawn(task.run(token.clone()));
     (api, tx, token)

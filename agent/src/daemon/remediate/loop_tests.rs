@@ -14,7 +14,7 @@ use crate::{
         NodeFacts,
         fixtures::{ME, inventory, pod},
     },
-    report::metrics::Metrics,
+    report::metrics::Registry,
 };
 
 const AFTER: Duration = Duration::from_mins(1);
@@ -46,7 +46,7 @@ fn start(after: Duration) -> (TestApi, watch::Sender<Published>, CancellationTok
         remediate_interval: INTERVAL,
         remediate_after: after,
     };
-    let task = RemediateTask::new(api.client(), ME, &args, Arc::new(Metrics::default()), rx);
+    let task = RemediateTask::new(api.client(), ME, &args, &mut Registry::default(), rx);
     let token = CancellationToken::new();
     tokio::spawn(task.run(token.clone()));
     (api, tx, token)

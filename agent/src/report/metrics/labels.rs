@@ -47,7 +47,7 @@ pub struct AuthLabels {
 }
 
 /// How a reconcile ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue, strum::EnumIter)]
 #[allow(non_camel_case_types, reason = "the label values are lowercase")]
 pub enum Outcome {
     /// It ran.
@@ -57,7 +57,7 @@ pub enum Outcome {
 }
 
 /// What became of an Event write.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue, strum::EnumIter)]
 #[allow(non_camel_case_types, reason = "the label values are lowercase")]
 pub enum WriteResult {
     /// An Event object was created.

@@ -1,0 +1,134 @@
+//! The reconcile loop's metrics: how reconciles end and take, and whether each
+//! source was read.
+
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::{
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Unit,
+};
+use strum::IntoEnumIterator as _;
+
+use crate::{
+    inventory::SourceStatus,
+    report::metrics::{Outcome, Registry, ResourceLabels, ResultLabels, SourceLabels},
+};
+
+/// The resources whose malformed objects are counted, at zero from the start
+/// so increase() and alerts see 0, not "no data".
+const RESOURCES: [&str; 4] = ["pods", "ciliumnodes", "subnets", "nodes"];
+
+/// What the loop counts.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopMetrics {
+    /// `ipshadow_source_up`.
+    source_up: Family<SourceLabels, Gauge>,
+    /// `ipshadow_invalid_objects_total`.
+    invalid_objects: Family<ResourceLabels, Counter>,
+    /// `ipshadow_reconciles_total`.
+    reconciles: Family<ResultLabels, Counter>,
+    /// `ipshadow_reconcile_duration_seconds`.
+    duration: Histogram,
+    /// `ipshadow_last_reconcile_timestamp_seconds`.
+    last: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl Default for LoopMetrics {
+    fn default() -> Self {
+        Self {
+            source_up: Family::default(),
+            invalid_objects: Family::default(),
+            reconciles: Family::default(),
+            // A reconcile takes from half a millisecond (a cluster change on a
+            // small node) to about a second (100k pods).
+            duration: Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            ]),
+            last: Gauge::default(),
+        }
+    }
+}
+
+impl LoopMetrics {
+    /// Every one registered in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "ipshadow_source_up",
+            "1 when the last read of a source (netlink, pods, ciliumnodes, subnets) worked",
+            m.source_up.clone(),
+        );
+        registry.register(
+            "ipshadow_invalid_objects",
+            "Malformed objects or fields skipped, by resource (counted once per distinct problem)",
+            m.invalid_objects.clone(),
+        );
+        registry.register(
+            "ipshadow_reconciles",
+            "Reconciles run, by result (ok, error)",
+            m.reconciles.clone(),
+        );
+        registry.register_with_unit(
+            "ipshadow_reconcile_duration",
+            "Time one reconcile takes: netlink read, FIB lookups, detection",
+            Unit::Seconds,
+            m.duration.clone(),
+        );
+        registry.register_with_unit(
+            "ipshadow_last_reconcile_timestamp",
+            "Unix time of the last successful reconcile",
+            Unit::Seconds,
+            m.last.clone(),
+        );
+        for resource in RESOURCES {
+            let _ = m
+                .invalid_objects
+                .get_or_create(&ResourceLabels { resource });
+        }
+        for result in Outcome::iter() {
+            let _ = m.reconciles.get_or_create(&ResultLabels { result });
+        }
+        m
+    }
+
+    /// Whether each cluster source's last read worked.
+    pub(crate) fn sources(&self, status: &[SourceStatus]) {
+        for s in status {
+            self.source_up(s.source, s.up);
+        }
+    }
+
+    /// Whether `source`'s last read worked.
+    pub(crate) fn source_up(&self, source: &'static str, up: bool) {
+        self.source_up
+            .get_or_create(&SourceLabels { source })
+            .set(i64::from(up));
+    }
+
+    /// A malformed object of `resource` seen for the first time.
+    pub(crate) fn invalid(&self, resource: &'static str) {
+        self.invalid_objects
+            .get_or_create(&ResourceLabels { resource })
+            .inc();
+    }
+
+    /// A reconcile ended: how long it took, `None` when reading the node failed.
+    pub(crate) fn reconciled(&self, took: Option<Duration>) {
+        let outcome = if took.is_some() {
+            Outcome::ok
+        } else {
+            Outcome::error
+        };
+        self.reconciles
+            .get_or_create(&ResultLabels { result: outcome })
+            .inc();
+        self.source_up("netlink", took.is_some());
+        if let Some(took) = took {
+            self.duration.observe(took.as_secs_f64());
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.last.set(now);
+        }
+    }
+}
