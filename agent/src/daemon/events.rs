@@ -12,12 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Published, impact::Looked};
 use crate::{
+    detect::Finding,
     kube::{
         cluster::{Failure, backoff},
         pace::Budget,
         recorder::{EventWriter, SyncStats},
     },
     report::{
+        Impacts,
         events::{self, REFRESH_EVERY},
         metrics::{Registry, WriteLabels, WriteResult},
         traffic::Traffic,
@@ -137,58 +139,89 @@ impl EventTask {
         // Without an eBPF observer no traffic is ever published.
         let mut traffic_open = true;
         loop {
-            let input = self.findings.borrow_and_update().clone();
-            let traffic = self.traffic.borrow_and_update().clone();
-            let mut failed = 0;
-            if input.ready {
-                let node_uid = input.node.as_ref().map(|n| n.uid.as_str());
-                // Series notes are written once: let the impact of these findings come first.
-                let deadline = tokio::time::Instant::now() + IMPACT_WAIT;
-                while !Arc::ptr_eq(&self.impacts.borrow().for_findings, &input.findings) {
+            let wait = match self.write_once(&token).await {
+                Pass::Cancelled => return,
+                // The budget is spent: go on when it allows the next write.
+                Pass::Deferred => self.writer.budget().next_in(),
+                Pass::Failed => backoff.next().unwrap_or(self.refresh),
+                Pass::Done => {
+                    kube::runtime::utils::Backoff::reset(&mut backoff);
                     tokio::select! {
                         () = token.cancelled() => return,
-                        r = self.impacts.changed() => if r.is_err() { break },
-                        () = tokio::time::sleep_until(deadline) => break,
+                        r = self.findings.changed() => if r.is_err() { return },
+                        r = self.traffic.changed(), if traffic_open => traffic_open = r.is_ok(),
+                        () = tokio::time::sleep(self.refresh) => {}
                     }
+                    continue;
                 }
-                let impacts = Arc::clone(&self.impacts.borrow().impacts);
-                let want = events::desired(
-                    &input.findings,
-                    (&traffic, &impacts),
-                    self.writer.node(),
-                    node_uid,
-                );
-                let want = events::cap(want, self.series_max, self.writer.node(), node_uid);
-                tracing::debug!(series = want.len(), "syncing Events");
-                let stats = tokio::select! {
-                    () = token.cancelled() => return,
-                    stats = self.writer.sync(&want) => stats,
-                };
-                self.count(stats);
-                failed = stats.failed;
-                if failed == 0 && stats.deferred > 0 {
-                    // The budget is spent: go on when it allows the next write.
-                    let until_next = self.writer.budget().next_in();
-                    tokio::select! {
-                        () = token.cancelled() => return,
-                        () = tokio::time::sleep(until_next) => continue,
-                    }
-                }
-            }
-            if failed > 0 {
-                let delay = backoff.next().unwrap_or(self.refresh);
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = tokio::time::sleep(delay) => continue,
-                }
-            }
-            kube::runtime::utils::Backoff::reset(&mut backoff);
+            };
             tokio::select! {
                 () = token.cancelled() => return,
-                r = self.findings.changed() => if r.is_err() { return },
-                r = self.traffic.changed(), if traffic_open => traffic_open = r.is_ok(),
-                () = tokio::time::sleep(self.refresh) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }
+
+    /// Writes the series of the latest findings and traffic once.
+    async fn write_once(&mut self, token: &CancellationToken) -> Pass {
+        let input = self.findings.borrow_and_update().clone();
+        let traffic = self.traffic.borrow_and_update().clone();
+        if !input.ready {
+            return Pass::Done;
+        }
+        let Some(impacts) = self.impacts_of(&input.findings, token).await else {
+            return Pass::Cancelled;
+        };
+        let node_uid = input.node.as_ref().map(|n| n.uid.as_str());
+        let want = events::desired(
+            &input.findings,
+            (&traffic, &impacts),
+            self.writer.node(),
+            node_uid,
+        );
+        let want = events::cap(want, self.series_max, self.writer.node(), node_uid);
+        tracing::debug!(series = want.len(), "syncing Events");
+        let stats = tokio::select! {
+            () = token.cancelled() => return Pass::Cancelled,
+            stats = self.writer.sync(&want) => stats,
+        };
+        self.count(stats);
+        if stats.failed > 0 {
+            Pass::Failed
+        } else if stats.deferred > 0 {
+            Pass::Deferred
+        } else {
+            Pass::Done
+        }
+    }
+
+    /// What breaks behind `findings`' pods: series notes are written once, so
+    /// the lookups get [`IMPACT_WAIT`] to catch up. `None` once cancelled.
+    async fn impacts_of(
+        &mut self,
+        findings: &Arc<Vec<Finding>>,
+        token: &CancellationToken,
+    ) -> Option<Arc<Impacts>> {
+        let deadline = tokio::time::Instant::now() + IMPACT_WAIT;
+        while !Arc::ptr_eq(&self.impacts.borrow().for_findings, findings) {
+            tokio::select! {
+                () = token.cancelled() => return None,
+                r = self.impacts.changed() => if r.is_err() { break },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        Some(Arc::clone(&self.impacts.borrow().impacts))
+    }
+}
+
+/// What one pass of writes came to.
+enum Pass {
+    /// Everything written (or nothing to write): wait for a change.
+    Done,
+    /// A write failed: retry after a backoff.
+    Failed,
+    /// The write budget is spent: go on when it allows.
+    Deferred,
+    /// The agent is stopping.
+    Cancelled,
 }

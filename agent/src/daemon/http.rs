@@ -156,23 +156,7 @@ impl Http {
             _ => None,
         };
         let mut app = endpoints::router(state.clone());
-        let audiences = args
-            .metrics_auth_audiences
-            .clone()
-            .map(|a| a.0)
-            .unwrap_or_default();
-        if args.metrics_auth == MetricsAuth::Off && !audiences.is_empty() {
-            return Err(TlsError::AudiencesWithoutAuth.into());
-        }
-        if args.metrics_auth == MetricsAuth::Kubernetes {
-            if tls.is_none() {
-                return Err(TlsError::AuthWithoutTls.into());
-            }
-            let client = client.ok_or(TlsError::AuthWithoutCluster)?;
-            let auth = Arc::new(Auth {
-                reviewer: Reviewer::new(client.clone(), audiences),
-                results: metrics.auth,
-            });
+        if let Some(auth) = scrape_auth(args, tls.is_some(), client, metrics.auth)? {
             app = app.route_layer(axum::middleware::from_fn_with_state(
                 auth,
                 super::scrape_auth::authorize,
@@ -227,6 +211,35 @@ impl Http {
             serve(l, limits, rejected, token.clone())
         });
         futures::future::join_all(served).await;
+    }
+}
+
+/// The review of scrapes `--metrics-auth` asks for (`None`: off), or why the
+/// flags do not go together.
+fn scrape_auth(
+    args: &Args,
+    tls: bool,
+    client: Option<&kube::Client>,
+    results: Family<AuthLabels, Counter>,
+) -> Result<Option<Arc<Auth>>, TlsError> {
+    let audiences = args
+        .metrics_auth_audiences
+        .clone()
+        .map(|a| a.0)
+        .unwrap_or_default();
+    match args.metrics_auth {
+        MetricsAuth::Off if !audiences.is_empty() => Err(TlsError::AudiencesWithoutAuth),
+        MetricsAuth::Off => Ok(None),
+        MetricsAuth::Kubernetes => {
+            if !tls {
+                return Err(TlsError::AuthWithoutTls);
+            }
+            let client = client.ok_or(TlsError::AuthWithoutCluster)?;
+            Ok(Some(Arc::new(Auth {
+                reviewer: Reviewer::new(client.clone(), audiences),
+                results,
+            })))
+        }
     }
 }
 

@@ -15,10 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Published;
 use crate::{
-    detect::impact::of_finding,
+    detect::{Finding, impact::of_finding},
     kube::{
         cluster::{Failure, backoff},
-        list::{Read, routes},
+        list::{ListError, Read, routes},
         ttl::Cache,
     },
     report::{Impacts, events::reported_here},
@@ -35,7 +35,7 @@ const NAMESPACES: usize = 1024;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Looked {
     /// The findings they were looked up for.
-    pub(crate) for_findings: Arc<Vec<crate::detect::Finding>>,
+    pub(crate) for_findings: Arc<Vec<Finding>>,
     /// What breaks behind each pod with a finding.
     pub(crate) impacts: Arc<Impacts>,
 }
@@ -46,6 +46,10 @@ pub(crate) struct ImpactTask {
     node: String,
     published: watch::Receiver<Published>,
     impacts: watch::Sender<Looked>,
+    /// The namespaces last read, each fresh for [`REFRESH`].
+    read: Cache<String, ()>,
+    /// What routes to pods in them.
+    routes: Arc<crate::inventory::Routes>,
 }
 
 impl ImpactTask {
@@ -60,18 +64,17 @@ impl ImpactTask {
             node: node.to_owned(),
             published,
             impacts,
+            read: Cache::new(NAMESPACES),
+            routes: Arc::default(),
         }
     }
 
     /// Looks up until `token` is cancelled.
     pub(crate) async fn run(mut self, token: CancellationToken) {
         let mut backoff = backoff(Failure::Error);
-        // The namespaces last read, each fresh for REFRESH.
-        let mut read: Cache<String, ()> = Cache::new(NAMESPACES);
-        let mut routes_read = Arc::new(crate::inventory::Routes::default());
         loop {
             let input = self.published.borrow_and_update().clone();
-            let mine: Vec<_> = input
+            let mine: Vec<&Finding> = input
                 .findings
                 .iter()
                 .filter(|f| reported_here(f, &self.node))
@@ -80,43 +83,26 @@ impl ImpactTask {
                 .iter()
                 .filter_map(|f| f.pod().map(|p| p.namespace.clone()))
                 .collect();
-            let now = tokio::time::Instant::now();
-            let fresh = namespaces.iter().all(|ns| read.fresh(ns, now));
-            if !namespaces.is_empty() && !fresh {
-                let mut quiet = |_: &'static str, _: usize, _: bool| {};
-                let listed = tokio::select! {
+            let listed = tokio::select! {
+                () = token.cancelled() => return,
+                r = self.refresh(namespaces) => r,
+            };
+            if let Err(e) = listed {
+                let delay = backoff.next().unwrap_or(REFRESH);
+                tracing::warn!(error = %e, retry_in = ?delay, "reading what routes to the shadowed pods failed; findings keep severity warning meanwhile");
+                tokio::select! {
                     () = token.cancelled() => return,
-                    r = routes(&self.client, &namespaces, Read::Cache, &mut quiet) => r,
-                };
-                match listed {
-                    Ok(r) => {
-                        routes_read = Arc::new(r);
-                        // Only these namespaces' routes are held now.
-                        read.retain(|_| false);
-                        let now = tokio::time::Instant::now();
-                        for ns in namespaces {
-                            read.put(ns, (), REFRESH, false, now);
-                        }
-                        kube::runtime::utils::Backoff::reset(&mut backoff);
-                    }
-                    Err(e) => {
-                        let delay = backoff.next().unwrap_or(REFRESH);
-                        tracing::warn!(error = %e, retry_in = ?delay, "reading what routes to the shadowed pods failed; findings keep severity warning meanwhile");
-                        tokio::select! {
-                            () = token.cancelled() => return,
-                            () = tokio::time::sleep(delay) => continue,
-                        }
-                    }
+                    () = tokio::time::sleep(delay) => continue,
                 }
             }
+            kube::runtime::utils::Backoff::reset(&mut backoff);
             let impacts: Impacts = mine
                 .iter()
-                .filter_map(|f| Some((f.pod()?.clone(), of_finding(f, &routes_read)?)))
+                .filter_map(|f| Some((f.pod()?.clone(), of_finding(f, &self.routes)?)))
                 .collect::<BTreeMap<_, _>>();
-            let impacts = Arc::new(impacts);
             self.impacts.send_replace(Looked {
                 for_findings: Arc::clone(&input.findings),
-                impacts,
+                impacts: Arc::new(impacts),
             });
             tokio::select! {
                 () = token.cancelled() => return,
@@ -124,5 +110,23 @@ impl ImpactTask {
                 () = tokio::time::sleep(REFRESH) => {}
             }
         }
+    }
+
+    /// Lists what routes to pods of `namespaces` from the watch cache, unless
+    /// each was read less than [`REFRESH`] ago.
+    async fn refresh(&mut self, namespaces: BTreeSet<String>) -> Result<(), ListError> {
+        let now = tokio::time::Instant::now();
+        if namespaces.is_empty() || namespaces.iter().all(|ns| self.read.fresh(ns, now)) {
+            return Ok(());
+        }
+        let mut quiet = |_: &'static str, _: usize, _: bool| {};
+        self.routes = Arc::new(routes(&self.client, &namespaces, Read::Cache, &mut quiet).await?);
+        // Only these namespaces' routes are held now.
+        self.read.retain(|_| false);
+        let now = tokio::time::Instant::now();
+        for ns in namespaces {
+            self.read.put(ns, (), REFRESH, false, now);
+        }
+        Ok(())
     }
 }

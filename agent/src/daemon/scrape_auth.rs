@@ -230,18 +230,26 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
         .inc();
     // Debug only: whoever reaches the port could otherwise fill the log.
     tracing::debug!(path, %peer, result = verdict.result(), ?verdict, "scrape reviewed");
-    // Who is not authenticated reads our words only, never the API server's:
-    // those go to the log (an unavailable API server is rare and its reviews
-    // rate-limited, so a warning each).
     match verdict {
         Verdict::Allowed { .. } => next.run(req).await,
+        refused => refusal(refused, token.is_some(), &path, peer),
+    }
+}
+
+/// The answer to a scrape `verdict` refused. Who is not authenticated reads
+/// our words only, never the API server's: those go to the log (an
+/// unavailable API server is rare and its reviews rate-limited, so a warning each).
+fn refusal(verdict: Verdict, had_token: bool, path: &str, peer: IpAddr) -> Response {
+    match verdict {
+        // Never asked for (allowed scrapes are served): fail closed all the same.
+        Verdict::Allowed { .. } => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         Verdict::Unauthenticated(_) => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer realm=\"ipshadow\"")],
-            if token.is_none() {
-                "Unauthorized: no bearer token\n"
-            } else {
+            if had_token {
                 "Unauthorized: the token was not accepted\n"
+            } else {
+                "Unauthorized: no bearer token\n"
             },
         )
             .into_response(),

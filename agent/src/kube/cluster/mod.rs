@@ -197,18 +197,41 @@ impl ClusterSource {
     /// found, until `token` is cancelled.
     pub async fn run(mut self, token: CancellationToken) {
         let tasks = TaskTracker::new();
-        let node = self.node.clone();
+        let cilium_nodes_moved = self.spawn_pods_and_cilium_nodes(&tasks, &token);
+        self.spawn_node_watches(&tasks, &token);
+        self.spawn_records(&tasks, &token);
+        tasks.spawn(self.annotations_without_cilium_nodes(
+            cilium_nodes_moved,
+            tasks.clone(),
+            token.clone(),
+        ));
+        if let Some(unexplained) = self.unexplained.take() {
+            self.look_up(unexplained, &tasks, &token).await;
+        } else {
+            token.cancelled().await;
+        }
+        tasks.close();
+        tasks.wait().await;
+    }
+
+    /// The watches of this node's pods and of every CiliumNode; the latter
+    /// also notifies the returned [`Notify`](tokio::sync::Notify), which
+    /// decides whether Node annotations are needed.
+    fn spawn_pods_and_cilium_nodes(
+        &self,
+        tasks: &TaskTracker,
+        token: &CancellationToken,
+    ) -> Arc<tokio::sync::Notify> {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
             Api::<K8sPod>::all(self.client.clone()),
-            cached().fields(&format!("spec.nodeName={node}")),
+            cached().fields(&format!("spec.nodeName={}", self.node)),
             "pods",
             self.state.clone(),
             self.on_change.clone(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
             token.clone(),
         ));
-        // The CiliumNode watch also decides whether Node annotations are needed.
         let cilium_nodes_moved = Arc::new(tokio::sync::Notify::new());
         let moved = cilium_nodes_moved.clone();
         let on_change = self.on_change.clone();
@@ -224,6 +247,11 @@ impl ClusterSource {
             |st, ev| st.cilium_nodes.apply(ev, convert_cilium_node),
             token.clone(),
         ));
+        cilium_nodes_moved
+    }
+
+    /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
+    fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
             Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
             cached(),
@@ -235,7 +263,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<Node>::all(self.client.clone()),
-            cached().fields(&format!("metadata.name={node}")),
+            cached().fields(&format!("metadata.name={}", self.node)),
             "nodes",
             self.state.clone(),
             self.on_change.clone(),
@@ -251,6 +279,11 @@ impl ClusterSource {
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
         ));
+    }
+
+    /// What is read beside the watches: kubelet's sandbox refusals, and (when
+    /// fed the findings) the Services and kube-ovn records behind them.
+    fn spawn_records(&mut self, tasks: &TaskTracker, token: &CancellationToken) {
         if let Some(findings) = self.findings.take() {
             let on = || {
                 (
@@ -278,18 +311,6 @@ impl ClusterSource {
             self.on_change.clone(),
             token.clone(),
         ));
-        tasks.spawn(self.annotations_without_cilium_nodes(
-            cilium_nodes_moved,
-            tasks.clone(),
-            token.clone(),
-        ));
-        if let Some(unexplained) = self.unexplained.take() {
-            self.look_up(unexplained, &tasks, &token).await;
-        } else {
-            token.cancelled().await;
-        }
-        tasks.close();
-        tasks.wait().await;
     }
 }
 

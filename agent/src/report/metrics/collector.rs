@@ -101,110 +101,145 @@ const COLLISION_KINDS: [FindingKind; 4] = [
 impl Collector for FindingsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let view = (self.view)();
-        // The counts alerts fire on leave out hints: a tenant can forge those.
-        let count = |kind: FindingKind, scope: Option<Scope>| {
-            view.findings
-                .iter()
-                .filter(|f| f.trust.speaks_for_node())
-                .filter(|f| f.kind == kind && scope.is_none_or(|s| f.scope == s))
-                .count()
-        };
-
-        let mut m = encoder.encode_descriptor(
-            "ipshadow_collisions",
-            "Pod IPs that collide with an address a node holds, by kind and scope",
-            None,
-            MetricType::Gauge,
-        )?;
-        for kind in COLLISION_KINDS {
-            for scope in [Scope::SameNode, Scope::CrossNode] {
-                let l = CollisionLabels {
-                    kind: kind.as_str(),
-                    scope: scope.as_str(),
-                };
-                ConstGauge::new(gauge(count(kind, Some(scope)))).encode(m.encode_family(&l)?)?;
-            }
-        }
-
-        let mut m = encoder.encode_descriptor(
-            "ipshadow_collision_info",
-            "One series per active finding (value 1), with what collides with what",
-            None,
-            MetricType::Gauge,
-        )?;
-        for f in view.findings.iter() {
-            let (namespace, pod) = f
-                .pod()
-                .map_or_else(Default::default, |p| (p.namespace.clone(), p.name.clone()));
-            let l = FindingLabels {
-                kind: f.kind.as_str(),
-                scope: f.scope.as_str(),
-                namespace,
-                pod,
-                ip: f.ip_text(),
-                owner_node: f.owner.node.clone(),
-                role: f.owner.role.as_str(),
-                device: f.owner.device.clone().unwrap_or_default(),
-                ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
-                severity: f
-                    .pod()
-                    .and_then(|p| view.impacts.get(p))
-                    .map_or(Severity::Warning, Impact::severity)
-                    .as_str(),
-                trust: f.trust.as_str(),
-            };
-            ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
-        }
-
-        let m = encoder.encode_descriptor(
-            "ipshadow_host_route_blackholes",
-            "Pods on this node whose host route ends in blackhole, unreachable, prohibit or nowhere",
-            None,
-            MetricType::Gauge,
-        )?;
-        ConstGauge::new(gauge(count(FindingKind::HostRouteBlackhole, None))).encode(m)?;
-        let m = encoder.encode_descriptor(
-            "ipshadow_allocator_overlaps",
-            "Cilium infrastructure addresses (or ranges) of this node that kube-ovn may hand to pods",
-            None,
-            MetricType::Gauge,
-        )?;
-        ConstGauge::new(gauge(count(FindingKind::AllocatorOverlap, None))).encode(m)?;
-
-        let mut m = encoder.encode_descriptor(
-            "ipshadow_ipam_problems",
-            "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
-            None,
-            MetricType::Gauge,
-        )?;
-        for kind in IPAM_KINDS {
-            let l = KindLabels {
-                kind: kind.as_str(),
-            };
-            ConstGauge::new(gauge(count(kind, None))).encode(m.encode_family(&l)?)?;
-        }
-
-        let mut m = encoder.encode_descriptor(
-            "ipshadow_hints",
-            "Findings resting on what a tenant can write (a pod's IP annotation, an Event), by kind: \
-             reported, never counted above, never acted on",
-            None,
-            MetricType::Gauge,
-        )?;
-        for kind in FindingKind::all() {
-            let hints = view
-                .findings
-                .iter()
-                .filter(|f| f.kind == kind && !f.trust.speaks_for_node())
-                .count();
-            let l = KindLabels {
-                kind: kind.as_str(),
-            };
-            ConstGauge::new(gauge(hints)).encode(m.encode_family(&l)?)?;
-        }
-
+        encode_collisions(&view, &mut encoder)?;
+        encode_info(&view, &mut encoder)?;
+        encode_counts(&view, &mut encoder)?;
+        encode_hints(&view, &mut encoder)?;
         encode_traffic(&view, &mut encoder)
     }
+}
+
+/// Findings of `kind` (and `scope`, when given) the counts alerts fire on:
+/// hints are left out, a tenant can forge those.
+fn counted(view: &FindingsView, kind: FindingKind, scope: Option<Scope>) -> i64 {
+    gauge(
+        view.findings
+            .iter()
+            .filter(|f| f.trust.speaks_for_node())
+            .filter(|f| f.kind == kind && scope.is_none_or(|s| f.scope == s))
+            .count(),
+    )
+}
+
+/// `ipshadow_collisions`: every kind × scope, zeros included.
+fn encode_collisions(
+    view: &FindingsView,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(
+        "ipshadow_collisions",
+        "Pod IPs that collide with an address a node holds, by kind and scope",
+        None,
+        MetricType::Gauge,
+    )?;
+    for kind in COLLISION_KINDS {
+        for scope in [Scope::SameNode, Scope::CrossNode] {
+            let l = CollisionLabels {
+                kind: kind.as_str(),
+                scope: scope.as_str(),
+            };
+            ConstGauge::new(counted(view, kind, Some(scope))).encode(m.encode_family(&l)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// `ipshadow_collision_info`: one series per finding.
+fn encode_info(
+    view: &FindingsView,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(
+        "ipshadow_collision_info",
+        "One series per active finding (value 1), with what collides with what",
+        None,
+        MetricType::Gauge,
+    )?;
+    for f in view.findings.iter() {
+        let (namespace, pod) = f
+            .pod()
+            .map_or_else(Default::default, |p| (p.namespace.clone(), p.name.clone()));
+        let l = FindingLabels {
+            kind: f.kind.as_str(),
+            scope: f.scope.as_str(),
+            namespace,
+            pod,
+            ip: f.ip_text(),
+            owner_node: f.owner.node.clone(),
+            role: f.owner.role.as_str(),
+            device: f.owner.device.clone().unwrap_or_default(),
+            ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
+            severity: f
+                .pod()
+                .and_then(|p| view.impacts.get(p))
+                .map_or(Severity::Warning, Impact::severity)
+                .as_str(),
+            trust: f.trust.as_str(),
+        };
+        ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
+    }
+    Ok(())
+}
+
+/// The per-node counts: blackholed host routes, allocator overlaps, and the
+/// loud IPAM problems by kind (every kind always present).
+fn encode_counts(
+    view: &FindingsView,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(
+        "ipshadow_host_route_blackholes",
+        "Pods on this node whose host route ends in blackhole, unreachable, prohibit or nowhere",
+        None,
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(counted(view, FindingKind::HostRouteBlackhole, None)).encode(m)?;
+    let m = encoder.encode_descriptor(
+        "ipshadow_allocator_overlaps",
+        "Cilium infrastructure addresses (or ranges) of this node that kube-ovn may hand to pods",
+        None,
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(counted(view, FindingKind::AllocatorOverlap, None)).encode(m)?;
+    let mut m = encoder.encode_descriptor(
+        "ipshadow_ipam_problems",
+        "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for kind in IPAM_KINDS {
+        let l = KindLabels {
+            kind: kind.as_str(),
+        };
+        ConstGauge::new(counted(view, kind, None)).encode(m.encode_family(&l)?)?;
+    }
+    Ok(())
+}
+
+/// `ipshadow_hints`: what the counts above leave out, by kind.
+fn encode_hints(
+    view: &FindingsView,
+    encoder: &mut DescriptorEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(
+        "ipshadow_hints",
+        "Findings resting on what a tenant can write (a pod's IP annotation, an Event), by kind: \
+         reported, never counted above, never acted on",
+        None,
+        MetricType::Gauge,
+    )?;
+    for kind in FindingKind::all() {
+        let hints = view
+            .findings
+            .iter()
+            .filter(|f| f.kind == kind && !f.trust.speaks_for_node())
+            .count();
+        let l = KindLabels {
+            kind: kind.as_str(),
+        };
+        ConstGauge::new(gauge(hints)).encode(m.encode_family(&l)?)?;
+    }
+    Ok(())
 }
 
 /// The traffic counter families, one series per traffic series.
