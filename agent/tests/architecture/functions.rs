@@ -23,9 +23,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("daemon/mod.rs", "run"),                  // 90 lines
     ("daemon/reconcile_loop.rs", "reconcile"), // 85 lines
     ("daemon/scrape_auth.rs", "authorize"),    // 63 lines
-    ("detect/audit.rs", "audit"),              // 93 lines
-    ("detect/mod.rs", "check_own_ip"),         // 63 lines
-    ("detect/node.rs", "node_findings"),       // 98 lines
     ("kube/cluster/confirm.rs", "run"),        // 64 lines
     ("kube/cluster/mod.rs", "run"),            // 96 lines
     ("kube/cluster/sandbox.rs", "run"),        // 64 lines
@@ -36,15 +33,8 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("kube/objects/pod.rs", "pod"),            // 91 lines
     ("kube/recorder.rs", "sync"),              // 72 lines
     ("kube/sources.rs", "refresh"),            // 85 lines
-    ("report/message/ipam.rs", "node"),        // 76 lines
-    ("report/message/ipam.rs", "remedy"),      // 75 lines
-    ("report/message/mod.rs", "remedy_for"),   // 79 lines
-    ("report/message/mod.rs", "render_cause"), // 73 lines
     ("report/metrics/collector.rs", "encode"), // 110 lines
     ("report/metrics/mod.rs", "new"),          // 91 lines
-    ("report/output.rs", "json_finding"),      // 69 lines
-    ("report/output.rs", "table_text"),        // 71 lines
-    ("report/traffic/mod.rs", "update"),       // 84 lines
 ];
 
 /// A function's span: from the line of `fn` to the line of its closing brace.
