@@ -129,62 +129,114 @@ pub fn audit(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
     let index = Index::new(&state.cilium_nodes, &state.annotated_nodes, router_device);
-    let mut names: BTreeSet<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
-    names.extend(state.cilium_nodes.iter().map(|c| c.name.as_str()));
-    names.extend(state.annotated_nodes.iter().map(|c| c.name.as_str()));
-    let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
-    for p in state.pods.iter() {
-        if let Some(n) = p.node.as_deref() {
-            names.insert(n);
-            by_node.entry(n).or_default().push(p.clone());
-        }
-    }
+    let Roster { names, mut by_node } = Roster::of(state);
     let holders = status_holders(&state.pods);
-    let facts: HashMap<&str, &NodeFacts> =
-        state.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    // No node's kernel: every lookup answers nothing, no address is local.
-    let host = Arc::new(HostNetwork::default());
+    let check = NodeCheck::new(state, router_device, &index);
     let total = names.len();
     let mut found: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
     for (done, name) in names.iter().enumerate() {
         let mut pods = by_node.remove(name).unwrap_or_default();
-        // The pods holding an address one of these pods was refused, wherever they
-        // run: what tells a duplicate from a stale endpoint.
-        let refused: BTreeSet<IpAddr> = pods
-            .iter()
-            .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Event))
-            .map(|i| i.ip)
-            .collect();
-        for ip in refused {
-            pods.extend(
-                holders
-                    .get(&ip)
-                    .into_iter()
-                    .flatten()
-                    .filter(|h| h.node.as_deref() != Some(name))
-                    .map(|h| (*h).clone()),
-            );
-        }
-        let inv = Inventory {
-            node: (*name).to_owned(),
-            router_device: router_device.to_owned(),
-            host: Arc::clone(&host),
-            pods: Arc::new(pods),
-            cilium_nodes: Arc::clone(&state.cilium_nodes),
-            annotated_nodes: Arc::clone(&state.annotated_nodes),
-            subnets: Arc::clone(&state.subnets),
-            sandbox: Arc::clone(&state.sandbox),
-            node_facts: facts.get(name).map(|f| (*f).clone()),
-            cilium_config: state.cilium_config.clone(),
-            services: Arc::clone(&state.services),
-        };
-        let findings = detect_with(&inv, &index, Pods::Own);
+        pods.extend(refused_holders(&pods, name, &holders));
+        let findings = check.run(name, pods);
         if !findings.is_empty() {
             found.insert((*name).to_owned(), findings);
         }
         progress(done + 1, total);
     }
-    for f in duplicates(&holders) {
+    add_duplicates(&mut found, &holders);
+    Audit {
+        nodes: ranked(found),
+        nodes_checked: total,
+        pods_checked: state.pods.len(),
+        impacts: BTreeMap::new(),
+    }
+}
+
+/// Every node to check (every Node, CiliumNode and pod's node), and each one's pods.
+struct Roster<'a> {
+    names: BTreeSet<&'a str>,
+    by_node: HashMap<&'a str, Vec<Pod>>,
+}
+
+impl<'a> Roster<'a> {
+    fn of(state: &'a ClusterState) -> Self {
+        let mut names: BTreeSet<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
+        names.extend(state.cilium_nodes.iter().map(|c| c.name.as_str()));
+        names.extend(state.annotated_nodes.iter().map(|c| c.name.as_str()));
+        let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+        for p in state.pods.iter() {
+            if let Some(n) = p.node.as_deref() {
+                names.insert(n);
+                by_node.entry(n).or_default().push(p.clone());
+            }
+        }
+        Self { names, by_node }
+    }
+}
+
+/// The pods holding an address one of `pods` was refused, wherever they run
+/// but on `node`: what tells a duplicate from a stale endpoint.
+fn refused_holders(pods: &[Pod], node: &str, holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Pod> {
+    let refused: BTreeSet<IpAddr> = pods
+        .iter()
+        .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Event))
+        .map(|i| i.ip)
+        .collect();
+    refused
+        .iter()
+        .flat_map(|ip| holders.get(ip).into_iter().flatten())
+        .filter(|h| h.node.as_deref() != Some(node))
+        .map(|h| (*h).clone())
+        .collect()
+}
+
+/// What one node's detection shares with every other's in an audit.
+struct NodeCheck<'a> {
+    state: &'a ClusterState,
+    router_device: &'a str,
+    index: &'a Index<'a>,
+    facts: HashMap<&'a str, &'a NodeFacts>,
+    /// No node's kernel: every lookup answers nothing, no address is local.
+    host: Arc<HostNetwork>,
+}
+
+impl<'a> NodeCheck<'a> {
+    fn new(state: &'a ClusterState, router_device: &'a str, index: &'a Index<'a>) -> Self {
+        Self {
+            state,
+            router_device,
+            index,
+            facts: state.nodes.iter().map(|n| (n.name.as_str(), n)).collect(),
+            host: Arc::new(HostNetwork::default()),
+        }
+    }
+
+    /// The findings of node `name` with `pods` in view.
+    fn run(&self, name: &str, pods: Vec<Pod>) -> Vec<Finding> {
+        let state = self.state;
+        let inv = Inventory {
+            node: name.to_owned(),
+            router_device: self.router_device.to_owned(),
+            host: Arc::clone(&self.host),
+            pods: Arc::new(pods),
+            cilium_nodes: Arc::clone(&state.cilium_nodes),
+            annotated_nodes: Arc::clone(&state.annotated_nodes),
+            subnets: Arc::clone(&state.subnets),
+            sandbox: Arc::clone(&state.sandbox),
+            node_facts: self.facts.get(name).map(|f| (*f).clone()),
+            cilium_config: state.cilium_config.clone(),
+            services: Arc::clone(&state.services),
+        };
+        detect_with(&inv, self.index, Pods::Own)
+    }
+}
+
+/// Adds the cluster-wide duplicates to their pods' nodes.
+fn add_duplicates(
+    found: &mut BTreeMap<String, Vec<Finding>>,
+    holders: &HashMap<IpAddr, Vec<&Pod>>,
+) {
+    for f in duplicates(holders) {
         let node = f.pod_node().unwrap_or_default().to_owned();
         let list = found.entry(node).or_default();
         // A refused pod's duplicate is already diagnosed from kubelet's report.
@@ -195,6 +247,10 @@ pub fn audit(
             list.push(f);
         }
     }
+}
+
+/// The nodes with findings, each's worst first, the worst nodes first.
+fn ranked(found: BTreeMap<String, Vec<Finding>>) -> Vec<NodeAudit> {
     let mut nodes: Vec<NodeAudit> = found
         .into_iter()
         .map(|(node, mut findings)| {
@@ -209,12 +265,7 @@ pub fn audit(
             n.node.clone(),
         )
     });
-    Audit {
-        nodes,
-        nodes_checked: total,
-        pods_checked: state.pods.len(),
-        impacts: BTreeMap::new(),
-    }
+    nodes
 }
 
 /// Live pods by the addresses their status gives them.

@@ -12,6 +12,7 @@
 pub mod audit;
 mod cause;
 mod finding;
+mod forged;
 pub mod impact;
 mod node;
 mod overlap;
@@ -27,7 +28,7 @@ pub use finding::{
 };
 use ipnet::IpNet;
 pub use owners::Index;
-use owners::Owners;
+use owners::{OwnerRef, Owners};
 
 use crate::inventory::{
     FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, ServiceAddress, Source, TABLE_LOCAL,
@@ -60,7 +61,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
             continue;
         };
         for pip in &pod.ips {
-            if outside_its_subnet(inv, pod, pip) || refused_outright(inv, pip) {
+            if forged::outside_its_subnet(inv, pod, pip) || forged::refused_outright(inv, pip) {
                 continue;
             }
             if !seen.insert((
@@ -126,6 +127,8 @@ fn check_own_pod(
     found
 }
 
+/// The checks of one of this node's pod addresses, in order: the first that
+/// finds something is the finding (one per address, see the module's rules).
 fn check_own_ip(
     inv: &Inventory,
     owners: &Owners<'_>,
@@ -138,32 +141,25 @@ fn check_own_ip(
 
     // 1. The kernel delivers the IP locally: whatever holds it, host traffic never reaches the pod.
     if let Some(FibResult::Local { oif }) = fib {
-        let owner = owners
-            .mine
-            .get(&pip.ip)
-            .map_or_else(|| local_route_owner(inv, pip.ip, *oif), |o| o.to_owner());
+        let owner = local_owner(inv, owners, pip.ip, *oif);
+        let evidence = (fib_text(), shadowed_pod_route(inv, pip.ip));
         return Some(collision(
             inv,
             (Scope::SameNode, pip),
             owner,
             site(),
-            (fib_text(), shadowed_pod_route(inv, pip.ip)),
+            evidence,
         ));
     }
 
     // 2. An address this node or another node holds without the kernel showing it
     //    as local (Cilium's Ingress IP lives only in its endpoint manager).
-    let owned = owners
-        .mine
-        .get(&pip.ip)
-        .copied()
-        .map(|o| (o, Scope::SameNode))
-        .or_else(|| owners.other(&pip.ip).map(|o| (o, Scope::CrossNode)));
-    if let Some((held_by, scope)) = owned {
+    if let Some((held_by, scope)) = held(owners, pip.ip) {
+        let owner = held_by.to_owner();
         return Some(collision(
             inv,
             (scope, pip),
-            held_by.to_owner(),
+            owner,
             site(),
             (fib_text(), None),
         ));
@@ -176,7 +172,37 @@ fn check_own_ip(
         return refused::refused(inv, pod, site(), pip.ip);
     }
     // 4. No one else holds it, but the host's route to it goes nowhere.
-    let dead_end = fib.and_then(FibResult::dead_end)?;
+    blackhole(inv, pip, fib?, site)
+}
+
+/// Who holds a locally delivered IP: the address naming it, else the `local`
+/// route covering it.
+fn local_owner(inv: &Inventory, owners: &Owners<'_>, ip: IpAddr, oif: Option<u32>) -> Owner {
+    owners
+        .mine
+        .get(&ip)
+        .map_or_else(|| local_route_owner(inv, ip, oif), |o| o.to_owner())
+}
+
+/// The node address `ip` is, this node's first, and so the collision's scope.
+fn held<'a>(owners: &Owners<'a>, ip: IpAddr) -> Option<(OwnerRef<'a>, Scope)> {
+    owners
+        .mine
+        .get(&ip)
+        .copied()
+        .map(|o| (o, Scope::SameNode))
+        .or_else(|| owners.other(&ip).map(|o| (o, Scope::CrossNode)))
+}
+
+/// The host's route to the pod's IP ends nowhere (a blackhole, unreachable or
+/// prohibit route, or none at all).
+fn blackhole(
+    inv: &Inventory,
+    pip: &PodIp,
+    fib: &FibResult,
+    site: impl FnOnce() -> PodSite,
+) -> Option<Finding> {
+    let dead_end = fib.dead_end()?;
     let route = inv
         .host
         .best_route_of_kind(pip.ip, dead_end.route_kind())
@@ -224,18 +250,6 @@ fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
             .subnets
             .iter()
             .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
-}
-
-/// An annotated address outside the Subnet the pod's own annotation names
-/// (when that Subnet is known): kube-ovn never gave it, someone wrote it.
-fn outside_its_subnet(inv: &Inventory, pod: &Pod, pip: &PodIp) -> bool {
-    pip.source == IpSource::Annotation
-        && pod.logical_switch.as_ref().is_some_and(|name| {
-            inv.subnets
-                .iter()
-                .find(|s| s.name == *name)
-                .is_some_and(|s| !s.cidrs.iter().any(|c| c.contains(&pip.ip)))
-        })
 }
 
 /// The fix of a collision, fitted to the allocators the inventory shows.
@@ -335,53 +349,6 @@ fn service_claim(inv: &Inventory, ip: IpAddr, owner: &Owner) -> (Trust, Option<S
         Trust::Unchecked
     };
     (trust, service)
-}
-
-/// An address from what a tenant can write (an Event, an annotation) that no
-/// pod can have, refused outright: loopback, link-local, unspecified,
-/// multicast, or outside every range the cluster's pod allocators hand out
-/// (where one of its family is known). A forged Event naming the node's own
-/// 127.0.0.1 or another network's address finds nothing.
-fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
-    if Trust::of_ip(&pip.source) != Trust::Hint {
-        return false;
-    }
-    let ip = pip.ip;
-    let no_pod_address = ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || match ip {
-            IpAddr::V4(v4) => v4.is_link_local() || v4.is_broadcast(),
-            IpAddr::V6(v6) => v6.is_unicast_link_local(),
-        };
-    let mut ranges = pod_ranges(inv)
-        .filter(|r| r.addr().is_ipv4() == ip.is_ipv4())
-        .peekable();
-    let known = ranges.peek().is_some();
-    no_pod_address || (known && !ranges.any(|r| r.contains(&ip)))
-}
-
-/// The ranges the cluster's pods get addresses from, as far as the inventory
-/// shows them: Cilium's for every node (podCIDRs, multi-pool; a pod may hold an
-/// address of another node's range, which is a finding, not a forgery), its
-/// cluster pools, kube-ovn's primary Subnets. Node.spec.podCIDRs is not one of
-/// them: in ENI or kube-ovn clusters pods get addresses outside it.
-fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
-    inv.cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
-        .flat_map(|c| c.ranges().map(|(r, _)| r))
-        .chain(
-            inv.cilium_config
-                .iter()
-                .flat_map(|c| c.cluster_pool.iter().copied()),
-        )
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| s.cidrs.iter().copied()),
-        )
 }
 
 /// A host route in the main table that points at the pod (a /32 or /128 as

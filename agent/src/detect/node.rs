@@ -24,96 +24,120 @@ pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
         .chain(inv.annotated_nodes.iter())
         .filter(|c| c.name == node)
         .collect();
-    let owner = |source| Owner {
-        node: node.to_owned(),
-        role: Role::Node,
-        device: None,
-        source,
-    };
-    let finding = |kind, ip, source, problem, remedy| Finding {
-        kind,
-        scope: Scope::SameNode,
-        ip,
-        owner: owner(source),
-        cause: Cause::Node(problem),
-        remedy,
-        trust: Trust::of_source(source),
-    };
+    let this = ThisNode { inv, node };
+    let kube_ovn = inv.subnets.iter().any(|s| s.primary);
     let mut out = Vec::new();
-    if let Some(problem) = exhausted(inv, node) {
+    out.extend(this.exhaustion());
+    // Where kube-ovn allocates, pods get addresses from its Subnets, not Cilium's pod range.
+    if !kube_ovn {
+        out.extend(this.capacity_shortfall(&cilium));
+    }
+    out.extend(this.operator_trouble());
+    if kube_ovn {
+        out.extend(not_masqueraded(inv, &cilium));
+    }
+    out
+}
+
+/// One node and the inventory around it: what its own findings are built from.
+struct ThisNode<'a> {
+    inv: &'a Inventory,
+    node: &'a str,
+}
+
+impl ThisNode<'_> {
+    /// A finding about the node itself, resting on what `source` says.
+    fn finding(
+        &self,
+        kind: FindingKind,
+        source: Source,
+        problem: NodeProblem,
+        remedy: Remedy,
+    ) -> Finding {
+        Finding {
+            kind,
+            scope: Scope::SameNode,
+            ip: None,
+            owner: Owner {
+                node: self.node.to_owned(),
+                role: Role::Node,
+                device: None,
+                source,
+            },
+            cause: Cause::Node(problem),
+            remedy,
+            trust: Trust::of_source(source),
+        }
+    }
+
+    /// kubelet reports pods refused for want of an address.
+    fn exhaustion(&self) -> Option<Finding> {
+        let problem = exhausted(self.inv, self.node)?;
         let remedy = Remedy::AddCapacity {
-            node: node.to_owned(),
+            node: self.node.to_owned(),
             usable: None,
         };
-        let mut f = finding(
+        let mut f = self.finding(
             FindingKind::PodIpExhaustion,
-            None,
             Source::KubeletEvent,
             problem,
             remedy,
         );
         // kubelet's Events can be forged; pods filling the node's range cannot.
-        if filled_by_pods(inv, node) {
+        if filled_by_pods(self.inv, self.node) {
             f.trust = Trust::Cluster;
         }
-        out.push(f);
+        Some(f)
     }
-    let kube_ovn = inv.subnets.iter().any(|s| s.primary);
-    let pod_cidrs = cilium.iter().find(|c| !c.pod_cidrs.is_empty());
-    let allocatable = inv
-        .node_facts
-        .as_ref()
-        .filter(|n| n.name == node)
-        .and_then(|n| n.allocatable_pods);
-    if let (false, Some(cn), Some(allocatable)) = (kube_ovn, pod_cidrs, allocatable)
-        && let Some(problem) = capacity(cn, allocatable)
-    {
+
+    /// The node accepts more pods than its Cilium pod range has addresses for.
+    fn capacity_shortfall(&self, cilium: &[&CiliumNode]) -> Option<Finding> {
+        let cn = cilium.iter().find(|c| !c.pod_cidrs.is_empty())?;
+        let allocatable = self
+            .inv
+            .node_facts
+            .as_ref()
+            .filter(|n| n.name == self.node)
+            .and_then(|n| n.allocatable_pods)?;
+        let problem = capacity(cn, allocatable)?;
         let usable = match &problem {
             NodeProblem::Capacity { usable, .. } => Some(*usable),
             _ => None,
         };
         let remedy = Remedy::AddCapacity {
-            node: node.to_owned(),
+            node: self.node.to_owned(),
             usable,
         };
-        out.push(finding(
+        Some(self.finding(
             FindingKind::PodIpCapacityShortfall,
-            None,
             Source::NodeStatus,
             problem,
             remedy,
-        ));
+        ))
     }
-    let own = inv.cilium_nodes.iter().find(|c| c.name == node);
-    let stuck = own.and_then(|cn| migration_stuck(inv, cn));
-    if let Some(problem) = stuck {
-        let remedy = Remedy::ClearPodCidrsAfterRollout {
-            node: node.to_owned(),
-        };
-        out.push(finding(
-            FindingKind::IpamMigrationStuck,
-            None,
-            Source::CiliumConfig,
-            problem,
-            remedy,
-        ));
-    } else if let Some(error) = own.and_then(|c| c.operator_error.clone()) {
+
+    /// A switch to cluster-pool that never took, else cilium-operator's error.
+    fn operator_trouble(&self) -> Option<Finding> {
+        let own = self.inv.cilium_nodes.iter().find(|c| c.name == self.node)?;
+        let node = self.node.to_owned();
+        if let Some(problem) = migration_stuck(self.inv, own) {
+            let remedy = Remedy::ClearPodCidrsAfterRollout { node };
+            return Some(self.finding(
+                FindingKind::IpamMigrationStuck,
+                Source::CiliumConfig,
+                problem,
+                remedy,
+            ));
+        }
         // A stuck migration's error is told in its own finding, with the fix.
-        let remedy = Remedy::FixOperatorAllocation {
-            node: node.to_owned(),
-        };
-        out.push(finding(
+        let error = own.operator_error.clone()?;
+        Some(self.finding(
             FindingKind::CiliumIpamError,
-            None,
             Source::OperatorStatus,
             NodeProblem::OperatorError { error },
-            remedy,
-        ));
+            Remedy::FixOperatorAllocation { node },
+        ))
     }
-    if kube_ovn {
-        out.extend(not_masqueraded(inv, &cilium));
-    }
-    out
 }
 
 /// The pods of `node` without an address that kubelet reports the allocator

@@ -1,9 +1,12 @@
 //! Printing a [`Report`]: JSON as DESIGN.md fixes it, or a table for people.
 
-use std::{fmt::Write as _, net::IpAddr};
+mod table;
+
+use std::net::IpAddr;
 
 use serde::Serialize;
 
+pub use self::table::table;
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
@@ -134,27 +137,15 @@ pub(super) fn json_finding<'a>(
     node: &str,
     impact: Option<&Impact>,
 ) -> JsonFinding<'a> {
-    let (fib, shadowed_route, subnet, cilium_range) = match &f.cause {
-        Cause::Collision {
-            fib,
-            shadowed_route,
-            ..
-        } => (fib.clone(), shadowed_route.as_deref(), None, None),
-        Cause::Blackhole { dead_end, .. } => (Some(dead_end.to_string()), None, None, None),
-        Cause::Refused { .. } | Cause::Duplicate { .. } | Cause::Node(_) => {
-            (None, None, None, None)
-        }
-        Cause::Overlap {
-            subnet,
-            cilium_range,
-            ..
-        } => (
-            None,
-            None,
-            Some(subnet.as_str()),
-            cilium_range.map(|(r, _)| r.to_string()),
-        ),
-    };
+    let CauseFields {
+        fib,
+        shadowed_route,
+        subnet,
+        cilium_range,
+        kubelet,
+        holder,
+        service,
+    } = CauseFields::of(&f.cause);
     JsonFinding {
         kind: f.kind,
         scope: f.scope,
@@ -169,32 +160,78 @@ pub(super) fn json_finding<'a>(
         subnet,
         cilium_range,
         evidence,
-        kubelet: match &f.cause {
-            Cause::Collision {
-                kubelet: Some(k), ..
-            }
-            | Cause::Refused { kubelet: k, .. }
-            | Cause::Node(NodeProblem::Exhausted { kubelet: k, .. }) => Some(k),
-            _ => None,
-        },
-        holder: match &f.cause {
-            Cause::Refused { holder, .. } => holder.as_ref(),
-            Cause::Duplicate { holder, .. } => Some(holder),
-            _ => None,
-        },
+        kubelet,
+        holder,
         severity: impact.map_or(Severity::Warning, Impact::severity).as_str(),
         impact: impact.map(json_impact),
         trust: f.trust,
-        service: match &f.cause {
+        service,
+    }
+}
+
+/// The fields of [`JsonFinding`] that only some causes fill.
+#[derive(Default)]
+struct CauseFields<'a> {
+    fib: Option<String>,
+    shadowed_route: Option<&'a str>,
+    subnet: Option<&'a str>,
+    cilium_range: Option<String>,
+    kubelet: Option<&'a KubeletReport>,
+    holder: Option<&'a PodRef>,
+    service: Option<JsonService<'a>>,
+}
+
+impl<'a> CauseFields<'a> {
+    fn of(cause: &'a Cause) -> Self {
+        match cause {
             Cause::Collision {
-                service: Some(a), ..
-            } => Some(JsonService {
-                namespace: &a.service.namespace,
-                name: &a.service.name,
-                field: a.field.as_str(),
-            }),
-            _ => None,
-        },
+                fib,
+                shadowed_route,
+                kubelet,
+                service,
+                ..
+            } => Self {
+                fib: fib.clone(),
+                shadowed_route: shadowed_route.as_deref(),
+                kubelet: kubelet.as_ref(),
+                service: service.as_ref().map(|a| JsonService {
+                    namespace: &a.service.namespace,
+                    name: &a.service.name,
+                    field: a.field.as_str(),
+                }),
+                ..Self::default()
+            },
+            // The FIB answer of a blackhole is where the packet dies.
+            Cause::Blackhole { dead_end, .. } => Self {
+                fib: Some(dead_end.to_string()),
+                ..Self::default()
+            },
+            Cause::Refused {
+                kubelet, holder, ..
+            } => Self {
+                kubelet: Some(kubelet),
+                holder: holder.as_ref(),
+                ..Self::default()
+            },
+            Cause::Duplicate { holder, .. } => Self {
+                holder: Some(holder),
+                ..Self::default()
+            },
+            Cause::Node(NodeProblem::Exhausted { kubelet, .. }) => Self {
+                kubelet: Some(kubelet),
+                ..Self::default()
+            },
+            Cause::Node(_) => Self::default(),
+            Cause::Overlap {
+                subnet,
+                cilium_range,
+                ..
+            } => Self {
+                subnet: Some(subnet.as_str()),
+                cilium_range: cilium_range.map(|(r, _)| r.to_string()),
+                ..Self::default()
+            },
+        }
     }
 }
 
@@ -213,114 +250,9 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
     })
 }
 
-/// The report as a table for people, each row's message wrapped under it;
-/// nothing from outside reaches the terminal as a control sequence.
-pub fn table(report: &Report) -> String {
-    crate::inventory::text::clean_lines(&table_text(report)).into_owned()
-}
-
-fn table_text(report: &Report) -> String {
-    let mut out = String::new();
-    if report.findings.is_empty() {
-        let _ = writeln!(out, "node {}: no shadowed pod IPs", report.node);
-        return out;
-    }
-    let n = report.findings.len();
-    let _ = writeln!(
-        out,
-        "node {}: {n} finding{}",
-        report.node,
-        if n == 1 { "" } else { "s" }
-    );
-    let header = [
-        "KIND",
-        "SCOPE",
-        "IP",
-        "POD",
-        "POD NODE",
-        "OWNER (node/role/device)",
-        "TRUST",
-    ];
-    let rows: Vec<[String; 7]> = report
-        .findings
-        .iter()
-        .map(|f| {
-            [
-                f.kind.to_string(),
-                f.scope.to_string(),
-                f.ip.map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
-                f.pod().map_or_else(|| "-".to_owned(), ToString::to_string),
-                f.pod_node().unwrap_or("-").to_owned(),
-                format!(
-                    "{}/{}/{}",
-                    f.owner.node,
-                    f.owner.role,
-                    f.owner.device.as_deref().unwrap_or("-")
-                ),
-                f.trust.to_string(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: &[&str]| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                let _ = write!(l, "{c:<w$}  ");
-            }
-        }
-        l
-    };
-    let _ = writeln!(out, "{}", line(&header));
-    for (r, f) in rows.iter().zip(&report.findings) {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
-        let impact = f.pod().and_then(|p| report.impacts.get(p));
-        let m = message_with_impact(f, report.evidence_of(f), &report.node, impact);
-        for l in wrap(&m, 96) {
-            let _ = writeln!(out, "    {l}");
-        }
-    }
-    out
-}
-
-/// Greedy word wrap for the message lines under each row.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for word in text.split_whitespace() {
-        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(word);
-    }
-    if !cur.is_empty() {
-        lines.push(cur);
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wrap_keeps_every_word_and_the_width() {
-        let text = "one two three four five six seven eight nine ten eleven twelve";
-        let lines = wrap(text, 14);
-        assert!(lines.iter().all(|l| l.len() <= 14), "{lines:?}");
-        assert_eq!(lines.join(" "), text);
-    }
 
     #[test]
     fn findings_serialize_to_the_json_contract() {

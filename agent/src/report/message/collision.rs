@@ -1,16 +1,16 @@
-//! The text of a collision: what the address is, what breaks, and the fix
-//! where a device or a Service holds it.
+//! The text of a collision: what the address is, what breaks, and the fixes
+//! of collisions.
 
 use std::fmt::Write as _;
 
-use super::{Reader, pod_name, remedy_for};
+use super::{NOT_DISJOINT, Reader, pod_name, remedy_for};
 use crate::{
-    detect::{Finding, Role, Scope},
-    inventory::{ServiceAddress, ServiceField, VIP_DEVICES},
+    detect::{Finding, Remedy, Role, Scope},
+    inventory::{IpRange, ServiceAddress, ServiceField, VIP_DEVICES},
 };
 
 /// What usually puts an address on a device, for the fix.
-pub(super) fn device_hint(device: &str) -> &'static str {
+fn device_hint(device: &str) -> &'static str {
     if device == "kube-ipvs0" {
         " (kube-proxy in IPVS mode puts every Service's ClusterIP and external IPs there: the \
          pod range and the Service range overlap)"
@@ -36,9 +36,69 @@ pub(super) fn device_hint(device: &str) -> &'static str {
     }
 }
 
+/// The fixes of collisions: cut Cilium's pool out of the pod allocator's range,
+/// reallocate the pod, or remove the address from the device or the Service.
+pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
+    match r {
+        Remedy::CarveCiliumPool {
+            subnet,
+            block,
+            pool,
+        } => format!(
+            "Fix: give Cilium's IPAM a pool cut from the end of kube-ovn Subnet {subnet}'s block \
+             {block}, e.g. {pool} (ipam.mode=cluster-pool, a small block per node), and add \
+             \"{}\" to spec.excludeIps of Subnet {subnet}; then delete the pod so it is given \
+             another IP. {NOT_DISJOINT}",
+            IpRange::of(pool)
+        ),
+        Remedy::ExcludeInPodAllocator => format!(
+            "Fix: exclude Cilium's addresses in the kube-ovn Subnet that handed this one out \
+             (spec.excludeIps), best by giving Cilium a pool cut from the end of that Subnet's \
+             block and excluding the whole pool; then delete the pod so it is given another IP. \
+             {NOT_DISJOINT}"
+        ),
+        Remedy::ReallocatePod { node } => format!(
+            "Fix: delete the pod so it is given another address. Cilium's own allocator handed \
+             out an address Cilium holds itself (its host-scope allocator starts empty after an \
+             agent restart, cilium#46799). If it happens again on {node}: the node's pod CIDR \
+             leaves too few addresses once Cilium's router, health and Ingress IPs are taken — \
+             lower kubelet's --max-pods or give nodes larger pod CIDRs, and upgrade Cilium \
+             (cilium#47360 restores the Ingress IP more robustly)."
+        ),
+        Remedy::RemoveLocalAddress { device, subnet } => {
+            remove_local_address(device.as_deref(), subnet.as_deref())
+        }
+        Remedy::RemoveServiceAddress {
+            ip,
+            service,
+            device,
+        } => remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
+        // The other families' fixes are rendered by the parent.
+        _ => String::new(),
+    }
+}
+
+/// The fix when a local address of the node shadows the pod.
+fn remove_local_address(device: Option<&str>, subnet: Option<&str>) -> String {
+    let what = device.map_or_else(
+        || "the address".to_owned(),
+        |d| format!("the address from {d}{}", device_hint(d)),
+    );
+    match subnet {
+        Some(subnet) => format!(
+            "Fix: remove {what}, or exclude it from kube-ovn Subnet {subnet} \
+             (spec.excludeIps); then delete the pod so it is given another IP."
+        ),
+        None => format!(
+            "Fix: remove {what}, or keep the pod allocator from handing it out; then \
+             delete the pod so it is given another IP."
+        ),
+    }
+}
+
 /// The fix when a Service's address shadows the pod: remove the address from
 /// the Service; evicting the pod fixes nothing a tenant cannot redo.
-pub(super) fn remove_service_address(
+fn remove_service_address(
     ip: std::net::IpAddr,
     service: Option<&ServiceAddress>,
     device: Option<&str>,

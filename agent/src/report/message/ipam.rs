@@ -2,7 +2,7 @@
 //! a node's allocator out of (or short of) addresses, cilium-operator's error,
 //! a stuck switch to cluster-pool, an Ingress IP kube-ovn does not masquerade.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, net::IpAddr};
 
 use ipnet::IpNet;
 
@@ -90,21 +90,12 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             pods,
             refused_pods,
             kubelet,
-        } => {
-            let mut names = pods
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            if *refused_pods > pods.len() {
-                let _ = write!(names, " and {} more", refused_pods - pods.len());
-            }
-            format!(
-                "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
-                 start ({names}). {}",
-                kubelet_says(kubelet, reader)
-            )
-        }
+        } => format!(
+            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
+             start ({}). {}",
+            named(pods, *refused_pods),
+            kubelet_says(kubelet, reader)
+        ),
         NodeProblem::Capacity {
             ranges,
             usable,
@@ -127,20 +118,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             pod_cidrs,
             pools,
             operator_error,
-        } => {
-            let mut m = format!(
-                "Cilium runs ipam=cluster-pool with pools {}, but CiliumNode {node} keeps \
-                 spec.ipam.podCIDRs {} from before the switch: the operator reuses a filled \
-                 podCIDRs field instead of allocating, rejects the old range because it lies \
-                 outside every pool, and the agent on {node} keeps allocating from the old range.",
-                list(pools),
-                list(pod_cidrs)
-            );
-            if let Some(e) = operator_error {
-                let _ = write!(m, " The operator's error says so: \"{e}\".");
-            }
-            m
-        }
+        } => migration_stuck(node, pod_cidrs, pools, operator_error.as_deref()),
         NodeProblem::NotMasqueraded { subnets } => {
             let names = subnets
                 .iter()
@@ -160,6 +138,40 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
     m
 }
 
+/// The refused pods a finding names, and how many more there are.
+fn named(pods: &[PodRef], refused_pods: usize) -> String {
+    let mut names = pods
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if refused_pods > pods.len() {
+        let _ = write!(names, " and {} more", refused_pods - pods.len());
+    }
+    names
+}
+
+/// A switch to cluster-pool that never took on `node`.
+fn migration_stuck(
+    node: &str,
+    pod_cidrs: &[IpNet],
+    pools: &[IpNet],
+    operator_error: Option<&str>,
+) -> String {
+    let mut m = format!(
+        "Cilium runs ipam=cluster-pool with pools {}, but CiliumNode {node} keeps \
+         spec.ipam.podCIDRs {} from before the switch: the operator reuses a filled \
+         podCIDRs field instead of allocating, rejects the old range because it lies \
+         outside every pool, and the agent on {node} keeps allocating from the old range.",
+        list(pools),
+        list(pod_cidrs)
+    );
+    if let Some(e) = operator_error {
+        let _ = write!(m, " The operator's error says so: \"{e}\".");
+    }
+    m
+}
+
 /// The fixes of these findings.
 pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
     match r {
@@ -167,28 +179,7 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
             node,
             ip,
             cilium_pod,
-        } => {
-            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
-            // A pod's namespace is told how to find Cilium's pod, not its name.
-            let cilium_pod = cilium_pod
-                .as_ref()
-                .filter(|_| !matches!(reader, Reader::Namespace(_)));
-            let pod = cilium_pod.map_or_else(
-                || {
-                    format!(
-                        "$(kubectl -n kube-system get pod -l k8s-app=cilium \
-                         --field-selector spec.nodeName={node} -o name)"
-                    )
-                },
-                |p| format!("-n {} {}", p.namespace, p.name),
-            );
-            format!(
-                "Fix: confirm no pod owns it (cilium-dbg endpoint list), then disconnect the \
-                 stale endpoint in {node}'s Cilium agent: kubectl exec {pod} -- cilium-dbg \
-                 endpoint disconnect {family}:{ip}. Restart that Cilium agent only if the \
-                 endpoint stays."
-            )
-        }
+        } => disconnect_endpoint(node, *ip, cilium_pod.as_ref(), reader),
         Remedy::ReallocateDuplicate { node } => format!(
             "Fix: delete the pod that is refused so it is given another address, and find which \
              allocator handed out {node}'s address twice (two IPAMs configured, or state lost in \
@@ -235,4 +226,31 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
         // The collision, blackhole and overlap fixes are rendered by the parent.
         _ => String::new(),
     }
+}
+
+/// The fix of a stale endpoint: disconnect it in the node's Cilium agent.
+fn disconnect_endpoint(
+    node: &str,
+    ip: IpAddr,
+    cilium_pod: Option<&PodRef>,
+    reader: Reader<'_>,
+) -> String {
+    let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+    // A pod's namespace is told how to find Cilium's pod, not its name.
+    let cilium_pod = cilium_pod.filter(|_| !matches!(reader, Reader::Namespace(_)));
+    let pod = cilium_pod.map_or_else(
+        || {
+            format!(
+                "$(kubectl -n kube-system get pod -l k8s-app=cilium \
+                 --field-selector spec.nodeName={node} -o name)"
+            )
+        },
+        |p| format!("-n {} {}", p.namespace, p.name),
+    );
+    format!(
+        "Fix: confirm no pod owns it (cilium-dbg endpoint list), then disconnect the \
+         stale endpoint in {node}'s Cilium agent: kubectl exec {pod} -- cilium-dbg \
+         endpoint disconnect {family}:{ip}. Restart that Cilium agent only if the \
+         endpoint stays."
+    )
 }

@@ -7,12 +7,14 @@ mod ipam;
 
 use std::fmt::Write as _;
 
+use ipnet::IpNet;
+
 use crate::{
     detect::{
         Cause, Finding, PodRef, Remedy,
         impact::{Impact, Severity},
     },
-    inventory::{Caller, IpSource, ServiceRef},
+    inventory::{Caller, DeadEnd, IpSource, ServiceRef},
 };
 
 /// Who reads a message, and so what it may say.
@@ -82,6 +84,7 @@ pub fn render_for(f: &Finding, reader: Reader<'_>) -> String {
     m
 }
 
+/// The message of `f` by its cause: what, why it hurts, and the fix.
 fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
     match &f.cause {
         Cause::Collision {
@@ -110,49 +113,55 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Node(problem) => ipam::node(f, problem, reader),
         Cause::Blackhole {
             dead_end, route, ..
-        } => {
-            let node = &f.owner.node;
-            let route = route
-                .as_ref()
-                .map(|r| format!(" (route {r})"))
-                .unwrap_or_default();
-            format!(
-                "{} has IP {}, but node {node}'s own route lookup for it ends in {dead_end}{route}: \
-                 kubelet probes and webhooks from {node}'s host never reach the pod. {}",
-                pod_name(f),
-                f.ip_text(),
-                remedy_for(&f.remedy, reader),
-            )
-        }
+        } => blackhole(f, *dead_end, route.as_deref(), reader),
         Cause::Overlap {
             subnet,
             block,
             cilium_range,
             held,
         } => {
-            let (ip, node) = (f.ip_text(), &f.owner.node);
-            let what = match (held, cilium_range) {
-                (true, _) => format!(
-                    "Cilium's {} IP {ip} of node {node} (as {} says)",
-                    f.owner.role, f.owner.source
-                ),
-                (false, Some((r, _))) => {
-                    format!("Cilium's allocation range {r} of node {node} (e.g. {ip})")
-                }
-                (false, None) => format!("Cilium's address {ip} of node {node}"),
-            };
             let source = cilium_range.map_or_else(String::new, |(r, field)| {
                 format!(" Cilium takes it from {r} ({field}).")
             });
             let block = block.map_or_else(String::new, |b| b.to_string());
             format!(
-                "{what} lies inside kube-ovn Subnet {subnet} ({block}) and is not in its excludeIps, \
+                "{} lies inside kube-ovn Subnet {subnet} ({block}) and is not in its excludeIps, \
                  so kube-ovn can hand it to a pod at any time — a pod that then sits in \
                  ContainerCreating (Ingress IP) or is unreachable from its node (router, health \
                  IP).{source} {}",
+                overlapping(f, *held, *cilium_range),
                 remedy_for(&f.remedy, reader),
             )
         }
+    }
+}
+
+/// A pod whose own node routes its IP into `dead_end`.
+fn blackhole(f: &Finding, dead_end: DeadEnd, route: Option<&str>, reader: Reader<'_>) -> String {
+    let node = &f.owner.node;
+    let route = route.map(|r| format!(" (route {r})")).unwrap_or_default();
+    format!(
+        "{} has IP {}, but node {node}'s own route lookup for it ends in {dead_end}{route}: \
+         kubelet probes and webhooks from {node}'s host never reach the pod. {}",
+        pod_name(f),
+        f.ip_text(),
+        remedy_for(&f.remedy, reader),
+    )
+}
+
+/// What of Cilium's lies in a kube-ovn Subnet: an address it holds, or the
+/// range it allocates from.
+fn overlapping(f: &Finding, held: bool, cilium_range: Option<(IpNet, &str)>) -> String {
+    let (ip, node) = (f.ip_text(), &f.owner.node);
+    match (held, cilium_range) {
+        (true, _) => format!(
+            "Cilium's {} IP {ip} of node {node} (as {} says)",
+            f.owner.role, f.owner.source
+        ),
+        (false, Some((r, _))) => {
+            format!("Cilium's allocation range {r} of node {node} (e.g. {ip})")
+        }
+        (false, None) => format!("Cilium's address {ip} of node {node}"),
     }
 }
 
@@ -213,55 +222,21 @@ pub fn remedy(r: &Remedy) -> String {
     remedy_for(r, Reader::Operator)
 }
 
-/// The fix for `reader`.
+/// The fix for `reader`, told by the family of findings it belongs to.
 pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
     match r {
-        Remedy::CarveCiliumPool {
-            subnet,
-            block,
-            pool,
-        } => format!(
-            "Fix: give Cilium's IPAM a pool cut from the end of kube-ovn Subnet {subnet}'s block \
-             {block}, e.g. {pool} (ipam.mode=cluster-pool, a small block per node), and add \
-             \"{}\" to spec.excludeIps of Subnet {subnet}; then delete the pod so it is given \
-             another IP. {NOT_DISJOINT}",
-            crate::inventory::IpRange::of(pool)
-        ),
-        Remedy::ExcludeInPodAllocator => format!(
-            "Fix: exclude Cilium's addresses in the kube-ovn Subnet that handed this one out \
-             (spec.excludeIps), best by giving Cilium a pool cut from the end of that Subnet's \
-             block and excluding the whole pool; then delete the pod so it is given another IP. \
-             {NOT_DISJOINT}"
-        ),
-        Remedy::ReallocatePod { node } => format!(
-            "Fix: delete the pod so it is given another address. Cilium's own allocator handed \
-             out an address Cilium holds itself (its host-scope allocator starts empty after an \
-             agent restart, cilium#46799). If it happens again on {node}: the node's pod CIDR \
-             leaves too few addresses once Cilium's router, health and Ingress IPs are taken — \
-             lower kubelet's --max-pods or give nodes larger pod CIDRs, and upgrade Cilium \
-             (cilium#47360 restores the Ingress IP more robustly)."
-        ),
-        Remedy::RemoveLocalAddress { device, subnet } => {
-            let what = device.as_deref().map_or_else(
-                || "the address".to_owned(),
-                |d| format!("the address from {d}{}", collision::device_hint(d)),
-            );
-            match subnet {
-                Some(subnet) => format!(
-                    "Fix: remove {what}, or exclude it from kube-ovn Subnet {subnet} \
-                     (spec.excludeIps); then delete the pod so it is given another IP."
-                ),
-                None => format!(
-                    "Fix: remove {what}, or keep the pod allocator from handing it out; then \
-                     delete the pod so it is given another IP."
-                ),
-            }
-        }
-        Remedy::RemoveServiceAddress {
-            ip,
-            service,
-            device,
-        } => collision::remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
+        Remedy::CarveCiliumPool { .. }
+        | Remedy::ExcludeInPodAllocator
+        | Remedy::ReallocatePod { .. }
+        | Remedy::RemoveLocalAddress { .. }
+        | Remedy::RemoveServiceAddress { .. } => collision::remedy(r, reader),
+        Remedy::DisconnectEndpoint { .. }
+        | Remedy::ReallocateDuplicate { .. }
+        | Remedy::RecreateNewer { .. }
+        | Remedy::AddCapacity { .. }
+        | Remedy::FixOperatorAllocation { .. }
+        | Remedy::ClearPodCidrsAfterRollout { .. }
+        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"
@@ -270,13 +245,6 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
             };
             format!("Fix: restore the pod network's route on {node} ({layout}).")
         }
-        Remedy::DisconnectEndpoint { .. }
-        | Remedy::ReallocateDuplicate { .. }
-        | Remedy::RecreateNewer { .. }
-        | Remedy::AddCapacity { .. }
-        | Remedy::FixOperatorAllocation { .. }
-        | Remedy::ClearPodCidrsAfterRollout { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
         Remedy::DeleteStaleRoute { node, dead_end } => format!(
             "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
         ),

@@ -169,6 +169,42 @@ struct Unclaimed {
     noisy: u64,
 }
 
+impl Unclaimed {
+    /// An IP first seen unclaimed at `now` with counters `c`.
+    fn new(c: Counters, now: i64) -> Self {
+        Self {
+            quiet_at: now,
+            quiet: c,
+            calm: (now, c),
+            last: c,
+            noisy: 0,
+        }
+    }
+
+    /// Its counters `c` at refresh `now`, unclaimed.
+    fn saw(&mut self, c: Counters, now: i64) {
+        if c.packets == self.last.packets {
+            self.calm = (now, c);
+        } else {
+            // A burst starts after a quiet refresh: that is its mark.
+            if self.calm.1.packets == self.last.packets {
+                (self.quiet_at, self.quiet) = self.calm;
+            }
+            self.noisy += 1;
+        }
+        self.last = c;
+    }
+
+    /// A series claims it now: keep the noise count (lookups compare it),
+    /// restart the marks.
+    fn restart(&mut self, c: Counters, now: i64) {
+        self.quiet_at = now;
+        self.quiet = c;
+        self.calm = (now, c);
+        self.last = c;
+    }
+}
+
 /// Now, in Unix seconds: the clock the book's marks and pods' creation times share.
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
@@ -202,6 +238,33 @@ impl TrafficBook {
         removed: &BTreeMap<IpAddr, Counters>,
         now: i64,
     ) {
+        self.close_segments(want, current, removed, now);
+        // An IP out of the map is forgotten; a claimed one keeps its noise count.
+        self.unclaimed.retain(|ip, _| current.contains_key(ip));
+        self.open_segments(want, current);
+        for (ip, c) in current {
+            if want.contains_key(ip) {
+                if let Some(u) = self.unclaimed.get_mut(ip) {
+                    u.restart(*c, now);
+                }
+            } else {
+                self.unclaimed
+                    .entry(*ip)
+                    .or_insert_with(|| Unclaimed::new(*c, now))
+                    .saw(*c, now);
+            }
+        }
+    }
+
+    /// Takes each active segment's last counters, and retires those whose IP
+    /// left the map or now belongs to another series.
+    fn close_segments(
+        &mut self,
+        want: &BTreeMap<IpAddr, Claim>,
+        current: &BTreeMap<IpAddr, Counters>,
+        removed: &BTreeMap<IpAddr, Counters>,
+        now: i64,
+    ) {
         let ips: Vec<IpAddr> = self.active.keys().copied().collect();
         for ip in ips {
             let Some(seg) = self.active.get_mut(&ip) else {
@@ -214,22 +277,34 @@ impl TrafficBook {
             if (still_mapped.is_none() || want.get(&ip).map(|c| &c.key) != Some(&seg.key))
                 && let Some(seg) = self.active.remove(&ip)
             {
-                let done = seg.last.since(seg.baseline);
-                let r = self.retired.entry(seg.key).or_default();
-                *r = (r.0.plus(done), now);
-                if self.retired.len() > RETIRED_MAX
-                    && let Some(oldest) = self
-                        .retired
-                        .iter()
-                        .min_by_key(|(_, (_, at))| *at)
-                        .map(|(k, _)| k.clone())
-                {
-                    self.retired.remove(&oldest);
-                }
+                self.retire(seg, now);
             }
         }
-        // An IP out of the map is forgotten; a claimed one keeps its noise count.
-        self.unclaimed.retain(|ip, _| current.contains_key(ip));
+    }
+
+    /// Adds what `seg` counted to its series' retired total, forgetting the
+    /// longest-retired series beyond [`RETIRED_MAX`].
+    fn retire(&mut self, seg: Segment, now: i64) {
+        let done = seg.last.since(seg.baseline);
+        let r = self.retired.entry(seg.key).or_default();
+        *r = (r.0.plus(done), now);
+        if self.retired.len() > RETIRED_MAX
+            && let Some(oldest) = self
+                .retired
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            self.retired.remove(&oldest);
+        }
+    }
+
+    /// Starts a segment for each claimed IP without one.
+    fn open_segments(
+        &mut self,
+        want: &BTreeMap<IpAddr, Claim>,
+        current: &BTreeMap<IpAddr, Counters>,
+    ) {
         for (ip, claim) in want {
             if self.active.contains_key(ip) {
                 continue;
@@ -248,35 +323,6 @@ impl TrafficBook {
                     last: now_counters,
                 },
             );
-        }
-        for (ip, c) in current {
-            if want.contains_key(ip) {
-                if let Some(u) = self.unclaimed.get_mut(ip) {
-                    // Keep the noise count (lookups compare it), restart the marks.
-                    u.quiet_at = now;
-                    u.quiet = *c;
-                    u.calm = (now, *c);
-                    u.last = *c;
-                }
-                continue;
-            }
-            let u = self.unclaimed.entry(*ip).or_insert(Unclaimed {
-                quiet_at: now,
-                quiet: *c,
-                calm: (now, *c),
-                last: *c,
-                noisy: 0,
-            });
-            if c.packets == u.last.packets {
-                u.calm = (now, *c);
-            } else {
-                // A burst starts after a quiet refresh: that is its mark.
-                if u.calm.1.packets == u.last.packets {
-                    (u.quiet_at, u.quiet) = u.calm;
-                }
-                u.noisy += 1;
-            }
-            u.last = *c;
         }
     }
 
