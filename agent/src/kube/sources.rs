@@ -103,18 +103,23 @@ impl FileSources {
     pub fn refresh(&mut self) -> Vec<files::Error> {
         let mut errors = Vec::new();
         let mut status = Vec::new();
-        let [
-            pods_invalid,
-            cns_invalid,
-            subnets_invalid,
-            nodes_invalid,
-            config_invalid,
-        ] = &mut self.invalid;
-        let keys = &self.annotation_keys;
         let mut out = Outcome {
             errors: &mut errors,
             status: &mut status,
         };
+        self.read_objects(&mut out);
+        self.read_nodes(&mut out);
+        self.read_context(&mut out);
+        self.read.invalid = self.invalid.concat();
+        self.state = self.read.clone().into();
+        self.status = status;
+        errors
+    }
+
+    /// Pods, CiliumNodes and kube-ovn Subnets.
+    fn read_objects(&mut self, out: &mut Outcome<'_>) {
+        let [pods_invalid, cns_invalid, subnets_invalid, ..] = &mut self.invalid;
+        let keys = &self.annotation_keys;
         out.read("pods", &mut self.read.pods, pods_invalid, |bad| {
             files::pods(&self.pods, keys, bad).map(Arc::new)
         });
@@ -131,6 +136,11 @@ impl FileSources {
                 files::subnets(path, bad).map(Arc::new)
             });
         }
+    }
+
+    /// Nodes (their facts and Cilium's annotations) and `cilium-config`.
+    fn read_nodes(&mut self, out: &mut Outcome<'_>) {
+        let [.., nodes_invalid, config_invalid] = &mut self.invalid;
         if let Some(path) = &self.nodes {
             let mut read = (
                 Arc::clone(&self.read.annotated_nodes),
@@ -149,6 +159,11 @@ impl FileSources {
             });
             self.read.cilium_config = config;
         }
+    }
+
+    /// What findings are read against: sandbox refusals, Services, and what
+    /// routes to pods.
+    fn read_context(&mut self, out: &mut Outcome<'_>) {
         if let Some(path) = &self.events {
             out.read("events", &mut self.read.sandbox, &mut Vec::new(), |_| {
                 files::sandbox_failures(path).map(Arc::new)
@@ -170,10 +185,6 @@ impl FileSources {
                 .map(Arc::new)
             });
         }
-        self.read.invalid = self.invalid.concat();
-        self.state = self.read.clone().into();
-        self.status = status;
-        errors
     }
 
     /// What was last read.

@@ -25,7 +25,6 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("kube/objects/crds.rs", "subnet"),      // 73 lines
     ("kube/objects/pod.rs", "pod"),          // 91 lines
     ("kube/recorder.rs", "sync"),            // 72 lines
-    ("kube/sources.rs", "refresh"),          // 85 lines
 ];
 
 /// A function's span: from the line of `fn` to the line of its closing brace.
