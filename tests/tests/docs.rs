@@ -1,7 +1,8 @@
 //! The documentation agrees with the code: docs/reference.md's flag tables are
 //! what the CLI's clap definitions render, every alert's `runbook_url` lands on
 //! its own heading of docs/runbooks.md, every relative link between the docs
-//! resolves (file and heading), and the README gives the two commands CI runs.
+//! resolves (file and heading), every code path the architecture names exists,
+//! and the README gives the two commands CI runs.
 //! No root, no eBPF program and no cluster needed.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
@@ -251,6 +252,35 @@ fn every_relative_link_in_the_docs_resolves() {
         count > 40,
         "only {count} relative links: the parser missed them?"
     );
+}
+
+/// The code paths the architecture names (`` `daemon/impact.rs` ``, `` `report/events/` ``):
+/// each under agent/src or the repository's root, so "where to look" stays true
+/// when files move.
+#[test]
+fn every_code_path_the_architecture_names_exists() {
+    let text = read("docs/architecture.md");
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for (line, prose_line) in prose(&text) {
+        for (i, quoted) in prose_line.split('`').enumerate() {
+            // Odd pieces are inside backticks; a path has a slash and ends in .rs or /.
+            let is_path = i % 2 == 1
+                && quoted.contains('/')
+                && (quoted.ends_with(".rs") || quoted.ends_with('/'))
+                && !quoted.contains(' ');
+            if !is_path {
+                continue;
+            }
+            named += 1;
+            let at = |base: PathBuf| base.join(quoted).exists();
+            if !at(root().join("agent/src")) && !at(root()) {
+                missing.push(format!("docs/architecture.md:{line}: {quoted}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no such file:\n{}", missing.join("\n"));
+    assert!(named > 40, "only {named} paths: the parser missed them?");
 }
 
 #[test]
