@@ -26,15 +26,7 @@ const LONG_TODAY: &[(&str, &str)] = &[
     ("detect/audit.rs", "audit"),              // 93 lines
     ("detect/mod.rs", "check_own_ip"),         // 63 lines
     ("detect/node.rs", "node_findings"),       // 98 lines
-    ("kube/cluster/confirm.rs", "run"),        // 64 lines
     ("kube/cluster/mod.rs", "run"),            // 96 lines
-    ("kube/cluster/sandbox.rs", "run"),        // 64 lines
-    ("kube/cluster/services.rs", "run"),       // 68 lines
-    ("kube/cluster/watch.rs", "run"),          // 87 lines
-    ("kube/objects/crds.rs", "cilium_node"),   // 74 lines
-    ("kube/objects/crds.rs", "subnet"),        // 73 lines
-    ("kube/objects/pod.rs", "pod"),            // 91 lines
-    ("kube/recorder.rs", "sync"),              // 72 lines
     ("kube/sources.rs", "refresh"),            // 85 lines
     ("report/message/ipam.rs", "node"),        // 76 lines
     ("report/message/ipam.rs", "remedy"),      // 75 lines
