@@ -35,6 +35,14 @@ struct Series {
     last: Instant,
 }
 
+/// The write a series is due for.
+enum Write {
+    /// Create its Event (or continue it after a restart).
+    Open,
+    /// Write back this count.
+    Bump(i32),
+}
+
 /// Writes and updates the Events of one node.
 pub struct EventWriter {
     client: Client,
@@ -110,68 +118,97 @@ impl EventWriter {
         self.ended.retain(|id| ids.contains(id));
         for d in want {
             let id = d.id();
-            if self.ended.contains(&id) {
+            let Some(write) = self.due(&id) else {
                 continue;
-            }
-            let due = match self.series.get(&id) {
-                None => None,
-                Some(s) if s.last.elapsed() >= self.refresh => Some(s.count + 1),
-                Some(_) => continue,
             };
             if !self.budget.take() {
                 stats.deferred += 1;
                 continue;
             }
-            let written = match due {
-                None => self.open(d).await.map(|(count, created)| {
-                    if created {
-                        stats.created += 1;
-                    } else {
-                        stats.patched += 1;
-                    }
-                    count
-                }),
-                Some(count) => match self.bump(d, count).await {
-                    Ok(()) => {
-                        stats.patched += 1;
-                        Ok(count)
-                    }
-                    // Deleted under a live series (the TTL, or by hand): create it again.
-                    Err(kube::Error::Api(e)) if e.code == 404 => {
-                        tracing::info!(event = %d.event_name(), "Event of a live series was deleted; creating it again");
-                        self.open(d).await.map(|(count, _)| {
-                            stats.created += 1;
-                            count
-                        })
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            match written {
-                Ok(count) => {
-                    self.series.insert(
-                        id,
-                        Series {
-                            desired: d.clone(),
-                            count,
-                            last: Instant::now(),
-                        },
-                    );
-                }
-                Err(e) if permanent(&e) => {
-                    stats.dropped += 1;
-                    tracing::warn!(reason = %d.reason, event = %d.event_name(), namespace = %d.namespace, error = %e, "the API server refuses this Event for good (namespace gone or terminating, or an invalid object); its series ends here");
-                    self.series.remove(&id);
-                    self.ended.insert(id);
-                }
-                Err(e) => {
-                    stats.failed += 1;
-                    tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
-                }
-            }
+            let written = self.write(d, write, &mut stats).await;
+            self.record(id, d, written, &mut stats);
         }
         self.resolve_cleared(&ids, &mut stats).await;
         stats
+    }
+
+    /// The write series `id` is due for now, if any.
+    fn due(&self, id: &SeriesId) -> Option<Write> {
+        if self.ended.contains(id) {
+            return None;
+        }
+        match self.series.get(id) {
+            None => Some(Write::Open),
+            Some(s) if s.last.elapsed() >= self.refresh => Some(Write::Bump(s.count + 1)),
+            Some(_) => None,
+        }
+    }
+
+    /// Writes `d`'s Event as `write` says: the series' count then.
+    async fn write(
+        &self,
+        d: &Desired,
+        write: Write,
+        stats: &mut SyncStats,
+    ) -> Result<i32, kube::Error> {
+        match write {
+            Write::Open => self.open(d).await.map(|(count, created)| {
+                if created {
+                    stats.created += 1;
+                } else {
+                    stats.patched += 1;
+                }
+                count
+            }),
+            Write::Bump(count) => match self.bump(d, count).await {
+                Ok(()) => {
+                    stats.patched += 1;
+                    Ok(count)
+                }
+                // Deleted under a live series (the TTL, or by hand): create it again.
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    tracing::info!(event = %d.event_name(), "Event of a live series was deleted; creating it again");
+                    self.open(d).await.map(|(count, _)| {
+                        stats.created += 1;
+                        count
+                    })
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Keeps series `id` at the count written, ends it after a permanent
+    /// error, or leaves it to be retried.
+    fn record(
+        &mut self,
+        id: SeriesId,
+        d: &Desired,
+        written: Result<i32, kube::Error>,
+        stats: &mut SyncStats,
+    ) {
+        match written {
+            Ok(count) => {
+                self.series.insert(
+                    id,
+                    Series {
+                        desired: d.clone(),
+                        count,
+                        last: Instant::now(),
+                    },
+                );
+            }
+            Err(e) if permanent(&e) => {
+                stats.dropped += 1;
+                tracing::warn!(reason = %d.reason, event = %d.event_name(), namespace = %d.namespace, error = %e, "the API server refuses this Event for good (namespace gone or terminating, or an invalid object); its series ends here");
+                self.series.remove(&id);
+                self.ended.insert(id);
+            }
+            Err(e) => {
+                stats.failed += 1;
+                tracing::warn!(reason = %d.reason, event = %d.event_name(), error = %e, "writing an Event failed; retrying later");
+            }
+        }
     }
 
     /// Writes IPCollisionResolved for every series whose finding is gone (and

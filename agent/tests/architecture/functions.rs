@@ -1,7 +1,4 @@
-//! No non-test function of the agent over [`MAX_FN_LINES`] lines, but for the
-//! ones in [`LONG_TODAY`]: the offenders of the day this check came, which are
-//! being split. The list may only shrink: a listed function that is gone or
-//! short enough fails the test until it is taken off the list.
+//! No non-test function of the agent over [`MAX_FN_LINES`] lines, none excepted.
 
 use std::{
     collections::BTreeSet,
@@ -12,20 +9,6 @@ use super::{rust_files, src};
 
 /// A function should fit on a screen: a reader holds it in mind whole.
 const MAX_FN_LINES: usize = 60;
-
-/// (file under agent/src, function) over [`MAX_FN_LINES`] lines when this check
-/// came (with their length then). Only ever remove entries: split the
-/// function, then take it off; never add one.
-const LONG_TODAY: &[(&str, &str)] = &[
-    ("kube/cluster/confirm.rs", "run"),      // 64 lines
-    ("kube/cluster/sandbox.rs", "run"),      // 64 lines
-    ("kube/cluster/services.rs", "run"),     // 68 lines
-    ("kube/cluster/watch.rs", "run"),        // 87 lines
-    ("kube/objects/crds.rs", "cilium_node"), // 74 lines
-    ("kube/objects/crds.rs", "subnet"),      // 73 lines
-    ("kube/objects/pod.rs", "pod"),          // 91 lines
-    ("kube/recorder.rs", "sync"),            // 72 lines
-];
 
 /// A function's span: from the line of `fn` to the line of its closing brace.
 #[derive(Debug)]
@@ -261,35 +244,20 @@ fn is_test_file(f: &Path, test_files: &BTreeSet<PathBuf>) -> bool {
 
 #[test]
 fn no_agent_function_is_longer_than_a_screen() {
-    let allowed: BTreeSet<(&str, &str)> = LONG_TODAY.iter().copied().collect();
-    let long: Vec<String> = functions()
+    let fns = functions();
+    assert!(
+        fns.len() > 500,
+        "only {} functions: the parser missed them?",
+        fns.len()
+    );
+    let long: Vec<String> = fns
         .iter()
-        .filter(|f| {
-            f.lines > MAX_FN_LINES && !allowed.contains(&(f.file.as_str(), f.name.as_str()))
-        })
-        .map(|f| format!("(\"{}\", \"{}\"), // {} lines", f.file, f.name, f.lines))
+        .filter(|f| f.lines > MAX_FN_LINES)
+        .map(|f| format!("{}: {} ({} lines)", f.file, f.name, f.lines))
         .collect();
     assert!(
         long.is_empty(),
-        "functions over {MAX_FN_LINES} lines (split them; LONG_TODAY only shrinks): {long:#?}"
-    );
-}
-
-#[test]
-fn the_list_of_long_functions_only_shrinks() {
-    let fns = functions();
-    let done: Vec<String> = LONG_TODAY
-        .iter()
-        .filter(|(file, name)| {
-            !fns.iter()
-                .any(|f| f.file == *file && f.name == *name && f.lines > MAX_FN_LINES)
-        })
-        .map(|(file, name)| format!("{file}: {name}"))
-        .collect();
-    assert!(
-        done.is_empty(),
-        "gone or at most {MAX_FN_LINES} lines now: remove them from LONG_TODAY in {}: {done:#?}",
-        file!()
+        "functions over {MAX_FN_LINES} lines (split them into named steps): {long:#?}"
     );
 }
 

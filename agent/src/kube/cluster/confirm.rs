@@ -44,58 +44,115 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
 pub(super) async fn run(
     client: Client,
     (node, state, on_change): (String, Shared, OnChange),
-    mut findings: channel::Receiver<Arc<Vec<Finding>>>,
+    findings: channel::Receiver<Arc<Vec<Finding>>>,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client, &ips_resource());
-    let mut schedule = Schedule::default();
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = token.cancelled() => return,
-            changed = findings.changed() => if changed.is_err() { return },
-            _ = tick.tick() => {}
-        }
-        let uids = wanted(&findings.borrow_and_update(), &node);
-        let due: Vec<(String, String, String)> = {
-            let st = lock(&state);
-            let pods: Vec<&Pod> = st
-                .pods_here
-                .values()
-                .filter(|p| uids.contains(&p.uid))
-                .collect();
-            schedule
-                .due(&pods, Instant::now())
-                .into_iter()
-                .map(|p| (p.namespace.clone(), p.name.clone(), p.uid.clone()))
-                .collect()
-        };
-        for (namespace, name, uid) in due {
-            let found = match api.get_opt(&format!("{name}.{namespace}")).await {
-                Ok(record) => record.map_or_else(Vec::new, |r| {
-                    objects::kube_ovn_ip(
-                        &serde_json::to_value(&r).unwrap_or_default(),
-                        &namespace,
-                        &name,
-                    )
-                }),
-                Err(e) => {
-                    tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "reading kube-ovn's IP record failed; retrying later");
-                    continue;
+    Confirmations {
+        api: Api::all_with(client, &ips_resource()),
+        node,
+        state,
+        on_change,
+        findings,
+        schedule: Schedule::default(),
+    }
+    .run(token)
+    .await;
+}
+
+/// The lookups of one node's kube-ovn records, and where their answers go.
+struct Confirmations {
+    api: Api<DynamicObject>,
+    node: String,
+    state: Shared,
+    on_change: OnChange,
+    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    schedule: Schedule,
+}
+
+/// A pod whose record is due to be read.
+struct Due {
+    namespace: String,
+    name: String,
+    uid: String,
+}
+
+impl Confirmations {
+    async fn run(mut self, token: CancellationToken) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                changed = self.findings.changed() => if changed.is_err() { return },
+                _ = tick.tick() => {}
+            }
+            for pod in self.due() {
+                if let Some(found) = self.record(&pod).await {
+                    self.store(pod.uid, found);
                 }
-            };
-            let changed = {
-                let mut st = lock(&state);
-                let old = st.kube_ovn_ips.insert(uid, found.clone());
-                old.as_ref() != Some(&found)
-            };
-            if changed {
-                on_change();
+            }
+            self.forget_settled();
+        }
+    }
+
+    /// This node's pods with a finding resting on their annotation whose
+    /// record is due now (a few at most).
+    fn due(&mut self) -> Vec<Due> {
+        let uids = wanted(&self.findings.borrow_and_update(), &self.node);
+        let st = lock(&self.state);
+        let pods: Vec<&Pod> = st
+            .pods_here
+            .values()
+            .filter(|p| uids.contains(&p.uid))
+            .collect();
+        self.schedule
+            .due(&pods, Instant::now())
+            .into_iter()
+            .map(|p| Due {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+            })
+            .collect()
+    }
+
+    /// The addresses kube-ovn's record of `pod` holds (none without a record);
+    /// `None` when it could not be read.
+    async fn record(&self, pod: &Due) -> Option<Vec<IpAddr>> {
+        let Due {
+            namespace, name, ..
+        } = pod;
+        match self.api.get_opt(&format!("{name}.{namespace}")).await {
+            Ok(record) => Some(record.map_or_else(Vec::new, |r| {
+                objects::kube_ovn_ip(
+                    &serde_json::to_value(&r).unwrap_or_default(),
+                    namespace,
+                    name,
+                )
+            })),
+            Err(e) => {
+                tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "reading kube-ovn's IP record failed; retrying later");
+                None
             }
         }
-        // Records of pods that went or got a status address are dropped.
-        let mut st = lock(&state);
+    }
+
+    /// Keeps what the record of pod `uid` holds; a reconcile when that changed.
+    fn store(&self, uid: String, found: Vec<IpAddr>) {
+        let changed = {
+            let mut st = lock(&self.state);
+            let changed = st.kube_ovn_ips.get(&uid) != Some(&found);
+            st.kube_ovn_ips.insert(uid, found);
+            changed
+        };
+        if changed {
+            (self.on_change)();
+        }
+    }
+
+    /// Drops the records of pods that went or got a status address.
+    fn forget_settled(&self) {
+        let mut st = lock(&self.state);
         let keep: std::collections::HashSet<String> = st
             .pods_here
             .values()

@@ -81,60 +81,96 @@ pub(super) async fn run(
     on_change: OnChange,
     token: CancellationToken,
 ) {
-    let mut schedule = Schedule::default();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = token.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let now = crate::report::traffic::unix_now();
-        let due = {
-            let mut st = lock(&state);
-            let waiting: Vec<&Pod> = st.pods_here.values().filter(|p| waiting(p, now)).collect();
-            let due: Vec<(String, String)> = schedule
-                .due(&waiting, Instant::now())
-                .into_iter()
-                .map(|p| (p.namespace.clone(), p.uid.clone()))
-                .collect();
-            let keep: std::collections::HashSet<String> =
-                waiting.iter().map(|p| p.uid.clone()).collect();
-            let before = st.sandbox.len();
-            st.sandbox.retain(|uid, _| keep.contains(uid));
-            if st.sandbox.len() != before {
-                drop(st);
-                on_change();
+    Refusals {
+        client,
+        state,
+        on_change,
+        schedule: Schedule::default(),
+    }
+    .run(token)
+    .await;
+}
+
+/// The reads of this node's waiting pods' Events, and where their answers go.
+struct Refusals {
+    client: Client,
+    state: Shared,
+    on_change: OnChange,
+    schedule: Schedule,
+}
+
+/// A waiting pod whose Events are due to be read.
+struct Due {
+    namespace: String,
+    uid: String,
+}
+
+impl Refusals {
+    async fn run(mut self, token: CancellationToken) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                _ = tick.tick() => {}
             }
-            due
-        };
-        for (namespace, uid) in due {
-            let found = refusals(&client, &namespace, &uid).await;
-            let changed = {
-                let mut st = lock(&state);
-                match found {
-                    Ok(found) => {
-                        st.up.insert("events", true);
-                        let old = st.sandbox.get(&uid);
-                        let changed = old.map_or(!found.is_empty(), |o| *o != found);
-                        if found.is_empty() {
-                            st.sandbox.remove(&uid);
-                        } else {
-                            st.sandbox.insert(uid.clone(), found);
-                        }
-                        changed
-                    }
-                    Err(e) => {
-                        let was_up = st.up.insert("events", false) != Some(false);
-                        if was_up {
-                            tracing::warn!(namespace, pod_uid = uid, error = %e, "listing a waiting pod's sandbox Events failed; retrying later");
-                        }
-                        was_up
-                    }
+            for pod in self.due() {
+                let found = refusals(&self.client, &pod.namespace, &pod.uid).await;
+                if self.store(&pod, found) {
+                    (self.on_change)();
                 }
-            };
-            if changed {
-                on_change();
+            }
+        }
+    }
+
+    /// The waiting pods whose Events are due now (a few at most); the
+    /// refusals of pods no longer waiting are dropped.
+    fn due(&mut self) -> Vec<Due> {
+        let now = crate::report::traffic::unix_now();
+        let mut st = lock(&self.state);
+        let waiting: Vec<&Pod> = st.pods_here.values().filter(|p| waiting(p, now)).collect();
+        let due: Vec<Due> = self
+            .schedule
+            .due(&waiting, Instant::now())
+            .into_iter()
+            .map(|p| Due {
+                namespace: p.namespace.clone(),
+                uid: p.uid.clone(),
+            })
+            .collect();
+        let keep: std::collections::HashSet<String> =
+            waiting.iter().map(|p| p.uid.clone()).collect();
+        let before = st.sandbox.len();
+        st.sandbox.retain(|uid, _| keep.contains(uid));
+        if st.sandbox.len() != before {
+            drop(st);
+            (self.on_change)();
+        }
+        due
+    }
+
+    /// Keeps the refusals read for `pod` (or marks Events down when the list
+    /// failed); whether what detection reads changed.
+    fn store(&self, pod: &Due, found: Result<Vec<SandboxFailure>, kube::Error>) -> bool {
+        let mut st = lock(&self.state);
+        match found {
+            Ok(found) => {
+                st.up.insert("events", true);
+                let old = st.sandbox.get(&pod.uid);
+                let changed = old.map_or(!found.is_empty(), |o| *o != found);
+                if found.is_empty() {
+                    st.sandbox.remove(&pod.uid);
+                } else {
+                    st.sandbox.insert(pod.uid.clone(), found);
+                }
+                changed
+            }
+            Err(e) => {
+                let was_up = st.up.insert("events", false) != Some(false);
+                if was_up {
+                    tracing::warn!(namespace = pod.namespace, pod_uid = pod.uid, error = %e, "listing a waiting pod's sandbox Events failed; retrying later");
+                }
+                was_up
             }
         }
     }

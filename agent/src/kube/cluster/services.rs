@@ -98,66 +98,117 @@ pub async fn services_claiming(
 pub(super) async fn run(
     client: Client,
     (node, state, on_change): (String, Shared, OnChange),
-    mut findings: channel::Receiver<Arc<Vec<Finding>>>,
+    findings: channel::Receiver<Arc<Vec<Finding>>>,
     token: CancellationToken,
 ) {
-    let api = services_api(client);
-    // The addresses looked up, each fresh for REFRESH.
-    let mut asked: Cache<IpAddr, ()> = Cache::new(ADDRESSES);
-    let mut last_list: Option<Instant> = None;
-    let mut failing = false;
-    loop {
-        let wanted = local_collisions(&findings.borrow_and_update(), &node);
-        asked.retain(|ip| wanted.contains(ip));
-        let now = Instant::now();
-        let due = wanted.iter().any(|ip| !asked.fresh(ip, now));
-        let gap_passed = last_list.is_none_or(|t| now.duration_since(t) >= MIN_GAP);
-        if due && gap_passed {
-            last_list = Some(now);
-            match claims(&api, Some(&wanted)).await {
-                Ok(found) => {
-                    if failing {
-                        tracing::info!("listing Services works again");
-                    }
-                    failing = false;
-                    for ip in &wanted {
-                        asked.put(*ip, (), REFRESH, false, now);
-                    }
-                    let changed = {
-                        let mut st = lock(&state);
-                        let changed = *st.services != found;
-                        st.services = Arc::new(found);
-                        changed
-                    };
-                    if changed {
-                        on_change();
-                    }
-                }
-                Err(e) => {
-                    if !failing {
-                        tracing::warn!(error = %e, "listing Services (which may claim this node's shadowing addresses) failed; those collisions stay unchecked and are not remediated; retrying");
-                    }
-                    failing = true;
-                }
+    Lookups {
+        api: services_api(client),
+        node,
+        state,
+        on_change,
+        findings,
+        asked: Cache::new(ADDRESSES),
+        last_list: None,
+        failing: false,
+    }
+    .run(token)
+    .await;
+}
+
+/// The Service lookups of one node: what was asked when, and where answers go.
+struct Lookups {
+    api: Api<DynamicObject>,
+    node: String,
+    state: Shared,
+    on_change: OnChange,
+    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    /// The addresses looked up, each fresh for REFRESH.
+    asked: Cache<IpAddr, ()>,
+    last_list: Option<Instant>,
+    /// The last list failed (logged once until one works).
+    failing: bool,
+}
+
+impl Lookups {
+    async fn run(mut self, token: CancellationToken) {
+        loop {
+            let wanted = local_collisions(&self.findings.borrow_and_update(), &self.node);
+            self.asked.retain(|ip| wanted.contains(ip));
+            let now = Instant::now();
+            if self.due(&wanted, now) {
+                self.list(&wanted, now).await;
+            } else if wanted.is_empty() {
+                self.forget();
             }
-        } else if wanted.is_empty() {
-            // No such finding any more: what was read of the Services is stale.
-            let mut st = lock(&state);
-            if !matches!(st.services.covered, Covered::Nothing) {
-                st.services = Arc::default();
+            let wake = self.wake(&wanted, now);
+            tokio::select! {
+                () = token.cancelled() => return,
+                changed = self.findings.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
-        // The next answer that expires, no sooner than the gap allows.
-        let wake = wanted
+    }
+
+    /// Whether an address of `wanted` needs an answer and the gap allows a list.
+    fn due(&self, wanted: &BTreeSet<IpAddr>, now: Instant) -> bool {
+        let due = wanted.iter().any(|ip| !self.asked.fresh(ip, now));
+        let gap_passed = self
+            .last_list
+            .is_none_or(|t| now.duration_since(t) >= MIN_GAP);
+        due && gap_passed
+    }
+
+    /// Lists the Services' claims on `wanted` and keeps them.
+    async fn list(&mut self, wanted: &BTreeSet<IpAddr>, now: Instant) {
+        self.last_list = Some(now);
+        match claims(&self.api, Some(wanted)).await {
+            Ok(found) => {
+                if self.failing {
+                    tracing::info!("listing Services works again");
+                }
+                self.failing = false;
+                for ip in wanted {
+                    self.asked.put(*ip, (), REFRESH, false, now);
+                }
+                self.store(found);
+            }
+            Err(e) => {
+                if !self.failing {
+                    tracing::warn!(error = %e, "listing Services (which may claim this node's shadowing addresses) failed; those collisions stay unchecked and are not remediated; retrying");
+                }
+                self.failing = true;
+            }
+        }
+    }
+
+    /// Publishes `found`; a reconcile when it changed.
+    fn store(&self, found: ServiceAddresses) {
+        let changed = {
+            let mut st = lock(&self.state);
+            let changed = *st.services != found;
+            st.services = Arc::new(found);
+            changed
+        };
+        if changed {
+            (self.on_change)();
+        }
+    }
+
+    /// No such finding any more: what was read of the Services is stale.
+    fn forget(&self) {
+        let mut st = lock(&self.state);
+        if !matches!(st.services.covered, Covered::Nothing) {
+            st.services = Arc::default();
+        }
+    }
+
+    /// The next answer that expires, no sooner than the gap allows.
+    fn wake(&self, wanted: &BTreeSet<IpAddr>, now: Instant) -> Instant {
+        wanted
             .iter()
-            .map(|ip| asked.fresh_until(ip).unwrap_or(now))
+            .map(|ip| self.asked.fresh_until(ip).unwrap_or(now))
             .min()
             .unwrap_or(now + REFRESH)
-            .max(last_list.map_or(now, |t| t + MIN_GAP));
-        tokio::select! {
-            () = token.cancelled() => return,
-            changed = findings.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep_until(wake) => {}
-        }
+            .max(self.last_list.map_or(now, |t| t + MIN_GAP))
     }
 }

@@ -3,10 +3,13 @@
 
 use std::{fmt::Debug, time::Duration};
 
-use futures::StreamExt as _;
+use futures::{StreamExt as _, stream::BoxStream};
 use kube::{
     Api,
-    runtime::{utils::Backoff as _, watcher},
+    runtime::{
+        utils::Backoff as _,
+        watcher::{self, ExponentialBackoff, watcher},
+    },
 };
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -74,76 +77,117 @@ pub(super) async fn run<K>(
     // Our own backoff rather than kube's default_backoff: the watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
-    let mut stream = watcher(api, config).boxed();
-    let mut errors = backoff(Failure::Error);
-    let mut absent = backoff(Failure::NotFound);
-    let mut failing = false;
-    loop {
-        let item = tokio::select! {
-            () = token.cancelled() => return,
-            item = stream.next() => item,
-        };
-        let Some(item) = item else { return };
-        match item {
-            Ok(event) => {
-                let progress = !matches!(event, watcher::Event::Init);
-                let changed = {
-                    let mut st = lock(&state);
-                    let changed = apply(&mut st, event);
-                    if progress {
-                        st.up.insert(source, true);
-                        st.absent.remove(source);
+    Watch {
+        stream: watcher(api, config).boxed(),
+        source,
+        state,
+        on_change,
+        apply,
+        errors: backoff(Failure::Error),
+        absent: backoff(Failure::NotFound),
+        failing: false,
+    }
+    .run(token)
+    .await;
+}
+
+/// One watcher's stream, where its events go, and its backoffs.
+struct Watch<K, F> {
+    stream: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    source: &'static str,
+    state: Shared,
+    on_change: OnChange,
+    apply: F,
+    errors: ExponentialBackoff,
+    absent: ExponentialBackoff,
+    /// The last request failed (warned once until one works).
+    failing: bool,
+}
+
+impl<K, F> Watch<K, F>
+where
+    F: Fn(&mut super::State, watcher::Event<K>) -> bool,
+{
+    async fn run(mut self, token: CancellationToken) {
+        loop {
+            let item = tokio::select! {
+                () = token.cancelled() => return,
+                item = self.stream.next() => item,
+            };
+            let Some(item) = item else { return };
+            match item {
+                Ok(event) => self.applied(event),
+                Err(e) => {
+                    let delay = self.failed(&e);
+                    // The watcher does nothing until polled again: sleeping here is the backoff.
+                    tokio::select! {
+                        () = token.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
                     }
-                    changed
-                };
-                if progress {
-                    errors.reset();
-                    absent.reset();
-                }
-                // A recovery changes the source's status; otherwise only a change of
-                // what detection reads is worth a reconcile.
-                if progress && failing {
-                    tracing::info!(source, "watch recovered");
-                    failing = false;
-                    on_change();
-                } else if changed {
-                    on_change();
-                }
-            }
-            Err(e) => {
-                let kind = failure(&e);
-                {
-                    let mut st = lock(&state);
-                    st.up.insert(source, false);
-                    if kind == Failure::NotFound {
-                        st.absent.insert(source);
-                    }
-                }
-                let delay = match kind {
-                    Failure::Error => errors.next(),
-                    Failure::NotFound => absent.next(),
-                }
-                .unwrap_or(Duration::from_secs(30));
-                if failing {
-                    tracing::debug!(source, error = %e, retry_in_ms = delay.as_millis(), "watch still failing");
-                } else {
-                    if kind == Failure::NotFound {
-                        tracing::warn!(
-                            source,
-                            "resource not found (CRD not installed?); retrying slowly, up to every 5 minutes"
-                        );
-                    } else {
-                        tracing::warn!(source, error = %e, "watch failed; retrying with backoff");
-                    }
-                    on_change();
-                }
-                failing = true;
-                // The watcher does nothing until polled again: sleeping here is the backoff.
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = tokio::time::sleep(delay) => {}
                 }
             }
         }
+    }
+
+    /// Applies one event; a reconcile when what detection reads changed or
+    /// the watch recovered.
+    fn applied(&mut self, event: watcher::Event<K>) {
+        let progress = !matches!(event, watcher::Event::Init);
+        let changed = {
+            let mut st = lock(&self.state);
+            let changed = (self.apply)(&mut st, event);
+            if progress {
+                st.up.insert(self.source, true);
+                st.absent.remove(self.source);
+            }
+            changed
+        };
+        if progress {
+            self.errors.reset();
+            self.absent.reset();
+        }
+        // A recovery changes the source's status; otherwise only a change of
+        // what detection reads is worth a reconcile.
+        if progress && self.failing {
+            tracing::info!(source = self.source, "watch recovered");
+            self.failing = false;
+            (self.on_change)();
+        } else if changed {
+            (self.on_change)();
+        }
+    }
+
+    /// Marks the source down after `e`, warning (and reconciling) on the
+    /// first failure of a run; how long to wait before polling again.
+    fn failed(&mut self, e: &watcher::Error) -> Duration {
+        let source = self.source;
+        let kind = failure(e);
+        {
+            let mut st = lock(&self.state);
+            st.up.insert(source, false);
+            if kind == Failure::NotFound {
+                st.absent.insert(source);
+            }
+        }
+        let delay = match kind {
+            Failure::Error => self.errors.next(),
+            Failure::NotFound => self.absent.next(),
+        }
+        .unwrap_or(Duration::from_secs(30));
+        if self.failing {
+            tracing::debug!(source, error = %e, retry_in_ms = delay.as_millis(), "watch still failing");
+        } else {
+            if kind == Failure::NotFound {
+                tracing::warn!(
+                    source,
+                    "resource not found (CRD not installed?); retrying slowly, up to every 5 minutes"
+                );
+            } else {
+                tracing::warn!(source, error = %e, "watch failed; retrying with backoff");
+            }
+            (self.on_change)();
+        }
+        self.failing = true;
+        delay
     }
 }

@@ -1,13 +1,13 @@
-//! Cilium's CiliumNodes and kube-ovn's Subnets, read from their JSON (no
-//! generated types: every field is checked by hand and named when it is wrong).
+//! Cilium's CiliumNodes, read from their JSON (no generated types: every field
+//! is checked by hand and named when it is wrong), and its Node annotations.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{bounded, capped, caps, quote};
-use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet, text::cleaned};
+use super::{bounded, capped, caps, quote, unnamed};
+use crate::inventory::{CiliumNode, Invalid, Role, Source, text::cleaned};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
 /// JSON: every `CiliumInternalIP` of `spec.addresses`, `spec.ingress`,
@@ -17,11 +17,7 @@ use crate::inventory::{CiliumNode, Invalid, IpRange, Role, Source, Subnet, text:
 /// `Err` when the object is unusable (no name); field problems go to `problems`.
 pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode, Invalid> {
     let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
-        return Err(Invalid {
-            resource: "ciliumnodes",
-            object: "(unnamed)".to_owned(),
-            problem: "metadata.name is missing or not a string; object skipped".to_owned(),
-        });
+        return Err(unnamed("ciliumnodes"));
     };
     let mut bad = |problem: String| {
         problems.push(Invalid {
@@ -35,23 +31,7 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         ..Default::default()
     };
     spec_addresses(v, &mut node, &mut bad);
-    for (section, role, source) in [
-        ("ingress", Role::Ingress, Source::SpecIngress),
-        ("health", Role::Health, Source::SpecHealth),
-    ] {
-        match v.pointer(&format!("/spec/{section}")) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(o)) => {
-                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
-                    let field = format!("spec.{section}.{family}");
-                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), &mut bad) {
-                        node.add(ip, role, source);
-                    }
-                }
-            }
-            Some(_) => bad(format!("spec.{section} is not an object")),
-        }
-    }
+    spec_ingress_and_health(v, &mut node, &mut bad);
     let crd_style = status_ipam_used(v, &mut node, &mut bad)
         || v.pointer("/spec/ipam/pool")
             .and_then(Value::as_object)
@@ -65,29 +45,62 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         // ENI, Azure, CRD: addresses come from the cloud's interfaces, not this range.
         node.pod_cidrs.clear();
     }
+    node.pool_cidrs = pool_cidrs(v, &mut bad);
+    node.operator_error = operator_error(v, &mut bad);
+    Ok(node)
+}
+
+/// The addresses of `spec.ingress` and `spec.health`, one per family.
+fn spec_ingress_and_health(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
+    for (section, role, source) in [
+        ("ingress", Role::Ingress, Source::SpecIngress),
+        ("health", Role::Health, Source::SpecHealth),
+    ] {
+        match v.pointer(&format!("/spec/{section}")) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => {
+                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
+                    let field = format!("spec.{section}.{family}");
+                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), bad) {
+                        node.add(ip, role, source);
+                    }
+                }
+            }
+            Some(_) => bad(format!("spec.{section} is not an object")),
+        }
+    }
+}
+
+/// The CIDRs of every pool in `spec.ipam.pools.allocated` (multi-pool IPAM).
+fn pool_cidrs(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
+    let mut out = Vec::new();
     match v.pointer("/spec/ipam/pools/allocated") {
         None | Some(Value::Null) => {}
         Some(Value::Array(pools)) => {
-            let pools = capped(pools, caps::CIDRS, "spec.ipam.pools.allocated", &mut bad);
+            let pools = capped(pools, caps::CIDRS, "spec.ipam.pools.allocated", bad);
             for (i, p) in pools.iter().enumerate() {
                 let field = format!("spec.ipam.pools.allocated[{i}].cidrs");
-                let cidrs = cidr_list(p.get("cidrs"), &field, &mut bad);
-                node.pool_cidrs.extend(cidrs);
+                out.extend(cidr_list(p.get("cidrs"), &field, bad));
             }
         }
         Some(_) => bad("spec.ipam.pools.allocated is not a list".to_owned()),
     }
+    out
+}
+
+/// The operator's IPAM error for this node, if it reports one.
+fn operator_error(v: &Value, bad: &mut dyn FnMut(String)) -> Option<String> {
     // `error: ""` is the healthy case; `resourceIPAMError` beside it belongs to
     // the network-driver IPAM, not pod addresses.
     match v.pointer("/status/ipam/operator-status/error") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(e)) if e.trim().is_empty() => {}
-        Some(Value::String(e)) => {
-            node.operator_error = Some(bounded(&cleaned(e.trim()), ERROR_MAX));
+        None | Some(Value::Null) => None,
+        Some(Value::String(e)) if e.trim().is_empty() => None,
+        Some(Value::String(e)) => Some(bounded(&cleaned(e.trim()), ERROR_MAX)),
+        Some(_) => {
+            bad("status.ipam.operator-status.error is not a string".to_owned());
+            None
         }
-        Some(_) => bad("status.ipam.operator-status.error is not a string".to_owned()),
     }
-    Ok(node)
 }
 
 /// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
@@ -239,102 +252,6 @@ pub fn node_annotations(
 
 /// Longest operator error kept: the reason fits; a runaway string does not travel on.
 const ERROR_MAX: usize = 512;
-
-/// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
-/// unusable (no name, or no valid `spec.cidrBlock`).
-pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
-    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
-        return Err(Invalid {
-            resource: "subnets",
-            object: "(unnamed)".to_owned(),
-            problem: "metadata.name is missing or not a string; object skipped".to_owned(),
-        });
-    };
-    let invalid = |problem: String| Invalid {
-        resource: "subnets",
-        object: name.to_owned(),
-        problem,
-    };
-    let Some(block) = v.pointer("/spec/cidrBlock").and_then(Value::as_str) else {
-        return Err(invalid(
-            "spec.cidrBlock is missing or not a string; object skipped".to_owned(),
-        ));
-    };
-    let mut cidrs = Vec::new();
-    for part in block.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.parse::<IpNet>() {
-            Ok(net) => cidrs.push(net.trunc()),
-            Err(_) => problems.push(invalid(format!(
-                "spec.cidrBlock part {} is not a CIDR; ignored",
-                quote(part)
-            ))),
-        }
-    }
-    if cidrs.is_empty() {
-        return Err(invalid(format!(
-            "spec.cidrBlock {} has no valid CIDR; object skipped",
-            quote(block)
-        )));
-    }
-    let mut exclude = Vec::new();
-    match v.pointer("/spec/excludeIps") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            let mut cut = |problem: String| problems.push(invalid(problem));
-            let items = capped(items, caps::EXCLUDE_IPS, "spec.excludeIps", &mut cut);
-            for (i, item) in items.iter().enumerate() {
-                match item.as_str().and_then(parse_range) {
-                    Some(r) => exclude.push(r),
-                    None => problems.push(invalid(format!(
-                        "spec.excludeIps[{i}] {} is neither an IP nor first..last; ignored",
-                        quote(&item.to_string())
-                    ))),
-                }
-            }
-        }
-        Some(_) => problems.push(invalid("spec.excludeIps is not a list; ignored".to_owned())),
-    }
-    // Unset or `ovn`: pods' primary addresses. `<nad>.<ns>` (IPAM only) and
-    // `<nad>.<ns>.ovn` (kube-ovn attachments) are secondary networks.
-    let primary = match v.pointer("/spec/provider") {
-        None | Some(Value::Null) => true,
-        Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
-    };
-    // kube-ovn's `ovn40subnets`: overlay Subnets of the default VPC.
-    let text = |field: &str| v.pointer(field).and_then(Value::as_str).unwrap_or_default();
-    let masqueraded =
-        primary && matches!(text("/spec/vpc"), "" | "ovn-cluster") && text("/spec/vlan").is_empty();
-    let is_default =
-        name == "ovn-default" || v.pointer("/spec/default").and_then(Value::as_bool) == Some(true);
-    Ok(Subnet {
-        name: cleaned(name),
-        primary,
-        cidrs,
-        exclude,
-        masqueraded,
-        is_default,
-    })
-}
-
-/// `10.0.0.1` or `10.0.0.10..10.0.0.20` (same family, first ≤ last).
-pub fn parse_range(s: &str) -> Option<IpRange> {
-    let s = s.trim();
-    let (first, last) = if let Some((a, b)) = s.split_once("..") {
-        (
-            a.trim().parse::<IpAddr>().ok()?,
-            b.trim().parse::<IpAddr>().ok()?,
-        )
-    } else {
-        let ip = s.parse::<IpAddr>().ok()?;
-        (ip, ip)
-    };
-    let ordered = match (first, last) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
-        (IpAddr::V6(a), IpAddr::V6(b)) => a <= b,
-        _ => false,
-    };
-    ordered.then_some(IpRange { first, last })
-}
 
 /// `spec.addresses[].type` values Cilium writes besides CiliumInternalIP (the
 /// Kubernetes NodeAddressType set); any other is named in a warning.

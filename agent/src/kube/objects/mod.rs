@@ -10,12 +10,14 @@ mod node;
 mod pod;
 mod sandbox;
 mod service;
+mod subnet;
 
-pub use crds::{cilium_node, node_annotations, parse_range, subnet};
+pub use crds::{cilium_node, node_annotations};
 pub use node::{cilium_config, node_facts};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::service_addresses;
+pub use subnet::{parse_range, subnet};
 
 /// Entries read of one list in an object at most; each cap named in a warning.
 pub(crate) mod caps {
@@ -47,6 +49,15 @@ pub(crate) fn capped<'a, T>(
         &items[..max]
     } else {
         items
+    }
+}
+
+/// The `Err` of an object of `resource` without a name: unusable.
+fn unnamed(resource: &'static str) -> crate::inventory::Invalid {
+    crate::inventory::Invalid {
+        resource,
+        object: "(unnamed)".to_owned(),
+        problem: "metadata.name is missing or not a string; object skipped".to_owned(),
     }
 }
 

@@ -2,7 +2,10 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::{
+    api::core::v1::{Pod as K8sPod, PodStatus},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
 
 use super::quote;
 use crate::inventory::{Invalid, IpSource, Pod, PodIp, text::cleaned};
@@ -93,47 +96,14 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     };
     let spec = p.spec.as_ref();
     let status = p.status.as_ref();
-    let mut ips: Vec<PodIp> = Vec::new();
-    let push = push_ip;
-    if let Some(status) = status {
-        let listed = status.pod_ips.as_deref().unwrap_or_default();
-        let listed = super::capped(listed, super::caps::POD_IPS, "status.podIPs", &mut bad);
-        for (i, pip) in listed.iter().enumerate() {
-            push(
-                &mut ips,
-                &pip.ip,
-                IpSource::Status,
-                &format!("status.podIPs[{i}].ip"),
-                &mut bad,
-            );
-        }
-        if listed.is_empty()
-            && let Some(single) = status.pod_ip.as_deref().filter(|s| !s.is_empty())
-        {
-            push(&mut ips, single, IpSource::Status, "status.podIP", &mut bad);
-        }
-    }
-    let have_status_ips = !ips.is_empty();
-    // A pod has at most one IP per family; more means a broken object (all are
-    // still checked: a false alarm costs less than a missed collision).
-    let families = |ips: &[PodIp]| {
-        let v6 = ips.iter().filter(|i| i.ip.is_ipv6()).count();
-        (ips.len() - v6, v6)
-    };
-    let (v4, v6) = families(&ips);
-    if v4 > 1 || v6 > 1 {
-        bad(format!(
-            "status.podIPs lists {} addresses ({v4} IPv4, {v6} IPv6); a pod has at most one per family",
-            ips.len()
-        ));
-    }
-    let logical_switch = if have_status_ips {
-        None
-    } else {
+    let mut ips = status.map(|s| status_ips(s, &mut bad)).unwrap_or_default();
+    let logical_switch = if ips.is_empty() {
         p.metadata
             .annotations
             .as_ref()
             .and_then(|a| annotated_ips(a, annotation_keys, &mut ips, &mut bad))
+    } else {
+        None
     };
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
     let phase = status.and_then(|s| s.phase.clone());
@@ -161,14 +131,49 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .map(|t| t.0.as_second()),
         logical_switch,
         terminating: p.metadata.deletion_timestamp.is_some(),
-        controller: p
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256)),
+        controller: controller(&p.metadata),
     }
+}
+
+/// The IPs of `status.podIPs`, else of `status.podIP`.
+fn status_ips(status: &PodStatus, bad: &mut dyn FnMut(String)) -> Vec<PodIp> {
+    let mut ips: Vec<PodIp> = Vec::new();
+    let listed = status.pod_ips.as_deref().unwrap_or_default();
+    let listed = super::capped(listed, super::caps::POD_IPS, "status.podIPs", bad);
+    for (i, pip) in listed.iter().enumerate() {
+        push_ip(
+            &mut ips,
+            &pip.ip,
+            IpSource::Status,
+            &format!("status.podIPs[{i}].ip"),
+            bad,
+        );
+    }
+    if listed.is_empty()
+        && let Some(single) = status.pod_ip.as_deref().filter(|s| !s.is_empty())
+    {
+        push_ip(&mut ips, single, IpSource::Status, "status.podIP", bad);
+    }
+    // A pod has at most one IP per family; more means a broken object (all are
+    // still checked: a false alarm costs less than a missed collision).
+    let v6 = ips.iter().filter(|i| i.ip.is_ipv6()).count();
+    let v4 = ips.len() - v6;
+    if v4 > 1 || v6 > 1 {
+        bad(format!(
+            "status.podIPs lists {} addresses ({v4} IPv4, {v6} IPv6); a pod has at most one per family",
+            ips.len()
+        ));
+    }
+    ips
+}
+
+/// The pod's controller, `Kind/name`.
+fn controller(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256))
 }
 
 /// The addresses kube-ovn's record of an allocation (an `ips.kubeovn.io`

@@ -1,0 +1,120 @@
+//! kube-ovn's Subnets, read from their JSON (no generated types: every field is
+//! checked by hand and named when it is wrong).
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde_json::Value;
+
+use super::{capped, caps, quote, unnamed};
+use crate::inventory::{Invalid, IpRange, Subnet, text::cleaned};
+
+/// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
+/// unusable (no name, or no valid `spec.cidrBlock`).
+pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
+    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+        return Err(unnamed("subnets"));
+    };
+    let invalid = |problem: String| Invalid {
+        resource: "subnets",
+        object: name.to_owned(),
+        problem,
+    };
+    let Some(block) = v.pointer("/spec/cidrBlock").and_then(Value::as_str) else {
+        return Err(invalid(
+            "spec.cidrBlock is missing or not a string; object skipped".to_owned(),
+        ));
+    };
+    let mut bad = |problem: String| problems.push(invalid(problem));
+    let cidrs = cidr_block(block, &mut bad);
+    if cidrs.is_empty() {
+        return Err(invalid(format!(
+            "spec.cidrBlock {} has no valid CIDR; object skipped",
+            quote(block)
+        )));
+    }
+    let exclude = exclude_ips(v, &mut bad);
+    let primary = primary(v);
+    // kube-ovn's `ovn40subnets`: overlay Subnets of the default VPC.
+    let text = |field: &str| v.pointer(field).and_then(Value::as_str).unwrap_or_default();
+    let masqueraded =
+        primary && matches!(text("/spec/vpc"), "" | "ovn-cluster") && text("/spec/vlan").is_empty();
+    let is_default =
+        name == "ovn-default" || v.pointer("/spec/default").and_then(Value::as_bool) == Some(true);
+    Ok(Subnet {
+        name: cleaned(name),
+        primary,
+        cidrs,
+        exclude,
+        masqueraded,
+        is_default,
+    })
+}
+
+/// The CIDRs of `spec.cidrBlock` (comma-separated for dual stack); bad parts
+/// named and skipped.
+fn cidr_block(block: &str, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
+    let mut cidrs = Vec::new();
+    for part in block.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<IpNet>() {
+            Ok(net) => cidrs.push(net.trunc()),
+            Err(_) => bad(format!(
+                "spec.cidrBlock part {} is not a CIDR; ignored",
+                quote(part)
+            )),
+        }
+    }
+    cidrs
+}
+
+/// The addresses and ranges of `spec.excludeIps`; bad entries named and skipped.
+fn exclude_ips(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpRange> {
+    let mut exclude = Vec::new();
+    match v.pointer("/spec/excludeIps") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            let items = capped(items, caps::EXCLUDE_IPS, "spec.excludeIps", bad);
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().and_then(parse_range) {
+                    Some(r) => exclude.push(r),
+                    None => bad(format!(
+                        "spec.excludeIps[{i}] {} is neither an IP nor first..last; ignored",
+                        quote(&item.to_string())
+                    )),
+                }
+            }
+        }
+        Some(_) => bad("spec.excludeIps is not a list; ignored".to_owned()),
+    }
+    exclude
+}
+
+/// Whether the Subnet holds pods' primary addresses.
+fn primary(v: &Value) -> bool {
+    // Unset or `ovn`: pods' primary addresses. `<nad>.<ns>` (IPAM only) and
+    // `<nad>.<ns>.ovn` (kube-ovn attachments) are secondary networks.
+    match v.pointer("/spec/provider") {
+        None | Some(Value::Null) => true,
+        Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
+    }
+}
+
+/// `10.0.0.1` or `10.0.0.10..10.0.0.20` (same family, first ≤ last).
+pub fn parse_range(s: &str) -> Option<IpRange> {
+    let s = s.trim();
+    let (first, last) = if let Some((a, b)) = s.split_once("..") {
+        (
+            a.trim().parse::<IpAddr>().ok()?,
+            b.trim().parse::<IpAddr>().ok()?,
+        )
+    } else {
+        let ip = s.parse::<IpAddr>().ok()?;
+        (ip, ip)
+    };
+    let ordered = match (first, last) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
+        (IpAddr::V6(a), IpAddr::V6(b)) => a <= b,
+        _ => false,
+    };
+    ordered.then_some(IpRange { first, last })
+}
