@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
 
 use super::{
     Args, Published, Result,
@@ -16,7 +15,6 @@ use super::{
     remediate,
 };
 use crate::{
-    detect::Finding,
     kube::{
         self,
         cluster::{ClusterSource, ClusterView},
@@ -47,8 +45,6 @@ pub(super) struct Parts {
     pub(super) view: ClusterView,
     /// The watches, and the lookups and records they run.
     pub(super) watches: ClusterSource,
-    /// The published findings, for the watches' confirmations and lookups.
-    pub(super) feed: FindingsFeed,
     /// The Node condition, unless turned off.
     pub(super) condition: Option<ConditionTask>,
     /// Remediation, when asked for.
@@ -86,10 +82,9 @@ impl Parts {
             &args.node.read.pod_ip_annotations,
             on_change,
         );
-        let (feed, findings) = FindingsFeed::new(published.clone());
         let watches = source
             .with_cilium_namespace(&args.sources.cilium_namespace)
-            .with_confirmations(findings)
+            .with_confirmations(published.clone())
             .with_lookups(unexplained);
         let (condition, remediation) = acting(args, &client, node, registry, &published).await?;
         let impact = ImpactTask::new(client.clone(), node, published.clone(), impacts_tx);
@@ -103,7 +98,6 @@ impl Parts {
         Ok(Self {
             view,
             watches,
-            feed,
             condition,
             remediation,
             impact,
@@ -142,36 +136,4 @@ async fn acting(
         ))
     };
     Ok((condition, remediation))
-}
-
-/// Passes each published set of findings on to the watches' confirmations and
-/// lookups (the kube layer knows findings, not what the daemon publishes).
-pub(super) struct FindingsFeed {
-    published: watch::Receiver<Published>,
-    findings: watch::Sender<Arc<Vec<Finding>>>,
-}
-
-impl FindingsFeed {
-    fn new(published: watch::Receiver<Published>) -> (Self, watch::Receiver<Arc<Vec<Finding>>>) {
-        let (findings, rx) = watch::channel(Arc::<Vec<Finding>>::default());
-        (
-            Self {
-                published,
-                findings,
-            },
-            rx,
-        )
-    }
-
-    /// Passes findings on until `token` is cancelled.
-    pub(super) async fn run(mut self, token: CancellationToken) {
-        loop {
-            tokio::select! {
-                () = token.cancelled() => return,
-                changed = self.published.changed() => if changed.is_err() { return },
-            }
-            let latest = Arc::clone(&self.published.borrow_and_update().findings);
-            self.findings.send_replace(latest);
-        }
-    }
 }

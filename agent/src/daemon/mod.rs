@@ -29,11 +29,7 @@ mod supervise;
 #[cfg(test)]
 mod test_api;
 
-use std::{
-    collections::BTreeSet,
-    net::IpAddr,
-    sync::{Arc, atomic::AtomicBool},
-};
+use std::sync::{Arc, atomic::AtomicBool};
 
 use tokio::{
     signal::unix::{SignalKind, signal},
@@ -51,12 +47,12 @@ use self::{
     reconcile_loop::{Input, LoopMetrics, ReconcileLoop, Wiring},
 };
 use crate::{
-    detect::Finding,
     ebpf,
     kube::{self, SourceArgs, sources::FileSources},
     privileges,
     reconcile::{self, NodeArgs, Reconciler},
     report::{
+        Published,
         metrics::{Exposition, FindingsView, Registry, ViewSource},
         traffic::{Traffic, Unexplained},
     },
@@ -122,18 +118,6 @@ pub enum Error {
 
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// What the reconcile loop publishes after each reconcile.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Published {
-    findings: Arc<Vec<Finding>>,
-    /// This node's addresses a pod elsewhere could hold: watched for traffic.
-    claimable: Arc<BTreeSet<IpAddr>>,
-    /// This node's Node (its uid for Events about it, its condition as shown).
-    node: Option<crate::inventory::NodeFacts>,
-    /// A reconcile has run.
-    ready: bool,
-}
 
 /// Where the cluster's state comes from, decided once: files (`--pods`) or the API server.
 enum Source {
@@ -369,13 +353,11 @@ fn spawn_all(
             let cluster::Parts {
                 view,
                 watches,
-                feed,
                 condition,
                 remediation,
                 impact,
                 events,
             } = *parts;
-            tasks.spawn("findings-feed", feed.run(run()));
             tasks.spawn("cluster-watches", watches.run(run()));
             if let Some(condition) = condition {
                 tasks.spawn("node-condition", condition.run(run()));

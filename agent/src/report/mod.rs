@@ -12,10 +12,17 @@ pub mod output;
 pub mod remediate;
 pub mod traffic;
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+    sync::Arc,
+};
 
 use self::evidence::Evidence;
-use crate::{detect::Finding, inventory::Invalid};
+use crate::{
+    detect::Finding,
+    inventory::{Invalid, NodeFacts},
+};
 
 /// The outcome of one check: findings, what the eBPF observer saw of their
 /// IPs, and the input skipped as malformed.
@@ -31,6 +38,20 @@ pub struct Report {
     pub invalid: Vec<Invalid>,
     /// What breaks behind each pod with a finding, when routes were read.
     pub impacts: Impacts,
+}
+
+/// What the reconcile loop publishes after each reconcile, on one watch
+/// channel: the one path every task that follows the findings reads.
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    /// The findings of the last reconcile.
+    pub findings: Arc<Vec<Finding>>,
+    /// This node's addresses a pod elsewhere could hold: watched for traffic.
+    pub claimable: Arc<BTreeSet<IpAddr>>,
+    /// This node's Node (its uid for Events about it, its condition as shown).
+    pub node: Option<NodeFacts>,
+    /// A reconcile has run.
+    pub ready: bool,
 }
 
 /// What breaks behind each pod with a finding.

@@ -5,7 +5,7 @@
 //! address detection flags, at once and then on the same widening schedule as
 //! the sandbox Events, at most a few per round.
 
-use std::{net::IpAddr, sync::Arc, time::Instant};
+use std::{net::IpAddr, time::Instant};
 
 use kube::{
     Api, Client,
@@ -14,7 +14,8 @@ use kube::{
 use tokio::sync::watch as channel;
 use tokio_util::sync::CancellationToken;
 
-use super::{OnChange, Shared, lock, sandbox::Schedule};
+use super::{OnChange, Shared, Sink, lock, sandbox::Schedule};
+use crate::report::Published;
 use crate::{
     detect::Finding,
     inventory::{IpSource, Pod},
@@ -43,8 +44,12 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
 /// Looks up kube-ovn's records for the pods `findings` name, until `token` is cancelled.
 pub(super) async fn run(
     client: Client,
-    (node, state, on_change): (String, Shared, OnChange),
-    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    Sink {
+        node,
+        state,
+        on_change,
+    }: Sink,
+    findings: channel::Receiver<Published>,
     token: CancellationToken,
 ) {
     Confirmations {
@@ -65,7 +70,7 @@ struct Confirmations {
     node: String,
     state: Shared,
     on_change: OnChange,
-    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    findings: channel::Receiver<Published>,
     schedule: Schedule,
 }
 
@@ -98,7 +103,7 @@ impl Confirmations {
     /// This node's pods with a finding resting on their annotation whose
     /// record is due now (a few at most).
     fn due(&mut self) -> Vec<Due> {
-        let uids = wanted(&self.findings.borrow_and_update(), &self.node);
+        let uids = wanted(&self.findings.borrow_and_update().findings, &self.node);
         let st = lock(&self.state);
         let pods: Vec<&Pod> = st
             .pods_here

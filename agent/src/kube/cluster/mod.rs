@@ -35,6 +35,8 @@ use kube::{
     runtime::watcher,
 };
 use tokio::sync::watch as channel;
+
+use crate::report::Published;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::{
@@ -101,6 +103,15 @@ const CILIUM_CONFIG: &str = "cilium-config";
 type Shared = Arc<Mutex<State>>;
 type OnChange = Arc<dyn Fn() + Send + Sync>;
 
+/// Where a sub-task's answers go: the shared state of `node`'s watches, and
+/// who to tell of a change.
+#[derive(Clone)]
+struct Sink {
+    node: String,
+    state: Shared,
+    on_change: OnChange,
+}
+
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock leaves consistent-enough caches: keep going.
     state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -132,7 +143,7 @@ pub struct ClusterSource {
     state: Shared,
     on_change: OnChange,
     unexplained: Option<channel::Receiver<Arc<Unexplained>>>,
-    findings: Option<channel::Receiver<Arc<Vec<crate::detect::Finding>>>>,
+    findings: Option<channel::Receiver<Published>>,
 }
 
 /// Reads what the watches have seen.
@@ -177,10 +188,7 @@ impl ClusterSource {
     /// Asks kube-ovn's IP record of a pod of this node whose finding rests on
     /// its annotation alone (see [`confirm`]).
     #[must_use]
-    pub fn with_confirmations(
-        mut self,
-        findings: channel::Receiver<Arc<Vec<crate::detect::Finding>>>,
-    ) -> Self {
+    pub fn with_confirmations(mut self, findings: channel::Receiver<Published>) -> Self {
         self.findings = Some(findings);
         self
     }
@@ -285,12 +293,10 @@ impl ClusterSource {
     /// fed the findings) the Services and kube-ovn records behind them.
     fn spawn_records(&mut self, tasks: &TaskTracker, token: &CancellationToken) {
         if let Some(findings) = self.findings.take() {
-            let on = || {
-                (
-                    self.node.clone(),
-                    self.state.clone(),
-                    self.on_change.clone(),
-                )
+            let on = || Sink {
+                node: self.node.clone(),
+                state: self.state.clone(),
+                on_change: self.on_change.clone(),
             };
             tasks.spawn(services::run(
                 self.client.clone(),

@@ -20,8 +20,9 @@ use kube::{
 use tokio::{sync::watch as channel, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::{OnChange, Shared, lock};
+use super::{OnChange, Shared, Sink, lock};
 use crate::kube::ttl::Cache;
+use crate::report::Published;
 use crate::{
     detect::{Cause, Finding, FindingKind, Role},
     inventory::{Covered, ServiceAddresses},
@@ -97,8 +98,12 @@ pub async fn services_claiming(
 /// Looks up the Services of the addresses `findings` name, until `token` is cancelled.
 pub(super) async fn run(
     client: Client,
-    (node, state, on_change): (String, Shared, OnChange),
-    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    Sink {
+        node,
+        state,
+        on_change,
+    }: Sink,
+    findings: channel::Receiver<Published>,
     token: CancellationToken,
 ) {
     Lookups {
@@ -121,7 +126,7 @@ struct Lookups {
     node: String,
     state: Shared,
     on_change: OnChange,
-    findings: channel::Receiver<Arc<Vec<Finding>>>,
+    findings: channel::Receiver<Published>,
     /// The addresses looked up, each fresh for REFRESH.
     asked: Cache<IpAddr, ()>,
     last_list: Option<Instant>,
@@ -132,7 +137,7 @@ struct Lookups {
 impl Lookups {
     async fn run(mut self, token: CancellationToken) {
         loop {
-            let wanted = local_collisions(&self.findings.borrow_and_update(), &self.node);
+            let wanted = local_collisions(&self.findings.borrow_and_update().findings, &self.node);
             self.asked.retain(|ip| wanted.contains(ip));
             let now = Instant::now();
             if self.due(&wanted, now) {
