@@ -9,7 +9,7 @@ use crate::{
     inventory::Invalid,
     kube::{
         self, SourceArgs,
-        list::{ListError, Read, Scope, cluster_state, routes},
+        list::{ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
     reconcile::ReadArgs,
@@ -115,7 +115,10 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         let state = cluster_state(
             &client,
             Scope::Cluster,
-            (keys, &args.sources.cilium_namespace),
+            ListOptions {
+                annotation_keys: keys,
+                cilium_namespace: &args.sources.cilium_namespace,
+            },
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;

@@ -12,7 +12,7 @@ use crate::{
     kube::{
         self, SourceArgs,
         cluster::{local_collisions, pods_holding, services_claiming},
-        list::{ListError, Scope, cluster_state},
+        list::{ListError, ListOptions, Scope, cluster_state},
         sources::FileSources,
     },
     reconcile::{self, NodeArgs, Reconciler},
@@ -133,7 +133,10 @@ async fn from_cluster(
         cluster_state(
             &client,
             Scope::Node(&reconciler.node),
-            (keys, &sources.cilium_namespace),
+            ListOptions {
+                annotation_keys: keys,
+                cilium_namespace: &sources.cilium_namespace,
+            },
             &mut |_, _, _| {},
         ),
     )

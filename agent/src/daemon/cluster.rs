@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use super::{
     Args, Published, Result,
     condition::ConditionTask,
-    events::EventTask,
+    events::{EventTask, Follows},
     host::Trigger,
     impact::{ImpactTask, Looked},
     remediate,
@@ -93,7 +93,11 @@ impl Parts {
             node,
             &args.events,
             registry,
-            (published, traffic, impacts),
+            Follows {
+                findings: published,
+                traffic,
+                impacts,
+            },
         );
         Ok(Self {
             view,

@@ -57,6 +57,16 @@ impl Args {
     }
 }
 
+/// What the Event writer follows.
+pub(crate) struct Follows {
+    /// Each reconcile's findings.
+    pub(crate) findings: watch::Receiver<Published>,
+    /// Host traffic to shadowed pods.
+    pub(crate) traffic: watch::Receiver<Arc<Traffic>>,
+    /// What breaks behind them.
+    pub(crate) impacts: watch::Receiver<Looked>,
+}
+
 /// The writer and what it follows.
 pub(crate) struct EventTask {
     writer: EventWriter,
@@ -83,11 +93,11 @@ impl EventTask {
         node: &str,
         args: &Args,
         registry: &mut Registry,
-        (findings, traffic, impacts): (
-            watch::Receiver<Published>,
-            watch::Receiver<Arc<Traffic>>,
-            watch::Receiver<Looked>,
-        ),
+        Follows {
+            findings,
+            traffic,
+            impacts,
+        }: Follows,
     ) -> Self {
         let refresh = std::time::Duration::from_secs(args.event_refresh_seconds);
         let writes = Family::<WriteLabels, Counter>::default();

@@ -212,7 +212,10 @@ async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Resu
         &node,
         registry,
         published,
-        (traffic_tx, unexplained_tx),
+        observer::Outputs {
+            traffic: traffic_tx,
+            unexplained: unexplained_tx,
+        },
     )?;
     let (ping, pings) = mpsc::channel(8);
     let ready = Arc::new(AtomicBool::new(false));

@@ -34,6 +34,14 @@ pub struct Args {
     pub counters_seconds: u64,
 }
 
+/// Where the observer publishes.
+pub(crate) struct Outputs {
+    /// Host traffic to shadowed pods.
+    pub(crate) traffic: watch::Sender<Arc<Traffic>>,
+    /// Addresses of this node with traffic no finding explains.
+    pub(crate) unexplained: watch::Sender<Arc<Unexplained>>,
+}
+
 /// The attached observer and what it reads and writes.
 pub(crate) struct ObserverTask {
     observer: Box<Observer>,
@@ -67,7 +75,10 @@ impl ObserverTask {
         node: &str,
         registry: &mut Registry,
         findings: watch::Receiver<Published>,
-        (traffic, unexplained): (watch::Sender<Arc<Traffic>>, watch::Sender<Arc<Unexplained>>),
+        Outputs {
+            traffic,
+            unexplained,
+        }: Outputs,
     ) -> ebpf::Result<Option<Self>> {
         // Registered whatever happens: netlink-only agents export 0.
         let attached = Gauge::default();

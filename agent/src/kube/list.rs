@@ -135,6 +135,15 @@ pub enum Scope<'a> {
 /// Pods of a node whose sandbox refusals are read at most, as the agent does.
 const REFUSALS_OF: u32 = 50;
 
+/// Where the cluster keeps what a list reads beside the objects themselves.
+#[derive(Clone, Copy, Debug)]
+pub struct ListOptions<'a> {
+    /// Pod annotations with the IPs of pods not started yet.
+    pub annotation_keys: &'a [String],
+    /// The namespace of `cilium-config`.
+    pub cilium_namespace: &'a str,
+}
+
 /// The cluster as `scope` needs it, listed once: pods (IPs of pods not started
 /// yet from `annotation_keys`), Nodes, CiliumNodes, Subnets, kubelet's
 /// sandbox refusals and `cilium-config` (from `cilium_namespace`). The one
@@ -142,7 +151,10 @@ const REFUSALS_OF: u32 = 50;
 pub async fn cluster_state(
     client: &kube::Client,
     scope: Scope<'_>,
-    (annotation_keys, cilium_namespace): (&[String], &str),
+    ListOptions {
+        annotation_keys,
+        cilium_namespace,
+    }: ListOptions<'_>,
     progress: Progress<'_>,
 ) -> Result<ClusterState, ListError> {
     let (read, pod_fields) = match scope {
