@@ -162,7 +162,6 @@ fn drop_privileges(observer: Option<&mut ObserverTask>) {
 
 /// Starts every subsystem, runs until SIGTERM or SIGINT, then stops them all.
 pub async fn run(args: Args) -> Result<()> {
-    let subscribe = |what| move |source| Error::Subscribe { what, source };
     let mut term = signal(SignalKind::terminate()).map_err(subscribe("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(subscribe("SIGINT"))?;
     let token = CancellationToken::new();
@@ -183,6 +182,11 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The error of subscribing to `what`.
+fn subscribe(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Subscribe { what, source }
+}
+
 /// Every subsystem, built and wired, none started; privileges dropped.
 async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Result<Built> {
     let (published_tx, published) = watch::channel(Published::default());
@@ -193,10 +197,7 @@ async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Resu
     let reconciler = Reconciler::new(&args.node)?;
     let node = reconciler.node.clone();
     let (trigger_tx, triggers) = mpsc::channel(64);
-    let host = HostSource::new(trigger_tx.clone()).map_err(|source| Error::Subscribe {
-        what: "netlink notifications",
-        source,
-    })?;
+    let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
     let source = Source::new(args).await?;
     let client = source.client().cloned();
     let channels = cluster::Channels {
