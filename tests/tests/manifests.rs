@@ -14,8 +14,9 @@ use std::{collections::BTreeSet, path::Path, process::Command, time::Duration};
 use ipshadow_tests::{
     HANG,
     agent::AgentProc,
+    apiserver::{ApiServer, Res},
     attach_modes, can_run_netns_tests, deploy, figure, ipshadow_bin,
-    lab::ROUTER,
+    lab::{Lab, ROUTER},
     netns::attached_programs,
     node::SimNode,
     objects::{cilium_node, pod, subnet, with_pod_cidrs, write_list},
@@ -547,44 +548,26 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
     if !can_run_netns_tests("the_dashboard_and_alerts_use_only_metrics_the_agent_exports") {
         return;
     }
-    // An agent with every kind of series: a collision with traffic, a blackhole, an overlap.
+    // An agent as deployed (against the API server: every subsystem of cluster
+    // mode registers its metrics) with every kind of series: a collision with
+    // traffic, a blackhole, an overlap.
     let sim = SimNode::kube_ovn("mdash", "10.244.4.251");
     sim.node
         .ip(&["route", "add", "blackhole", "10.244.0.99/32"]);
-    let d = temp_dir("dash");
-    let (pods, cns, subnets) = (
-        d.join("pods.json"),
-        d.join("cns.json"),
-        d.join("subnets.json"),
-    );
-    write_list(
-        &pods,
-        vec![
-            pod("t", "pg", "node-a", &["10.244.4.251"]),
-            pod("t", "lost", "node-a", &["10.244.0.99"]),
-        ],
-    );
-    write_list(
-        &cns,
-        vec![with_pod_cidrs(
+    let api = ApiServer::start(Some(&sim.node));
+    api.apply(Res::Pods, pod("t", "pg", "node-a", &["10.244.4.251"]));
+    api.apply(Res::Pods, pod("t", "lost", "node-a", &["10.244.0.99"]));
+    api.apply(
+        Res::CiliumNodes,
+        with_pod_cidrs(
             cilium_node("node-a", "10.244.4.251", None, None),
             &["10.244.4.0/24"],
-        )],
+        ),
     );
-    write_list(&subnets, vec![subnet("ovn-default", "10.244.0.0/16", &[])]);
-    let agent = AgentProc::spawn(
-        &sim.node,
-        &[
-            "--node",
-            "node-a",
-            "--pods",
-            pods.to_str().unwrap(),
-            "--ciliumnodes",
-            cns.to_str().unwrap(),
-            "--subnets",
-            subnets.to_str().unwrap(),
-        ],
-    );
+    api.set_crd(Res::Subnets, true);
+    api.apply(Res::Subnets, subnet("ovn-default", "10.244.0.0/16", &[]));
+    let lab = Lab::new("dash", &api);
+    let agent = lab.agent(&sim.node, "node-a");
     agent.wait_ready(&sim.node);
     {
         let _inside = sim.node.enter();
