@@ -36,7 +36,7 @@ app.kubernetes.io/part-of: ipshadow
 ipshadow-metrics.{{ include "ipshadow.namespace" . }}.svc
 {{- end -}}
 
-{{/* Whether the prometheus-operator objects are rendered. */}}
-{{- define "ipshadow.serviceMonitor" -}}
-{{- if and .Values.monitoring.enabled .Values.monitoring.serviceMonitor.enabled }}true{{ end -}}
+{{/* Whether the admission policies are rendered: wanted, and Kubernetes >= 1.30. */}}
+{{- define "ipshadow.admissionPolicies" -}}
+{{- if and .Values.admissionPolicies.enabled (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end -}}
 {{- end -}}
