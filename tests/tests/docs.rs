@@ -267,7 +267,10 @@ fn every_code_path_the_architecture_names_exists() {
             // Odd pieces are inside backticks; a path has a slash and ends in .rs or /.
             let is_path = i % 2 == 1
                 && quoted.contains('/')
-                && (quoted.ends_with(".rs") || quoted.ends_with('/'))
+                && (Path::new(quoted)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("rs"))
+                    || quoted.ends_with('/'))
                 && !quoted.contains(' ');
             if !is_path {
                 continue;

@@ -279,7 +279,7 @@ fn assert_locked_down(r: &Rendered, at: &str) {
         want,
         "{at}: ClusterRole ipshadow"
     );
-    let mut roles: BTreeSet<&str> = BTreeSet::from(["ipshadow"]);
+    let mut role_names: BTreeSet<&str> = BTreeSet::from(["ipshadow"]);
     if remediate {
         let k = deploy::manifests_of("remediation");
         assert_eq!(
@@ -287,7 +287,7 @@ fn assert_locked_down(r: &Rendered, at: &str) {
             deploy::cluster_role_rules(&k, "ipshadow-remediation"),
             "{at}"
         );
-        roles.insert("ipshadow-remediation");
+        role_names.insert("ipshadow-remediation");
     }
     if auth {
         let k = deploy::manifests_of("metrics-auth");
@@ -297,21 +297,21 @@ fn assert_locked_down(r: &Rendered, at: &str) {
                 deploy::cluster_role_rules(&k, name),
                 "{at}: {name}"
             );
-            roles.insert(name);
+            role_names.insert(name);
         }
     }
     let have: BTreeSet<&str> = the(&r.objects, "ClusterRole")
         .iter()
         .map(|o| o["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(have, roles, "{at}: ClusterRoles");
+    assert_eq!(have, role_names, "{at}: ClusterRoles");
     assert!(
         the(&r.objects, "Role").is_empty() && the(&r.objects, "RoleBinding").is_empty(),
         "{at}"
     );
     for b in the(&r.objects, "ClusterRoleBinding") {
         let role = b["roleRef"]["name"].as_str().unwrap();
-        assert!(roles.contains(role), "{at}: binding to {role}");
+        assert!(role_names.contains(role), "{at}: binding to {role}");
         if role != "ipshadow-metrics-reader" {
             assert_eq!(
                 b["subjects"],

@@ -29,6 +29,11 @@ use ipshadow_tests::{
 };
 use serde_json::{Value, json};
 
+/// Capability bits (linux/capability.h).
+const NET_ADMIN: u64 = 1 << 12;
+const PERFMON: u64 = 1 << 38;
+const BPF: u64 = 1 << 39;
+
 const TEST: &str = "the_image_runs_the_agent_to_ready_with_the_daemonsets_settings";
 
 /// The node's address on the simulated node (its `ovn0`), as `status.hostIP`.
@@ -350,9 +355,6 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
     // new privileges, uid 0, a read-only root.
     let pid: u32 = container.inspect("{{.State.Pid}}").parse().unwrap();
     let (eff, bnd, nnp) = proc_status(pid);
-    const NET_ADMIN: u64 = 1 << 12;
-    const PERFMON: u64 = 1 << 38;
-    const BPF: u64 = 1 << 39;
     assert_eq!(bnd, NET_ADMIN | PERFMON | BPF, "bounding set {bnd:#x}");
     assert_eq!(eff & !bnd, 0, "effective {eff:#x}");
     assert_eq!(nnp, "1");
@@ -392,7 +394,7 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
         .map(|a| a.as_str().unwrap())
         .collect();
     let uid = hook["securityContext"]["runAsUser"].to_string();
-    let test = sim
+    let helm_test = sim
         .node
         .command("setpriv")
         .args([
@@ -405,10 +407,10 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
         .env("NODE_NAME", ME)
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&test.stdout);
+    let said = String::from_utf8_lossy(&helm_test.stdout);
     assert!(
-        test.status.success() && said.contains(&format!("agent on {ME} ready")),
-        "helm test's command failed: {test:?}"
+        helm_test.status.success() && said.contains(&format!("agent on {ME} ready")),
+        "helm test's command failed: {helm_test:?}"
     );
 
     // Stopped as kubelet stops it: the agent exits cleanly and its
