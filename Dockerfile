@@ -3,8 +3,10 @@
 #
 # Two ways to build it:
 # - here, with no registry access: `cargo xtask image` builds the static binary
-#   on the host and runs the last stage only (docker build --target image with
-#   the binary in the context), since FROM scratch needs nothing pulled;
+#   on the host and runs the last stage only (`docker build --target image`, or
+#   podman's where no Docker engine runs, with the binary in the context), since
+#   FROM scratch needs nothing pulled; `cargo xtask test` builds it so with
+#   podman and runs it (tests/tests/image.rs);
 # - anywhere with registry access: `docker build -t ipshadow .` runs both stages.
 
 FROM rust:1.95-bookworm AS build

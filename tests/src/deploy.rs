@@ -186,3 +186,49 @@ pub fn validate(o: &Value, file: &std::path::Path, version: &str) -> Result<(), 
     }
     Ok(())
 }
+
+/// Like [`validate`], for many objects in one run of kubernetes-validate:
+/// each written to `dir` as `<n>-<kind>-<name>.json`, the file names in what it says.
+pub fn validate_many(
+    objects: &[&Value],
+    dir: &std::path::Path,
+    version: &str,
+) -> Result<(), String> {
+    let files: Vec<std::path::PathBuf> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let f = dir.join(format!(
+                "{i}-{}-{}.json",
+                o["kind"].as_str().unwrap_or("?"),
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            ));
+            std::fs::write(&f, serde_json::to_vec(o).unwrap()).unwrap();
+            f
+        })
+        .collect();
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "kubernetes_validate",
+            "--strict",
+            "--quiet",
+            "-k",
+            version,
+        ])
+        .args(&files)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(format!("invalid: {text}"));
+    }
+    if text.contains("Couldn't find schema") {
+        return Err(format!("not validated: {text}"));
+    }
+    Ok(())
+}

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod check;
 pub mod deploy;
+pub mod helm;
 pub mod http;
 pub mod lab;
 pub mod netns;

@@ -44,6 +44,9 @@ enum Task {
     Docs,
     /// The kubectl plugin's krew archive (target/krew) and its manifest with the sha256.
     Plugin,
+    /// The Helm chart deploy/helm/ipshadow packaged by Helm's engine as
+    /// target/chart/ipshadow-<version>.tgz, version and appVersion the crate's.
+    Chart,
     /// Simulated kube-ovn + Cilium node in network namespaces, checked by the real agent (root).
     Demo {
         /// No pauses between the steps (also when CI is set).
@@ -60,7 +63,7 @@ enum Task {
         targets: Vec<String>,
     },
     /// The container image: a static (musl) binary on `FROM scratch`, built with
-    /// the local Docker engine if one runs (else the context is left in target/image).
+    /// the local Docker engine if one runs, else with podman (no registry needed).
     Image {
         /// Image name and tag.
         #[arg(long, default_value = concat!("ipshadow:", env!("CARGO_PKG_VERSION")))]
@@ -154,6 +157,7 @@ fn main() -> anyhow::Result<()> {
             "docs/reference.md",
         ]),
         Task::Plugin => plugin::build(),
+        Task::Chart => chart().map(|_| ()),
         Task::Demo { non_interactive } => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;
             let mut args = vec![
@@ -170,7 +174,7 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args)
         }
-        Task::Image { tag } => image(&tag),
+        Task::Image { tag } => image(&tag, engine()?),
         Task::Fuzz { seconds, targets } => {
             for line in fuzz(seconds, &targets)? {
                 println!("{line}");
@@ -182,8 +186,55 @@ fn main() -> anyhow::Result<()> {
 
 const MUSL: &str = "x86_64-unknown-linux-musl";
 
-fn image(tag: &str) -> anyhow::Result<()> {
-    setup::musl()?;
+/// The image `cargo xtask test` builds with podman and tests/tests/image.rs runs.
+const TEST_IMAGE: &str = concat!("localhost/ipshadow:", env!("CARGO_PKG_VERSION"));
+
+#[derive(Clone, Copy, Debug)]
+enum Engine {
+    Docker,
+    Podman,
+}
+
+/// Docker when an engine answers, else podman (Debian's, with runc: see
+/// tests/podman/containers.conf), else an error that says what to install.
+fn engine() -> anyhow::Result<Engine> {
+    let answers = |program: &str| {
+        Command::new(program)
+            .arg("info")
+            .env("CONTAINERS_CONF", containers_conf())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if answers("docker") {
+        Ok(Engine::Docker)
+    } else if answers("podman") {
+        Ok(Engine::Podman)
+    } else {
+        bail!(
+            "neither a Docker engine nor podman answers here (`docker info`, `podman info`): \
+             `cargo xtask setup` installs Debian's podman and runc"
+        )
+    }
+}
+
+/// Podman's settings for this kind of machine, in the repository.
+fn containers_conf() -> PathBuf {
+    workspace_root().join("tests/podman/containers.conf")
+}
+
+/// cargo's target directory: `$CARGO_TARGET_DIR`, else the workspace's target/.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || workspace_root().join("target"),
+        |d| workspace_root().join(d),
+    )
+}
+
+/// The static binary on `FROM scratch` (the Dockerfile's `image` stage: the
+/// binary is built here, so nothing is pulled), tagged `tag`.
+fn image(tag: &str, engine: Engine) -> anyhow::Result<()> {
     cargo(&[
         "build",
         "--release",
@@ -193,32 +244,74 @@ fn image(tag: &str) -> anyhow::Result<()> {
         "--target",
         MUSL,
     ])?;
-    let root = workspace_root();
-    let context = root.join("target/image");
-    std::fs::create_dir_all(&context).context("creating target/image")?;
-    let binary = root.join(format!("target/{MUSL}/release/ipshadow"));
+    let context = target_dir().join("image");
+    std::fs::create_dir_all(&context).context("creating the image's context directory")?;
+    let binary = target_dir().join(format!("{MUSL}/release/ipshadow"));
     std::fs::copy(&binary, context.join("ipshadow"))
         .with_context(|| format!("copying {}", binary.display()))?;
-    std::fs::copy(root.join("Dockerfile"), context.join("Dockerfile"))
-        .context("copying the Dockerfile")?;
-    let engine = Command::new("docker")
-        .arg("info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let build = format!("docker build --target image -t {tag} {}", context.display());
-    if !engine {
-        bail!(
-            "no Docker engine runs here (docker info failed). The static binary and the Dockerfile \
-             are in {}: run `{build}` where an engine runs, or `docker build -t {tag} .` in a checkout \
-             with registry access",
-            context.display()
-        );
-    }
-    run(Command::new("docker")
+    std::fs::copy(
+        workspace_root().join("Dockerfile"),
+        context.join("Dockerfile"),
+    )
+    .context("copying the Dockerfile")?;
+    let mut cmd = match engine {
+        Engine::Docker => Command::new("docker"),
+        Engine::Podman => {
+            let mut c = Command::new("podman");
+            c.env("CONTAINERS_CONF", containers_conf());
+            c
+        }
+    };
+    run(cmd
         .args(["build", "--target", "image", "-t", tag])
         .arg(&context))
+}
+
+/// Packages deploy/helm/ipshadow with Helm's engine (tests/helm/helm_sdk.py in
+/// the venv `setup` made), version and appVersion the crate's; returns the archive.
+fn chart() -> anyhow::Result<PathBuf> {
+    let out = target_dir().join("chart");
+    std::fs::create_dir_all(&out).context("creating the chart's output directory")?;
+    let version = env!("CARGO_PKG_VERSION");
+    let request = serde_json::json!([{
+        "op": "package",
+        "chart": workspace_root().join("deploy/helm/ipshadow"),
+        "destination": out,
+        "version": version,
+        "app_version": version,
+    }]);
+    let answer = helm_sdk(&request)?;
+    let answer = &answer[0];
+    let Some(path) = answer["path"].as_str() else {
+        bail!("Helm did not package the chart: {answer}");
+    };
+    eprintln!(
+        "xtask: {path} ({})\n  helm install ipshadow {path}",
+        answer["digest"].as_str().unwrap_or("?")
+    );
+    Ok(PathBuf::from(path))
+}
+
+/// Runs tests/helm/helm_sdk.py with `request` in the helm-python-sdk venv.
+fn helm_sdk(request: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    use std::io::Write as _;
+    let python = setup::helm_venv().join("bin/python");
+    let mut child = Command::new(&python)
+        .arg(workspace_root().join("tests/helm/helm_sdk.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {} (cargo xtask setup makes it)", python.display()))?;
+    child
+        .stdin
+        .take()
+        .context("the script's stdin")?
+        .write_all(request.to_string().as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("tests/helm/helm_sdk.py failed with {}", out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("reading tests/helm/helm_sdk.py's answer")
 }
 
 fn workspace_root() -> PathBuf {
@@ -277,8 +370,11 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
             "warnings",
         ]))?;
     }
-    // The network-namespace tests run the real binary.
+    // The network-namespace tests run the real binary, and tests/tests/image.rs
+    // the real image, built here as `cargo xtask image` builds it (with podman,
+    // which runs it too).
     cargo(&["build", "--locked", "-p", "ipshadow"])?;
+    image(TEST_IMAGE, Engine::Podman)?;
     let mut args = vec![
         "test",
         "--locked",
@@ -294,15 +390,20 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
     args.extend(cargo_args.iter().map(String::as_str));
     // Tests report what they measured (restarts survived, faults injected,
     // series counted…) through ipshadow_tests::figure into this file.
-    let figures = workspace_root().join("target/test-figures.txt");
+    std::fs::create_dir_all(target_dir())?;
+    let figures = target_dir().join("test-figures.txt");
     let _ = std::fs::remove_file(&figures);
     // The root-only tests' guards record whether each ran (ipshadow_tests::guard).
-    let guard_file = workspace_root().join("target/test-guards.txt");
+    let guard_file = target_dir().join("test-guards.txt");
     let _ = std::fs::remove_file(&guard_file);
     let result = run(Command::new(env!("CARGO"))
         .args(&args)
         .env("IPSHADOW_FIGURES", &figures)
         .env("IPSHADOW_GUARDS", &guard_file)
+        .env("IPSHADOW_BIN", target_dir().join("debug/ipshadow"))
+        .env("IPSHADOW_IMAGE", TEST_IMAGE)
+        .env("IPSHADOW_HELM_VENV", setup::helm_venv())
+        .env("CONTAINERS_CONF", containers_conf())
         .env("PROPTEST_CASES", PROPTEST_CASES));
     let guards = guards::Guards::read(&guard_file);
     let result = result.and_then(|()| guards.check(guards::ci()));

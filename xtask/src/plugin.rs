@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, bail};
 
-use crate::{cargo, run, workspace_root};
+use crate::{cargo, run, target_dir, workspace_root};
 
 /// The placeholder sha256 of deploy/krew/ipshadow.yaml.
 const PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -22,7 +22,7 @@ pub(crate) fn build() -> anyhow::Result<()> {
     let stage = out.join("stage");
     std::fs::create_dir_all(&stage).context("creating target/krew/stage")?;
     std::fs::copy(
-        root.join("target/release/ipshadow"),
+        target_dir().join("release/ipshadow"),
         stage.join("kubectl-ipshadow"),
     )
     .context("copying the release binary")?;

@@ -14,7 +14,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
 /// Debian packages: LLVM for bpf-linker; iproute2 (ip, tc), libcap2-bin (capsh),
 /// bpftool and prometheus (the server and promtool) for the tests; iperf3 for the benchmarks;
-/// g++ for libFuzzer.
+/// g++ for libFuzzer; musl-tools for the image's static binary, podman and runc to
+/// build and run the image (tests/podman/containers.conf), python3-venv for Helm's
+/// engine (tests/helm), wget for the chart's `helm test` command.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -29,6 +31,11 @@ const APT_PACKAGES: &[&str] = &[
     "g++",
     "openssl",
     "curl",
+    "musl-tools",
+    "podman",
+    "runc",
+    "python3-venv",
+    "wget",
 ];
 
 pub(crate) fn run() -> anyhow::Result<()> {
@@ -37,7 +44,48 @@ pub(crate) fn run() -> anyhow::Result<()> {
     bpf_linker()?;
     cargo_fuzz()?;
     kubectl()?;
-    kubernetes_validate()
+    kubernetes_validate()?;
+    musl()?;
+    helm_sdk()
+}
+
+/// The venv with tests/helm/requirements.txt (helm-python-sdk, pinned):
+/// `$IPSHADOW_HELM_VENV`, else ~/.cache/ipshadow/helm-venv (tests/src/helm.rs
+/// looks in the same place).
+pub(crate) fn helm_venv() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("IPSHADOW_HELM_VENV") {
+        return dir.into();
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    std::path::Path::new(&home).join(".cache/ipshadow/helm-venv")
+}
+
+/// Installs the requirements into [`helm_venv`] unless the marker file says
+/// they are there: a venv of Debian's python3 that sees its python3-yaml.
+fn helm_sdk() -> anyhow::Result<()> {
+    let reqs_path = crate::workspace_root().join("tests/helm/requirements.txt");
+    let reqs = std::fs::read_to_string(&reqs_path)
+        .with_context(|| format!("reading {}", reqs_path.display()))?;
+    let venv = helm_venv();
+    let marker = venv.join("ipshadow-requirements.txt");
+    if venv.join("bin/python").exists() && std::fs::read_to_string(&marker).is_ok_and(|m| m == reqs)
+    {
+        return Ok(());
+    }
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+    }
+    checked(
+        Command::new("/usr/bin/python3")
+            .args(["-m", "venv", "--system-site-packages"])
+            .arg(&venv),
+    )?;
+    checked(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(&reqs_path),
+    )?;
+    std::fs::write(&marker, reqs).with_context(|| format!("writing {}", marker.display()))
 }
 
 /// PyPI's kubernetes-validate checks the manifests against the Kubernetes schemas offline.
@@ -175,27 +223,13 @@ fn cargo_fuzz() -> anyhow::Result<()> {
     ]))
 }
 
-/// For `cargo xtask image` only: the musl target and its C toolchain (ring builds C).
+/// The musl target and its C toolchain (ring builds C; musl-tools is in
+/// APT_PACKAGES) for the image's static binary, which `cargo xtask test` builds.
 pub(crate) fn musl() -> anyhow::Result<()> {
     let targets =
         output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
     if !targets.lines().any(|t| t == "x86_64-unknown-linux-musl") {
         checked(Command::new("rustup").args(["target", "add", "x86_64-unknown-linux-musl"]))?;
-    }
-    if output(Command::new("dpkg-query").args(["-W", "-f=${Status}", "musl-tools"]))
-        .is_none_or(|s| !s.contains("install ok installed"))
-    {
-        checked(
-            Command::new("apt-get")
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .args([
-                    "install",
-                    "-y",
-                    "-qq",
-                    "--no-install-recommends",
-                    "musl-tools",
-                ]),
-        )?;
     }
     Ok(())
 }

@@ -1,0 +1,619 @@
+//! deploy/helm/ipshadow through Helm's own engine (helm-python-sdk, Helm v4's
+//! Go SDK): strict lint for every supported Kubernetes version; the default
+//! render and each overlay's value set are exactly what kustomize renders of
+//! deploy/; every `helm install` command docs/helm.md and the README give
+//! renders, validates against the Kubernetes schemas and keeps the security
+//! properties the manifest tests check; a wrong value is refused with the
+//! schema's message; the packaged chart renders the same objects.
+//! No root needed (the image and the `helm test` command: tests/tests/image.rs).
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "tests unwrap to keep the stack trace; end-to-end scenarios read top to bottom"
+)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use ipshadow_tests::{
+    deploy, figure,
+    helm::{self, Rendered},
+};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Kubernetes versions the chart supports (Chart.yaml's kubeVersion: 1.26
+/// on; the admission policies from 1.30), through the newest schemas here.
+const KUBE_VERSIONS: std::ops::RangeInclusive<u32> = 26..=37;
+
+/// A `helm install` command of the docs: where, its arguments, and the
+/// kustomize directory its comment says it equals (`kubectl apply -k deploy/…`).
+#[derive(Debug)]
+struct Documented {
+    at: String,
+    command: String,
+    set: Vec<String>,
+    set_string: Vec<String>,
+    files: Vec<String>,
+    namespace: String,
+    kustomize: Option<String>,
+}
+
+/// Splits a shell command line into words: whitespace, '…' and "…".
+fn words(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            (_, c) => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Every `helm install` command in the fenced blocks of `file`, continuation
+/// lines joined, comments split off.
+fn documented_in(file: &str) -> Vec<Documented> {
+    let text = std::fs::read_to_string(root().join(file)).unwrap();
+    let mut out = Vec::new();
+    let (mut fenced, mut pending, mut start) = (false, String::new(), 0);
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            continue;
+        }
+        if pending.is_empty() {
+            start = n + 1;
+        }
+        let (code, comment) = line.split_once(" # ").unwrap_or((line, ""));
+        if let Some(head) = code.trim_end().strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(code);
+        let command = std::mem::take(&mut pending);
+        if !command.trim_start().starts_with("helm install ") {
+            continue;
+        }
+        let w = words(&command);
+        let mut d = Documented {
+            at: format!("{file}:{start}"),
+            command: command.split_whitespace().collect::<Vec<_>>().join(" "),
+            set: vec![],
+            set_string: vec![],
+            files: vec![],
+            namespace: "default".to_owned(),
+            kustomize: comment
+                .split("kubectl apply -k ")
+                .nth(1)
+                .map(|d| d.split_whitespace().next().unwrap().trim_end_matches('/'))
+                .map(|d| {
+                    d.trim_start_matches("deploy")
+                        .trim_start_matches('/')
+                        .to_owned()
+                }),
+        };
+        let mut i = 2;
+        while i < w.len() {
+            let next = w.get(i + 1).cloned().unwrap_or_default();
+            match w[i].as_str() {
+                "--set" => d.set.push(next),
+                "--set-string" => d.set_string.push(next),
+                "-f" | "--values" => d.files.push(next),
+                "-n" | "--namespace" => d.namespace = next,
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            }
+            i += 2;
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// docs/helm.md's commands and the README's.
+fn documented() -> Vec<Documented> {
+    let mut all = documented_in("docs/helm.md");
+    all.extend(documented_in("README.md"));
+    assert!(all.len() >= 10, "the parser missed commands: {all:#?}");
+    all
+}
+
+/// Each documented command's values (parsed by Helm's own --set parser) and render.
+fn render_documented(docs: &[Documented]) -> Vec<(Value, Rendered)> {
+    let parse: Vec<Value> = docs
+        .iter()
+        .map(|d| {
+            let files: Vec<String> = d
+                .files
+                .iter()
+                .map(|f| {
+                    std::fs::read_to_string(root().join(f))
+                        .unwrap_or_else(|e| panic!("{}: {f}: {e}", d.at))
+                })
+                .collect();
+            json!({"op": "parse", "set": d.set, "set_string": d.set_string, "files": files})
+        })
+        .collect();
+    let values: Vec<Value> = helm::sdk(&parse)
+        .into_iter()
+        .zip(docs)
+        .map(|(a, d)| {
+            assert!(a["error"].is_null(), "{}: {}: {a}", d.at, d.command);
+            a["values"].clone()
+        })
+        .collect();
+    let renders: Vec<Value> = docs
+        .iter()
+        .zip(&values)
+        .map(|(d, v)| helm::render_request(&helm::chart_dir(), v, &d.namespace))
+        .collect();
+    helm::sdk(&renders)
+        .iter()
+        .zip(docs)
+        .zip(values)
+        .map(|((a, d), v)| {
+            let r = helm::rendered(a).unwrap_or_else(|e| panic!("{}: {}: {e}", d.at, d.command));
+            (v, r)
+        })
+        .collect()
+}
+
+fn the<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn env(container: &Value, name: &str) -> Option<String> {
+    container["env"].as_array().and_then(|e| {
+        e.iter()
+            .find(|v| v["name"] == name)
+            .and_then(|v| v["value"].as_str().map(str::to_owned))
+    })
+}
+
+/// The security properties tests/tests/manifests.rs checks of deploy/, and the
+/// RBAC the agent uses with the rendered settings: kustomize's rules, the
+/// Node condition's grant only when it writes the condition, eviction only
+/// with remediation, token and access reviews only with scrape authentication.
+fn assert_locked_down(r: &Rendered, at: &str) {
+    let base = deploy::manifests();
+    let base_ds = deploy::object(&base, "DaemonSet", "ipshadow");
+    let ds = the(&r.objects, "DaemonSet");
+    assert_eq!(ds.len(), 1, "{at}: DaemonSets {ds:#?}");
+    let ds = ds[0];
+    let ns = ds["metadata"]["namespace"].as_str().unwrap();
+    let pod = &ds["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(pod["containers"].as_array().unwrap().len(), 1, "{at}");
+    assert!(pod["initContainers"].is_null(), "{at}");
+    assert_eq!(pod["hostNetwork"], true, "{at}");
+    assert!(pod["hostPID"].is_null() && pod["hostIPC"].is_null(), "{at}");
+    assert!(pod["securityContext"].is_null(), "{at}");
+    assert_eq!(
+        c["securityContext"],
+        base_ds["spec"]["template"]["spec"]["containers"][0]["securityContext"],
+        "{at}: the container's securityContext differs from deploy/'s"
+    );
+    assert_eq!(
+        c["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"], "add": ["BPF", "PERFMON", "NET_ADMIN"]}),
+        "{at}"
+    );
+    for v in pod["volumes"].as_array().unwrap_or(&vec![]) {
+        assert!(v["hostPath"].is_null(), "{at}: hostPath volume {v}");
+    }
+    assert_eq!(pod["serviceAccountName"], "ipshadow", "{at}");
+    // Everything namespaced is in the agent's namespace; if the chart makes
+    // the namespace, it admits privileged pods (and nothing else labels it).
+    for o in &r.objects {
+        if let Some(n) = o["metadata"]["namespace"].as_str() {
+            assert_eq!(n, ns, "{at}: {} {}", o["kind"], o["metadata"]["name"]);
+        }
+    }
+    for n in the(&r.objects, "Namespace") {
+        assert_eq!(n["metadata"]["name"], ns, "{at}");
+        for mode in ["enforce", "warn", "audit"] {
+            assert_eq!(
+                n["metadata"]["labels"][format!("pod-security.kubernetes.io/{mode}")],
+                "privileged",
+                "{at}"
+            );
+        }
+    }
+    // The probes, the listeners and the Service agree on the ports.
+    let health = c["readinessProbe"]["httpGet"]["port"].as_u64().unwrap();
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], health, "{at}");
+    assert_eq!(c["readinessProbe"]["httpGet"]["host"], "127.0.0.1", "{at}");
+    assert_eq!(
+        env(c, "IPSHADOW_HEALTH_LISTEN").unwrap(),
+        format!("127.0.0.1:{health}"),
+        "{at}"
+    );
+    let metrics = c["ports"][0]["containerPort"].as_u64().unwrap();
+    assert_eq!(
+        env(c, "IPSHADOW_LISTEN").unwrap(),
+        format!("$(HOST_IP):{metrics}"),
+        "{at}"
+    );
+    let svc = &the(&r.objects, "Service")[0];
+    assert_eq!(svc["spec"]["ports"][0]["port"], metrics, "{at}");
+
+    // RBAC: what these settings make the agent do, as kustomize grants it.
+    let condition = env(c, "IPSHADOW_NODE_CONDITION").as_deref() != Some("false");
+    let remediate = env(c, "IPSHADOW_REMEDIATE").is_some_and(|m| m != "off");
+    let auth = env(c, "IPSHADOW_METRICS_AUTH").as_deref() == Some("kubernetes");
+    let mut want = deploy::granted(&deploy::cluster_role_rules(&base, "ipshadow"));
+    if !condition {
+        want.remove(&(String::new(), "nodes/status".to_owned(), "patch".to_owned()));
+    }
+    let rules = |name: &str| deploy::cluster_role_rules(&r.objects, name);
+    assert_eq!(
+        deploy::granted(&rules("ipshadow")),
+        want,
+        "{at}: ClusterRole ipshadow"
+    );
+    let mut role_names: BTreeSet<&str> = BTreeSet::from(["ipshadow"]);
+    if remediate {
+        let k = deploy::manifests_of("remediation");
+        assert_eq!(
+            rules("ipshadow-remediation"),
+            deploy::cluster_role_rules(&k, "ipshadow-remediation"),
+            "{at}"
+        );
+        role_names.insert("ipshadow-remediation");
+    }
+    if auth {
+        let k = deploy::manifests_of("metrics-auth");
+        for name in ["ipshadow-metrics-auth", "ipshadow-metrics-reader"] {
+            assert_eq!(
+                rules(name),
+                deploy::cluster_role_rules(&k, name),
+                "{at}: {name}"
+            );
+            role_names.insert(name);
+        }
+    }
+    let have: BTreeSet<&str> = the(&r.objects, "ClusterRole")
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(have, role_names, "{at}: ClusterRoles");
+    assert!(
+        the(&r.objects, "Role").is_empty() && the(&r.objects, "RoleBinding").is_empty(),
+        "{at}"
+    );
+    for b in the(&r.objects, "ClusterRoleBinding") {
+        let role = b["roleRef"]["name"].as_str().unwrap();
+        assert!(role_names.contains(role), "{at}: binding to {role}");
+        if role != "ipshadow-metrics-reader" {
+            assert_eq!(
+                b["subjects"],
+                json!([{"kind": "ServiceAccount", "name": "ipshadow", "namespace": ns}]),
+                "{at}: {role}"
+            );
+        }
+    }
+    // The admission policies name this release's service account, and the
+    // node-status one exists exactly while the agent writes the condition.
+    let user = format!("system:serviceaccount:{ns}:ipshadow");
+    for p in the(&r.objects, "ValidatingAdmissionPolicy") {
+        assert_eq!(
+            p["spec"]["matchConditions"][0]["expression"],
+            format!("request.userInfo.username == '{user}'"),
+            "{at}"
+        );
+    }
+    let policies: Vec<&str> = the(&r.objects, "ValidatingAdmissionPolicy")
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    if !policies.is_empty() {
+        assert_eq!(
+            policies.contains(&"ipshadow-agent-node-status"),
+            condition,
+            "{at}: {policies:?}"
+        );
+    }
+    // The `helm test` pod: on the host network to reach the node's loopback,
+    // and nothing more.
+    assert_eq!(r.hooks.len(), 1, "{at}: hooks {:#?}", r.hooks);
+    let t = &r.hooks[0];
+    assert_eq!(t["metadata"]["annotations"]["helm.sh/hook"], "test", "{at}");
+    assert_eq!(t["spec"]["hostNetwork"], true, "{at}");
+    assert_eq!(t["spec"]["securityContext"]["runAsNonRoot"], true, "{at}");
+    let tc = &t["spec"]["containers"][0];
+    assert_eq!(
+        tc["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"]),
+        "{at}"
+    );
+    assert_eq!(
+        tc["securityContext"]["allowPrivilegeEscalation"], false,
+        "{at}"
+    );
+    assert!(
+        tc["command"][2]
+            .as_str()
+            .unwrap()
+            .contains(&format!("url=http://127.0.0.1:{health}/readyz")),
+        "{at}: {tc:#}"
+    );
+    assert!(r.notes.contains("helm test ipshadow"), "{at}: {}", r.notes);
+    assert!(r.notes.contains(&format!(
+        "kubectl -n {ns} rollout status daemonset/ipshadow"
+    )));
+}
+
+#[test]
+fn the_chart_lints_strictly_for_every_supported_kubernetes_version() {
+    let chart = helm::chart_dir();
+    let docs = documented();
+    let mut requests: Vec<Value> = KUBE_VERSIONS
+        .map(|m| json!({"op": "lint", "chart": chart, "values": {}, "kube_version": format!("v1.{m}.0")}))
+        .collect();
+    // The documented values too, for the oldest with the policies and the newest.
+    let values = render_documented(&docs);
+    for (v, _) in &values {
+        for m in [30, *KUBE_VERSIONS.end()] {
+            requests.push(json!({"op": "lint", "chart": chart, "values": v, "kube_version": format!("v1.{m}.0")}));
+        }
+    }
+    let answers = helm::sdk(&requests);
+    for (req, report) in requests.iter().zip(&answers) {
+        assert!(report["error"].is_null(), "{req}: {report}");
+        assert_eq!(report["total_charts_linted"], 1, "{report}");
+        assert_eq!(report["errors"], json!([]), "{req}: {report:#}");
+        // Strict: warnings are failures; "icon is recommended" is Helm's one info.
+        let bad: Vec<&Value> = report["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["severity"].as_u64() != Some(1))
+            .collect();
+        assert!(bad.is_empty(), "{req}: {bad:#?}");
+    }
+    figure(format!(
+        "helm lint --strict: {} runs (Kubernetes 1.{}-1.{}, {} documented value sets), clean",
+        answers.len(),
+        KUBE_VERSIONS.start(),
+        KUBE_VERSIONS.end(),
+        values.len()
+    ));
+}
+
+#[test]
+fn the_default_render_and_each_overlays_values_equal_kustomize_object_for_object() {
+    let docs = documented();
+    let rendered = render_documented(&docs);
+    let mut compared = BTreeSet::new();
+    for (d, (_, r)) in docs.iter().zip(&rendered) {
+        let Some(sub) = &d.kustomize else { continue };
+        let want = helm::by_kind_and_name(&deploy::manifests_of(sub));
+        let have = helm::by_kind_and_name(&r.objects);
+        let missing: Vec<_> = want.keys().filter(|k| !have.contains_key(*k)).collect();
+        let extra: Vec<_> = have.keys().filter(|k| !want.contains_key(*k)).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{}: {}: not in the chart's render: {missing:?}; only in it: {extra:?}",
+            d.at,
+            d.command
+        );
+        for (k, o) in &want {
+            assert!(
+                &have[k] == o,
+                "{}: {}: {k:?} differs from kubectl kustomize deploy/{sub}:\nkustomize: {o:#}\nhelm: {:#}",
+                d.at,
+                d.command,
+                have[k]
+            );
+        }
+        compared.insert(format!("deploy/{sub}"));
+    }
+    let all: BTreeSet<String> = [
+        "deploy/",
+        "deploy/base",
+        "deploy/metrics-auth",
+        "deploy/remediation",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(
+        compared, all,
+        "a kustomize directory without its Helm values in docs/helm.md"
+    );
+    figure(format!(
+        "helm render = kubectl kustomize, object for object: {}",
+        compared.len()
+    ));
+}
+
+#[test]
+fn every_documented_value_set_renders_validates_and_stays_locked_down() {
+    let docs = documented();
+    let rendered = render_documented(&docs);
+    let mut unique: BTreeMap<String, Value> = BTreeMap::new();
+    for (d, (_, r)) in docs.iter().zip(&rendered) {
+        let at = format!("{}: {}", d.at, d.command);
+        assert_locked_down(r, &at);
+        for o in r.objects.iter().chain(&r.hooks) {
+            let api = o["apiVersion"].as_str().unwrap();
+            if api.starts_with("monitoring.coreos.com/") || api.starts_with("cert-manager.io/") {
+                continue;
+            }
+            unique.insert(o.to_string(), o.clone());
+        }
+    }
+    // Each distinct object once, per version, in one run of kubernetes-validate.
+    let objects: Vec<&Value> = unique.values().collect();
+    let dir = ipshadow_tests::TempDir::new("helm-validate");
+    for version in ["1.33.0", "1.37.0"] {
+        if let Err(e) = deploy::validate_many(&objects, &dir, version) {
+            panic!("Kubernetes {version}: {e}");
+        }
+    }
+    // Values reach the objects they are for.
+    let tuned = docs
+        .iter()
+        .zip(&rendered)
+        .find(|(d, _)| d.files.iter().any(|f| f.ends_with("tuned.yaml")))
+        .map(|(_, (_, r))| r)
+        .unwrap();
+    let c = &the(&tuned.objects, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().contains("@sha256:"), "{c:#}");
+    assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+    assert_eq!(env(c, "IPSHADOW_EVENT_BURST").as_deref(), Some("10"));
+    assert_eq!(
+        env(c, "IPSHADOW_NODE_CONDITION_INTERVAL_SECONDS").as_deref(),
+        Some("120")
+    );
+    assert_eq!(
+        c["args"],
+        json!(["agent", "--resync-seconds=600", "--cilium-namespace=cilium"])
+    );
+    assert!(the(&tuned.objects, "ConfigMap").is_empty(), "dashboard off");
+    figure(format!(
+        "helm: {} documented value sets rendered and locked down; {} distinct objects valid for Kubernetes 1.33 and 1.37",
+        docs.len(),
+        objects.len()
+    ));
+}
+
+#[test]
+fn a_wrong_value_is_refused_with_the_schemas_message() {
+    let chart = helm::chart_dir();
+    // (--set, what the schema says about it)
+    let cases = [
+        (
+            "metrics.port=metrics",
+            "at '/metrics/port': got string, want integer",
+        ),
+        ("resources=big", "at '/resources': got string, want object"),
+        (
+            "remediation.mode=delete",
+            "at '/remediation/mode': value must be one of 'off', 'dry-run', 'evict'",
+        ),
+        (
+            "events.burst=0",
+            "at '/events/burst': minimum: got 0, want 1",
+        ),
+        (
+            "remediaton.mode=evict",
+            "additional properties 'remediaton' not allowed",
+        ),
+        ("image.digest=latest", "at '/image/digest'"),
+    ];
+    let mut requests = Vec::new();
+    for (set, _) in cases {
+        let values = helm::sdk(&[json!({"op": "parse", "set": [set]})])[0]["values"].clone();
+        requests.push(helm::render_request(&chart, &values, "default"));
+        requests.push(
+            json!({"op": "lint", "chart": chart, "values": values, "kube_version": "v1.37.0"}),
+        );
+    }
+    let answers = helm::sdk(&requests);
+    for (i, (set, message)) in cases.iter().enumerate() {
+        let err = helm::rendered(&answers[2 * i]).map(|_| ()).unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(message),
+            "--set {set}: {err}"
+        );
+        let lint = answers[2 * i + 1]["errors"].to_string();
+        assert!(lint.contains(message), "lint --set {set}: {lint}");
+    }
+    figure(format!(
+        "helm: {} wrong values refused by values.schema.json",
+        cases.len()
+    ));
+}
+
+#[test]
+fn the_chart_has_the_crates_version_and_its_package_renders_the_same() {
+    let chart: Value = deploy::yaml_stream(
+        std::fs::read_to_string(helm::chart_dir().join("Chart.yaml"))
+            .unwrap()
+            .as_bytes(),
+    )[0]
+    .clone();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], version);
+    let default = helm::render(&json!({})).unwrap();
+    let image = the(&default.objects, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0]
+        ["image"]
+        .clone();
+    assert_eq!(image, format!("ghcr.io/ipshadow/ipshadow:{version}"));
+    let images = deploy::yaml_stream(
+        chart["annotations"]["artifacthub.io/images"]
+            .as_str()
+            .unwrap()
+            .as_bytes(),
+    );
+    assert_eq!(
+        images[0][0]["image"], image,
+        "Artifact Hub's image annotation"
+    );
+    for a in [
+        "artifacthub.io/license",
+        "artifacthub.io/links",
+        "artifacthub.io/changes",
+    ] {
+        assert!(chart["annotations"][a].is_string(), "no {a}");
+    }
+    // Packaged as `cargo xtask chart` does, then rendered from the archive:
+    // the files linked from deploy/ are in it.
+    let dir = ipshadow_tests::TempDir::new("helm-package");
+    let answer = &helm::sdk(&[json!({"op": "package", "chart": helm::chart_dir(),
+        "destination": &*dir, "version": version, "app_version": version})])[0];
+    let tgz = PathBuf::from(
+        answer["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}")),
+    );
+    assert_eq!(
+        tgz.file_name().unwrap().to_str().unwrap(),
+        format!("ipshadow-{version}.tgz")
+    );
+    let from_archive =
+        helm::rendered(&helm::sdk(&[helm::render_request(&tgz, &json!({}), "default")])[0])
+            .unwrap();
+    assert_eq!(
+        helm::by_kind_and_name(&from_archive.objects),
+        helm::by_kind_and_name(&default.objects)
+    );
+    assert_eq!(from_archive.hooks, default.hooks);
+    figure(format!(
+        "helm package: {} ({} bytes, {}) renders the directory's {} objects",
+        tgz.file_name().unwrap().to_str().unwrap(),
+        std::fs::metadata(&tgz).unwrap().len(),
+        answer["digest"].as_str().unwrap(),
+        default.objects.len()
+    ));
+}
