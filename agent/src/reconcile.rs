@@ -136,9 +136,11 @@ impl Reconciler {
         let run = move || {
             let findings = detect(&inventory);
             let claimable = claimable(&inventory);
+            let leaving = leaving(&inventory);
             Reconciled {
                 findings,
                 claimable,
+                leaving,
                 host,
             }
         };
@@ -157,8 +159,21 @@ pub struct Reconciled {
     pub findings: Vec<Finding>,
     /// Addresses of this node a pod elsewhere could hold (see [`claimable`]).
     pub claimable: BTreeSet<IpAddr>,
+    /// The uids of the pods being deleted (see [`leaving`]).
+    pub leaving: BTreeSet<String>,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
+}
+
+/// The uids of the pods in `inv` being deleted (`metadata.deletionTimestamp`):
+/// their Event series end without an `IPCollisionResolved`, since nothing was
+/// fixed — the pod is going.
+pub fn leaving(inv: &Inventory) -> BTreeSet<String> {
+    inv.pods
+        .iter()
+        .filter(|p| p.terminating && !p.uid.is_empty())
+        .map(|p| p.uid.clone())
+        .collect()
 }
 
 /// The addresses of this node's kernel that a pod on another node could be

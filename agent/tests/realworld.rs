@@ -18,7 +18,7 @@ use std::{
 
 use ipshadow::{
     detect::{FindingKind, detect},
-    inventory::{CiliumNode, HostNetwork, Invalid, Inventory, Subnet},
+    inventory::{CiliumNode, HostNetwork, Invalid, Inventory, IpSource, Pod, PodIp, Subnet},
     kube::files,
 };
 use serde_json::{Value, json};
@@ -175,4 +175,42 @@ fn crd_style_pod_cidrs_claim_no_overlap() {
     )
     .unwrap();
     assert!(overlaps(&cns[0].name, cns.clone(), vec![s]).is_empty());
+}
+
+#[test]
+fn a_terminating_pod_on_a_router_ip_gives_no_new_finding() {
+    // The Calico pod stuck Terminating (kubernetes#93925), as its node's pod on
+    // a real kind node's router IP: a finding while it lives, none once deleted.
+    let mut problems = Vec::new();
+    let keys = vec!["ovn.kubernetes.io/ip_address".to_owned()];
+    let path = file("pod-k8s-issue93925-calico-terminating-partial.json");
+    let mut pods = files::pods(&path, &keys, &mut problems).unwrap();
+    assert!(pods[0].terminating, "{:?}", pods[0]);
+    let node = "cilium-nodes-worker";
+    pods[0].node = Some(node.to_owned());
+    pods[0].phase = Some("Running".to_owned());
+    pods[0].ips = vec![PodIp {
+        ip: "10.244.1.151".parse().unwrap(),
+        source: IpSource::Status,
+    }];
+    let cns = files::cilium_nodes(
+        &file("ciliumnode-cilium-controlplane-nodes-kind-v1.27.json"),
+        &mut problems,
+    )
+    .unwrap();
+    let inventory = |pods: Vec<Pod>| Inventory {
+        node: node.into(),
+        router_device: "cilium_host".into(),
+        host: Arc::new(HostNetwork::default()),
+        cilium_nodes: Arc::new(cns.clone()),
+        pods: Arc::new(pods),
+        ..Inventory::default()
+    };
+    let kinds = |inv: &Inventory| detect(inv).iter().map(|f| f.kind).collect::<Vec<_>>();
+    assert_eq!(kinds(&inventory(pods.clone())), Vec::<FindingKind>::new());
+    pods[0].terminating = false;
+    assert_eq!(
+        kinds(&inventory(pods)),
+        vec![FindingKind::RouterIpCollision]
+    );
 }

@@ -57,6 +57,24 @@ fn the_demo_shows_every_mode_and_cleans_up_after_itself() {
             "{needle:?} missing from the demo's output:\n{text}"
         );
     }
+    // Every Event note within README's bound ("Events"): 300 bytes of prose
+    // (160 more for a lead on what breaks behind the pod), then one Fix:
+    // sentence of at most 240.
+    let sizes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("note bytes: "))
+        .collect();
+    assert!(sizes.len() >= 7, "{text}");
+    for line in sizes {
+        let n: Vec<usize> = line
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let [_, prose, lead, fix] = n[..] else {
+            panic!("{line}")
+        };
+        assert!(prose - lead <= 300 && lead <= 160 && fix <= 240, "{line}");
+    }
     let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&netns.stdout);
     assert!(

@@ -297,7 +297,7 @@ fn an_annotation_is_a_hint_and_kube_ovns_record_the_proof() {
     });
     let m = gw["message"].as_str().unwrap();
     assert!(
-        m.contains("rests on kube-ovn's allocation: its record ips.kubeovn.io gateway-0.tenant"),
+        m.contains("kube-ovn's record ips.kubeovn.io gateway-0.tenant"),
         "{m}"
     );
     // The forged one is a finding, marked unconfirmed, and no Warning.

@@ -193,7 +193,7 @@ impl EventTask {
         tracing::debug!(series = want.len(), "syncing Events");
         let stats = tokio::select! {
             () = token.cancelled() => return Pass::Cancelled,
-            stats = self.writer.sync(&want) => stats,
+            stats = self.writer.sync(&want, &input.leaving) => stats,
         };
         self.count(stats);
         if stats.failed > 0 {

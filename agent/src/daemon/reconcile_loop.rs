@@ -224,6 +224,7 @@ impl ReconcileLoop {
         self.published.send_replace(Published {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),
+            leaving: Arc::new(done.leaving),
             node,
             ready: true,
         });

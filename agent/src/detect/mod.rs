@@ -7,7 +7,8 @@
 //! - pods on other nodes are checked only against this node's addresses;
 //! - one finding per (pod, IP), never two kinds for the same collision; a
 //!   shadowing address wins over a blackhole route;
-//! - pods that cannot receive traffic (hostNetwork, Succeeded, Failed) are skipped.
+//! - pods that cannot receive traffic (hostNetwork, Succeeded, Failed) are skipped,
+//!   and so are pods being deleted (`metadata.deletionTimestamp`).
 
 pub mod audit;
 mod cause;
@@ -56,7 +57,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     let owners = Owners::new(inv, index);
     let mut seen = HashSet::new();
     let mut findings = Vec::new();
-    for pod in inv.pods.iter().filter(|p| p.can_receive_traffic()) {
+    for pod in inv.pods.iter().filter(|p| p.reportable()) {
         let Some(pod_node) = pod.node.as_deref() else {
             continue;
         };
@@ -103,7 +104,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
 /// The IPs whose FIB answer detection needs: those of `node`'s pods.
 pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAddr> + 'a {
     pods.iter()
-        .filter(move |p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
+        .filter(move |p| p.node.as_deref() == Some(node) && p.reportable())
         .flat_map(|p| p.ips.iter().map(|i| i.ip))
 }
 

@@ -148,7 +148,7 @@ fn exhausted(inv: &Inventory, node: &str) -> Option<NodeProblem> {
     let mut count = 0u64;
     for p in inv.pods.iter().filter(|p| {
         p.node.as_deref() == Some(node)
-            && p.can_receive_traffic()
+            && p.reportable()
             && !p.ips.iter().any(|i| i.source == IpSource::Status)
     }) {
         let mut refused = false;

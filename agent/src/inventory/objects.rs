@@ -56,10 +56,17 @@ impl Pod {
         !self.host_network && !matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
     }
 
+    /// Whether a new finding may be raised about the pod: it can receive
+    /// traffic and is not being deleted (what shows in that window is noise:
+    /// its address may already be on its way to another pod).
+    pub fn reportable(&self) -> bool {
+        self.can_receive_traffic() && !self.terminating
+    }
+
     /// Pending with no status address (an annotation's may be there): a pod
     /// whose sandbox kubelet may have reported refused.
     pub fn waiting_for_address(&self) -> bool {
-        self.can_receive_traffic()
+        self.reportable()
             && matches!(self.phase.as_deref(), None | Some("Pending"))
             && !self.ips.iter().any(|i| i.source == IpSource::Status)
             && !self.uid.is_empty()

@@ -109,7 +109,7 @@ impl EventWriter {
     /// collisions resolved. Transient errors are logged per Event and retried
     /// next time; a permanent one ends the series with one log line.
     #[tracing::instrument(skip_all, fields(node = %self.node, series = want.len()))]
-    pub async fn sync(&mut self, want: &[Desired]) -> SyncStats {
+    pub async fn sync(&mut self, want: &[Desired], leaving: &BTreeSet<String>) -> SyncStats {
         let mut stats = SyncStats::default();
         let ids: BTreeSet<_> = want.iter().map(Desired::id).collect();
         // A collision that came back needs no resolution any more; an ended
@@ -128,7 +128,7 @@ impl EventWriter {
             let written = self.write(d, write, &mut stats).await;
             self.record(id, d, written, &mut stats);
         }
-        self.resolve_cleared(&ids, &mut stats).await;
+        self.resolve_cleared(&ids, leaving, &mut stats).await;
         stats
     }
 
@@ -211,9 +211,10 @@ impl EventWriter {
         }
     }
 
-    /// Writes IPCollisionResolved for every series whose finding is gone (and
-    /// again for those that failed before).
-    async fn resolve_cleared(&mut self, ids: &BTreeSet<SeriesId>, stats: &mut SyncStats) {
+    /// Ends every series whose finding is gone: a resolution to write for
+    /// each, except for the series of a pod being deleted (uid in `leaving`),
+    /// which end quietly — nothing was fixed, the pod is going.
+    fn end_cleared(&mut self, ids: &BTreeSet<SeriesId>, leaving: &BTreeSet<String>) {
         let cleared: Vec<_> = self
             .series
             .keys()
@@ -227,6 +228,13 @@ impl EventWriter {
             if s.desired.reason == REASON_TRAFFIC || s.desired.reason == REASON_RESOLVED {
                 continue;
             }
+            let regarding = &s.desired.regarding;
+            if regarding.kind.as_deref() == Some("Pod")
+                && regarding.uid.as_ref().is_some_and(|u| leaving.contains(u))
+            {
+                tracing::debug!(event = %s.desired.event_name(), "the pod is being deleted; its series ends without a resolution");
+                continue;
+            }
             let resolved = Desired {
                 reason: REASON_RESOLVED.to_owned(),
                 warning: false,
@@ -238,6 +246,17 @@ impl EventWriter {
             };
             self.unresolved.insert(id, resolved);
         }
+    }
+
+    /// Writes IPCollisionResolved for every series whose finding is gone (and
+    /// again for those that failed before).
+    async fn resolve_cleared(
+        &mut self,
+        ids: &BTreeSet<SeriesId>,
+        leaving: &BTreeSet<String>,
+        stats: &mut SyncStats,
+    ) {
+        self.end_cleared(ids, leaving);
         let pending = std::mem::take(&mut self.unresolved);
         for (id, resolved) in pending {
             if !self.budget.take() {

@@ -48,6 +48,8 @@ pub struct Published {
     pub findings: Arc<Vec<Finding>>,
     /// This node's addresses a pod elsewhere could hold: watched for traffic.
     pub claimable: Arc<BTreeSet<IpAddr>>,
+    /// The uids of pods being deleted: their Event series end quietly.
+    pub leaving: Arc<BTreeSet<String>>,
     /// This node's Node (its uid for Events about it, its condition as shown).
     pub node: Option<NodeFacts>,
     /// A reconcile has run.

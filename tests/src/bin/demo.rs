@@ -273,6 +273,24 @@ fn run(ui: &Ui) -> bool {
             ))
         );
     }
+    // The notes' size, which README ("Events") bounds and the demo test checks.
+    for e in api.event_objects() {
+        let note = e["note"].as_str().unwrap_or_default();
+        let (prose, fix) = note.split_once(" Fix: ").unwrap_or((note, ""));
+        // What breaks behind the pod leads the prose, once known.
+        let lead = if prose.starts_with("Critical: ") || prose.starts_with("High: ") {
+            prose.find(". ").map_or(0, |end| end + 2)
+        } else {
+            0
+        };
+        println!(
+            "note bytes: {} {} prose {} lead {lead} fix {}",
+            e["reason"].as_str().unwrap_or_default(),
+            note.len(),
+            prose.len(),
+            fix.len() + " Fix: ".len() * usize::from(!fix.is_empty())
+        );
+    }
     println!("$ kubectl get events -A -o custom-columns=…");
     println!(
         "{}",

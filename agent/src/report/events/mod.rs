@@ -149,23 +149,16 @@ pub fn desired(
                 reason: f.kind.as_str().to_owned(),
                 ip: f.ip_text(),
                 warning: true,
-                note: truncate_note(&message::render_for(f, Reader::Node)),
+                note: truncate_note(&message::note(f, Reader::Node, None)),
                 priority: priority(f),
             });
             continue;
         }
         if let Some((regarding, namespace)) = pod_ref(f) {
             // The pod's namespace reads it: nothing another namespace holds.
-            let text = message::render_for(f, Reader::Namespace(&namespace));
             // What breaks behind the pod leads the note, when already looked up.
-            let text = match f
-                .pod()
-                .and_then(|p| impacts.get(p))
-                .and_then(message::impact_sentence)
-            {
-                Some(i) => format!("{i} {text}"),
-                None => text,
-            };
+            let impact = f.pod().and_then(|p| impacts.get(p));
+            let text = message::note(f, Reader::Namespace(&namespace), impact);
             out.push(Desired {
                 regarding,
                 namespace,
@@ -196,12 +189,14 @@ fn traffic_series(findings: &[Finding], traffic: &Traffic, node: &str) -> Vec<De
         let Some((regarding, namespace)) = pod_ref(f) else {
             continue;
         };
-        let fix = message::remedy_for(&f.remedy, Reader::Namespace(&namespace));
         let text = format!(
-            "Node {node}'s host sent {} packets to {} (this pod's IP), {} of them TCP connection attempts, \
-             and its own stack refused {}: they were delivered to {node} itself (seen by ipshadow's eBPF \
-             classifier on lo), not to this pod. Kubelet probes and webhooks from {node} cannot reach it. {}",
-            totals.packets, key.ip, totals.tcp_syns, totals.refused, fix
+            "{} {}",
+            message::traffic(
+                node,
+                key.ip,
+                (totals.packets, totals.tcp_syns, totals.refused)
+            ),
+            message::fix(&f.remedy, Reader::Namespace(&namespace))
         );
         out.push(Desired {
             regarding,

@@ -3,7 +3,12 @@
 //! Rendered from the typed finding; nothing ever parses it back.
 
 mod collision;
+mod fix;
 mod ipam;
+mod note;
+
+pub use fix::fix;
+pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, impact_short, note, traffic};
 
 use std::fmt::Write as _;
 
@@ -262,10 +267,28 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
     }
 }
 
+/// `text` cut to at most `max` bytes at a word boundary, with `…` where cut.
+pub fn words(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = &text[..end];
+    let cut = cut
+        .rfind(char::is_whitespace)
+        .map_or(cut, |space| &cut[..space]);
+    format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
+}
+
 pub(super) fn pod_name(f: &Finding) -> String {
     f.pod()
         .map_or_else(|| "the pod".to_owned(), |p| format!("Pod {p}"))
 }
 
+#[cfg(test)]
+mod catalog_tests;
 #[cfg(test)]
 mod tests;

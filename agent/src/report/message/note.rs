@@ -1,0 +1,285 @@
+//! The short note of an Event: what is wrong and what breaks in at most two
+//! short sentences, then the fix in one. An operator reads it in ten seconds
+//! in `kubectl describe`; the evidence (routes, counts, sources, kubelet's
+//! words) and the long explanation stay in `check`, `audit`, the JSON and the
+//! runbook.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{Reader, fix::fix};
+use crate::{
+    detect::{
+        Cause, Finding, NodeProblem, PodRef, Role, Scope,
+        impact::{Impact, Severity},
+    },
+    inventory::{DeadEnd, IpSource, ServiceAddress, Source},
+};
+
+/// The most bytes of prose before the `Fix:` sentence, with names of ordinary
+/// length (README: "Events").
+pub const PROSE_MAX: usize = 300;
+/// The most bytes of the sentence on what breaks behind the pod that leads
+/// the prose when it is known, likewise.
+pub const IMPACT_MAX: usize = 160;
+/// The most bytes of the `Fix:` sentence, likewise.
+pub const FIX_MAX: usize = 240;
+
+/// The Event note of `f` for `reader`: what is wrong, what breaks (or what
+/// breaks behind the pod, once looked up), then `Fix:`.
+pub fn note(f: &Finding, reader: Reader<'_>, impact: Option<&Impact>) -> String {
+    let what = what(f, reader);
+    let prose = match impact.and_then(impact_short) {
+        Some(i) => format!("{i} {what}"),
+        None => what,
+    };
+    format!("{prose} {}", fix(&f.remedy, reader))
+}
+
+/// What breaks behind a pod, in one short sentence; `None` for a warning.
+pub fn impact_short(i: &Impact) -> Option<String> {
+    let first = |names: Vec<String>| {
+        let more = names.len().saturating_sub(1);
+        let first = names.into_iter().next().unwrap_or_default();
+        if more > 0 {
+            format!("{first} and {more} more")
+        } else {
+            first
+        }
+    };
+    match i.severity() {
+        Severity::Critical => {
+            let callers = i
+                .callers
+                .iter()
+                .map(|c| {
+                    let (kind, name, _) = super::caller(c);
+                    format!("{kind} {name}")
+                })
+                .collect();
+            Some(format!(
+                "Critical: the kube-apiserver calls through this pod ({}).",
+                first(callers)
+            ))
+        }
+        Severity::High => {
+            let services = i
+                .services
+                .iter()
+                .map(|s| format!("Service {}/{}", s.namespace, s.name))
+                .collect();
+            Some(format!(
+                "High: it backs {}; its clients fail where this IP is shadowed.",
+                first(services)
+            ))
+        }
+        Severity::Warning => None,
+    }
+}
+
+/// What is wrong and what breaks.
+fn what(f: &Finding, reader: Reader<'_>) -> String {
+    let ip = f.ip_text();
+    let node = &f.owner.node;
+    match &f.cause {
+        Cause::Collision {
+            service, kubelet, ..
+        } => format!(
+            "This pod's IP {ip}{} is {} of node {node}{}. {}",
+            rests_on(f),
+            held_as(f, service.as_ref(), reader),
+            read_from(f),
+            breaks(f, kubelet.as_ref().map(|k| k.count))
+        ),
+        Cause::Refused { site, holder, .. } => match holder {
+            Some(h) => format!(
+                "Cilium on {} refused this pod's IP {ip} as in use: {} on node {node} holds it \
+                 too. The pod cannot start.",
+                site.node,
+                reader.pod(h)
+            ),
+            None => format!(
+                "Cilium on {} refused this pod's IP {ip} as in use, but no pod holds it: a stale \
+                 Cilium endpoint. The pod stays in ContainerCreating.",
+                site.node
+            ),
+        },
+        Cause::Duplicate { holder, .. } => format!(
+            "This pod and {} on node {node} both hold {ip}. Traffic to {ip} reaches only one of \
+             them.",
+            reader.pod(holder)
+        ),
+        Cause::Blackhole { dead_end, .. } => blackhole(node, &ip, *dead_end),
+        Cause::Overlap {
+            subnet,
+            held,
+            cilium_range,
+            ..
+        } => overlap(f, subnet, *held, cilium_range.map(|(r, _)| r)),
+        Cause::Node(problem) => node_problem(f, problem),
+    }
+}
+
+/// What the address is to its node, in a few words.
+fn held_as(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) -> String {
+    let dev = f
+        .owner
+        .device
+        .as_deref()
+        .map(|d| format!(" on {d}"))
+        .unwrap_or_default();
+    match (f.owner.role, service) {
+        (Role::Router, _) => format!("Cilium's router IP{dev}"),
+        (Role::Health, _) => "Cilium's health IP".to_owned(),
+        (Role::Ingress, _) => "Cilium's Ingress IP".to_owned(),
+        (Role::Local | Role::Node, Some(a)) => {
+            format!("set by {} ({}){dev}", reader.service(&a.service), a.field)
+        }
+        (Role::Local | Role::Node, None) => format!("a local address{dev}"),
+        (Role::Pod, _) => "another pod's address".to_owned(),
+        (Role::Endpoint, _) => "an endpoint Cilium keeps".to_owned(),
+    }
+}
+
+/// What the pod's address rests on, when kube-ovn's record is all there is.
+fn rests_on(f: &Finding) -> String {
+    match f.site() {
+        Some(s) if s.ip_source == IpSource::KubeOvnIp => format!(
+            " (kube-ovn's record ips.kubeovn.io {}.{})",
+            s.pod.name, s.pod.namespace
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Where the owner's address was read, when not from its CiliumNode (Node
+/// annotations are the place to look then).
+fn read_from(f: &Finding) -> String {
+    match f.owner.source {
+        Source::NodeAnnotation | Source::LegacyNodeAnnotation => {
+            format!(", per {}", f.owner.source)
+        }
+        _ => String::new(),
+    }
+}
+
+/// What breaks for the pod, by where the address is held; `refusals`:
+/// how often kubelet reported the sandbox refused.
+fn breaks(f: &Finding, refusals: Option<u64>) -> String {
+    let owner = &f.owner.node;
+    match (f.owner.role, f.scope) {
+        (Role::Ingress, Scope::SameNode) => {
+            let seen = refusals.map_or_else(String::new, |n| {
+                format!(" (kubelet reported FailedCreatePodSandBox {n} times)")
+            });
+            format!(
+                "Cilium refuses its endpoint as in use{seen}: the pod stays in ContainerCreating."
+            )
+        }
+        (Role::Ingress, Scope::CrossNode) => {
+            format!("On {owner}, traffic to it goes to Cilium's ingress endpoint, not this pod.")
+        }
+        (_, Scope::SameNode) => {
+            format!("kubelet probes and webhooks from {owner} reach {owner} itself, not the pod.")
+        }
+        (_, Scope::CrossNode) => format!(
+            "The host network of node {owner} cannot reach it: webhooks or probes from {owner} fail."
+        ),
+    }
+}
+
+fn blackhole(node: &str, ip: &str, dead_end: DeadEnd) -> String {
+    format!(
+        "Node {node}'s route for this pod's IP {ip} ends in {dead_end}. Kubelet probes and \
+         webhooks from {node} never reach the pod."
+    )
+}
+
+/// One finding per Cilium range and Subnet: the addresses concerned.
+fn overlap(f: &Finding, subnet: &str, held: bool, range: Option<IpNet>) -> String {
+    let node = &f.owner.node;
+    let what = match (held, range) {
+        (true, _) => format!(
+            "Cilium's {} IP {} of node {node}",
+            f.owner.role,
+            f.ip_text()
+        ),
+        (false, Some(r)) => format!("Cilium's range {r} of node {node}"),
+        (false, None) => format!("Cilium's address {} of node {node}", f.ip_text()),
+    };
+    format!(
+        "{what} lies in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give it to a pod, \
+         which is then unreachable from its node or stuck in ContainerCreating."
+    )
+}
+
+fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
+    let node = &f.owner.node;
+    match problem {
+        NodeProblem::Exhausted {
+            pods, refused_pods, ..
+        } => format!(
+            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
+             start{}.",
+            example(pods)
+        ),
+        NodeProblem::Capacity {
+            ranges,
+            usable,
+            allocatable,
+            ..
+        } => format!(
+            "Node {node} accepts {allocatable} pods, but its pod range {} holds {usable} usable \
+             addresses. Pods beyond that stay in ContainerCreating.",
+            list(ranges)
+        ),
+        NodeProblem::OperatorError { error } => format!(
+            "cilium-operator cannot allocate pod addresses for node {node}: \"{}\". New pods on \
+             {node} get no address.",
+            super::words(error, 120)
+        ),
+        NodeProblem::MigrationStuck {
+            pod_cidrs,
+            pools,
+            operator_error,
+        } => {
+            let says = operator_error.as_deref().map_or_else(String::new, |e| {
+                format!(" (cilium-operator: \"{}\")", super::words(e, 60))
+            });
+            format!(
+                "CiliumNode {node} keeps podCIDRs {} outside the cluster pool {}{says}. Its agent \
+                 keeps allocating from the old range.",
+                list(pod_cidrs),
+                list(pools)
+            )
+        }
+        NodeProblem::NotMasqueraded { .. } => format!(
+            "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
+             API and Ingress requests to backends on other nodes time out.",
+            f.ip_text()
+        ),
+    }
+}
+
+fn example(pods: &[PodRef]) -> String {
+    pods.first()
+        .map(|p| format!(" (e.g. {p})"))
+        .unwrap_or_default()
+}
+
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The traffic note: host traffic the eBPF observer saw delivered to the node
+/// instead of the pod.
+pub fn traffic(node: &str, ip: IpAddr, (packets, syns, refused): (u64, u64, u64)) -> String {
+    format!(
+        "Node {node}'s host sent {packets} packets ({syns} connection attempts) to this pod's IP \
+         {ip}; {node} delivered them to itself and refused {refused}."
+    )
+}
