@@ -192,6 +192,8 @@ pub struct RequestCounts {
     pub uncached_lists: Vec<String>,
     /// TokenReviews and SubjectAccessReviews created.
     pub reviews: u64,
+    /// When each TokenReview came, and the token it asked about.
+    pub token_reviews: Vec<(std::time::Instant, String)>,
     /// Evictions asked for (whatever the answer).
     pub evictions: u64,
     /// Patches of a Node's status (`patches` counts Event patches).
@@ -988,7 +990,16 @@ async fn handle(
     if method == Method::POST {
         let answer = shared.reviews.lock().unwrap().answer(path, &body);
         if let Some((code, v)) = answer {
-            shared.counts.lock().unwrap().reviews += 1;
+            let mut c = shared.counts.lock().unwrap();
+            c.reviews += 1;
+            if path.trim_end_matches('/').ends_with("/tokenreviews")
+                && let Ok(review) = serde_json::from_slice::<Value>(&body)
+                && let Some(token) = review["spec"]["token"].as_str()
+            {
+                c.token_reviews
+                    .push((std::time::Instant::now(), token.to_owned()));
+            }
+            drop(c);
             return json_response(
                 StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 &v,

@@ -73,18 +73,24 @@ pub fn cozystack(api: &ApiServer) {
     );
 }
 
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+/// Polls `f` every 50 ms until it gives a value; `None` once `timeout` (a
+/// bound for a hang, not a timing) has passed without one.
+pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if start.elapsed() >= timeout {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Like [`poll`], failing the test with `what` on a hang.
+pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    poll(timeout, f).unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
 pub fn event(api: &ApiServer, ns: &str, name: &str, reason: &str) -> Option<Value> {

@@ -16,12 +16,21 @@ pub struct NetNs {
 }
 
 impl NetNs {
-    /// A fresh namespace named `ips-<tag>-<pid>-<n>`, with `lo` up.
+    /// A fresh namespace named `ips-<tag>-<pid>-<n>`, with `lo` up and no IPv6 DAD.
     pub fn new(tag: &str) -> Self {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = format!("ips-{tag}-{}-{n}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &name]));
         let ns = Self { name };
+        // No IPv6 duplicate address detection: each link's address would turn
+        // from tentative to permanent a second or so after the link came up,
+        // a netlink notification (and a reconcile) at a moment nobody chose.
+        // Without it, the namespace is settled when its setup returns.
+        run(ns.command("sysctl").args([
+            "-qw",
+            "net.ipv6.conf.all.accept_dad=0",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]));
         ns.ip(&["link", "set", "lo", "up"]);
         ns
     }

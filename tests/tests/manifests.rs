@@ -286,15 +286,14 @@ fn the_probes_pass_with_the_manifests_listen_settings() {
         let addr = format!("{}:{}", get["host"].as_str().unwrap(), get["port"]);
         let addr: std::net::SocketAddr = addr.parse().unwrap();
         let path = get["path"].as_str().unwrap();
-        let start = std::time::Instant::now();
-        while !matches!(ipshadow_tests::http::get(addr, path), Ok((200, _))) {
-            assert!(
-                start.elapsed() < HANG,
-                "{probe} {addr}{path} never passed:\n{}",
-                agent.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let passed = ipshadow_tests::lab::poll(HANG, || {
+            matches!(ipshadow_tests::http::get(addr, path), Ok((200, _))).then_some(())
+        });
+        assert!(
+            passed.is_some(),
+            "{probe} {addr}{path} never passed:\n{}",
+            agent.log_text()
+        );
     }
     // Metrics on the node's address, and not on every address of the host.
     let metrics: std::net::SocketAddr = listen.parse().unwrap();

@@ -73,11 +73,9 @@ fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_du
         .and_then(|_| AgentProc::get(&sim.node, "/metrics").ok())
         .map(|(_, m)| findings(&m))
         .unwrap();
-    let start = Instant::now();
-    while api.event_objects().len() < 2 {
-        assert!(start.elapsed() < HANG, "no Events");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for("the two Events", HANG, || {
+        (api.event_objects().len() >= 2).then_some(())
+    });
     drop(first); // kill -9
 
     // A legacy tc filter outlives a killed agent: the worst case for stacking.
@@ -105,6 +103,16 @@ fn twenty_kill_9s_at_random_points_leave_one_program_the_same_findings_and_no_du
         1,
         "programs stacked on lo"
     );
+    // The last agent has written both series (a new process continues each
+    // existing series with a write: created, or patched when it found the
+    // object): what it did about them is in, so a duplicate would be too.
+    wait_for("the last agent's writes of both series", HANG, || {
+        let (_, m) = AgentProc::get(&sim.node, "/metrics").ok()?;
+        let writes = |result| {
+            ipshadow_tests::http::sample(&m, "ipshadow_event_writes_total", &[("result", result)])
+        };
+        (writes("created")? + writes("patched")? >= 2.0).then_some(())
+    });
     // Event series continued: still one object per series.
     let mut per_series = std::collections::BTreeMap::new();
     for e in api.event_objects() {
@@ -331,38 +339,34 @@ fn healthz_answers_while_a_large_pods_file_is_read_again() {
     write_list(&pods, many(100_000));
     let agent = AgentProc::spawn(&sim.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
     agent.wait_ready(&sim.node);
-    let reconciles = || {
-        let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
-        ipshadow_tests::http::sample(&m, "ipshadow_reconciles_total", &[("result", "ok")]).unwrap()
-    };
-    let before = reconciles();
-    // The file is replaced: the agent reads all of it again.
+    // The file is replaced: the agent reads all of it again, and pg (on
+    // node-a's router IP) in /metrics says it has. Until then every /healthz
+    // says the loop answers: 200 "ok", which the agent gives only when its
+    // reconcile loop answered the ping within its own liveness timeout. How
+    // long each answer took is a figure here (the probe timeout's margin is
+    // the benchmark's, `cargo xtask bench scale`), never asserted.
     let mut changed = many(100_000);
     changed.push(pod("tenant", "pg", ME, &[ROUTER]));
     write_list(&pods, changed);
+    let read_again = |m: &str| {
+        ipshadow_tests::http::sample(m, "ipshadow_collision_info", &[("pod", "pg")]) == Some(1.0)
+    };
     let start = Instant::now();
-    let (mut slowest, mut answered) = (Duration::ZERO, 0);
-    loop {
+    let (mut slowest, mut answered, mut read) = (Duration::ZERO, 0, false);
+    while !read && start.elapsed() < HANG * 4 {
         let asked = Instant::now();
         let (code, body) = AgentProc::get(&sim.node, "/healthz").unwrap();
         slowest = slowest.max(asked.elapsed());
-        assert_eq!(code, 200, "/healthz failed while the file was read: {body}");
-        answered += 1;
-        if reconciles() > before {
-            break;
-        }
-        assert!(
-            start.elapsed() < HANG * 4,
-            "the file was never read again:\n{}",
-            agent.log_text()
+        assert_eq!(
+            (code, body.as_str()),
+            (200, "ok\n"),
+            "/healthz failed while the file was read"
         );
+        answered += 1;
+        read = AgentProc::get(&sim.node, "/metrics").is_ok_and(|(_, m)| read_again(&m));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Within the manifest's probe timeout (3 s): the probe would have passed.
-    assert!(
-        slowest < Duration::from_secs(3),
-        "/healthz took {slowest:?} while the file was read"
-    );
+    assert!(read, "the file was never read again:\n{}", agent.log_text());
     figure(format!(
         "a 100,000-pod file read again in {:.1} s: /healthz answered {answered} times meanwhile, the slowest in {slowest:?}",
         start.elapsed().as_secs_f64()

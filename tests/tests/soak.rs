@@ -88,42 +88,38 @@ fn an_api_outage_of_five_minutes_keeps_detection_live_backs_off_and_recovers() {
     // Every backend of the API server is gone: connections are accepted and cut.
     api.blackout();
     let start = Instant::now();
-    let mut attempts: Vec<(Duration, u64)> = Vec::new();
     let mut scrapes = 0u32;
-    let mut address_added = false;
-    let mut pod_queued = false;
-    while start.elapsed() < outage {
-        let (code, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
-        assert_eq!(code, 200);
-        assert!(router(&m), "finding lost during the outage:\n{m}");
-        scrapes += 1;
-        if !address_added && start.elapsed() >= outage / 10 {
-            // A node-side change during the outage: found from netlink and the cached pod.
-            sim.node.add_veth("kube-ipvs0", "ipvs-peer");
-            sim.node
-                .ip(&["addr", "add", "10.244.0.35/32", "dev", "kube-ipvs0"]);
-            let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
-                sample(
-                    m,
-                    "ipshadow_collision_info",
-                    &[("pod", "web-0"), ("kind", "LocalAddressCollision")],
-                ) == Some(1.0)
-            });
-            assert!(
-                found.is_some(),
-                "netlink detection stalled; log:\n{}",
-                agent.log_text()
-            );
-            address_added = true;
+    // Scrapes every 5 s until `until` into the outage: the finding stays.
+    let mut serve_until = |until: Duration| {
+        while start.elapsed() < until {
+            let (code, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+            assert_eq!(code, 200);
+            assert!(router(&m), "finding lost during the outage:\n{m}");
+            scrapes += 1;
+            std::thread::sleep(Duration::from_secs(5));
         }
-        if !pod_queued && start.elapsed() >= outage / 5 {
-            // Written while the agent cannot see it: must show after recovery.
-            api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
-            pod_queued = true;
-        }
-        attempts.push((start.elapsed(), api.counts().cut_connections));
-        std::thread::sleep(Duration::from_secs(5));
-    }
+    };
+    serve_until(outage / 10);
+    // A node-side change during the outage: found from netlink and the cached pod.
+    sim.node.add_veth("kube-ipvs0", "ipvs-peer");
+    sim.node
+        .ip(&["addr", "add", "10.244.0.35/32", "dev", "kube-ipvs0"]);
+    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[("pod", "web-0"), ("kind", "LocalAddressCollision")],
+        ) == Some(1.0)
+    });
+    assert!(
+        found.is_some(),
+        "netlink detection stalled; log:\n{}",
+        agent.log_text()
+    );
+    serve_until(outage / 5);
+    // Written while the agent cannot see it: must show after recovery.
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    serve_until(outage);
     let counts = api.counts();
     let total = counts.cut_connections;
     // The steady state: the second half of the outage, when every backoff is at
@@ -417,8 +413,18 @@ fn fifty_persistent_findings_over_five_minutes_are_fifty_creates_and_no_other_wr
         i += 1;
         std::thread::sleep(Duration::from_secs(2));
     }
-    let c = api.counts();
+    // Past the last change: a pod here whose address is not an IP, written
+    // after it, is counted in ipshadow_invalid_objects_total by the first
+    // reconcile that reads it; the counts are taken once that shows.
+    let invalid = |m: &str| sample(m, "ipshadow_invalid_objects_total", &[("resource", "pods")]);
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    let invalid_before = invalid(&m).unwrap_or(0.0);
+    api.apply(Res::Pods, pod("tenant", "malformed-0", ME, &["not-an-ip"]));
+    let m = wait_for("a reconcile past the last change", HANG, || {
+        let (_, m) = AgentProc::get(&sim.node, "/metrics").ok()?;
+        (invalid(&m)? > invalid_before).then_some(m)
+    });
+    let c = api.counts();
     let writes = |result: &str| {
         sample(&m, "ipshadow_event_writes_total", &[("result", result)]).unwrap_or(0.0)
     };

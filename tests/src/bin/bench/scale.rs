@@ -1,7 +1,9 @@
 //! Scale: a node with 500 pods (kube-ovn style: one subnet route, no per-pod
 //! routes) and a cluster of 5,000 CiliumNodes. The reconcile in-process (time
 //! and heap allocations), batched FIB lookups against one `ip route get` process
-//! per IP, and the real agent's RSS and idle CPU.
+//! per IP, and the real agent's RSS and idle CPU. Then how long `/healthz`
+//! takes while a 100,000-pod file is read again, against the probe's timeout
+//! (the test of that, tests/tests/reliability.rs, asserts the answers alone).
 
 use std::{
     sync::atomic::Ordering,
@@ -14,6 +16,8 @@ use ipshadow::{
     reconcile::{NodeArgs, ReadArgs, Reconciler},
 };
 use ipshadow_tests::{
+    agent::AgentProc,
+    http::sample,
     node::SimNode,
     objects::{cilium_node, pod, write_list},
 };
@@ -136,7 +140,9 @@ pub(crate) fn run() -> Value {
         cpu,
         cpu / 60.0 * 100.0
     );
+    let healthz = healthz_while_a_large_file_is_read();
     json!({
+        "healthz_while_100k_pods_read": healthz,
         "pods": PODS,
         "cilium_nodes": CILIUM_NODES,
         "reconcile_ms_median": med,
@@ -147,5 +153,70 @@ pub(crate) fn run() -> Value {
         "fib_speedup": processes / batched,
         "agent_rss_kib": rss,
         "agent_idle_cpu_percent_of_one_core": cpu / 60.0 * 100.0,
+    })
+}
+
+/// deploy/base/daemonset.yaml's livenessProbe `timeoutSeconds`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The agent reading a file of 100,000 pods (elsewhere) is given it again with
+/// one more (on the router IP): every `/healthz` answer's time until that pod
+/// shows in `/metrics`, and how long the read took.
+fn healthz_while_a_large_file_is_read() -> Value {
+    const MANY: u32 = 100_000;
+    let sim = SimNode::kube_ovn("scaleh", ROUTER);
+    let dir = ipshadow_tests::TempDir::new("bench-healthz");
+    let pods_file = dir.join("pods.json");
+    let many = || -> Vec<Value> {
+        (0..MANY)
+            .map(|i| {
+                let ip = format!("10.{}.{}.{}", 100 + i / 65_536, (i / 256) % 256, i % 256);
+                pod("tenant", &format!("p-{i}"), "node-z", &[ip.as_str()])
+            })
+            .collect()
+    };
+    write_list(&pods_file, many());
+    let agent = AgentProc::spawn(
+        &sim.node,
+        &["--node", "node-a", "--pods", pods_file.to_str().unwrap()],
+    );
+    agent.wait_ready(&sim.node);
+    let mut changed = many();
+    changed.push(pod("tenant", "pg", "node-a", &[ROUTER]));
+    write_list(&pods_file, changed);
+    let start = Instant::now();
+    let mut times = Vec::new();
+    let mut failed = 0u32;
+    loop {
+        let asked = Instant::now();
+        let ok = matches!(AgentProc::get(&sim.node, "/healthz"), Ok((200, _)));
+        times.push(asked.elapsed().as_secs_f64() * 1e3);
+        failed += u32::from(!ok);
+        let read = AgentProc::get(&sim.node, "/metrics").is_ok_and(|(_, m)| {
+            sample(&m, "ipshadow_collision_info", &[("pod", "pg")]) == Some(1.0)
+        });
+        if read || start.elapsed() > Duration::from_mins(5) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let read_s = start.elapsed().as_secs_f64();
+    let slowest = times.iter().copied().fold(0.0, f64::max);
+    let probe_ms = PROBE_TIMEOUT.as_secs_f64() * 1e3;
+    println!(
+        "  /healthz while a {MANY}-pod file is read again ({read_s:.1} s): {} answers, {failed} failed, \
+         median {:.1} ms, slowest {slowest:.1} ms (probe timeout {probe_ms:.0} ms)",
+        times.len(),
+        percentile(&times, 0.5)
+    );
+    json!({
+        "file_pods": MANY,
+        "read_seconds": read_s,
+        "answers": times.len(),
+        "failed": failed,
+        "median_ms": percentile(&times, 0.5),
+        "slowest_ms": slowest,
+        "probe_timeout_ms": probe_ms,
+        "within_probe_timeout": failed == 0 && slowest < probe_ms,
     })
 }
