@@ -22,7 +22,7 @@ use ipshadow_tests::{
     HANG,
     apiserver::{ApiServer, Res},
     can_run_netns_tests, figure, guard, helm, http,
-    lab::{ME, PROGRAM, ROUTER, cozystack},
+    lab::{ME, PROGRAM, ROUTER, cozystack, poll},
     netns::attached_programs,
     node::SimNode,
     objects::pod,
@@ -298,21 +298,19 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
             .unwrap();
     let path = probe["path"].as_str().unwrap();
     let start = Instant::now();
-    loop {
-        let answer = {
+    let mut answer = Err(String::new());
+    let ready = poll(HANG, || {
+        answer = {
             let _inside = sim.node.enter();
             http::get(readyz, path)
         };
-        if matches!(answer, Ok((200, _))) {
-            break;
-        }
-        assert!(
-            start.elapsed() < HANG,
-            "{readyz}{path} not ready within {HANG:?}: {answer:?}\n{}",
-            container.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        matches!(answer, Ok((200, _))).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "{readyz}{path} not ready within {HANG:?}: {answer:?}\n{}",
+        container.log_text()
+    );
     let ready_after = start.elapsed();
 
     // The classifier is on the test namespace's lo, and the host traffic to
@@ -326,9 +324,9 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
     let metrics: std::net::SocketAddr = format!("{HOST_IP}:{}", c["ports"][0]["containerPort"])
         .parse()
         .unwrap();
-    let start = Instant::now();
-    loop {
-        let body = {
+    let mut body = Err(String::new());
+    let counted = poll(HANG, || {
+        body = {
             let _inside = sim.node.enter();
             let _ = std::net::TcpStream::connect_timeout(
                 &format!("{ROUTER}:5432").parse().unwrap(),
@@ -336,20 +334,17 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
             );
             http::get(metrics, "/metrics")
         };
-        if let Ok((200, m)) = &body
-            && http::sample(m, "ipshadow_ebpf_attached", &[]) == Some(1.0)
+        let Ok((200, m)) = &body else { return None };
+        (http::sample(m, "ipshadow_ebpf_attached", &[]) == Some(1.0)
             && m.contains("ipshadow_refused_connections_total{")
-            && m.contains("postgres-0")
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < HANG,
-            "no counted collision on {metrics}: {body:?}\n{}",
-            container.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            && m.contains("postgres-0"))
+        .then_some(())
+    });
+    assert!(
+        counted.is_some(),
+        "no counted collision on {metrics}: {body:?}\n{}",
+        container.log_text()
+    );
 
     // What the container runs with: the manifest's capabilities at most, no
     // new privileges, uid 0, a read-only root.
