@@ -5,6 +5,7 @@
 
 mod guards;
 mod plugin;
+mod runner;
 mod setup;
 
 use std::{path::PathBuf, process::Command};
@@ -35,7 +36,12 @@ enum Task {
         /// parallel); CI runs them.
         #[arg(long)]
         quick: bool,
-        /// Extra arguments for `cargo test` (after `--`), e.g. a test name filter.
+        /// Test binaries run side by side (each runs its own tests in
+        /// parallel too); most of their time is spent waiting on an agent.
+        #[arg(long, env = "IPSHADOW_TEST_JOBS", default_value_t = 3,
+              value_parser = clap::value_parser!(u16).range(1..=16))]
+        jobs: u16,
+        /// Extra arguments for the test binaries (after `--`), e.g. a test name filter.
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
@@ -107,8 +113,9 @@ fn main() -> anyhow::Result<()> {
         Task::Test {
             no_lint,
             quick,
+            jobs,
             cargo_args,
-        } => test(no_lint, quick, &cargo_args),
+        } => test(no_lint, quick, jobs.into(), &cargo_args),
         Task::Bench { what, out } => {
             let name = match what {
                 Bench::All => "all",
@@ -335,7 +342,7 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()> {
+fn test(no_lint: bool, quick: bool, jobs: usize, cargo_args: &[String]) -> anyhow::Result<()> {
     if !no_lint {
         cargo(&["fmt", "--all", "--", "--check"])?;
         cargo(&[
@@ -375,19 +382,12 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
     // which runs it too).
     cargo(&["build", "--locked", "-p", "ipshadow"])?;
     image(TEST_IMAGE, Engine::Podman)?;
-    let mut args = vec![
-        "test",
-        "--locked",
-        "--workspace",
-        "--exclude",
-        "ipshadow-ebpf",
-    ];
-    args.push("--");
     // The soaks are #[ignore]d so that a plain `cargo test` stays quick.
+    let mut test_args = Vec::new();
     if !quick {
-        args.push("--include-ignored");
+        test_args.push("--include-ignored");
     }
-    args.extend(cargo_args.iter().map(String::as_str));
+    test_args.extend(cargo_args.iter().map(String::as_str));
     // Tests report what they measured (restarts survived, faults injected,
     // series counted…) through ipshadow_tests::figure into this file.
     std::fs::create_dir_all(target_dir())?;
@@ -396,15 +396,27 @@ fn test(no_lint: bool, quick: bool, cargo_args: &[String]) -> anyhow::Result<()>
     // The root-only tests' guards record whether each ran (ipshadow_tests::guard).
     let guard_file = target_dir().join("test-guards.txt");
     let _ = std::fs::remove_file(&guard_file);
-    let result = run(Command::new(env!("CARGO"))
-        .args(&args)
-        .env("IPSHADOW_FIGURES", &figures)
-        .env("IPSHADOW_GUARDS", &guard_file)
-        .env("IPSHADOW_BIN", target_dir().join("debug/ipshadow"))
-        .env("IPSHADOW_IMAGE", TEST_IMAGE)
-        .env("IPSHADOW_HELM_VENV", setup::helm_venv())
-        .env("CONTAINERS_CONF", containers_conf())
-        .env("PROPTEST_CASES", PROPTEST_CASES));
+    let bin = target_dir().join("debug/ipshadow");
+    let venv = setup::helm_venv();
+    let conf = containers_conf();
+    let env: [(&str, &std::ffi::OsStr); 7] = [
+        ("IPSHADOW_FIGURES", figures.as_os_str()),
+        ("IPSHADOW_GUARDS", guard_file.as_os_str()),
+        ("IPSHADOW_BIN", bin.as_os_str()),
+        ("IPSHADOW_IMAGE", TEST_IMAGE.as_ref()),
+        ("IPSHADOW_HELM_VENV", venv.as_os_str()),
+        ("CONTAINERS_CONF", conf.as_os_str()),
+        ("PROPTEST_CASES", PROPTEST_CASES.as_ref()),
+    ];
+    let workspace = [
+        "test",
+        "--locked",
+        "--workspace",
+        "--exclude",
+        "ipshadow-ebpf",
+    ];
+    let result = runner::run(&workspace, &test_args, jobs, &env)
+        .and_then(|()| cargo(&[&workspace[..], &["--doc"]].concat()));
     let guards = guards::Guards::read(&guard_file);
     let result = result.and_then(|()| guards.check(guards::ci()));
     let mut lines: Vec<String> = std::fs::read_to_string(&figures)
