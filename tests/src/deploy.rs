@@ -161,30 +161,7 @@ pub fn used_and_allowed(
 /// warns and exits 0, which would pass a kind the version lacks unchecked).
 pub fn validate(o: &Value, file: &std::path::Path, version: &str) -> Result<(), String> {
     std::fs::write(file, serde_json::to_vec(o).unwrap()).unwrap();
-    let out = Command::new("python3")
-        .args([
-            "-m",
-            "kubernetes_validate",
-            "--strict",
-            "--quiet",
-            "-k",
-            version,
-        ])
-        .arg(file)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        return Err(format!("invalid: {text}"));
-    }
-    if text.contains("Couldn't find schema") {
-        return Err(format!("not validated: {text}"));
-    }
-    Ok(())
+    kubernetes_validate(&[file.to_owned()], version)
 }
 
 /// Like [`validate`], for many objects in one run of kubernetes-validate:
@@ -207,6 +184,11 @@ pub fn validate_many(
             f
         })
         .collect();
+    kubernetes_validate(&files, version)
+}
+
+/// Runs kubernetes-validate (strict) over `files` for `version`.
+fn kubernetes_validate(files: &[std::path::PathBuf], version: &str) -> Result<(), String> {
     let out = Command::new("python3")
         .args([
             "-m",
@@ -216,7 +198,7 @@ pub fn validate_many(
             "-k",
             version,
         ])
-        .args(&files)
+        .args(files)
         .output()
         .unwrap();
     let text = format!(

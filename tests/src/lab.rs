@@ -115,3 +115,38 @@ pub fn assert_one_event_each(api: &ApiServer, series: &[(&str, &str)]) {
         assert_eq!(n, 1, "{n} Event objects for {name}/{reason}");
     }
 }
+
+/// A self-signed certificate for `name` and its key, as `(cert, key)` in `dir`.
+pub fn self_signed(
+    dir: &std::path::Path,
+    tag: &str,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (
+        dir.join(format!("{tag}.crt")),
+        dir.join(format!("{tag}.key")),
+    );
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", &format!("/CN={name}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}

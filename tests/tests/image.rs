@@ -228,29 +228,7 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
     // ("No CA certificates were loaded from the system"), even for an http://
     // server. In a pod the service account's ca.crt is the CA; here the
     // kubeconfig names one (any: the test API server speaks plain HTTP).
-    let ca = dir.join("ca.crt");
-    ipshadow_tests::netns::run(
-        Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-            ])
-            .args([
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=ipshadow-test-ca",
-                "-keyout",
-            ])
-            .arg(dir.join("ca.key"))
-            .arg("-out")
-            .arg(&ca),
-    );
+    ipshadow_tests::lab::self_signed(&dir, "ca", "ipshadow-test-ca");
     let text = std::fs::read_to_string(&kubeconfig).unwrap().replace(
         "    server: ",
         "    certificate-authority: /etc/ipshadow-test/ca.crt\n    server: ",

@@ -12,7 +12,7 @@
 use std::{
     fmt::Write as _,
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, Stdio},
     time::{Duration, Instant},
 };
@@ -33,37 +33,6 @@ use serde_json::Value;
 
 const HEALTH: &str = "127.0.0.1:9786";
 const PROMETHEUS: &str = "127.0.0.1:9790";
-
-/// A self-signed certificate for `name` and its key, as `(cert, key)` in `dir`.
-fn self_signed(dir: &Path, tag: &str, name: &str) -> (PathBuf, PathBuf) {
-    let (cert, key) = (
-        dir.join(format!("{tag}.crt")),
-        dir.join(format!("{tag}.key")),
-    );
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "1", "-subj", &format!("/CN={name}")])
-        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert, key)
-}
 
 // The clients, each from an address of its own (all of 127/8 is local): the
 // agent counts the reviews it asks for per peer.
@@ -285,7 +254,7 @@ fn scrapes_are_served_only_to_users_the_api_server_allows() {
         );
     });
     let lab = Lab::new("mauth", &api);
-    let (cert, key) = self_signed(&lab.dir, "first", &server);
+    let (cert, key) = ipshadow_tests::lab::self_signed(&lab.dir, "first", &server);
     // Where the DaemonSet patch mounts the Secret, in this test's directory.
     let daemonset = deploy::object(&objects, "DaemonSet", "ipshadow");
     let env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -451,7 +420,7 @@ fn scrapes_are_served_only_to_users_the_api_server_allows() {
     drop(prometheus);
 
     // cert-manager rotates the Secret: new connections get the new certificate.
-    let (new_cert, new_key) = self_signed(&lab.dir, "second", &server);
+    let (new_cert, new_key) = ipshadow_tests::lab::self_signed(&lab.dir, "second", &server);
     let swap = |from: &Path, to: &Path| {
         let tmp = to.with_extension("tmp");
         std::fs::copy(from, &tmp).unwrap();
@@ -530,7 +499,7 @@ fn with_audiences_only_tokens_issued_for_them_are_served() {
     });
     let lab = Lab::new("maud", &api);
     let server = "ipshadow-metrics.ipshadow-system.svc";
-    let (cert, key) = self_signed(&lab.dir, "aud", server);
+    let (cert, key) = ipshadow_tests::lab::self_signed(&lab.dir, "aud", server);
     let agent = lab.agent_with(
         &sim.node,
         ME,
@@ -579,7 +548,8 @@ fn metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate() {
     let lab = Lab::new("mauthbad", &api);
     let garbage = lab.dir.join("garbage.crt");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
-    let (_, key) = self_signed(&lab.dir, "ok", "ipshadow-metrics.ipshadow-system.svc");
+    let (_, key) =
+        ipshadow_tests::lab::self_signed(&lab.dir, "ok", "ipshadow-metrics.ipshadow-system.svc");
     for (args, says) in [
         (
             vec!["--metrics-auth", "kubernetes"],
