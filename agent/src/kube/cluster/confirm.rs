@@ -41,31 +41,27 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
     uids
 }
 
-/// Looks up kube-ovn's records for the pods `findings` name, until `token` is cancelled.
-pub(super) async fn run(
-    client: Client,
-    Sink {
-        node,
-        state,
-        on_change,
-    }: Sink,
-    findings: channel::Receiver<Published>,
-    token: CancellationToken,
-) {
-    Confirmations {
-        api: Api::all_with(client, &ips_resource()),
-        node,
-        state,
-        on_change,
-        findings,
-        schedule: Schedule::default(),
+impl Confirmations {
+    /// The lookups of kube-ovn's records for the pods `findings` name, answers into `sink`.
+    pub(super) fn new(client: Client, sink: Sink, findings: channel::Receiver<Published>) -> Self {
+        let Sink {
+            node,
+            state,
+            on_change,
+        } = sink;
+        Self {
+            api: Api::all_with(client, &ips_resource()),
+            node,
+            state,
+            on_change,
+            findings,
+            schedule: Schedule::default(),
+        }
     }
-    .run(token)
-    .await;
 }
 
 /// The lookups of one node's kube-ovn records, and where their answers go.
-struct Confirmations {
+pub(super) struct Confirmations {
     api: Api<DynamicObject>,
     node: String,
     state: Shared,
@@ -82,7 +78,7 @@ struct Due {
 }
 
 impl Confirmations {
-    async fn run(mut self, token: CancellationToken) {
+    pub(super) async fn run(mut self, token: CancellationToken) {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

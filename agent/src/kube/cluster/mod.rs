@@ -298,25 +298,17 @@ impl ClusterSource {
                 state: self.state.clone(),
                 on_change: self.on_change.clone(),
             };
-            tasks.spawn(services::run(
-                self.client.clone(),
-                on(),
-                findings.clone(),
-                token.clone(),
-            ));
-            tasks.spawn(confirm::run(
-                self.client.clone(),
-                on(),
-                findings,
-                token.clone(),
-            ));
+            let lookups = services::Lookups::new(self.client.clone(), on(), findings.clone());
+            tasks.spawn(lookups.run(token.clone()));
+            let confirmations = confirm::Confirmations::new(self.client.clone(), on(), findings);
+            tasks.spawn(confirmations.run(token.clone()));
         }
-        tasks.spawn(sandbox::run(
+        let refusals = sandbox::Refusals::new(
             self.client.clone(),
             self.state.clone(),
             self.on_change.clone(),
-            token.clone(),
-        ));
+        );
+        tasks.spawn(refusals.run(token.clone()));
     }
 }
 

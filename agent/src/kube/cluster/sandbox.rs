@@ -74,25 +74,20 @@ fn waiting(p: &Pod, now: i64) -> bool {
     p.waiting_for_address() && old_enough
 }
 
-/// Reads the sandbox refusals of this node's waiting pods until `token` is cancelled.
-pub(super) async fn run(
-    client: Client,
-    state: Shared,
-    on_change: OnChange,
-    token: CancellationToken,
-) {
-    Refusals {
-        client,
-        state,
-        on_change,
-        schedule: Schedule::default(),
+impl Refusals {
+    /// The reads of this node's waiting pods' sandbox refusals, answers into `state`.
+    pub(super) fn new(client: Client, state: Shared, on_change: OnChange) -> Self {
+        Self {
+            client,
+            state,
+            on_change,
+            schedule: Schedule::default(),
+        }
     }
-    .run(token)
-    .await;
 }
 
 /// The reads of this node's waiting pods' Events, and where their answers go.
-struct Refusals {
+pub(super) struct Refusals {
     client: Client,
     state: Shared,
     on_change: OnChange,
@@ -106,7 +101,7 @@ struct Due {
 }
 
 impl Refusals {
-    async fn run(mut self, token: CancellationToken) {
+    pub(super) async fn run(mut self, token: CancellationToken) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

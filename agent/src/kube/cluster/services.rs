@@ -95,33 +95,29 @@ pub async fn services_claiming(
     claims(&services_api(client.clone()), Some(ips)).await
 }
 
-/// Looks up the Services of the addresses `findings` name, until `token` is cancelled.
-pub(super) async fn run(
-    client: Client,
-    Sink {
-        node,
-        state,
-        on_change,
-    }: Sink,
-    findings: channel::Receiver<Published>,
-    token: CancellationToken,
-) {
-    Lookups {
-        api: services_api(client),
-        node,
-        state,
-        on_change,
-        findings,
-        asked: Cache::new(ADDRESSES),
-        last_list: None,
-        failing: false,
+impl Lookups {
+    /// The Service lookups for the addresses `findings` name, answers into `sink`.
+    pub(super) fn new(client: Client, sink: Sink, findings: channel::Receiver<Published>) -> Self {
+        let Sink {
+            node,
+            state,
+            on_change,
+        } = sink;
+        Self {
+            api: services_api(client),
+            node,
+            state,
+            on_change,
+            findings,
+            asked: Cache::new(ADDRESSES),
+            last_list: None,
+            failing: false,
+        }
     }
-    .run(token)
-    .await;
 }
 
 /// The Service lookups of one node: what was asked when, and where answers go.
-struct Lookups {
+pub(super) struct Lookups {
     api: Api<DynamicObject>,
     node: String,
     state: Shared,
@@ -135,7 +131,7 @@ struct Lookups {
 }
 
 impl Lookups {
-    async fn run(mut self, token: CancellationToken) {
+    pub(super) async fn run(mut self, token: CancellationToken) {
         loop {
             let wanted = local_collisions(&self.findings.borrow_and_update().findings, &self.node);
             self.asked.retain(|ip| wanted.contains(ip));
