@@ -145,6 +145,12 @@ pub enum Remedy {
         /// The node whose allocator did it.
         node: String,
     },
+    /// Calico's IPAM handed a pod its node's tunnel address: find the double
+    /// allocation with `calicoctl ipam check`, then reallocate the pod.
+    CheckCalicoIpam {
+        /// The node whose tunnel address it is.
+        node: String,
+    },
     /// Remove the local address, or keep the pod allocator off it.
     RemoveLocalAddress {
         /// The device holding it.

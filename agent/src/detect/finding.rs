@@ -41,6 +41,10 @@ pub enum FindingKind {
     #[serde(rename = "HealthIPCollision")]
     #[strum(serialize = "HealthIPCollision")]
     HealthIpCollision,
+    /// The pod's IP is a node's tunnel address (Calico's IPIP, VXLAN or WireGuard).
+    #[serde(rename = "TunnelIPCollision")]
+    #[strum(serialize = "TunnelIPCollision")]
+    TunnelIpCollision,
     /// The pod's IP is another local address of a node.
     LocalAddressCollision,
     /// The node's route to its own pod goes nowhere.
@@ -94,6 +98,7 @@ impl FindingKind {
             Role::Router => Self::RouterIpCollision,
             Role::Ingress => Self::IngressIpCollision,
             Role::Health => Self::HealthIpCollision,
+            Role::Tunnel => Self::TunnelIpCollision,
             Role::Local | Role::Node => Self::LocalAddressCollision,
             Role::Pod => Self::DuplicatePodIp,
             Role::Endpoint => Self::StaleCiliumEndpoint,

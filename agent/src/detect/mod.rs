@@ -229,11 +229,9 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
         .or(fib_oif)
         .and_then(|i| inv.host.link_name(i))
         .map(str::to_owned);
-    let role = if device.as_deref() == Some(inv.router_device.as_str()) {
-        Role::Router
-    } else {
-        Role::Local
-    };
+    let role = device
+        .as_deref()
+        .map_or(Role::Local, |d| Role::of_device(d, &inv.router_device));
     Owner {
         node: inv.node.clone(),
         role,
@@ -260,6 +258,9 @@ fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
         Some((s.name.clone(), *block))
     });
     match (owner.role, subnet) {
+        (Role::Tunnel, _) => Remedy::CheckCalicoIpam {
+            node: owner.node.clone(),
+        },
         (Role::Local, subnet) => Remedy::RemoveLocalAddress {
             device: owner.device.clone(),
             subnet: subnet.map(|(name, _)| name),

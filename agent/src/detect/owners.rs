@@ -28,8 +28,8 @@ impl OwnerRef<'_> {
         }
     }
 
-    /// Named by Cilium (a CiliumNode or Node annotation), not only seen in the kernel.
-    fn named_by_cilium(self) -> bool {
+    /// Named by the cluster (a CiliumNode or a Node annotation), not only seen in the kernel.
+    fn named_by_cluster(self) -> bool {
         self.source != Source::Kernel
     }
 }
@@ -82,7 +82,12 @@ impl<'a> Index<'a> {
         match role {
             Role::Router => Some(self.router_device),
             Role::Health => Some(HEALTH_DEVICE),
-            Role::Ingress | Role::Local | Role::Pod | Role::Endpoint | Role::Node => None,
+            Role::Ingress
+            | Role::Tunnel
+            | Role::Local
+            | Role::Pod
+            | Role::Endpoint
+            | Role::Node => None,
         }
     }
 }
@@ -99,11 +104,7 @@ impl<'a> Owners<'a> {
     pub(super) fn new(inv: &'a Inventory, index: &'a Index<'a>) -> Self {
         let mut mine = HashMap::with_capacity(inv.host.addresses.len());
         for a in &inv.host.addresses {
-            let role = if a.device == inv.router_device {
-                Role::Router
-            } else {
-                Role::Local
-            };
+            let role = Role::of_device(&a.device, &inv.router_device);
             mine.entry(a.ip).or_insert(OwnerRef {
                 node: inv.node.as_str(),
                 role,
@@ -117,7 +118,7 @@ impl<'a> Owners<'a> {
             // the device. An IP in two roles keeps the first in Role order, and
             // of one role the best source.
             let existing = mine.get(&a.ip).copied();
-            if existing.is_some_and(|o: OwnerRef<'_>| o.named_by_cilium()) {
+            if existing.is_some_and(|o: OwnerRef<'_>| o.named_by_cluster()) {
                 continue;
             }
             let device = existing

@@ -85,6 +85,7 @@ impl Trust {
             | Source::StatusIpamUsed
             | Source::NodeAnnotation
             | Source::LegacyNodeAnnotation
+            | Source::CalicoNodeAnnotation
             | Source::PodStatus
             | Source::OperatorStatus
             | Source::CiliumConfig

@@ -24,7 +24,10 @@ pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
 pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
 };
-pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use objects::{
+    CALICO_TUNNEL_DEVICES, CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source,
+    Subnet,
+};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
 
 /// Device name Cilium puts its router IP on.

@@ -128,6 +128,9 @@ pub enum Role {
     Ingress,
     /// Cilium's health endpoint IP.
     Health,
+    /// A tunnel device's address: Calico's IPIP, VXLAN or WireGuard address
+    /// (devices [`CALICO_TUNNEL_DEVICES`], `projectcalico.org/*` Node annotations).
+    Tunnel,
     /// Any other address of the node.
     Local,
     /// Another pod's address (`DuplicatePodIP`).
@@ -142,6 +145,18 @@ impl Role {
     /// The name used in JSON and metric labels.
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// What an address the kernel shows on `device` is to the node, where
+    /// Cilium's router device is `router_device`.
+    pub fn of_device(device: &str, router_device: &str) -> Self {
+        if device == router_device {
+            Self::Router
+        } else if CALICO_TUNNEL_DEVICES.contains(&device) {
+            Self::Tunnel
+        } else {
+            Self::Local
+        }
     }
 }
 
@@ -186,6 +201,11 @@ pub enum Source {
     #[serde(rename = "node.annotations.legacy")]
     #[strum(serialize = "the Node's legacy io.cilium.network annotations")]
     LegacyNodeAnnotation,
+    /// A `projectcalico.org/*TunnelAddr` or `*WireguardInterfaceAddr`
+    /// annotation calico-node writes on its Node.
+    #[serde(rename = "node.annotations.calico")]
+    #[strum(serialize = "the Node's projectcalico.org annotations")]
+    CalicoNodeAnnotation,
     /// The node's own kernel (netlink).
     #[serde(rename = "kernel")]
     #[strum(serialize = "the node's kernel")]
@@ -222,6 +242,16 @@ impl Source {
         self.into()
     }
 }
+
+/// Calico's tunnel devices: IPIP, VXLAN (v4, v6) and WireGuard (v4, v6). Each
+/// holds one address of the node's IPAM block, which no pod may be given.
+pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
+    "tunl0",
+    "vxlan.calico",
+    "vxlan-v6.calico",
+    "wireguard.cali",
+    "wg-v6.cali",
+];
 
 /// One of Cilium's own addresses on a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

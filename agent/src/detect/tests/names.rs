@@ -41,6 +41,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::RouterIpCollision => "RouterIPCollision",
             FindingKind::IngressIpCollision => "IngressIPCollision",
             FindingKind::HealthIpCollision => "HealthIPCollision",
+            FindingKind::TunnelIpCollision => "TunnelIPCollision",
             FindingKind::LocalAddressCollision => "LocalAddressCollision",
             FindingKind::HostRouteBlackhole => "HostRouteBlackhole",
             FindingKind::AllocatorOverlap => "AllocatorOverlap",
@@ -57,7 +58,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 13);
+    assert_eq!(all.len(), 14);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"IngressIPNotMasqueraded"));
 }
@@ -101,6 +102,7 @@ fn roles_and_ip_sources_keep_their_names() {
             Role::Router => "router",
             Role::Ingress => "ingress",
             Role::Health => "health",
+            Role::Tunnel => "tunnel",
             Role::Local => "local",
             Role::Pod => "pod",
             Role::Endpoint => "endpoint",
@@ -131,6 +133,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::StatusIpamUsed => "CiliumNode.status.ipam.used",
             Source::NodeAnnotation => "the Node's network.cilium.io annotations",
             Source::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
+            Source::CalicoNodeAnnotation => "the Node's projectcalico.org annotations",
             Source::Kernel => "the node's kernel",
             Source::PodStatus => "the other pod's status.podIPs",
             Source::KubeletEvent => "kubelet's FailedCreatePodSandBox Event",
@@ -151,6 +154,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::StatusIpamUsed => "ciliumnode.status.ipam.used",
             Source::NodeAnnotation => "node.annotations",
             Source::LegacyNodeAnnotation => "node.annotations.legacy",
+            Source::CalicoNodeAnnotation => "node.annotations.calico",
             Source::Kernel => "kernel",
             Source::PodStatus => "pod.status.podIPs",
             Source::KubeletEvent => "kubelet.event",

@@ -209,8 +209,20 @@ const NODE_ANNOTATIONS: [(&str, Role, bool); 6] = [
     ("ipv6-Ingress-ip", Role::Ingress, true),
 ];
 
-/// Cilium's addresses as a Node's annotations publish them; `None` when it has
-/// none. Bad values are named in `problems` (resource `nodes`).
+/// The annotations calico-node writes on its Node with the address of each
+/// tunnel device (bare IPs; calico's felix/fv/infrastructure/infra_k8s.go sets
+/// the same five), and whether each is IPv6.
+const CALICO_ANNOTATIONS: [(&str, bool); 5] = [
+    ("projectcalico.org/IPv4IPIPTunnelAddr", false),
+    ("projectcalico.org/IPv4VXLANTunnelAddr", false),
+    ("projectcalico.org/IPv6VXLANTunnelAddr", true),
+    ("projectcalico.org/IPv4WireguardInterfaceAddr", false),
+    ("projectcalico.org/IPv6WireguardInterfaceAddr", true),
+];
+
+/// The node-held addresses a Node's annotations publish (Cilium's, Calico's
+/// tunnel addresses); `None` when it has none. Bad values are named in
+/// `problems` (resource `nodes`).
 pub fn node_annotations(
     name: &str,
     annotations: &std::collections::BTreeMap<String, String>,
@@ -245,6 +257,16 @@ pub fn node_annotations(
             ) {
                 node.add(ip, role, source);
             }
+        }
+    }
+    for (key, v6) in CALICO_ANNOTATIONS {
+        let Some(value) = annotations.get(key) else {
+            continue;
+        };
+        let field = format!("annotation {key}");
+        let value = Some(&Value::from(value.as_str()));
+        if let Some(ip) = ip_field(value, &field, Some(v6), &mut bad) {
+            node.add(ip, Role::Tunnel, Source::CalicoNodeAnnotation);
         }
     }
     (!node.addresses.is_empty()).then_some(node)

@@ -65,6 +65,13 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
              lower kubelet's --max-pods or give nodes larger pod CIDRs, and upgrade Cilium \
              (cilium#47360 restores the Ingress IP more robustly)."
         ),
+        Remedy::CheckCalicoIpam { node } => format!(
+            "Fix: run `calicoctl ipam check --show-problem-ips`: Calico's IPAM gave this address \
+             both to the pod and to {node}'s tunnel device (a block handed out twice, or a stale \
+             tunnel annotation, calico#3589); then delete the pod so Calico gives it another IP. \
+             Releasing the address with `calicoctl ipam release` alone moves nothing: the pod \
+             keeps it."
+        ),
         Remedy::RemoveLocalAddress { device, subnet } => {
             remove_local_address(device.as_deref(), subnet.as_deref())
         }
@@ -152,13 +159,18 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
     let source = f.owner.source;
     match f.owner.role {
         Role::Router => {
-            format!("Cilium's router IP (CiliumInternalIP) of node {node}{dev}, as {source} says")
+            format!(
+                "Cilium's router IP (CiliumInternalIP) of node {node}{dev}, according to {source}"
+            )
         }
         Role::Ingress => format!(
-            "Cilium's Ingress IP of node {node}, held by the reserved:ingress endpoint, as {source} says"
+            "Cilium's Ingress IP of node {node}, held by the reserved:ingress endpoint, according to {source}"
         ),
         Role::Health => {
-            format!("Cilium's health endpoint IP of node {node}{dev}, as {source} says")
+            format!("Cilium's health endpoint IP of node {node}{dev}, according to {source}")
+        }
+        Role::Tunnel => {
+            format!("Calico's tunnel address of node {node}{dev}, according to {source}")
         }
         Role::Local | Role::Node => {
             let vip = f

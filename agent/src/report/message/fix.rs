@@ -27,6 +27,9 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::ReallocatePod { .. } => "Fix: delete the pod so it is given another address \
              (Cilium's allocator handed out its own address, cilium#46799)."
             .to_owned(),
+        Remedy::CheckCalicoIpam { .. } => "Fix: find the double allocation with `calicoctl ipam \
+             check --show-problem-ips`, then delete the pod so Calico gives it another address."
+            .to_owned(),
         Remedy::RemoveLocalAddress { device, subnet } => {
             let from = device
                 .as_deref()

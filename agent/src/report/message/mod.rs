@@ -233,6 +233,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::CarveCiliumPool { .. }
         | Remedy::ExcludeInPodAllocator
         | Remedy::ReallocatePod { .. }
+        | Remedy::CheckCalicoIpam { .. }
         | Remedy::RemoveLocalAddress { .. }
         | Remedy::RemoveServiceAddress { .. } => collision::remedy(r, reader),
         Remedy::DisconnectEndpoint { .. }

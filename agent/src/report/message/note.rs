@@ -133,6 +133,7 @@ fn held_as(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) ->
         (Role::Router, _) => format!("Cilium's router IP{dev}"),
         (Role::Health, _) => "Cilium's health IP".to_owned(),
         (Role::Ingress, _) => "Cilium's Ingress IP".to_owned(),
+        (Role::Tunnel, _) => format!("Calico's tunnel address{dev}"),
         (Role::Local | Role::Node, Some(a)) => {
             format!("set by {} ({}){dev}", reader.service(&a.service), a.field)
         }

@@ -31,7 +31,7 @@ fn collisions_name_ip_owner_impact_and_the_kube_ovn_fix() {
             "Pod tenant/postgres-0",
             "10.244.4.251",
             "router IP",
-            "node-a on device cilium_host, as CiliumNode.spec.addresses says",
+            "node-a on device cilium_host, according to CiliumNode.spec.addresses",
             "kubelet probes",
             "Fix: give Cilium's IPAM a pool cut from the end of kube-ovn Subnet ovn-default's block 10.244.0.0/16, e.g. 10.244.248.0/21",
             "add \"10.244.248.0..10.244.255.255\" to spec.excludeIps of Subnet ovn-default",

@@ -17,6 +17,8 @@ pub(super) enum Mode {
     KubeOvn,
     /// Cilium alone.
     CiliumOnly,
+    /// Calico alone: neither Cilium's nor kube-ovn's words.
+    Calico,
 }
 
 pub(super) fn ip(s: &str) -> IpAddr {
@@ -108,6 +110,27 @@ fn node_finding(kind: FindingKind, problem: NodeProblem, remedy: Remedy) -> Find
 }
 
 /// The collisions of every role and scope, with the fixes each mode gives.
+/// A pod on Calico's tunnel address: of this node's `tunl0`, and of another
+/// node as its annotation says.
+fn calico() -> Vec<(Mode, Finding)> {
+    [
+        (Scope::SameNode, Some("tunl0"), Source::Kernel),
+        (Scope::CrossNode, None, Source::CalicoNodeAnnotation),
+    ]
+    .into_iter()
+    .map(|(scope, device, source)| {
+        let remedy = Remedy::CheckCalicoIpam {
+            node: "worker-node-a".into(),
+        };
+        let mut f = collision(Role::Tunnel, scope, remedy);
+        f.ip = Some(ip("10.42.0.1"));
+        f.owner.device = device.map(str::to_owned);
+        f.owner.source = source;
+        (Mode::Calico, f)
+    })
+    .collect()
+}
+
 fn collisions() -> Vec<(Mode, Finding)> {
     let mut out = Vec::new();
     for role in [Role::Router, Role::Ingress, Role::Health] {
@@ -123,6 +146,7 @@ fn collisions() -> Vec<(Mode, Finding)> {
             out.push((Mode::CiliumOnly, collision(role, scope, reallocate)));
         }
     }
+    out.extend(calico());
     let local = Remedy::RemoveLocalAddress {
         device: Some("kube-ipvs0".into()),
         subnet: None,

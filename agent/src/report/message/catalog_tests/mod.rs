@@ -20,8 +20,11 @@ fn readers() -> [Reader<'static>; 2] {
 /// Words that name what a case's cluster may not run.
 fn foreign_words(mode: Mode, f: &Finding) -> Vec<&'static str> {
     let mut words = vec![];
-    if mode == Mode::CiliumOnly {
+    if mode != Mode::KubeOvn {
         words.extend(["kube-ovn", "Subnet", "excludeIps", "ovn0"]);
+    }
+    if mode == Mode::Calico {
+        words.extend(["Cilium", "cilium"]);
     }
     // Gateway API matters only where an Ingress IP is involved.
     if f.owner.role != Role::Ingress && f.kind != FindingKind::IngressIpNotMasqueraded {
