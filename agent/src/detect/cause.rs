@@ -151,6 +151,12 @@ pub enum Remedy {
         /// The node whose tunnel address it is.
         node: String,
     },
+    /// The address is one a CNI reserves for the node and never hands out:
+    /// what gave it to the pod is a second allocator.
+    ReservedAddress {
+        /// Who reserves it.
+        by: Reserver,
+    },
     /// Remove the local address, or keep the pod allocator off it.
     RemoveLocalAddress {
         /// The device holding it.
@@ -232,4 +238,13 @@ pub enum Remedy {
         /// A masqueraded Subnet and the block to carve from, when one is known.
         subnet: Option<(String, IpNet)>,
     },
+}
+
+/// A CNI that keeps addresses of the node's pod subnet for itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserver {
+    /// ovn-kubernetes: `.1` (gateway) and `.2` (management port) of each node subnet.
+    OvnKubernetes,
+    /// The bridge plugin: the bridge's address, which host-local never hands out.
+    Bridge,
 }

@@ -7,7 +7,7 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
-pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy};
+pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy, Reserver};
 pub use super::trust::Trust;
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
@@ -45,6 +45,11 @@ pub enum FindingKind {
     #[serde(rename = "TunnelIPCollision")]
     #[strum(serialize = "TunnelIPCollision")]
     TunnelIpCollision,
+    /// The pod's IP is a node's own in its pod subnet: a bridge's gateway,
+    /// ovn-kubernetes' gateway or management port.
+    #[serde(rename = "GatewayIPCollision")]
+    #[strum(serialize = "GatewayIPCollision")]
+    GatewayIpCollision,
     /// The pod's IP is another local address of a node.
     LocalAddressCollision,
     /// The node's route to its own pod goes nowhere.
@@ -99,6 +104,7 @@ impl FindingKind {
             Role::Ingress => Self::IngressIpCollision,
             Role::Health => Self::HealthIpCollision,
             Role::Tunnel => Self::TunnelIpCollision,
+            Role::Gateway | Role::ManagementPort => Self::GatewayIpCollision,
             Role::Local | Role::Node => Self::LocalAddressCollision,
             Role::Pod => Self::DuplicatePodIp,
             Role::Endpoint => Self::StaleCiliumEndpoint,

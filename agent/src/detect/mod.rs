@@ -24,8 +24,8 @@ mod trust;
 use std::{collections::HashSet, net::IpAddr};
 
 pub use finding::{
-    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
-    Scope, Trust,
+    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy,
+    Reserver, Role, Scope, Trust,
 };
 use ipnet::IpNet;
 pub use owners::Index;
@@ -260,6 +260,13 @@ fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
     match (owner.role, subnet) {
         (Role::Tunnel, _) => Remedy::CheckCalicoIpam {
             node: owner.node.clone(),
+        },
+        (Role::Gateway | Role::ManagementPort, _) => Remedy::ReservedAddress {
+            by: if owner.role == Role::ManagementPort || owner.source == Source::OvnNodeAnnotation {
+                Reserver::OvnKubernetes
+            } else {
+                Reserver::Bridge
+            },
         },
         (Role::Local, subnet) => Remedy::RemoveLocalAddress {
             device: owner.device.clone(),

@@ -84,6 +84,8 @@ impl<'a> Index<'a> {
             Role::Health => Some(HEALTH_DEVICE),
             Role::Ingress
             | Role::Tunnel
+            | Role::Gateway
+            | Role::ManagementPort
             | Role::Local
             | Role::Pod
             | Role::Endpoint

@@ -86,6 +86,7 @@ impl Trust {
             | Source::NodeAnnotation
             | Source::LegacyNodeAnnotation
             | Source::CalicoNodeAnnotation
+            | Source::OvnNodeAnnotation
             | Source::PodStatus
             | Source::OperatorStatus
             | Source::CiliumConfig

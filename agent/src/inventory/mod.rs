@@ -25,8 +25,8 @@ pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{
-    CALICO_TUNNEL_DEVICES, CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source,
-    Subnet,
+    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, CiliumNode, InfraAddress, IpRange, IpSource,
+    OVN_MANAGEMENT_PORT, Pod, PodIp, Role, Source, Subnet,
 };
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
 

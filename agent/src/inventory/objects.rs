@@ -131,6 +131,13 @@ pub enum Role {
     /// A tunnel device's address: Calico's IPIP, VXLAN or WireGuard address
     /// (devices [`CALICO_TUNNEL_DEVICES`], `projectcalico.org/*` Node annotations).
     Tunnel,
+    /// The gateway of the node's pod subnet: a bridge's address
+    /// ([`BRIDGE_DEVICES`]) or ovn-kubernetes' `.1`.
+    Gateway,
+    /// ovn-kubernetes' management port (`ovn-k8s-mp0`): `.2` of the node's subnet.
+    #[serde(rename = "management-port")]
+    #[strum(serialize = "management-port")]
+    ManagementPort,
     /// Any other address of the node.
     Local,
     /// Another pod's address (`DuplicatePodIP`).
@@ -154,6 +161,10 @@ impl Role {
             Self::Router
         } else if CALICO_TUNNEL_DEVICES.contains(&device) {
             Self::Tunnel
+        } else if BRIDGE_DEVICES.contains(&device) {
+            Self::Gateway
+        } else if device == OVN_MANAGEMENT_PORT {
+            Self::ManagementPort
         } else {
             Self::Local
         }
@@ -201,6 +212,11 @@ pub enum Source {
     #[serde(rename = "node.annotations.legacy")]
     #[strum(serialize = "the Node's legacy io.cilium.network annotations")]
     LegacyNodeAnnotation,
+    /// ovn-kubernetes' `k8s.ovn.org/node-subnets` annotation: `.1` and `.2`
+    /// of each of the node's subnets of the default network.
+    #[serde(rename = "node.annotations.ovn-kubernetes")]
+    #[strum(serialize = "the Node's k8s.ovn.org/node-subnets annotation")]
+    OvnNodeAnnotation,
     /// A `projectcalico.org/*TunnelAddr` or `*WireguardInterfaceAddr`
     /// annotation calico-node writes on its Node.
     #[serde(rename = "node.annotations.calico")]
@@ -252,6 +268,14 @@ pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
     "wireguard.cali",
     "wg-v6.cali",
 ];
+
+/// Bridges pods hang off whose address is their gateway: the bridge plugin's
+/// (flannel's `cni0`), kube-router's, kubenet's.
+pub const BRIDGE_DEVICES: [&str; 3] = ["cni0", "kube-bridge", "cbr0"];
+
+/// ovn-kubernetes' management port: the host's leg in the node's subnet
+/// (named `k8s-<node>` before 2020, which is not recognised by name).
+pub const OVN_MANAGEMENT_PORT: &str = "ovn-k8s-mp0";
 
 /// One of Cilium's own addresses on a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -42,6 +42,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::IngressIpCollision => "IngressIPCollision",
             FindingKind::HealthIpCollision => "HealthIPCollision",
             FindingKind::TunnelIpCollision => "TunnelIPCollision",
+            FindingKind::GatewayIpCollision => "GatewayIPCollision",
             FindingKind::LocalAddressCollision => "LocalAddressCollision",
             FindingKind::HostRouteBlackhole => "HostRouteBlackhole",
             FindingKind::AllocatorOverlap => "AllocatorOverlap",
@@ -58,7 +59,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 14);
+    assert_eq!(all.len(), 15);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"IngressIPNotMasqueraded"));
 }
@@ -103,6 +104,8 @@ fn roles_and_ip_sources_keep_their_names() {
             Role::Ingress => "ingress",
             Role::Health => "health",
             Role::Tunnel => "tunnel",
+            Role::Gateway => "gateway",
+            Role::ManagementPort => "management-port",
             Role::Local => "local",
             Role::Pod => "pod",
             Role::Endpoint => "endpoint",
@@ -133,6 +136,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::StatusIpamUsed => "CiliumNode.status.ipam.used",
             Source::NodeAnnotation => "the Node's network.cilium.io annotations",
             Source::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
+            Source::OvnNodeAnnotation => "the Node's k8s.ovn.org/node-subnets annotation",
             Source::CalicoNodeAnnotation => "the Node's projectcalico.org annotations",
             Source::Kernel => "the node's kernel",
             Source::PodStatus => "the other pod's status.podIPs",
@@ -154,6 +158,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::StatusIpamUsed => "ciliumnode.status.ipam.used",
             Source::NodeAnnotation => "node.annotations",
             Source::LegacyNodeAnnotation => "node.annotations.legacy",
+            Source::OvnNodeAnnotation => "node.annotations.ovn-kubernetes",
             Source::CalicoNodeAnnotation => "node.annotations.calico",
             Source::Kernel => "kernel",
             Source::PodStatus => "pod.status.podIPs",

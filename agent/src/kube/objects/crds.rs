@@ -221,7 +221,7 @@ const CALICO_ANNOTATIONS: [(&str, bool); 5] = [
 ];
 
 /// The node-held addresses a Node's annotations publish (Cilium's, Calico's
-/// tunnel addresses); `None` when it has none. Bad values are named in
+/// tunnel addresses, ovn-kubernetes' gateway and management port); `None` when it has none. Bad values are named in
 /// `problems` (resource `nodes`).
 pub fn node_annotations(
     name: &str,
@@ -269,6 +269,7 @@ pub fn node_annotations(
             node.add(ip, Role::Tunnel, Source::CalicoNodeAnnotation);
         }
     }
+    super::ovn::add_node_subnets(annotations, &mut node, &mut bad);
     (!node.addresses.is_empty()).then_some(node)
 }
 

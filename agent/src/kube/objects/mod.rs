@@ -7,6 +7,7 @@
 mod crds;
 pub mod impact;
 mod node;
+mod ovn;
 mod pod;
 mod sandbox;
 mod service;

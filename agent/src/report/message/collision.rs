@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{NOT_DISJOINT, Reader, pod_name, remedy_for};
 use crate::{
-    detect::{Finding, Remedy, Role, Scope},
+    detect::{Finding, Remedy, Reserver, Role, Scope},
     inventory::{IpRange, ServiceAddress, ServiceField, VIP_DEVICES},
 };
 
@@ -72,6 +72,12 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
              Releasing the address with `calicoctl ipam release` alone moves nothing: the pod \
              keeps it."
         ),
+        Remedy::ReservedAddress { by } => format!(
+            "Fix: {} never hands this address out, so the pod got it from a second allocator (a \
+             static-IP annotation, another IPAM or CNI): remove that assignment, then delete the \
+             pod so it is given another IP.",
+            reserver(*by)
+        ),
         Remedy::RemoveLocalAddress { device, subnet } => {
             remove_local_address(device.as_deref(), subnet.as_deref())
         }
@@ -82,6 +88,17 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
         } => remove_service_address(*ip, service.as_ref(), device.as_deref(), reader),
         // The other families' fixes are rendered by the parent.
         _ => String::new(),
+    }
+}
+
+/// Who reserves an address, and which.
+pub(super) fn reserver(by: Reserver) -> &'static str {
+    match by {
+        Reserver::OvnKubernetes => {
+            "ovn-kubernetes keeps the first two addresses of each node subnet (its gateway and \
+             management port) and"
+        }
+        Reserver::Bridge => "host-local gives the bridge its gateway address and",
     }
 }
 
@@ -172,6 +189,10 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
         Role::Tunnel => {
             format!("Calico's tunnel address of node {node}{dev}, according to {source}")
         }
+        Role::Gateway => format!("the pod gateway of node {node}{dev}, according to {source}"),
+        Role::ManagementPort => format!(
+            "ovn-kubernetes' management port address of node {node}{dev}, according to {source}"
+        ),
         Role::Local | Role::Node => {
             let vip = f
                 .owner
@@ -208,6 +229,10 @@ fn impact(f: &Finding) -> String {
         (Role::Ingress, Scope::CrossNode) => format!(
             "The pod can run, but on node {owner} traffic to {ip} goes to Cilium's ingress \
              endpoint, not this pod."
+        ),
+        (Role::Gateway, _) => format!(
+            "{ip} is the gateway of node {owner}'s pods: their traffic, and {owner}'s own to \
+             {ip}, goes to the gateway, not to this pod."
         ),
         (_, Scope::SameNode) => format!(
             "Node {owner} delivers every packet for {ip} to itself, so kubelet probes and webhooks \

@@ -30,6 +30,10 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::CheckCalicoIpam { .. } => "Fix: find the double allocation with `calicoctl ipam \
              check --show-problem-ips`, then delete the pod so Calico gives it another address."
             .to_owned(),
+        Remedy::ReservedAddress { by } => format!(
+            "Fix: {} never hands it out: remove the pod's other allocator, then delete the pod.",
+            super::collision::reserver(*by)
+        ),
         Remedy::RemoveLocalAddress { device, subnet } => {
             let from = device
                 .as_deref()

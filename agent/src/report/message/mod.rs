@@ -234,6 +234,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::ExcludeInPodAllocator
         | Remedy::ReallocatePod { .. }
         | Remedy::CheckCalicoIpam { .. }
+        | Remedy::ReservedAddress { .. }
         | Remedy::RemoveLocalAddress { .. }
         | Remedy::RemoveServiceAddress { .. } => collision::remedy(r, reader),
         Remedy::DisconnectEndpoint { .. }

@@ -134,6 +134,8 @@ fn held_as(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) ->
         (Role::Health, _) => "Cilium's health IP".to_owned(),
         (Role::Ingress, _) => "Cilium's Ingress IP".to_owned(),
         (Role::Tunnel, _) => format!("Calico's tunnel address{dev}"),
+        (Role::Gateway, _) => format!("the node's pod gateway{dev}"),
+        (Role::ManagementPort, _) => format!("ovn-kubernetes' management port{dev}"),
         (Role::Local | Role::Node, Some(a)) => {
             format!("set by {} ({}){dev}", reader.service(&a.service), a.field)
         }

@@ -6,7 +6,9 @@ use ipnet::IpNet;
 
 use super::super::*;
 use crate::{
-    detect::{FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Role, Scope, Trust},
+    detect::{
+        FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Reserver, Role, Scope, Trust,
+    },
     inventory::{DeadEnd, ServiceAddress, ServiceField, Source},
 };
 
@@ -19,6 +21,8 @@ pub(super) enum Mode {
     CiliumOnly,
     /// Calico alone: neither Cilium's nor kube-ovn's words.
     Calico,
+    /// ovn-kubernetes, or a bridge CNI, alone: no Cilium, Calico or kube-ovn words.
+    OvnOrBridge,
 }
 
 pub(super) fn ip(s: &str) -> IpAddr {
@@ -131,6 +135,42 @@ fn calico() -> Vec<(Mode, Finding)> {
     .collect()
 }
 
+/// A pod on the pod gateway or ovn-kubernetes' management port.
+fn gateways() -> Vec<(Mode, Finding)> {
+    [
+        (
+            Role::ManagementPort,
+            Scope::SameNode,
+            Some("ovn-k8s-mp0"),
+            Source::Kernel,
+            Reserver::OvnKubernetes,
+        ),
+        (
+            Role::Gateway,
+            Scope::CrossNode,
+            None,
+            Source::OvnNodeAnnotation,
+            Reserver::OvnKubernetes,
+        ),
+        (
+            Role::Gateway,
+            Scope::SameNode,
+            Some("cni0"),
+            Source::Kernel,
+            Reserver::Bridge,
+        ),
+    ]
+    .into_iter()
+    .map(|(role, scope, device, source, by)| {
+        let mut f = collision(role, scope, Remedy::ReservedAddress { by });
+        f.ip = Some(ip("10.128.0.2"));
+        f.owner.device = device.map(str::to_owned);
+        f.owner.source = source;
+        (Mode::OvnOrBridge, f)
+    })
+    .collect()
+}
+
 fn collisions() -> Vec<(Mode, Finding)> {
     let mut out = Vec::new();
     for role in [Role::Router, Role::Ingress, Role::Health] {
@@ -147,6 +187,7 @@ fn collisions() -> Vec<(Mode, Finding)> {
         }
     }
     out.extend(calico());
+    out.extend(gateways());
     let local = Remedy::RemoveLocalAddress {
         device: Some("kube-ipvs0".into()),
         subnet: None,

@@ -23,8 +23,11 @@ fn foreign_words(mode: Mode, f: &Finding) -> Vec<&'static str> {
     if mode != Mode::KubeOvn {
         words.extend(["kube-ovn", "Subnet", "excludeIps", "ovn0"]);
     }
-    if mode == Mode::Calico {
+    if matches!(mode, Mode::Calico | Mode::OvnOrBridge) {
         words.extend(["Cilium", "cilium"]);
+    }
+    if mode == Mode::OvnOrBridge {
+        words.extend(["Calico", "calicoctl"]);
     }
     // Gateway API matters only where an Ingress IP is involved.
     if f.owner.role != Role::Ingress && f.kind != FindingKind::IngressIpNotMasqueraded {

@@ -1,0 +1,322 @@
+//! Other CNIs' node-held addresses, from real objects
+//! (tests/corpus/realworld/<cni>, PROVENANCE.md): a pod on one is found from
+//! its own node (the kernel's device) and from another (the Node annotations
+//! the CNI writes), with that CNI's fix and no other CNI's advice.
+//!
+//! Calico: the real objects are calicoctl's `projectcalico.org/v3` Nodes; in the
+//! Kubernetes datastore calico-node keeps the same values in the Node's
+//! `projectcalico.org/*` annotations, which is what the agent reads. The node is
+//! laid out with a real `vxlan` device named `vxlan.calico`; this kernel has no
+//! `ipip` device type, so a veth named `tunl0` stands in for IPIP's.
+#![allow(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "tests unwrap to keep the stack trace; an end-to-end scenario reads top to bottom"
+)]
+
+use std::path::Path;
+
+use ipshadow_tests::{
+    can_run_netns_tests, ipshadow_bin,
+    netns::NetNs,
+    objects::{list, pod},
+};
+use serde_json::{Map, Value, json};
+
+fn real(cni: &str, name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus/realworld")
+        .join(cni)
+        .join(name);
+    let v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // calicoctl prints one object, or a list of them.
+    if v["items"].is_array() {
+        v["items"][0].clone()
+    } else {
+        v
+    }
+}
+
+/// A calicoctl Node's tunnel addresses as the annotations of its Kubernetes Node.
+fn annotations(spec: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (field, key) in [
+        (&spec["bgp"]["ipv4IPIPTunnelAddr"], "IPv4IPIPTunnelAddr"),
+        (&spec["ipv4VXLANTunnelAddr"], "IPv4VXLANTunnelAddr"),
+        (
+            &spec["wireguard"]["interfaceIPv4Address"],
+            "IPv4WireguardInterfaceAddr",
+        ),
+    ] {
+        if let Some(ip) = field.as_str() {
+            out.insert(format!("projectcalico.org/{key}"), Value::from(ip));
+        }
+    }
+    out
+}
+
+fn node(name: &str, annotations: &Map<String, Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}})
+}
+
+#[test]
+fn a_pod_on_a_calico_tunnel_address_is_found_from_both_nodes_with_calicos_fix_only() {
+    if !can_run_netns_tests(
+        "a_pod_on_a_calico_tunnel_address_is_found_from_both_nodes_with_calicos_fix_only",
+    ) {
+        return;
+    }
+    // calico#9086's node: VXLAN; calico#5705's: IPIP and WireGuard on one address.
+    let vxlan = real("calico", "node-calicoctl-issue9086-vxlan-partial.json");
+    let ipip = real(
+        "calico",
+        "node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json",
+    );
+    let here = vxlan["metadata"]["name"].as_str().unwrap();
+    let there = ipip["metadata"]["name"].as_str().unwrap();
+    let my_tunnel = vxlan["spec"]["ipv4VXLANTunnelAddr"].as_str().unwrap();
+    let their_tunnel = ipip["spec"]["bgp"]["ipv4IPIPTunnelAddr"].as_str().unwrap();
+
+    let ns = NetNs::new("calico");
+    ns.ip(&[
+        "link",
+        "add",
+        "vxlan.calico",
+        "type",
+        "vxlan",
+        "id",
+        "4096",
+        "dstport",
+        "4789",
+    ]);
+    ns.ip(&[
+        "addr",
+        "add",
+        &format!("{my_tunnel}/32"),
+        "dev",
+        "vxlan.calico",
+    ]);
+    ns.ip(&["link", "set", "vxlan.calico", "up"]);
+    // IPIP's device on this node too, as the kernel alone shows it (no annotation).
+    ns.add_veth("tunl0", "tunl0-peer");
+    ns.ip(&["addr", "add", "10.100.219.65/32", "dev", "tunl0"]);
+    ns.ip(&["link", "set", "tunl0", "up"]);
+
+    // Calico's per-pod routes via each pod's cali veth.
+    for (veth, ip) in [
+        ("cali0c1a2b3c4d5", "10.100.219.70"),
+        ("cali9f8e7d6c5b4", their_tunnel),
+    ] {
+        ns.add_veth(veth, &format!("{}p", &veth[..8]));
+        ns.ip(&["link", "set", veth, "up"]);
+        ns.ip(&["route", "add", &format!("{ip}/32"), "dev", veth]);
+    }
+
+    let dir = ipshadow_tests::TempDir::new("calico");
+    let pods = dir.join("pods.json");
+    let nodes = dir.join("nodes.json");
+    std::fs::write(
+        &pods,
+        serde_json::to_vec(&list(vec![
+            pod("tenant", "on-my-vxlan", here, &[my_tunnel]),
+            pod("tenant", "on-my-tunl0", here, &["10.100.219.65"]),
+            pod("tenant", "on-their-ipip", here, &[their_tunnel]),
+            pod("tenant", "elsewhere-on-mine", there, &[my_tunnel]),
+            pod("tenant", "clean", here, &["10.100.219.70"]),
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        &nodes,
+        serde_json::to_vec(&list(vec![
+            node(here, &annotations(&vxlan["spec"])),
+            node(there, &annotations(&ipip["spec"])),
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    let got = findings(&ns, here, &pods, &nodes, |text| {
+        assert!(text.contains("calicoctl ipam check"), "{text}");
+        assert!(!text.to_lowercase().contains("cilium"), "{text}");
+        assert!(!text.contains("kube-ovn"), "{text}");
+    });
+    let row = |pod: &str, scope: &str, owner: &str, device: &str, source: &str| {
+        (
+            pod.to_owned(),
+            "TunnelIPCollision".to_owned(),
+            scope.to_owned(),
+            owner.to_owned(),
+            device.to_owned(),
+            source.to_owned(),
+        )
+    };
+    let mut want = vec![
+        row(
+            "elsewhere-on-mine",
+            "cross-node",
+            here,
+            "vxlan.calico",
+            "node.annotations.calico",
+        ),
+        row("on-my-tunl0", "same-node", here, "tunl0", "kernel"),
+        row(
+            "on-my-vxlan",
+            "same-node",
+            here,
+            "vxlan.calico",
+            "node.annotations.calico",
+        ),
+        row(
+            "on-their-ipip",
+            "cross-node",
+            there,
+            "-",
+            "node.annotations.calico",
+        ),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+}
+
+/// (pod, kind, scope, owner node, device or "-", source) of each finding of
+/// `check` on `node` in `ns`, sorted; each message is shown to `words`.
+fn findings(
+    ns: &NetNs,
+    node: &str,
+    pods: &Path,
+    nodes: &Path,
+    words: impl Fn(&str),
+) -> Vec<(String, String, String, String, String, String)> {
+    let out = ns
+        .command(ipshadow_bin().to_str().unwrap())
+        .args(["check", "--node", node, "--output", "json", "--ebpf", "off"])
+        .args(["--pods", pods.to_str().unwrap()])
+        .args(["--nodes", nodes.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut got: Vec<_> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            // The Event note's words are checked for every kind in the agent's catalog test.
+            words(f["message"].as_str().unwrap());
+            (
+                f["pod"]["name"].as_str().unwrap().to_owned(),
+                f["kind"].as_str().unwrap().to_owned(),
+                f["scope"].as_str().unwrap().to_owned(),
+                f["owner"]["node"].as_str().unwrap().to_owned(),
+                f["owner"]["device"].as_str().unwrap_or("-").to_owned(),
+                f["owner"]["source"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+#[test]
+fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes() {
+    if !can_run_netns_tests(
+        "a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes",
+    ) {
+        return;
+    }
+    // OKEP-5521's kind worker (list form) and an OpenShift master (list form);
+    // the string form of older releases is read the same (kube/objects/ovn.rs).
+    let worker = real(
+        "ovn-kubernetes",
+        "node-okep5521-kind-ovn-worker-interconnect.json",
+    );
+    let masters = real(
+        "ovn-kubernetes",
+        "node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    );
+    let here = worker["metadata"]["name"].as_str().unwrap();
+    let there = masters["metadata"]["name"].as_str().unwrap();
+    let subnets = |n: &Value| -> String {
+        let a = n["metadata"]["annotations"]["k8s.ovn.org/node-subnets"]
+            .as_str()
+            .unwrap();
+        serde_json::from_str::<Value>(a).unwrap()["default"][0]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(subnets(&worker), "10.244.2.0/24");
+    assert_eq!(subnets(&masters), "10.129.0.0/23");
+
+    // ovn-k8s-mp0 is an OVS internal port; a veth of that name stands in.
+    let ns = NetNs::new("ovnk");
+    ns.add_veth("ovn-k8s-mp0", "mp0-peer");
+    ns.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
+    ns.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
+    // The cluster network via the node switch's gateway, as ovn-kubernetes routes it.
+    ns.ip(&[
+        "route",
+        "add",
+        "10.128.0.0/14",
+        "via",
+        "10.244.2.1",
+        "dev",
+        "ovn-k8s-mp0",
+    ]);
+    let dir = ipshadow_tests::TempDir::new("ovnk");
+    let pods = dir.join("pods.json");
+    let nodes = dir.join("nodes.json");
+    let mut node_objects = Vec::new();
+    for n in [&worker, &masters] {
+        let mut n = n.clone();
+        // Only what the agent reads of a Node: its name and annotations.
+        n["spec"] = json!({});
+        n["status"] = json!({});
+        node_objects.push(n);
+    }
+    std::fs::write(&nodes, serde_json::to_vec(&list(node_objects)).unwrap()).unwrap();
+    std::fs::write(
+        &pods,
+        serde_json::to_vec(&list(vec![
+            pod("tenant", "on-my-mp0", here, &["10.244.2.2"]),
+            pod("tenant", "on-their-mp0", here, &["10.129.0.2"]),
+            pod("tenant", "elsewhere-on-my-gateway", there, &["10.244.2.1"]),
+            pod("tenant", "clean", here, &["10.244.2.9"]),
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    let got = findings(&ns, here, &pods, &nodes, |text| {
+        assert!(
+            text.contains("ovn-kubernetes keeps the first two addresses"),
+            "{text}"
+        );
+        for foreign in ["cilium", "calico", "kube-ovn"] {
+            assert!(!text.to_lowercase().contains(foreign), "{foreign}: {text}");
+        }
+    });
+    let row = |pod: &str, scope: &str, owner: &str, device: &str, source: &str| {
+        (
+            pod.to_owned(),
+            "GatewayIPCollision".to_owned(),
+            scope.to_owned(),
+            owner.to_owned(),
+            device.to_owned(),
+            source.to_owned(),
+        )
+    };
+    let ovn = "node.annotations.ovn-kubernetes";
+    let mut want = vec![
+        row("elsewhere-on-my-gateway", "cross-node", here, "-", ovn),
+        row("on-my-mp0", "same-node", here, "ovn-k8s-mp0", ovn),
+        row("on-their-mp0", "cross-node", there, "-", ovn),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+}
