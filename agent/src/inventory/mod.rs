@@ -5,6 +5,7 @@
 //! `detect` reads them. Nothing here does I/O.
 
 mod cluster;
+mod devices;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod host;
@@ -17,6 +18,7 @@ pub mod text;
 use std::sync::Arc;
 
 pub use cluster::{ClusterReads, ClusterState, Invalid, SourceStatus};
+pub use devices::{BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, OVN_MANAGEMENT_PORT};
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
@@ -24,10 +26,7 @@ pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
 pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
 };
-pub use objects::{
-    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, CiliumNode, InfraAddress, IpRange, IpSource,
-    OVN_MANAGEMENT_PORT, Pod, PodIp, Role, Source, Subnet,
-};
+pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
 
 /// Device name Cilium puts its router IP on.

@@ -6,9 +6,7 @@ use ipnet::IpNet;
 
 use super::super::*;
 use crate::{
-    detect::{
-        FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Reserver, Role, Scope, Trust,
-    },
+    detect::{FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Role, Scope, Trust},
     inventory::{DeadEnd, ServiceAddress, ServiceField, Source},
 };
 
@@ -114,63 +112,6 @@ fn node_finding(kind: FindingKind, problem: NodeProblem, remedy: Remedy) -> Find
 }
 
 /// The collisions of every role and scope, with the fixes each mode gives.
-/// A pod on Calico's tunnel address: of this node's `tunl0`, and of another
-/// node as its annotation says.
-fn calico() -> Vec<(Mode, Finding)> {
-    [
-        (Scope::SameNode, Some("tunl0"), Source::Kernel),
-        (Scope::CrossNode, None, Source::CalicoNodeAnnotation),
-    ]
-    .into_iter()
-    .map(|(scope, device, source)| {
-        let remedy = Remedy::CheckCalicoIpam {
-            node: "worker-node-a".into(),
-        };
-        let mut f = collision(Role::Tunnel, scope, remedy);
-        f.ip = Some(ip("10.42.0.1"));
-        f.owner.device = device.map(str::to_owned);
-        f.owner.source = source;
-        (Mode::Calico, f)
-    })
-    .collect()
-}
-
-/// A pod on the pod gateway or ovn-kubernetes' management port.
-fn gateways() -> Vec<(Mode, Finding)> {
-    [
-        (
-            Role::ManagementPort,
-            Scope::SameNode,
-            Some("ovn-k8s-mp0"),
-            Source::Kernel,
-            Reserver::OvnKubernetes,
-        ),
-        (
-            Role::Gateway,
-            Scope::CrossNode,
-            None,
-            Source::OvnNodeAnnotation,
-            Reserver::OvnKubernetes,
-        ),
-        (
-            Role::Gateway,
-            Scope::SameNode,
-            Some("cni0"),
-            Source::Kernel,
-            Reserver::Bridge,
-        ),
-    ]
-    .into_iter()
-    .map(|(role, scope, device, source, by)| {
-        let mut f = collision(role, scope, Remedy::ReservedAddress { by });
-        f.ip = Some(ip("10.128.0.2"));
-        f.owner.device = device.map(str::to_owned);
-        f.owner.source = source;
-        (Mode::OvnOrBridge, f)
-    })
-    .collect()
-}
-
 fn collisions() -> Vec<(Mode, Finding)> {
     let mut out = Vec::new();
     for role in [Role::Router, Role::Ingress, Role::Health] {
@@ -186,8 +127,8 @@ fn collisions() -> Vec<(Mode, Finding)> {
             out.push((Mode::CiliumOnly, collision(role, scope, reallocate)));
         }
     }
-    out.extend(calico());
-    out.extend(gateways());
+    out.extend(super::cni_cases::calico());
+    out.extend(super::cni_cases::gateways());
     let local = Remedy::RemoveLocalAddress {
         device: Some("kube-ipvs0".into()),
         subnet: None,

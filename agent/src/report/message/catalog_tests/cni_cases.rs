@@ -1,0 +1,65 @@
+//! The cases of other CNIs' addresses: Calico's tunnels, ovn-kubernetes' and
+//! bridges' gateways.
+
+use super::cases::{Mode, collision, ip};
+use crate::{
+    detect::{Finding, Remedy, Reserver, Role, Scope},
+    inventory::Source,
+};
+
+/// A pod on Calico's tunnel address: of this node's `tunl0`, and of another
+/// node as its annotation says.
+pub(super) fn calico() -> Vec<(Mode, Finding)> {
+    [
+        (Scope::SameNode, Some("tunl0"), Source::Kernel),
+        (Scope::CrossNode, None, Source::CalicoNodeAnnotation),
+    ]
+    .into_iter()
+    .map(|(scope, device, source)| {
+        let remedy = Remedy::CheckCalicoIpam {
+            node: "worker-node-a".into(),
+        };
+        let mut f = collision(Role::Tunnel, scope, remedy);
+        f.ip = Some(ip("10.42.0.1"));
+        f.owner.device = device.map(str::to_owned);
+        f.owner.source = source;
+        (Mode::Calico, f)
+    })
+    .collect()
+}
+
+/// A pod on the pod gateway or ovn-kubernetes' management port.
+pub(super) fn gateways() -> Vec<(Mode, Finding)> {
+    [
+        (
+            Role::ManagementPort,
+            Scope::SameNode,
+            Some("ovn-k8s-mp0"),
+            Source::Kernel,
+            Reserver::OvnKubernetes,
+        ),
+        (
+            Role::Gateway,
+            Scope::CrossNode,
+            None,
+            Source::OvnNodeAnnotation,
+            Reserver::OvnKubernetes,
+        ),
+        (
+            Role::Gateway,
+            Scope::SameNode,
+            Some("cni0"),
+            Source::Kernel,
+            Reserver::Bridge,
+        ),
+    ]
+    .into_iter()
+    .map(|(role, scope, device, source, by)| {
+        let mut f = collision(role, scope, Remedy::ReservedAddress { by });
+        f.ip = Some(ip("10.128.0.2"));
+        f.owner.device = device.map(str::to_owned);
+        f.owner.source = source;
+        (Mode::OvnOrBridge, f)
+    })
+    .collect()
+}
