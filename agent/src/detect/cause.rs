@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::finding::{PodRef, PodSite};
-use crate::inventory::{DeadEnd, IpRange, ServiceAddress};
+use crate::inventory::{DeadEnd, InfraAddress, IpRange, ServiceAddress};
 
 /// What detection found, beyond kind, IP and owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub enum Cause {
         cilium_range: Option<(IpNet, &'static str)>,
         /// Whether the IP is an address Cilium holds now (rather than one it may take).
         held: bool,
+        /// The addresses Cilium holds that the Subnet may hand out, the
+        /// finding's IP first (one fix excludes them all); empty when not `held`.
+        addresses: Vec<InfraAddress>,
     },
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy};
 pub use super::trust::Trust;
+pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
@@ -276,15 +277,15 @@ impl Finding {
         }
     }
 
-    /// Cilium's address `ip` (held now, or one it may take from `cilium_range`)
-    /// that `subnet` may hand to a pod.
+    /// Cilium's addresses (held now, `ip` first), or `ip` it may take from
+    /// `cilium_range` (`addresses` empty), that `subnet` may hand to a pod.
     pub fn overlap(
         ip: IpAddr,
         owner: Owner,
         subnet: String,
         block: Option<IpNet>,
         cilium_range: Option<(IpNet, &'static str)>,
-        held: bool,
+        addresses: Vec<InfraAddress>,
     ) -> Self {
         let exclude = cilium_range.as_ref().map_or(
             IpRange {
@@ -308,7 +309,8 @@ impl Finding {
                 subnet,
                 block,
                 cilium_range,
-                held,
+                held: !addresses.is_empty(),
+                addresses,
             },
             remedy,
             trust,

@@ -24,8 +24,8 @@ mod trust;
 use std::{collections::HashSet, net::IpAddr};
 
 pub use finding::{
-    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy, Role,
-    Scope, Trust,
+    Cause, Finding, FindingKind, InfraAddress, KubeletReport, NodeProblem, Owner, PodRef, PodSite,
+    Remedy, Role, Scope, Trust,
 };
 use ipnet::IpNet;
 pub use owners::Index;

@@ -223,8 +223,8 @@ impl Source {
     }
 }
 
-/// One of Cilium's own addresses on a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// One of Cilium's own addresses on a node (JSON `addresses` of an overlap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct InfraAddress {
     /// The address.
     pub ip: IpAddr,

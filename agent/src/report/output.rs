@@ -10,7 +10,8 @@ pub use self::table::table;
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
-        Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope, Trust,
+        Cause, Finding, FindingKind, InfraAddress, KubeletReport, NodeProblem, Owner, PodRef,
+        Scope, Trust,
         impact::{Impact, Severity},
     },
     inventory::IpSource,
@@ -43,6 +44,9 @@ pub(super) struct JsonFinding<'a> {
     subnet: Option<&'a str>,
     /// AllocatorOverlap: Cilium's allocation range involved.
     cilium_range: Option<String>,
+    /// AllocatorOverlap: every address of Cilium's the Subnet may hand out
+    /// (`ip` is the first), with its role; one finding per range and Subnet.
+    addresses: Option<&'a [InfraAddress]>,
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     evidence: Option<&'a Evidence>,
     /// kubelet's FailedCreatePodSandBox report the finding rests on.
@@ -142,6 +146,7 @@ pub(super) fn json_finding<'a>(
         shadowed_route,
         subnet,
         cilium_range,
+        addresses,
         kubelet,
         holder,
         service,
@@ -159,6 +164,7 @@ pub(super) fn json_finding<'a>(
         shadowed_route,
         subnet,
         cilium_range,
+        addresses,
         evidence,
         kubelet,
         holder,
@@ -176,6 +182,7 @@ struct CauseFields<'a> {
     shadowed_route: Option<&'a str>,
     subnet: Option<&'a str>,
     cilium_range: Option<String>,
+    addresses: Option<&'a [InfraAddress]>,
     kubelet: Option<&'a KubeletReport>,
     holder: Option<&'a PodRef>,
     service: Option<JsonService<'a>>,
@@ -225,10 +232,12 @@ impl<'a> CauseFields<'a> {
             Cause::Overlap {
                 subnet,
                 cilium_range,
+                addresses,
                 ..
             } => Self {
                 subnet: Some(subnet.as_str()),
                 cilium_range: cilium_range.map(|(r, _)| r.to_string()),
+                addresses: Some(addresses.as_slice()),
                 ..Self::default()
             },
         }

@@ -7,7 +7,10 @@ use std::{fmt::Write as _, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{NOT_DISJOINT, Reader, pod_name};
-use crate::detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy};
+use crate::{
+    detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy},
+    inventory::SandboxRefusal,
+};
 
 /// kubelet's report, quoted as evidence where the reader may see text from an
 /// Event (which anyone who may create Events in the namespace can write).
@@ -20,11 +23,55 @@ pub(super) fn kubelet_says(k: &KubeletReport, reader: Reader<'_>) -> String {
     if reader.quotes_tenants() {
         format!(
             "kubelet reported FailedCreatePodSandBox {times}: \"{}\".",
-            k.message
+            excerpt(&k.message, KUBELET_EXCERPT_MAX)
         )
     } else {
         format!("kubelet reported FailedCreatePodSandBox {times}.")
     }
+}
+
+/// The most bytes of kubelet's message a text quotes (JSON `kubelet.message`
+/// has it whole).
+pub(super) const KUBELET_EXCERPT_MAX: usize = 200;
+
+/// kubelet's `message` cut to at most `max` bytes around the words a refusal
+/// is read from ([`SandboxRefusal::WORDING`]) and what precedes them (the
+/// address in use), at word boundaries, with `…` where cut; its head when it
+/// has none of them.
+pub(super) fn excerpt(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_owned();
+    }
+    let lower = message.to_ascii_lowercase();
+    let Some((at, len)) = SandboxRefusal::WORDING
+        .iter()
+        .filter_map(|w| lower.rfind(w).map(|at| (at, w.len())))
+        .max()
+    else {
+        return super::words(message, max);
+    };
+    // Keep the closing quote or bracket after the words, then cut at a space.
+    let room = max - 2 * '…'.len_utf8();
+    let mut end = at + len;
+    end += message[end..]
+        .find(char::is_whitespace)
+        .unwrap_or(message.len() - end);
+    let mut start = end.saturating_sub(room);
+    while !message.is_char_boundary(start) {
+        start += 1;
+    }
+    if start > 0 {
+        start += message[start..]
+            .find(char::is_whitespace)
+            .map_or(0, |s| s + 1);
+    }
+    let cut = |i: usize, at: usize| if i == at { "" } else { "…" };
+    format!(
+        "{}{}{}",
+        cut(start, 0),
+        &message[start..end],
+        cut(end, message.len())
+    )
 }
 
 fn list(nets: &[IpNet]) -> String {

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use super::{Reader, fix::fix};
 use crate::{
     detect::{
-        Cause, Finding, NodeProblem, PodRef, Role, Scope,
+        Cause, Finding, InfraAddress, NodeProblem, PodRef, Role, Scope,
         impact::{Impact, Severity},
     },
     inventory::{DeadEnd, IpSource, ServiceAddress, Source},
@@ -113,10 +113,10 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Blackhole { dead_end, .. } => blackhole(node, &ip, *dead_end),
         Cause::Overlap {
             subnet,
-            held,
             cilium_range,
+            addresses,
             ..
-        } => overlap(f, subnet, *held, cilium_range.map(|(r, _)| r)),
+        } => overlap(f, subnet, addresses, cilium_range.map(|(r, _)| r)),
         Cause::Node(problem) => node_problem(f, problem),
     }
 }
@@ -197,19 +197,25 @@ fn blackhole(node: &str, ip: &str, dead_end: DeadEnd) -> String {
 }
 
 /// One finding per Cilium range and Subnet: the addresses concerned.
-fn overlap(f: &Finding, subnet: &str, held: bool, range: Option<IpNet>) -> String {
+fn overlap(f: &Finding, subnet: &str, addresses: &[InfraAddress], range: Option<IpNet>) -> String {
     let node = &f.owner.node;
-    let what = match (held, range) {
-        (true, _) => format!(
-            "Cilium's {} IP {} of node {node}",
-            f.owner.role,
-            f.ip_text()
+    let (what, verb) = match (addresses, range) {
+        ([one], _) => (
+            format!("Cilium's {} IP {} of node {node}", one.role, one.ip),
+            "lies",
         ),
-        (false, Some(r)) => format!("Cilium's range {r} of node {node}"),
-        (false, None) => format!("Cilium's address {} of node {node}", f.ip_text()),
+        ([_, ..], _) => (
+            format!("Cilium's {} of node {node}", super::addresses(addresses, 3)),
+            "lie",
+        ),
+        ([], Some(r)) => (format!("Cilium's range {r} of node {node}"), "lies"),
+        ([], None) => (
+            format!("Cilium's address {} of node {node}", f.ip_text()),
+            "lies",
+        ),
     };
     format!(
-        "{what} lies in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give it to a pod, \
+        "{what} {verb} in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give it to a pod, \
          which is then unreachable from its node or stuck in ContainerCreating."
     )
 }

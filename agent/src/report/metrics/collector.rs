@@ -196,7 +196,7 @@ fn encode_counts(
     ConstGauge::new(counted(view, FindingKind::HostRouteBlackhole, None)).encode(m)?;
     let m = encoder.encode_descriptor(
         "ipshadow_allocator_overlaps",
-        "Cilium infrastructure addresses (or ranges) of this node that kube-ovn may hand to pods",
+        "Cilium ranges of this node overlapping a kube-ovn Subnet that may hand their addresses to pods (one per range and Subnet)",
         None,
         MetricType::Gauge,
     )?;

@@ -6,7 +6,9 @@ use ipnet::IpNet;
 
 use super::super::*;
 use crate::{
-    detect::{FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Role, Scope, Trust},
+    detect::{
+        FindingKind, InfraAddress, KubeletReport, NodeProblem, Owner, PodSite, Role, Scope, Trust,
+    },
     inventory::{DeadEnd, ServiceAddress, ServiceField, Source},
 };
 
@@ -249,9 +251,21 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
         };
         out.push((mode, f));
     }
+    let infra = |role, a: &str| InfraAddress {
+        ip: ip(a),
+        role,
+        source: Source::SpecAddresses,
+    };
+    let three = vec![
+        infra(Role::Router, "10.244.4.251"),
+        infra(Role::Ingress, "10.244.4.12"),
+        infra(Role::Health, "10.244.4.104"),
+    ];
+    let range = Some((net("10.244.4.0/24"), "spec.ipam.podCIDRs"));
     for (held, range) in [
-        (true, None),
-        (false, Some((net("10.244.4.0/24"), "spec.ipam.podCIDRs"))),
+        (vec![infra(Role::Router, "10.244.4.251")], None),
+        (three, range),
+        (vec![], range),
     ] {
         let o = owner(Role::Router, Some("cilium_host"));
         let f = Finding::overlap(
