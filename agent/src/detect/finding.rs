@@ -7,7 +7,7 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
-pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy};
+pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
 pub use super::trust::Trust;
 pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
@@ -76,6 +76,8 @@ pub enum FindingKind {
     #[serde(rename = "IngressIPNotMasqueraded")]
     #[strum(serialize = "IngressIPNotMasqueraded")]
     IngressIpNotMasqueraded,
+    /// Latent: Cilium's cluster pool has room for no more nodes than the cluster has.
+    ClusterPoolNearlyFull,
 }
 
 impl FindingKind {
@@ -111,6 +113,7 @@ impl FindingKind {
                 | Self::CiliumIpamError
                 | Self::IpamMigrationStuck
                 | Self::IngressIpNotMasqueraded
+                | Self::ClusterPoolNearlyFull
         )
     }
 }

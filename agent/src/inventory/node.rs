@@ -116,4 +116,8 @@ pub struct CiliumConfig {
     pub ipam: String,
     /// `cluster-pool-ipv4-cidr` and `cluster-pool-ipv6-cidr` (several per family, space-separated).
     pub cluster_pool: Vec<IpNet>,
+    /// `cluster-pool-ipv4-mask-size`: the prefix length of each node's range.
+    pub ipv4_mask_size: Option<u8>,
+    /// `cluster-pool-ipv6-mask-size`, likewise.
+    pub ipv6_mask_size: Option<u8>,
 }

@@ -250,6 +250,9 @@ pub struct CiliumNode {
     /// `status.ipam.operator-status.error` when not empty: why the operator
     /// could not allocate for this node.
     pub operator_error: Option<String>,
+    /// Its addresses come from a pool cilium-operator fills (`spec.ipam.pool`,
+    /// or `status.ipam.used` naming cloud resources): ENI, Azure, CRD modes.
+    pub operator_pool: bool,
 }
 
 impl CiliumNode {

@@ -137,11 +137,13 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             pods,
             refused_pods,
             kubelet,
-        } => format!(
-            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
-             start ({}). {}",
-            named(pods, *refused_pods),
-            kubelet_says(kubelet, reader)
+            ipam,
+        } => super::pool::exhausted(
+            node,
+            (&super::pool::named(pods, *refused_pods), *refused_pods),
+            kubelet,
+            *ipam,
+            reader,
         ),
         NodeProblem::Capacity {
             ranges,
@@ -156,60 +158,66 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
              full\") while the scheduler still places pods there.",
             list(ranges)
         ),
-        NodeProblem::OperatorError { error } => format!(
-            "cilium-operator cannot allocate for node {node}: CiliumNode {node} \
-             status.ipam.operator-status.error says \"{error}\"; until it is fixed the node gets \
-             no new pod addresses from the operator."
+        NodeProblem::OperatorError { error, pool } => {
+            super::pool::operator_error(node, error, pool.as_ref())
+        }
+        NodeProblem::PoolNearlyFull(fit) => format!(
+            "{}: {} (cilium-operator then reports \"allocator full\" on its CiliumNode).",
+            super::pool::fit(fit),
+            super::pool::consequence(fit)
         ),
         NodeProblem::MigrationStuck {
             pod_cidrs,
             pools,
             operator_error,
-        } => migration_stuck(node, pod_cidrs, pools, operator_error.as_deref()),
-        NodeProblem::NotMasqueraded { subnets } => {
-            let names = subnets
-                .iter()
-                .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
-                 masquerades host-originated traffic from ({names}): Envoy connects to backends \
-                 from this address, so Gateway API and Ingress requests to backends on other \
-                 nodes leave unmasqueraded and time out.",
-                f.ip_text()
-            )
-        }
+            pool_change,
+        } => migration_stuck(
+            node,
+            (pod_cidrs, pools),
+            operator_error.as_deref(),
+            *pool_change,
+        ),
+        NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
     };
     let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));
     m
 }
 
-/// The refused pods a finding names, and how many more there are.
-fn named(pods: &[PodRef], refused_pods: usize) -> String {
-    let mut names = pods
+/// An Ingress IP outside every Subnet kube-ovn masquerades.
+fn not_masqueraded(f: &Finding, subnets: &[(String, Vec<IpNet>)]) -> String {
+    let node = &f.owner.node;
+    let names = subnets
         .iter()
-        .map(ToString::to_string)
+        .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
         .collect::<Vec<_>>()
         .join(", ");
-    if refused_pods > pods.len() {
-        let _ = write!(names, " and {} more", refused_pods - pods.len());
-    }
-    names
+    format!(
+        "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
+         masquerades host-originated traffic from ({names}): Envoy connects to backends \
+         from this address, so Gateway API and Ingress requests to backends on other \
+         nodes leave unmasqueraded and time out.",
+        f.ip_text()
+    )
 }
 
-/// A switch to cluster-pool that never took on `node`.
+/// A switch to cluster-pool (or a new pool CIDR) that never took on `node`.
 fn migration_stuck(
     node: &str,
-    pod_cidrs: &[IpNet],
-    pools: &[IpNet],
+    (pod_cidrs, pools): (&[IpNet], &[IpNet]),
     operator_error: Option<&str>,
+    pool_change: bool,
 ) -> String {
+    let before = if pool_change {
+        "from an earlier cluster pool (the pool changed, not the IPAM mode; cilium#27245: the new \
+         CIDR \"is not used\")"
+    } else {
+        "from before the switch to cluster-pool"
+    };
     let mut m = format!(
         "Cilium runs ipam=cluster-pool with pools {}, but CiliumNode {node} keeps \
-         spec.ipam.podCIDRs {} from before the switch: the operator reuses a filled \
-         podCIDRs field instead of allocating, rejects the old range because it lies \
-         outside every pool, and the agent on {node} keeps allocating from the old range.",
+         spec.ipam.podCIDRs {} {before}: the operator reuses a filled podCIDRs field instead \
+         of allocating, rejects the old range because it lies outside every pool, and the \
+         agent on {node} keeps allocating from the old range.",
         list(pools),
         list(pod_cidrs)
     );
@@ -270,6 +278,9 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
                  Subnet's spec.excludeIps. {NOT_DISJOINT}"
             )
         }
+        Remedy::CheckOperatorPool { .. }
+        | Remedy::KeepOldPoolOrReallocate { .. }
+        | Remedy::GrowClusterPool { .. } => super::pool::remedy(r),
         // The collision, blackhole and overlap fixes are rendered by the parent.
         _ => String::new(),
     }

@@ -6,6 +6,7 @@ mod collision;
 mod fix;
 mod ipam;
 mod note;
+mod pool;
 
 pub use fix::fix;
 pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, impact_short, note, traffic};
@@ -268,6 +269,9 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::AddCapacity { .. }
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }
+        | Remedy::KeepOldPoolOrReallocate { .. }
+        | Remedy::CheckOperatorPool { .. }
+        | Remedy::GrowClusterPool { .. }
         | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {

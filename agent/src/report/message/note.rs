@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use super::{Reader, fix::fix};
 use crate::{
     detect::{
-        Cause, Finding, InfraAddress, NodeProblem, PodRef, Role, Scope,
+        Cause, Finding, InfraAddress, IpamKind, NodeProblem, PodRef, Role, Scope,
         impact::{Impact, Severity},
     },
     inventory::{DeadEnd, IpSource, ServiceAddress, Source},
@@ -224,6 +224,12 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
     match problem {
         NodeProblem::Exhausted {
+            ipam: IpamKind::OperatorPool,
+            ..
+        }
+        | NodeProblem::OperatorError { pool: Some(_), .. }
+        | NodeProblem::PoolNearlyFull(_) => super::pool::note(node, problem, example),
+        NodeProblem::Exhausted {
             pods, refused_pods, ..
         } => format!(
             "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
@@ -240,7 +246,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
              addresses. Pods beyond that stay in ContainerCreating.",
             list(ranges)
         ),
-        NodeProblem::OperatorError { error } => format!(
+        NodeProblem::OperatorError { error, .. } => format!(
             "cilium-operator cannot allocate pod addresses for node {node}: \"{}\". New pods on \
              {node} get no address.",
             super::words(error, 120)
@@ -249,13 +255,19 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             pod_cidrs,
             pools,
             operator_error,
+            pool_change,
         } => {
             let says = operator_error.as_deref().map_or_else(String::new, |e| {
                 format!(" (cilium-operator: \"{}\")", super::words(e, 60))
             });
+            let what = if *pool_change {
+                "The cluster pool changed"
+            } else {
+                "Cilium switched to cluster-pool"
+            };
             format!(
-                "CiliumNode {node} keeps podCIDRs {} outside the cluster pool {}{says}. Its agent \
-                 keeps allocating from the old range.",
+                "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its \
+                 agent keeps allocating from the old range.",
                 list(pod_cidrs),
                 list(pools)
             )

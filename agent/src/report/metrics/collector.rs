@@ -75,7 +75,7 @@ impl FindingsCollector {
 
 /// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
 /// and Cilium report, and the allocator problems behind them.
-const IPAM_KINDS: [FindingKind; 7] = [
+const IPAM_KINDS: [FindingKind; 8] = [
     FindingKind::DuplicatePodIp,
     FindingKind::StaleCiliumEndpoint,
     FindingKind::PodIpExhaustion,
@@ -83,6 +83,7 @@ const IPAM_KINDS: [FindingKind; 7] = [
     FindingKind::CiliumIpamError,
     FindingKind::IpamMigrationStuck,
     FindingKind::IngressIpNotMasqueraded,
+    FindingKind::ClusterPoolNearlyFull,
 ];
 
 #[derive(EncodeLabelSet)]
