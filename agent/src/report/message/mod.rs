@@ -128,15 +128,20 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
             addresses,
         } => {
             let source = cilium_range.map_or_else(String::new, |(r, field)| {
-                format!(" Cilium takes it from {r} ({field}).")
+                format!(" Cilium takes its addresses from {r} ({field}).")
             });
             let block = block.map_or_else(String::new, |b| b.to_string());
             format!(
                 "{} inside kube-ovn Subnet {subnet} ({block}) and not in its excludeIps, \
-                 so kube-ovn can hand it to a pod at any time — a pod that then sits in \
+                 so kube-ovn can hand {} to a pod at any time — a pod that then sits in \
                  ContainerCreating (Ingress IP) or is unreachable from its node (router, health \
                  IP).{source} {}",
                 overlapping(f, *held, *cilium_range, addresses),
+                if addresses.len() > 1 {
+                    "any of them"
+                } else {
+                    "it"
+                },
                 remedy_for(&f.remedy, reader),
             )
         }

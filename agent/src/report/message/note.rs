@@ -199,23 +199,29 @@ fn blackhole(node: &str, ip: &str, dead_end: DeadEnd) -> String {
 /// One finding per Cilium range and Subnet: the addresses concerned.
 fn overlap(f: &Finding, subnet: &str, addresses: &[InfraAddress], range: Option<IpNet>) -> String {
     let node = &f.owner.node;
-    let (what, verb) = match (addresses, range) {
+    let (what, them) = match (addresses, range) {
         ([one], _) => (
-            format!("Cilium's {} IP {} of node {node}", one.role, one.ip),
-            "lies",
+            format!("Cilium's {} IP {} of node {node} lies", one.role, one.ip),
+            "it",
         ),
         ([_, ..], _) => (
-            format!("Cilium's {} of node {node}", super::addresses(addresses, 3)),
-            "lie",
+            format!(
+                "Cilium's {} of node {node} lie",
+                super::addresses(addresses, 3)
+            ),
+            "any of them",
         ),
-        ([], Some(r)) => (format!("Cilium's range {r} of node {node}"), "lies"),
+        ([], Some(r)) => (
+            format!("Cilium's range {r} of node {node} lies"),
+            "its addresses",
+        ),
         ([], None) => (
-            format!("Cilium's address {} of node {node}", f.ip_text()),
-            "lies",
+            format!("Cilium's address {} of node {node} lies", f.ip_text()),
+            "it",
         ),
     };
     format!(
-        "{what} {verb} in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give it to a pod, \
+        "{what} in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give {them} to a pod, \
          which is then unreachable from its node or stuck in ContainerCreating."
     )
 }
