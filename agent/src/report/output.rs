@@ -299,6 +299,54 @@ mod tests {
     }
 
     #[test]
+    fn kubelets_whole_message_is_in_json_and_an_excerpt_in_the_text() {
+        use std::sync::Arc;
+
+        use crate::{
+            detect::detect,
+            inventory::{
+                SandboxFailure, SandboxRefusal,
+                fixtures::{ME, inventory, pod},
+            },
+        };
+        // cilium#9793's refusal: 419 bytes, "range is full" at its end.
+        let whole = "(combined from similar events): Failed create pod sandbox: rpc error: code = \
+            Unknown desc = failed to set up sandbox container \"49a1e22aa6f14f5da53b6ab0fe253a20303246c3e31299bbd489b09a814cab12\" \
+            network for pod \"coredns-5c98db65d4-h5vwr\": NetworkPlugin cni failed to set up pod \
+            \"coredns-5c98db65d4-h5vwr_kube-system\" network: unable to allocate IP via local cilium \
+            agent: [POST /ipam][502] postIpamFailure range is full";
+        let mut p = pod("web", ME, &[]);
+        p.phase = Some("Pending".into());
+        let mut inv = inventory(vec![p]);
+        inv.sandbox = Arc::new(vec![SandboxFailure {
+            namespace: "tenant".into(),
+            pod: "web".into(),
+            uid: "uid-web".into(),
+            refusal: SandboxRefusal::NoAddressLeft,
+            count: 2412,
+            message: whole.into(),
+        }]);
+        let report = Report {
+            node: ME.into(),
+            findings: detect(&inv),
+            ..Report::default()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&report).expect("json")).expect("parses");
+        let f = &v["findings"][0];
+        assert!(whole.len() > 400);
+        assert_eq!(f["kubelet"]["message"], whole);
+        let text = f["message"].as_str().expect("message");
+        // The excerpt: its head cut between words, the reason at its end.
+        assert!(
+            text.contains("times: \"…NetworkPlugin cni")
+                && text.contains("postIpamFailure range is full\"."),
+            "{text}"
+        );
+        assert!(!text.contains(whole), "{text}");
+    }
+
+    #[test]
     fn an_empty_report_says_so() {
         let r = Report {
             node: "n".into(),
