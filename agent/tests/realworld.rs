@@ -214,3 +214,136 @@ fn a_terminating_pod_on_a_router_ip_gives_no_new_finding() {
         vec![FindingKind::RouterIpCollision]
     );
 }
+
+/// kubelet's real message in `event-messages-sandbox-failures.json` that contains `needle`.
+fn real_message(needle: &str) -> String {
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(file("event-messages-sandbox-failures.json")).unwrap(),
+    )
+    .unwrap();
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message"].as_str().unwrap().to_owned())
+        .find(|m| m.contains(needle))
+        .unwrap()
+}
+
+/// The Event note and the long message of `f`, for the Node.
+fn texts(f: &ipshadow::detect::Finding) -> [String; 2] {
+    use ipshadow::report::message::{Reader, note, render};
+    [note(f, Reader::Node, None), render(f)]
+}
+
+#[test]
+fn a_kops_eni_node_out_of_addresses_is_told_to_check_the_operator_not_its_range() {
+    // ddiiwoong's kops ENI CiliumNode, and kubelet's refusal from the same post.
+    let mut problems = Vec::new();
+    let cns = files::cilium_nodes(
+        &file("ciliumnode-ddiiwoong-blog-kops-eni-partial.json"),
+        &mut problems,
+    )
+    .unwrap();
+    let node = cns[0].name.clone();
+    let event = json!({
+        "reason": "FailedCreatePodSandBox", "count": 85,
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web-0"},
+        "message": real_message("No more IPs availabl"),
+    });
+    let failure = ipshadow::kube::objects::sandbox_failure(&event).unwrap();
+    let pod = Pod {
+        namespace: "default".into(),
+        name: "web-0".into(),
+        node: Some(node.clone()),
+        phase: Some("Pending".into()),
+        ..Pod::default()
+    };
+    let inv = Inventory {
+        node: node.clone(),
+        router_device: "cilium_host".into(),
+        host: Arc::new(HostNetwork::default()),
+        cilium_nodes: Arc::new(cns),
+        pods: Arc::new(vec![pod]),
+        sandbox: Arc::new(vec![failure]),
+        ..Inventory::default()
+    };
+    let f = detect(&inv);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].kind, FindingKind::PodIpExhaustion);
+    for text in texts(&f[0]) {
+        assert!(text.contains("cilium-operator"), "{text}");
+        for knob in [
+            "--max-pods",
+            "clusterPoolIPv4MaskSize",
+            "node-cidr-mask-size",
+        ] {
+            assert!(!text.contains(knob), "{knob} in {text}");
+        }
+    }
+}
+
+#[test]
+fn a_slash_23_cluster_pool_with_mask_24_on_three_nodes_is_full_and_said_so() {
+    // Three nodes shaped like danny5487401's cluster-pool CiliumNode: two hold
+    // the pool's two /24s, the third has none and the operator's error.
+    let mut problems = Vec::new();
+    let real = files::cilium_nodes(
+        &file("ciliumnode-danny5487401-blog-clusterpool.json"),
+        &mut problems,
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(real.pod_cidrs, ["10.233.66.0/24".parse().unwrap()]);
+    let mut cns: Vec<CiliumNode> = Vec::new();
+    for (name, cidr) in [
+        ("node1", Some("10.233.66.0/24")),
+        ("node2", Some("10.233.67.0/24")),
+        ("node3", None),
+    ] {
+        let mut cn = real.clone();
+        cn.name = name.into();
+        cn.pod_cidrs = cidr.iter().map(|c| c.parse().unwrap()).collect();
+        if cidr.is_none() {
+            cn.addresses.clear();
+            cn.operator_error = Some("allocator full".into());
+        }
+        cns.push(cn);
+    }
+    let data = [
+        ("ipam", "cluster-pool"),
+        ("cluster-pool-ipv4-cidr", "10.233.66.0/23"),
+        ("cluster-pool-ipv4-mask-size", "24"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let config = ipshadow::kube::objects::cilium_config(&data, &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
+    let seen_from = |node: &str| {
+        detect(&Inventory {
+            node: node.into(),
+            router_device: "cilium_host".into(),
+            host: Arc::new(HostNetwork::default()),
+            cilium_nodes: Arc::new(cns.clone()),
+            cilium_config: Some(Arc::new(config.clone())),
+            ..Inventory::default()
+        })
+    };
+    let first = seen_from("node1");
+    let kinds: Vec<FindingKind> = first.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::ClusterPoolNearlyFull]);
+    let [note, long] = texts(&first[0]);
+    assert!(
+        note.contains("10.233.66.0/23 holds 2 node range(s) of /24 for 3 node(s)"),
+        "{note}"
+    );
+    assert!(long.contains("cluster-pool-ipv4-cidr"), "{long}");
+    assert!(seen_from("node2").is_empty());
+    let third = seen_from("node3");
+    let kinds: Vec<FindingKind> = third.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::CiliumIpamError]);
+    let [note, long] = texts(&third[0]);
+    assert!(note.contains("\"allocator full\""), "{note}");
+    assert!(long.contains("holds 2 node range(s) of /24"), "{long}");
+}

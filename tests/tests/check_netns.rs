@@ -283,8 +283,9 @@ fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // One finding for the one range and Subnet, listing both addresses.
     let fs = findings(&out);
-    assert_eq!(fs.len(), 2, "{fs:#?}");
+    assert_eq!(fs.len(), 1, "{fs:#?}");
     for f in &fs {
         assert_eq!(f["kind"], "AllocatorOverlap");
         assert_eq!(f["pod"], Value::Null);
@@ -297,8 +298,16 @@ fn allocator_overlap_is_reported_from_a_subnets_file_and_gone_once_excluded() {
             "{f:#}"
         );
     }
-    assert_eq!(find(&fs, ROUTER)["owner"]["role"], "router");
-    assert_eq!(find(&fs, INGRESS)["owner"]["role"], "ingress");
+    let f = find(&fs, ROUTER);
+    assert_eq!(f["owner"]["role"], "router");
+    assert_eq!(
+        f["addresses"],
+        serde_json::json!([
+            {"ip": ROUTER, "role": "router", "source": "ciliumnode.spec.addresses"},
+            {"ip": INGRESS, "role": "ingress", "source": "ciliumnode.spec.ingress"},
+        ]),
+        "{f:#}"
+    );
 
     let fixed = files.write(
         "fixed.json",

@@ -1125,8 +1125,8 @@ fn status_only_updates_of_subnets_and_ciliumnodes_reconcile_nothing() {
     agent.wait_ready(&sim.node);
     let overlaps = |m: &str| sample(m, "ipshadow_allocator_overlaps", &[]);
     assert!(
-        AgentProc::wait_metrics(&sim.node, HANG, |m| overlaps(m) == Some(2.0)).is_some(),
-        "the router and Ingress IPs of node-a lie in ovn-default"
+        AgentProc::wait_metrics(&sim.node, HANG, |m| overlaps(m) == Some(1.0)).is_some(),
+        "node-a's range, with its router and Ingress IPs, lies in ovn-default: one overlap"
     );
     // Count from a reconcile after every start-up change: each stream has
     // listed (its watch is open), then a pod added on node-a's router IP is a
@@ -1371,4 +1371,48 @@ fn two_thousand_findings_write_within_the_budget_and_the_rest_on_the_node() {
          {} pending",
         sample(&m, "ipshadow_events_pending", &[]).unwrap()
     ));
+}
+
+#[test]
+fn a_pod_being_deleted_ends_its_series_quietly() {
+    if !can_run_netns_tests("a_pod_being_deleted_ends_its_series_quietly") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("kgo", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("go", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let metrics = || AgentProc::get(&sim.node, "/metrics").unwrap().1;
+    let series = |m: &str| sample(m, "ipshadow_collision_info", &[("pod", "postgres-0")]);
+    let reconciles = |m: &str| sample(m, "ipshadow_reconciles_total", &[("result", "ok")]);
+    wait_for("RouterIPCollision on postgres-0", HANG, || {
+        event(&api, "tenant", "postgres-0", "RouterIPCollision")
+    });
+    wait_for("postgres-0's series", HANG, || series(&metrics()));
+    let before = api.core_events_for("tenant", "postgres-0");
+
+    // kubectl delete: the pod gets its deletionTimestamp and lingers while it stops.
+    let mut leaving = pod("tenant", "postgres-0", ME, &[ROUTER]);
+    leaving["metadata"]["deletionTimestamp"] = Value::from("2026-12-04T20:00:00Z");
+    api.apply(Res::Pods, leaving);
+    // The reconcile that sees it leaving ends the series in the metrics.
+    let seen_at = wait_for("postgres-0's series gone", HANG, || {
+        let m = metrics();
+        series(&m).is_none().then(|| reconciles(&m)).flatten()
+    });
+    // Later facts: another reconcile, and another pod's Event written after it.
+    api.apply(Res::Pods, pod("tenant", "api-0", ME, &[OTHER_ROUTER]));
+    wait_for("a later reconcile", HANG, || {
+        reconciles(&metrics()).filter(|n| *n > seen_at)
+    });
+    wait_for("api-0's Event, written after", HANG, || {
+        event(&api, "tenant", "api-0", "RouterIPCollision")
+    });
+    // Nothing new for the leaving pod: no Warning repeated, no IPCollisionResolved
+    // (nothing was fixed; the pod is going), and its series stays gone.
+    assert_eq!(api.core_events_for("tenant", "postgres-0"), before);
+    assert_eq!(series(&metrics()), None);
 }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::finding::{PodRef, PodSite};
-use crate::inventory::{DeadEnd, IpRange, ServiceAddress};
+use crate::inventory::{DeadEnd, InfraAddress, IpRange, ServiceAddress};
 
 /// What detection found, beyond kind, IP and owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub enum Cause {
         cilium_range: Option<(IpNet, &'static str)>,
         /// Whether the IP is an address Cilium holds now (rather than one it may take).
         held: bool,
+        /// The addresses Cilium holds that the Subnet may hand out, the
+        /// finding's IP first (one fix excludes them all); empty when not `held`.
+        addresses: Vec<InfraAddress>,
     },
 }
 
@@ -86,6 +89,8 @@ pub enum NodeProblem {
         refused_pods: usize,
         /// kubelet's report of the first (count summed over all).
         kubelet: KubeletReport,
+        /// How the node gets its addresses: what to check differs.
+        ipam: IpamKind,
     },
     /// The node's range holds fewer usable addresses than kubelet accepts pods.
     Capacity {
@@ -102,7 +107,12 @@ pub enum NodeProblem {
     OperatorError {
         /// `status.ipam.operator-status.error`.
         error: String,
+        /// The cluster pool that explains a "full" error, when it is known
+        /// and has no room for another node.
+        pool: Option<PoolFit>,
     },
+    /// Latent: the cluster pool has room for no more nodes than the cluster has.
+    PoolNearlyFull(PoolFit),
     /// cluster-pool mode, but the node's podCIDRs lie outside every pool.
     MigrationStuck {
         /// `spec.ipam.podCIDRs` outside the pools.
@@ -111,6 +121,9 @@ pub enum NodeProblem {
         pools: Vec<IpNet>,
         /// cilium-operator's error for the node, which says the same.
         operator_error: Option<String>,
+        /// The pool changed, the mode did not (cilium#27245): the old range is
+        /// not the Node's `spec.podCIDRs` that kubernetes mode copies.
+        pool_change: bool,
     },
     /// The Ingress IP is outside every Subnet kube-ovn masquerades.
     NotMasqueraded {
@@ -122,6 +135,34 @@ pub enum NodeProblem {
 impl NodeProblem {
     /// How many refused pods a finding names.
     pub const PODS_NAMED: usize = 5;
+}
+
+/// How Cilium's IPAM gives a node its pod addresses, as far as the inventory shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpamKind {
+    /// A range of the node's own (cluster-pool, kubernetes, multi-pool): its
+    /// size bounds the node's pods.
+    HostScope,
+    /// A pool cilium-operator fills from the cloud or a CRD (ENI, Azure,
+    /// alibabacloud, crd): running dry is usually temporary (cilium PR#42369).
+    OperatorPool,
+    /// Neither cilium-config nor the CiliumNode says.
+    Unknown,
+}
+
+/// One family's cluster pool against the per-node mask and the node count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolFit {
+    /// cilium-config's `cluster-pool-ipv4-cidr` (or IPv6) CIDRs.
+    pub pools: Vec<IpNet>,
+    /// The prefix length of each node's range.
+    pub mask: u8,
+    /// Whether `mask` was read from cilium-config (else from the CiliumNodes' podCIDRs).
+    pub mask_configured: bool,
+    /// How many node ranges the pools hold.
+    pub holds: u64,
+    /// How many nodes the cluster has (its CiliumNodes).
+    pub nodes: u64,
 }
 
 /// What the operator should do, decided from what the inventory shows of the
@@ -232,6 +273,25 @@ pub enum Remedy {
     ClearPodCidrsAfterRollout {
         /// The node.
         node: String,
+    },
+    /// The cluster pool changed under nodes that keep their old range: give
+    /// the old CIDR back to the pool, or move the nodes one by one.
+    KeepOldPoolOrReallocate {
+        /// The node.
+        node: String,
+        /// Its ranges outside the pool.
+        old: Vec<IpNet>,
+    },
+    /// Addresses run dry in a pool cilium-operator fills: usually temporary;
+    /// check the operator, pre-allocation and the cloud's limits.
+    CheckOperatorPool {
+        /// The node.
+        node: String,
+    },
+    /// The cluster pool has room for too few nodes: add a CIDR to it.
+    GrowClusterPool {
+        /// The pool's CIDRs, of the family short of room.
+        pools: Vec<IpNet>,
     },
     /// Give Cilium a pool inside a Subnet kube-ovn masquerades.
     PoolInMasqueradedSubnet {

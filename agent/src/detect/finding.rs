@@ -7,8 +7,9 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
-pub use super::cause::{Cause, KubeletReport, NodeProblem, Remedy, Reserver};
+pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy, Reserver};
 pub use super::trust::Trust;
+pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
 use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
 
@@ -84,6 +85,8 @@ pub enum FindingKind {
     #[serde(rename = "IngressIPNotMasqueraded")]
     #[strum(serialize = "IngressIPNotMasqueraded")]
     IngressIpNotMasqueraded,
+    /// Latent: Cilium's cluster pool has room for no more nodes than the cluster has.
+    ClusterPoolNearlyFull,
 }
 
 impl FindingKind {
@@ -121,6 +124,7 @@ impl FindingKind {
                 | Self::CiliumIpamError
                 | Self::IpamMigrationStuck
                 | Self::IngressIpNotMasqueraded
+                | Self::ClusterPoolNearlyFull
         )
     }
 }
@@ -287,15 +291,15 @@ impl Finding {
         }
     }
 
-    /// Cilium's address `ip` (held now, or one it may take from `cilium_range`)
-    /// that `subnet` may hand to a pod.
+    /// Cilium's addresses (held now, `ip` first), or `ip` it may take from
+    /// `cilium_range` (`addresses` empty), that `subnet` may hand to a pod.
     pub fn overlap(
         ip: IpAddr,
         owner: Owner,
         subnet: String,
         block: Option<IpNet>,
         cilium_range: Option<(IpNet, &'static str)>,
-        held: bool,
+        addresses: Vec<InfraAddress>,
     ) -> Self {
         let exclude = cilium_range.as_ref().map_or(
             IpRange {
@@ -319,7 +323,8 @@ impl Finding {
                 subnet,
                 block,
                 cilium_range,
-                held,
+                held: !addresses.is_empty(),
+                addresses,
             },
             remedy,
             trust,

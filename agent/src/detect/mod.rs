@@ -18,14 +18,15 @@ pub mod impact;
 mod node;
 mod overlap;
 mod owners;
+mod pool;
 mod refused;
 mod trust;
 
 use std::{collections::HashSet, net::IpAddr};
 
 pub use finding::{
-    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, PodSite, Remedy,
-    Reserver, Role, Scope, Trust,
+    Cause, Finding, FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodRef,
+    PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,
 };
 use ipnet::IpNet;
 pub use owners::Index;

@@ -9,7 +9,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{
-    Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope, Trust,
+    Cause, Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope,
+    Trust,
 };
 use crate::inventory::{CiliumNode, Inventory, IpSource, SandboxRefusal, Source};
 
@@ -33,6 +34,7 @@ pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
         out.extend(this.capacity_shortfall(&cilium));
     }
     out.extend(this.operator_trouble());
+    out.extend(this.pool_nearly_full());
     if kube_ovn {
         out.extend(not_masqueraded(inv, &cilium));
     }
@@ -72,10 +74,12 @@ impl ThisNode<'_> {
 
     /// kubelet reports pods refused for want of an address.
     fn exhaustion(&self) -> Option<Finding> {
-        let problem = exhausted(self.inv, self.node)?;
-        let remedy = Remedy::AddCapacity {
-            node: self.node.to_owned(),
-            usable: None,
+        let ipam = super::pool::ipam_kind(self.inv, self.node);
+        let problem = exhausted(self.inv, self.node, ipam)?;
+        let node = self.node.to_owned();
+        let remedy = match ipam {
+            IpamKind::OperatorPool => Remedy::CheckOperatorPool { node },
+            IpamKind::HostScope | IpamKind::Unknown => Remedy::AddCapacity { node, usable: None },
         };
         let mut f = self.finding(
             FindingKind::PodIpExhaustion,
@@ -120,8 +124,18 @@ impl ThisNode<'_> {
     fn operator_trouble(&self) -> Option<Finding> {
         let own = self.inv.cilium_nodes.iter().find(|c| c.name == self.node)?;
         let node = self.node.to_owned();
-        if let Some(problem) = migration_stuck(self.inv, own) {
-            let remedy = Remedy::ClearPodCidrsAfterRollout { node };
+        if let Some(problem) = super::pool::migration_stuck(self.inv, own) {
+            let remedy = match &problem {
+                NodeProblem::MigrationStuck {
+                    pool_change: true,
+                    pod_cidrs,
+                    ..
+                } => Remedy::KeepOldPoolOrReallocate {
+                    node,
+                    old: pod_cidrs.clone(),
+                },
+                _ => Remedy::ClearPodCidrsAfterRollout { node },
+            };
             return Some(self.finding(
                 FindingKind::IpamMigrationStuck,
                 Source::CiliumConfig,
@@ -131,18 +145,43 @@ impl ThisNode<'_> {
         }
         // A stuck migration's error is told in its own finding, with the fix.
         let error = own.operator_error.clone()?;
+        let pool = super::pool::explaining(self.inv, &error);
+        let remedy = match &pool {
+            Some(p) => Remedy::GrowClusterPool {
+                pools: p.pools.clone(),
+            },
+            None => Remedy::FixOperatorAllocation { node },
+        };
         Some(self.finding(
             FindingKind::CiliumIpamError,
             Source::OperatorStatus,
-            NodeProblem::OperatorError { error },
-            Remedy::FixOperatorAllocation { node },
+            NodeProblem::OperatorError { error, pool },
+            remedy,
         ))
+    }
+
+    /// Latent: the cluster pool has room for no more nodes than there are.
+    fn pool_nearly_full(&self) -> Vec<Finding> {
+        super::pool::nearly_full(self.inv, self.node)
+            .into_iter()
+            .map(|fit| {
+                let remedy = Remedy::GrowClusterPool {
+                    pools: fit.pools.clone(),
+                };
+                self.finding(
+                    FindingKind::ClusterPoolNearlyFull,
+                    Source::CiliumConfig,
+                    NodeProblem::PoolNearlyFull(fit),
+                    remedy,
+                )
+            })
+            .collect()
     }
 }
 
 /// The pods of `node` without an address that kubelet reports the allocator
 /// had none left for.
-fn exhausted(inv: &Inventory, node: &str) -> Option<NodeProblem> {
+fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem> {
     let mut pods = Vec::new();
     let mut first: Option<KubeletReport> = None;
     let mut count = 0u64;
@@ -176,6 +215,7 @@ fn exhausted(inv: &Inventory, node: &str) -> Option<NodeProblem> {
         pods,
         refused_pods,
         kubelet,
+        ipam,
     })
 }
 
@@ -269,34 +309,6 @@ fn capacity(cn: &CiliumNode, allocatable: u64) -> Option<NodeProblem> {
         }
     }
     None
-}
-
-/// cluster-pool mode while `cn` keeps podCIDRs outside every pool of its family.
-fn migration_stuck(inv: &Inventory, cn: &CiliumNode) -> Option<NodeProblem> {
-    let config = inv.cilium_config.as_ref()?;
-    if config.ipam != "cluster-pool" || config.cluster_pool.is_empty() {
-        return None;
-    }
-    let family = |n: &IpNet| matches!(n, IpNet::V6(_));
-    let outside: Vec<IpNet> = cn
-        .pod_cidrs
-        .iter()
-        .filter(|c| {
-            // A family without a pool is not this finding (the operator would not allocate it).
-            let pools = config
-                .cluster_pool
-                .iter()
-                .filter(|p| family(p) == family(c));
-            let mut pools = pools.peekable();
-            pools.peek().is_some() && !pools.any(|p| p.contains(*c))
-        })
-        .copied()
-        .collect();
-    (!outside.is_empty()).then(|| NodeProblem::MigrationStuck {
-        pod_cidrs: outside,
-        pools: config.cluster_pool.clone(),
-        operator_error: cn.operator_error.clone(),
-    })
 }
 
 /// The node's Ingress IPs outside every Subnet kube-ovn masquerades (per

@@ -8,11 +8,13 @@ use std::{collections::BTreeSet, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{Finding, Owner, Owners, Role};
-use crate::inventory::{CiliumNode, Inventory, IpRange, Source, Subnet};
+use crate::inventory::{CiliumNode, InfraAddress, Inventory, IpRange, Source, Subnet};
 
 /// This node's overlaps with every primary Subnet (secondary networks never
-/// hand out `status.podIPs`): one finding per infrastructure address kube-ovn
-/// may hand out, or, when none is exposed, per Cilium range not fully excluded.
+/// hand out `status.podIPs`): one finding per Cilium range and Subnet, listing
+/// the infrastructure addresses kube-ovn may hand out (one fix excludes them
+/// all); an address in no known range is its own finding (its fix differs);
+/// when none is exposed, one per Cilium range not fully excluded.
 pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Finding> {
     let mine: Vec<&CiliumNode> = inv
         .cilium_nodes
@@ -20,21 +22,22 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
         .chain(inv.annotated_nodes.iter())
         .filter(|c| c.name == inv.node)
         .collect();
-    let mut infra: Vec<(Role, IpAddr, Source)> = mine
+    let mut infra: Vec<InfraAddress> = mine
         .iter()
-        .flat_map(|c| c.addresses.iter().map(|a| (a.role, a.ip, a.source)))
+        .flat_map(|c| c.addresses.iter().copied())
+        // Other CNIs' addresses in Node annotations are not taken from Cilium's ranges.
+        .filter(|a| a.role.is_ciliums())
         .collect();
-    infra.sort();
-    let ranges: Vec<(IpNet, &'static str)> = mine.iter().flat_map(|c| c.ranges()).collect();
+    // Router first: the address a group's finding is named by.
+    infra.sort_by_key(|a| (a.role, a.ip, a.source));
+    let ranges: Vec<Range> = mine.iter().flat_map(|c| c.ranges()).collect();
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for subnet in inv.subnets.iter().filter(|s| s.primary) {
-        let mut exposed = false;
-        for &(role, ip, source) in &infra {
-            if !subnet.allocates(ip) || !seen.insert(ip) {
-                continue;
-            }
-            exposed = true;
+        let groups = exposed(subnet, &infra, &ranges, &mut seen);
+        let exposed = !groups.is_empty();
+        for (range, addresses) in groups {
+            let InfraAddress { ip, role, source } = addresses[0];
             let owner = owners.mine.get(&ip).map_or(
                 Owner {
                     node: inv.node.clone(),
@@ -44,8 +47,7 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
                 },
                 |o| o.to_owner(),
             );
-            let range = ranges.iter().find(|(c, _)| c.contains(&ip)).copied();
-            out.push(finding(subnet, ip, owner, range, true));
+            out.push(finding(subnet, ip, owner, range, addresses));
         }
         if exposed {
             continue;
@@ -61,11 +63,37 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
                     device: Some(inv.router_device.clone()),
                     source: Source::SpecAddresses,
                 };
-                out.push(finding(subnet, ip, owner, Some((range, field)), false));
+                out.push(finding(subnet, ip, owner, Some((range, field)), Vec::new()));
             }
         }
     }
     out
+}
+
+/// Cilium's range an address was taken from, and the field it was read from.
+type Range = (IpNet, &'static str);
+
+/// The addresses of `infra` not yet `seen` that `subnet` may hand out, grouped
+/// by the range holding them (one excludeIps entry each); an address in no
+/// range alone.
+fn exposed(
+    subnet: &Subnet,
+    infra: &[InfraAddress],
+    ranges: &[Range],
+    seen: &mut BTreeSet<IpAddr>,
+) -> Vec<(Option<Range>, Vec<InfraAddress>)> {
+    let mut groups: Vec<(Option<Range>, Vec<InfraAddress>)> = Vec::new();
+    for &a in infra {
+        if !subnet.allocates(a.ip) || !seen.insert(a.ip) {
+            continue;
+        }
+        let range = ranges.iter().find(|(c, _)| c.contains(&a.ip)).copied();
+        match groups.iter_mut().find(|(r, _)| r.is_some() && *r == range) {
+            Some((_, members)) => members.push(a),
+            None => groups.push((range, vec![a])),
+        }
+    }
+    groups
 }
 
 /// An address of `range` the Subnet may hand out, checked at the range's ends and
@@ -106,14 +134,15 @@ fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
     }
 }
 
-/// `held`: `ip` is an address Cilium holds; otherwise one it may take from `range`.
+/// `addresses`: those Cilium holds that the Subnet may hand out (`ip` the
+/// first); empty when `ip` is one it may take from `range`.
 fn finding(
     subnet: &Subnet,
     ip: IpAddr,
     owner: Owner,
-    range: Option<(IpNet, &'static str)>,
-    held: bool,
+    range: Option<Range>,
+    addresses: Vec<InfraAddress>,
 ) -> Finding {
     let block = subnet.cidrs.iter().find(|c| c.contains(&ip)).copied();
-    Finding::overlap(ip, owner, subnet.name.clone(), block, range, held)
+    Finding::overlap(ip, owner, subnet.name.clone(), block, range, addresses)
 }

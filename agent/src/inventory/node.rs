@@ -17,6 +17,13 @@ pub enum SandboxRefusal {
     NoAddressLeft,
 }
 
+impl SandboxRefusal {
+    /// The words of kubelet's message a refusal is read from, in lower case
+    /// (an address in use; none left: host-scope "range is full", ENI/Azure/
+    /// multi-pool "No more IPs available"): what an excerpt of it must keep.
+    pub const WORDING: [&'static str; 3] = ["is already in use", "range is full", "no more ips"];
+}
+
 /// kubelet's report that a pod's sandbox could not be created, and what the
 /// CNI refused (`FailedCreatePodSandBox`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,13 +38,15 @@ pub struct SandboxFailure {
     pub refusal: SandboxRefusal,
     /// How many times kubelet reported it (the Event's count).
     pub count: u64,
-    /// kubelet's message, on one line and cut to [`SandboxFailure::MESSAGE_MAX`].
+    /// kubelet's whole message, on one line; cut only beyond
+    /// [`SandboxFailure::MESSAGE_MAX`] (text output quotes an excerpt of it).
     pub message: String,
 }
 
 impl SandboxFailure {
-    /// The longest message kept: enough for the CNI's reason, bounded per Event.
-    pub const MESSAGE_MAX: usize = 400;
+    /// The longest message kept: a safety cap far above kubelet's messages
+    /// (the longest real one seen is ~430 bytes), so the JSON carries them whole.
+    pub const MESSAGE_MAX: usize = 4096;
 
     /// Whether this failure is about `pod` (by uid where both know it).
     pub fn is_about(&self, pod: &Pod) -> bool {
@@ -107,4 +116,8 @@ pub struct CiliumConfig {
     pub ipam: String,
     /// `cluster-pool-ipv4-cidr` and `cluster-pool-ipv6-cidr` (several per family, space-separated).
     pub cluster_pool: Vec<IpNet>,
+    /// `cluster-pool-ipv4-mask-size`: the prefix length of each node's range.
+    pub ipv4_mask_size: Option<u8>,
+    /// `cluster-pool-ipv6-mask-size`, likewise.
+    pub ipv6_mask_size: Option<u8>,
 }

@@ -153,6 +153,11 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// One of the addresses Cilium takes for itself from its pod ranges.
+    pub fn is_ciliums(self) -> bool {
+        matches!(self, Self::Router | Self::Ingress | Self::Health)
+    }
 }
 
 /// Where an owner's address was read, best first: when two sources name the
@@ -243,8 +248,8 @@ impl Source {
     }
 }
 
-/// One of Cilium's own addresses on a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// One of Cilium's own addresses on a node (JSON `addresses` of an overlap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct InfraAddress {
     /// The address.
     pub ip: IpAddr,
@@ -270,6 +275,9 @@ pub struct CiliumNode {
     /// `status.ipam.operator-status.error` when not empty: why the operator
     /// could not allocate for this node.
     pub operator_error: Option<String>,
+    /// Its addresses come from a pool cilium-operator fills (`spec.ipam.pool`,
+    /// or `status.ipam.used` naming cloud resources): ENI, Azure, CRD modes.
+    pub operator_pool: bool,
 }
 
 impl CiliumNode {

@@ -10,7 +10,8 @@ pub use self::table::table;
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
-        Cause, Finding, FindingKind, KubeletReport, NodeProblem, Owner, PodRef, Scope, Trust,
+        Cause, Finding, FindingKind, InfraAddress, KubeletReport, NodeProblem, Owner, PodRef,
+        Scope, Trust,
         impact::{Impact, Severity},
     },
     inventory::IpSource,
@@ -43,6 +44,9 @@ pub(super) struct JsonFinding<'a> {
     subnet: Option<&'a str>,
     /// AllocatorOverlap: Cilium's allocation range involved.
     cilium_range: Option<String>,
+    /// AllocatorOverlap: every address of Cilium's the Subnet may hand out
+    /// (`ip` is the first), with its role; one finding per range and Subnet.
+    addresses: Option<&'a [InfraAddress]>,
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     evidence: Option<&'a Evidence>,
     /// kubelet's FailedCreatePodSandBox report the finding rests on.
@@ -142,6 +146,7 @@ pub(super) fn json_finding<'a>(
         shadowed_route,
         subnet,
         cilium_range,
+        addresses,
         kubelet,
         holder,
         service,
@@ -159,6 +164,7 @@ pub(super) fn json_finding<'a>(
         shadowed_route,
         subnet,
         cilium_range,
+        addresses,
         evidence,
         kubelet,
         holder,
@@ -176,6 +182,7 @@ struct CauseFields<'a> {
     shadowed_route: Option<&'a str>,
     subnet: Option<&'a str>,
     cilium_range: Option<String>,
+    addresses: Option<&'a [InfraAddress]>,
     kubelet: Option<&'a KubeletReport>,
     holder: Option<&'a PodRef>,
     service: Option<JsonService<'a>>,
@@ -225,10 +232,12 @@ impl<'a> CauseFields<'a> {
             Cause::Overlap {
                 subnet,
                 cilium_range,
+                addresses,
                 ..
             } => Self {
                 subnet: Some(subnet.as_str()),
                 cilium_range: cilium_range.map(|(r, _)| r.to_string()),
+                addresses: Some(addresses.as_slice()),
                 ..Self::default()
             },
         }
@@ -287,6 +296,54 @@ mod tests {
                 .as_str()
                 .is_some_and(|m| m.starts_with("Pod tenant/postgres-0"))
         );
+    }
+
+    #[test]
+    fn kubelets_whole_message_is_in_json_and_an_excerpt_in_the_text() {
+        use std::sync::Arc;
+
+        use crate::{
+            detect::detect,
+            inventory::{
+                SandboxFailure, SandboxRefusal,
+                fixtures::{ME, inventory, pod},
+            },
+        };
+        // cilium#9793's refusal: 419 bytes, "range is full" at its end.
+        let whole = "(combined from similar events): Failed create pod sandbox: rpc error: code = \
+            Unknown desc = failed to set up sandbox container \"49a1e22aa6f14f5da53b6ab0fe253a20303246c3e31299bbd489b09a814cab12\" \
+            network for pod \"coredns-5c98db65d4-h5vwr\": NetworkPlugin cni failed to set up pod \
+            \"coredns-5c98db65d4-h5vwr_kube-system\" network: unable to allocate IP via local cilium \
+            agent: [POST /ipam][502] postIpamFailure range is full";
+        let mut p = pod("web", ME, &[]);
+        p.phase = Some("Pending".into());
+        let mut inv = inventory(vec![p]);
+        inv.sandbox = Arc::new(vec![SandboxFailure {
+            namespace: "tenant".into(),
+            pod: "web".into(),
+            uid: "uid-web".into(),
+            refusal: SandboxRefusal::NoAddressLeft,
+            count: 2412,
+            message: whole.into(),
+        }]);
+        let report = Report {
+            node: ME.into(),
+            findings: detect(&inv),
+            ..Report::default()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&report).expect("json")).expect("parses");
+        let f = &v["findings"][0];
+        assert!(whole.len() > 400);
+        assert_eq!(f["kubelet"]["message"], whole);
+        let text = f["message"].as_str().expect("message");
+        // The excerpt: its head cut between words, the reason at its end.
+        assert!(
+            text.contains("times: \"…NetworkPlugin cni")
+                && text.contains("postIpamFailure range is full\"."),
+            "{text}"
+        );
+        assert!(!text.contains(whole), "{text}");
     }
 
     #[test]

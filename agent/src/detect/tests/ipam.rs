@@ -237,6 +237,7 @@ fn stuck(ipam: &str, pools: &[&str], error: Option<&str>) -> Vec<Finding> {
     inv.cilium_config = Some(Arc::new(CiliumConfig {
         ipam: ipam.into(),
         cluster_pool: pools.iter().map(|p| net(p)).collect(),
+        ..CiliumConfig::default()
     }));
     detect(&inv)
 }

@@ -6,6 +6,7 @@ mod fib;
 mod ipam;
 mod names;
 mod overlap;
+mod pool;
 
 use std::net::IpAddr;
 

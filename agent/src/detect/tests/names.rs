@@ -53,15 +53,16 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::CiliumIpamError => "CiliumIPAMError",
             FindingKind::IpamMigrationStuck => "IPAMMigrationStuck",
             FindingKind::IngressIpNotMasqueraded => "IngressIPNotMasqueraded",
+            FindingKind::ClusterPoolNearlyFull => "ClusterPoolNearlyFull",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 15);
+    assert_eq!(all.len(), 16);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"IngressIPNotMasqueraded"));
+    assert_eq!(all.last(), Some(&"ClusterPoolNearlyFull"));
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         // ENI, Azure, CRD: addresses come from the cloud's interfaces, not this range.
         node.pod_cidrs.clear();
     }
+    node.operator_pool = crd_style;
     node.pool_cidrs = pool_cidrs(v, &mut bad);
     node.operator_error = operator_error(v, &mut bad);
     Ok(node)

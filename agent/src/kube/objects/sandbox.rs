@@ -68,12 +68,13 @@ pub fn sandbox_refusal(message: &str) -> Option<SandboxRefusal> {
     let text = normalize(message);
     let text = text.strip_prefix(COMBINED).unwrap_or(&text);
     let lower = text.to_ascii_lowercase();
-    if let Some(at) = lower.rfind(" is already in use") {
+    let [in_use, full, no_more] = SandboxRefusal::WORDING;
+    if let Some(at) = lower.rfind(&format!(" {in_use}")) {
         return address_before(&text[..at]).map(SandboxRefusal::AddressInUse);
     }
     // Cilium's host-scope allocator ("range is full"), its ENI/Azure/multi-pool
     // allocators ("No more IPs available", sometimes cut short).
-    if lower.contains("range is full") || lower.contains("no more ips") {
+    if lower.contains(full) || lower.contains(no_more) {
         return Some(SandboxRefusal::NoAddressLeft);
     }
     None
@@ -158,6 +159,36 @@ mod tests {
                 None,                                  // kube-ovn: no address allocated
             ]
         );
+    }
+
+    #[test]
+    fn kubelets_whole_message_is_kept_up_to_the_safety_cap() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/realworld/event-messages-sandbox-failures.json"
+        );
+        let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
+        for m in v["messages"].as_array().expect("messages") {
+            let m = m["message"].as_str().expect("message");
+            let event = serde_json::json!({
+                "reason": "FailedCreatePodSandBox",
+                "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p"},
+                "message": m,
+            });
+            if let Some(f) = sandbox_failure(&event) {
+                // cilium#9793 and cilium-cli#189 run past 400 bytes, to "range is full".
+                assert_eq!(f.message, normalize(m), "{m}");
+            }
+        }
+        let huge = format!("IP 10.0.0.1 is already in use {}", "word ".repeat(2000));
+        let event = serde_json::json!({
+            "reason": "FailedCreatePodSandBox",
+            "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p"},
+            "message": huge,
+        });
+        let f = sandbox_failure(&event).expect("a failure");
+        assert!(f.message.len() <= SandboxFailure::MESSAGE_MAX + '…'.len_utf8());
+        assert!(f.message.starts_with("IP 10.0.0.1 is already in use"));
     }
 
     #[test]

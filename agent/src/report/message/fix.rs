@@ -63,6 +63,9 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }
         | Remedy::PoolInMasqueradedSubnet { .. } => ipam_fix(r),
+        Remedy::CheckOperatorPool { .. }
+        | Remedy::KeepOldPoolOrReallocate { .. }
+        | Remedy::GrowClusterPool { .. } => super::pool::fix(r),
     }
 }
 

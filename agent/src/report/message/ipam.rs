@@ -7,7 +7,10 @@ use std::{fmt::Write as _, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{NOT_DISJOINT, Reader, pod_name};
-use crate::detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy};
+use crate::{
+    detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy},
+    inventory::SandboxRefusal,
+};
 
 /// kubelet's report, quoted as evidence where the reader may see text from an
 /// Event (which anyone who may create Events in the namespace can write).
@@ -20,11 +23,55 @@ pub(super) fn kubelet_says(k: &KubeletReport, reader: Reader<'_>) -> String {
     if reader.quotes_tenants() {
         format!(
             "kubelet reported FailedCreatePodSandBox {times}: \"{}\".",
-            k.message
+            excerpt(&k.message, KUBELET_EXCERPT_MAX)
         )
     } else {
         format!("kubelet reported FailedCreatePodSandBox {times}.")
     }
+}
+
+/// The most bytes of kubelet's message a text quotes (JSON `kubelet.message`
+/// has it whole).
+pub(super) const KUBELET_EXCERPT_MAX: usize = 200;
+
+/// kubelet's `message` cut to at most `max` bytes around the words a refusal
+/// is read from ([`SandboxRefusal::WORDING`]) and what precedes them (the
+/// address in use), at word boundaries, with `…` where cut; its head when it
+/// has none of them.
+pub(super) fn excerpt(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_owned();
+    }
+    let lower = message.to_ascii_lowercase();
+    let Some((at, len)) = SandboxRefusal::WORDING
+        .iter()
+        .filter_map(|w| lower.rfind(w).map(|at| (at, w.len())))
+        .max()
+    else {
+        return super::words(message, max);
+    };
+    // Keep the closing quote or bracket after the words, then cut at a space.
+    let room = max - 2 * '…'.len_utf8();
+    let mut end = at + len;
+    end += message[end..]
+        .find(char::is_whitespace)
+        .unwrap_or(message.len() - end);
+    let mut start = end.saturating_sub(room);
+    while !message.is_char_boundary(start) {
+        start += 1;
+    }
+    if start > 0 {
+        start += message[start..]
+            .find(char::is_whitespace)
+            .map_or(0, |s| s + 1);
+    }
+    let cut = |i: usize, at: usize| if i == at { "" } else { "…" };
+    format!(
+        "{}{}{}",
+        cut(start, 0),
+        &message[start..end],
+        cut(end, message.len())
+    )
 }
 
 fn list(nets: &[IpNet]) -> String {
@@ -90,11 +137,13 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             pods,
             refused_pods,
             kubelet,
-        } => format!(
-            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
-             start ({}). {}",
-            named(pods, *refused_pods),
-            kubelet_says(kubelet, reader)
+            ipam,
+        } => super::pool::exhausted(
+            node,
+            (&super::pool::named(pods, *refused_pods), *refused_pods),
+            kubelet,
+            *ipam,
+            reader,
         ),
         NodeProblem::Capacity {
             ranges,
@@ -109,60 +158,66 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
              full\") while the scheduler still places pods there.",
             list(ranges)
         ),
-        NodeProblem::OperatorError { error } => format!(
-            "cilium-operator cannot allocate for node {node}: CiliumNode {node} \
-             status.ipam.operator-status.error says \"{error}\"; until it is fixed the node gets \
-             no new pod addresses from the operator."
+        NodeProblem::OperatorError { error, pool } => {
+            super::pool::operator_error(node, error, pool.as_ref())
+        }
+        NodeProblem::PoolNearlyFull(fit) => format!(
+            "{}: {} (cilium-operator then reports \"allocator full\" on its CiliumNode).",
+            super::pool::fit(fit),
+            super::pool::consequence(fit)
         ),
         NodeProblem::MigrationStuck {
             pod_cidrs,
             pools,
             operator_error,
-        } => migration_stuck(node, pod_cidrs, pools, operator_error.as_deref()),
-        NodeProblem::NotMasqueraded { subnets } => {
-            let names = subnets
-                .iter()
-                .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
-                 masquerades host-originated traffic from ({names}): Envoy connects to backends \
-                 from this address, so Gateway API and Ingress requests to backends on other \
-                 nodes leave unmasqueraded and time out.",
-                f.ip_text()
-            )
-        }
+            pool_change,
+        } => migration_stuck(
+            node,
+            (pod_cidrs, pools),
+            operator_error.as_deref(),
+            *pool_change,
+        ),
+        NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
     };
     let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));
     m
 }
 
-/// The refused pods a finding names, and how many more there are.
-fn named(pods: &[PodRef], refused_pods: usize) -> String {
-    let mut names = pods
+/// An Ingress IP outside every Subnet kube-ovn masquerades.
+fn not_masqueraded(f: &Finding, subnets: &[(String, Vec<IpNet>)]) -> String {
+    let node = &f.owner.node;
+    let names = subnets
         .iter()
-        .map(ToString::to_string)
+        .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
         .collect::<Vec<_>>()
         .join(", ");
-    if refused_pods > pods.len() {
-        let _ = write!(names, " and {} more", refused_pods - pods.len());
-    }
-    names
+    format!(
+        "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
+         masquerades host-originated traffic from ({names}): Envoy connects to backends \
+         from this address, so Gateway API and Ingress requests to backends on other \
+         nodes leave unmasqueraded and time out.",
+        f.ip_text()
+    )
 }
 
-/// A switch to cluster-pool that never took on `node`.
+/// A switch to cluster-pool (or a new pool CIDR) that never took on `node`.
 fn migration_stuck(
     node: &str,
-    pod_cidrs: &[IpNet],
-    pools: &[IpNet],
+    (pod_cidrs, pools): (&[IpNet], &[IpNet]),
     operator_error: Option<&str>,
+    pool_change: bool,
 ) -> String {
+    let before = if pool_change {
+        "from an earlier cluster pool (the pool changed, not the IPAM mode; cilium#27245: the new \
+         CIDR \"is not used\")"
+    } else {
+        "from before the switch to cluster-pool"
+    };
     let mut m = format!(
         "Cilium runs ipam=cluster-pool with pools {}, but CiliumNode {node} keeps \
-         spec.ipam.podCIDRs {} from before the switch: the operator reuses a filled \
-         podCIDRs field instead of allocating, rejects the old range because it lies \
-         outside every pool, and the agent on {node} keeps allocating from the old range.",
+         spec.ipam.podCIDRs {} {before}: the operator reuses a filled podCIDRs field instead \
+         of allocating, rejects the old range because it lies outside every pool, and the \
+         agent on {node} keeps allocating from the old range.",
         list(pools),
         list(pod_cidrs)
     );
@@ -223,6 +278,9 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
                  Subnet's spec.excludeIps. {NOT_DISJOINT}"
             )
         }
+        Remedy::CheckOperatorPool { .. }
+        | Remedy::KeepOldPoolOrReallocate { .. }
+        | Remedy::GrowClusterPool { .. } => super::pool::remedy(r),
         // The collision, blackhole and overlap fixes are rendered by the parent.
         _ => String::new(),
     }

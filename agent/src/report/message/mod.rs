@@ -6,6 +6,7 @@ mod collision;
 mod fix;
 mod ipam;
 mod note;
+mod pool;
 
 pub use fix::fix;
 pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, impact_short, note, traffic};
@@ -16,7 +17,7 @@ use ipnet::IpNet;
 
 use crate::{
     detect::{
-        Cause, Finding, PodRef, Remedy,
+        Cause, Finding, InfraAddress, PodRef, Remedy,
         impact::{Impact, Severity},
     },
     inventory::{Caller, DeadEnd, IpSource, ServiceRef},
@@ -124,17 +125,23 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
             block,
             cilium_range,
             held,
+            addresses,
         } => {
             let source = cilium_range.map_or_else(String::new, |(r, field)| {
-                format!(" Cilium takes it from {r} ({field}).")
+                format!(" Cilium takes its addresses from {r} ({field}).")
             });
             let block = block.map_or_else(String::new, |b| b.to_string());
             format!(
-                "{} lies inside kube-ovn Subnet {subnet} ({block}) and is not in its excludeIps, \
-                 so kube-ovn can hand it to a pod at any time — a pod that then sits in \
+                "{} inside kube-ovn Subnet {subnet} ({block}) and not in its excludeIps, \
+                 so kube-ovn can hand {} to a pod at any time — a pod that then sits in \
                  ContainerCreating (Ingress IP) or is unreachable from its node (router, health \
                  IP).{source} {}",
-                overlapping(f, *held, *cilium_range),
+                overlapping(f, *held, *cilium_range, addresses),
+                if addresses.len() > 1 {
+                    "any of them"
+                } else {
+                    "it"
+                },
                 remedy_for(&f.remedy, reader),
             )
         }
@@ -154,20 +161,46 @@ fn blackhole(f: &Finding, dead_end: DeadEnd, route: Option<&str>, reader: Reader
     )
 }
 
-/// What of Cilium's lies in a kube-ovn Subnet: an address it holds, or the
-/// range it allocates from.
-fn overlapping(f: &Finding, held: bool, cilium_range: Option<(IpNet, &str)>) -> String {
+/// What of Cilium's lies in a kube-ovn Subnet: the addresses it holds, or
+/// the range it allocates from.
+fn overlapping(
+    f: &Finding,
+    held: bool,
+    cilium_range: Option<(IpNet, &str)>,
+    addresses: &[InfraAddress],
+) -> String {
     let (ip, node) = (f.ip_text(), &f.owner.node);
     match (held, cilium_range) {
+        (true, _) if addresses.len() > 1 => format!(
+            "Cilium's {} of node {node} lie",
+            self::addresses(addresses, ADDRESSES_NAMED)
+        ),
         (true, _) => format!(
-            "Cilium's {} IP {ip} of node {node} (as {} says)",
+            "Cilium's {} IP {ip} of node {node} (as {} says) lies",
             f.owner.role, f.owner.source
         ),
         (false, Some((r, _))) => {
-            format!("Cilium's allocation range {r} of node {node} (e.g. {ip})")
+            format!("Cilium's allocation range {r} of node {node} (e.g. {ip}) lies")
         }
-        (false, None) => format!("Cilium's address {ip} of node {node}"),
+        (false, None) => format!("Cilium's address {ip} of node {node} lies"),
     }
+}
+
+/// How many of an overlap's addresses the long message names.
+const ADDRESSES_NAMED: usize = 8;
+
+/// `addresses` as "3 addresses: 10.0.0.1 (router), …", naming at most `named`.
+fn addresses(addresses: &[InfraAddress], named: usize) -> String {
+    let mut list = addresses
+        .iter()
+        .take(named)
+        .map(|a| format!("{} ({})", a.ip, a.role))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if addresses.len() > named {
+        let _ = write!(list, " and {} more", addresses.len() - named);
+    }
+    format!("{} addresses: {list}", addresses.len())
 }
 
 /// A caller as (kind, name, webhook).
@@ -243,6 +276,9 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::AddCapacity { .. }
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }
+        | Remedy::KeepOldPoolOrReallocate { .. }
+        | Remedy::CheckOperatorPool { .. }
+        | Remedy::GrowClusterPool { .. }
         | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {

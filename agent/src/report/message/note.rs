@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use super::{Reader, fix::fix};
 use crate::{
     detect::{
-        Cause, Finding, NodeProblem, PodRef, Role, Scope,
+        Cause, Finding, InfraAddress, IpamKind, NodeProblem, PodRef, Role, Scope,
         impact::{Impact, Severity},
     },
     inventory::{DeadEnd, IpSource, ServiceAddress, Source},
@@ -113,10 +113,10 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Blackhole { dead_end, .. } => blackhole(node, &ip, *dead_end),
         Cause::Overlap {
             subnet,
-            held,
             cilium_range,
+            addresses,
             ..
-        } => overlap(f, subnet, *held, cilium_range.map(|(r, _)| r)),
+        } => overlap(f, subnet, addresses, cilium_range.map(|(r, _)| r)),
         Cause::Node(problem) => node_problem(f, problem),
     }
 }
@@ -200,19 +200,31 @@ fn blackhole(node: &str, ip: &str, dead_end: DeadEnd) -> String {
 }
 
 /// One finding per Cilium range and Subnet: the addresses concerned.
-fn overlap(f: &Finding, subnet: &str, held: bool, range: Option<IpNet>) -> String {
+fn overlap(f: &Finding, subnet: &str, addresses: &[InfraAddress], range: Option<IpNet>) -> String {
     let node = &f.owner.node;
-    let what = match (held, range) {
-        (true, _) => format!(
-            "Cilium's {} IP {} of node {node}",
-            f.owner.role,
-            f.ip_text()
+    let (what, them) = match (addresses, range) {
+        ([one], _) => (
+            format!("Cilium's {} IP {} of node {node} lies", one.role, one.ip),
+            "it",
         ),
-        (false, Some(r)) => format!("Cilium's range {r} of node {node}"),
-        (false, None) => format!("Cilium's address {} of node {node}", f.ip_text()),
+        ([_, ..], _) => (
+            format!(
+                "Cilium's {} of node {node} lie",
+                super::addresses(addresses, 3)
+            ),
+            "any of them",
+        ),
+        ([], Some(r)) => (
+            format!("Cilium's range {r} of node {node} lies"),
+            "its addresses",
+        ),
+        ([], None) => (
+            format!("Cilium's address {} of node {node} lies", f.ip_text()),
+            "it",
+        ),
     };
     format!(
-        "{what} lies in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give it to a pod, \
+        "{what} in kube-ovn Subnet {subnet}, not excluded. kube-ovn can give {them} to a pod, \
          which is then unreachable from its node or stuck in ContainerCreating."
     )
 }
@@ -220,6 +232,12 @@ fn overlap(f: &Finding, subnet: &str, held: bool, range: Option<IpNet>) -> Strin
 fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
     match problem {
+        NodeProblem::Exhausted {
+            ipam: IpamKind::OperatorPool,
+            ..
+        }
+        | NodeProblem::OperatorError { pool: Some(_), .. }
+        | NodeProblem::PoolNearlyFull(_) => super::pool::note(node, problem, example),
         NodeProblem::Exhausted {
             pods, refused_pods, ..
         } => format!(
@@ -237,7 +255,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
              addresses. Pods beyond that stay in ContainerCreating.",
             list(ranges)
         ),
-        NodeProblem::OperatorError { error } => format!(
+        NodeProblem::OperatorError { error, .. } => format!(
             "cilium-operator cannot allocate pod addresses for node {node}: \"{}\". New pods on \
              {node} get no address.",
             super::words(error, 120)
@@ -246,13 +264,19 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             pod_cidrs,
             pools,
             operator_error,
+            pool_change,
         } => {
             let says = operator_error.as_deref().map_or_else(String::new, |e| {
                 format!(" (cilium-operator: \"{}\")", super::words(e, 60))
             });
+            let what = if *pool_change {
+                "The cluster pool changed"
+            } else {
+                "Cilium switched to cluster-pool"
+            };
             format!(
-                "CiliumNode {node} keeps podCIDRs {} outside the cluster pool {}{says}. Its agent \
-                 keeps allocating from the old range.",
+                "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its \
+                 agent keeps allocating from the old range.",
                 list(pod_cidrs),
                 list(pools)
             )

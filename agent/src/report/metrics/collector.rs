@@ -75,7 +75,7 @@ impl FindingsCollector {
 
 /// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
 /// and Cilium report, and the allocator problems behind them.
-const IPAM_KINDS: [FindingKind; 7] = [
+const IPAM_KINDS: [FindingKind; 8] = [
     FindingKind::DuplicatePodIp,
     FindingKind::StaleCiliumEndpoint,
     FindingKind::PodIpExhaustion,
@@ -83,6 +83,7 @@ const IPAM_KINDS: [FindingKind; 7] = [
     FindingKind::CiliumIpamError,
     FindingKind::IpamMigrationStuck,
     FindingKind::IngressIpNotMasqueraded,
+    FindingKind::ClusterPoolNearlyFull,
 ];
 
 #[derive(EncodeLabelSet)]
@@ -196,7 +197,7 @@ fn encode_counts(
     ConstGauge::new(counted(view, FindingKind::HostRouteBlackhole, None)).encode(m)?;
     let m = encoder.encode_descriptor(
         "ipshadow_allocator_overlaps",
-        "Cilium infrastructure addresses (or ranges) of this node that kube-ovn may hand to pods",
+        "Cilium ranges of this node overlapping a kube-ovn Subnet that may hand their addresses to pods (one per range and Subnet)",
         None,
         MetricType::Gauge,
     )?;

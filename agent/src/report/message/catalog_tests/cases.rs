@@ -6,7 +6,10 @@ use ipnet::IpNet;
 
 use super::super::*;
 use crate::{
-    detect::{FindingKind, KubeletReport, NodeProblem, Owner, PodSite, Role, Scope, Trust},
+    detect::{
+        FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodSite, Role,
+        Scope, Trust,
+    },
     inventory::{DeadEnd, ServiceAddress, ServiceField, Source},
 };
 
@@ -31,7 +34,7 @@ pub(super) fn net(s: &str) -> IpNet {
     s.parse().expect("net")
 }
 
-fn pod_ref(ns: &str, name: &str) -> PodRef {
+pub(super) fn pod_ref(ns: &str, name: &str) -> PodRef {
     PodRef {
         namespace: ns.into(),
         name: name.into(),
@@ -81,7 +84,7 @@ pub(super) fn collision(role: Role, scope: Scope, remedy: Remedy) -> Finding {
     finding(FindingKind::for_role(role), role, scope, cause, remedy)
 }
 
-fn kubelet() -> KubeletReport {
+pub(super) fn kubelet() -> KubeletReport {
     KubeletReport {
         count: 12,
         message: "Failed to create pod sandbox: plugin type=\"cilium-cni\" failed (add): \
@@ -99,7 +102,7 @@ pub(super) fn carve() -> Remedy {
     }
 }
 
-fn node_finding(kind: FindingKind, problem: NodeProblem, remedy: Remedy) -> Finding {
+pub(super) fn node_finding(kind: FindingKind, problem: NodeProblem, remedy: Remedy) -> Finding {
     let mut f = finding(
         kind,
         Role::Node,
@@ -255,9 +258,21 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
         };
         out.push((mode, f));
     }
+    let infra = |role, a: &str| InfraAddress {
+        ip: ip(a),
+        role,
+        source: Source::SpecAddresses,
+    };
+    let three = vec![
+        infra(Role::Router, "10.244.4.251"),
+        infra(Role::Ingress, "10.244.4.12"),
+        infra(Role::Health, "10.244.4.104"),
+    ];
+    let range = Some((net("10.244.4.0/24"), "spec.ipam.podCIDRs"));
     for (held, range) in [
-        (true, None),
-        (false, Some((net("10.244.4.0/24"), "spec.ipam.podCIDRs"))),
+        (vec![infra(Role::Router, "10.244.4.251")], None),
+        (three, range),
+        (vec![], range),
     ] {
         let o = owner(Role::Router, Some("cilium_host"));
         let f = Finding::overlap(
@@ -279,11 +294,19 @@ fn node_troubles() -> Vec<(Mode, Finding)> {
     let pods: Vec<PodRef> = (0..5)
         .map(|i| pod_ref("tenant", &format!("web-{i}")))
         .collect();
-    let exhausted = NodeProblem::Exhausted {
-        pods,
+    let exhausted = |ipam| NodeProblem::Exhausted {
+        pods: pods.clone(),
         refused_pods: 17,
         kubelet: kubelet(),
+        ipam,
     };
+    let stuck = |pool_change| NodeProblem::MigrationStuck {
+        pod_cidrs: vec![net("10.244.4.0/24")],
+        pools: vec![net("100.65.0.0/16")],
+        operator_error: Some("allocator not configured".into()),
+        pool_change,
+    };
+
     let capacity = NodeProblem::Capacity {
         ranges: vec![net("10.244.4.0/27")],
         usable: 28,
@@ -295,12 +318,9 @@ fn node_troubles() -> Vec<(Mode, Finding)> {
                 worker-node-a: unable to find a matching pool among 100.65.0.0/16, and a long tail \
                 of words the operator added that no Event needs to carry along with it"
             .into(),
+        pool: None,
     };
-    let stuck = NodeProblem::MigrationStuck {
-        pod_cidrs: vec![net("10.244.4.0/24")],
-        pools: vec![net("100.65.0.0/16")],
-        operator_error: Some("allocator not configured".into()),
-    };
+
     let masq = || NodeProblem::NotMasqueraded {
         subnets: vec![("ovn-default".into(), vec![net("10.244.0.0/16")])],
     };
@@ -311,7 +331,7 @@ fn node_troubles() -> Vec<(Mode, Finding)> {
     let mut out = vec![
         (
             FindingKind::PodIpExhaustion,
-            exhausted,
+            exhausted(IpamKind::HostScope),
             Remedy::AddCapacity {
                 node: node(),
                 usable: None,
@@ -325,7 +345,7 @@ fn node_troubles() -> Vec<(Mode, Finding)> {
         ),
         (
             FindingKind::IpamMigrationStuck,
-            stuck,
+            stuck(false),
             Remedy::ClearPodCidrsAfterRollout { node: node() },
         ),
     ]
@@ -348,5 +368,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     let mut all = collisions();
     all.extend(pod_troubles());
     all.extend(node_troubles());
+    all.extend(super::modes::by_ipam_mode());
     all
 }

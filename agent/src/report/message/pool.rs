@@ -1,0 +1,198 @@
+//! The text of Cilium's IPAM by mode: addresses run dry in a pool
+//! cilium-operator fills (ENI, Azure, CRD) or in a node's own range, a
+//! cluster pool with no room for another node, a pool change told apart from
+//! a mode switch.
+
+use std::fmt::Write as _;
+
+use ipnet::IpNet;
+
+use super::{Reader, ipam::kubelet_says};
+use crate::detect::{IpamKind, KubeletReport, NodeProblem, PodRef, PoolFit, Remedy};
+
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// cilium-config's key for the cluster pool of `nets`' family.
+fn pool_key(nets: &[IpNet]) -> &'static str {
+    if nets.first().is_some_and(|n| n.addr().is_ipv6()) {
+        "cluster-pool-ipv6-cidr"
+    } else {
+        "cluster-pool-ipv4-cidr"
+    }
+}
+
+/// The pool's room against the cluster, as one clause.
+pub(super) fn fit(fit: &PoolFit) -> String {
+    let shown = if fit.mask_configured {
+        ""
+    } else {
+        " (as the CiliumNodes' podCIDRs show)"
+    };
+    format!(
+        "Cilium's cluster pool {} holds {} node range(s) of /{}{shown}, and the cluster has {} \
+         node(s)",
+        list(&fit.pools),
+        fit.holds,
+        fit.mask,
+        fit.nodes
+    )
+}
+
+/// What follows when the pool is full, or will be at the next node.
+pub(super) fn consequence(fit: &PoolFit) -> String {
+    if fit.holds < fit.nodes {
+        format!(
+            "{} node(s) get no pod range, and their Cilium agents cannot start",
+            fit.nodes - fit.holds
+        )
+    } else {
+        "the next node to join gets no pod range, and its Cilium agent cannot start".to_owned()
+    }
+}
+
+/// The Event note's prose of the problems whose words depend on the IPAM
+/// mode (the others are told by the parent). `example` names the first
+/// refused pod.
+pub(super) fn note(node: &str, problem: &NodeProblem, example: fn(&[PodRef]) -> String) -> String {
+    match problem {
+        NodeProblem::Exhausted {
+            pods,
+            refused_pods,
+            ipam: IpamKind::OperatorPool,
+            ..
+        } => format!(
+            "Node {node}'s ENI/Azure/CRD address pool is empty, usually until cilium-operator \
+             adds addresses: {refused_pods} pod(s) cannot start{}.",
+            example(pods)
+        ),
+        NodeProblem::OperatorError {
+            error,
+            pool: Some(fit),
+        } => format!(
+            "cilium-operator cannot allocate for node {node}: \"{}\". The cluster pool {} holds \
+             {} node range(s) of /{} for {} node(s).",
+            super::words(error, 60),
+            list(&fit.pools),
+            fit.holds,
+            fit.mask,
+            fit.nodes
+        ),
+        NodeProblem::PoolNearlyFull(fit) => format!(
+            "The cluster pool {} holds {} node range(s) of /{} for {} node(s): {}.",
+            list(&fit.pools),
+            fit.holds,
+            fit.mask,
+            fit.nodes,
+            consequence(fit)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// A node's allocator out of addresses, told by how it gets them.
+pub(super) fn exhausted(
+    node: &str,
+    (pods, refused_pods): (&str, usize),
+    kubelet: &KubeletReport,
+    ipam: IpamKind,
+    reader: Reader<'_>,
+) -> String {
+    let what = match ipam {
+        IpamKind::OperatorPool => format!(
+            "Node {node}'s address pool, which cilium-operator fills from the cloud or the \
+             CiliumNode (ENI, Azure, CRD IPAM), is empty: {refused_pods} pod(s) cannot start \
+             ({pods}). Cilium calls this usually temporary, until the operator has added \
+             addresses (cilium PR#42369)."
+        ),
+        IpamKind::HostScope | IpamKind::Unknown => format!(
+            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot start \
+             ({pods})."
+        ),
+    };
+    format!("{what} {}", kubelet_says(kubelet, reader))
+}
+
+/// cilium-operator's error, explained by the pool when it can be.
+pub(super) fn operator_error(node: &str, error: &str, pool: Option<&PoolFit>) -> String {
+    let mut m = format!(
+        "cilium-operator cannot allocate for node {node}: CiliumNode {node} \
+         status.ipam.operator-status.error says \"{error}\"; until it is fixed the node gets no \
+         new pod addresses from the operator."
+    );
+    if let Some(p) = pool {
+        let _ = write!(m, " Why: {}; {}.", fit(p), consequence(p));
+    }
+    m
+}
+
+/// The long fixes of these findings.
+pub(super) fn remedy(r: &Remedy) -> String {
+    match r {
+        Remedy::CheckOperatorPool { node } => format!(
+            "Fix: wait for cilium-operator to add addresses; if pods stay refused, read the \
+             operator's log and CiliumNode {node}'s status.ipam.operator-status, check that \
+             spec.ipam.pre-allocate and min-allocate keep enough addresses ready for the pod \
+             churn, and the cloud's limits (ENIs per instance, addresses per ENI, free addresses \
+             in the subnet). A larger per-node range does not apply here."
+        ),
+        Remedy::KeepOldPoolOrReallocate { node, old } => format!(
+            "Fix: cilium-operator never moves a node to a new pool CIDR (cilium#27245): put {} \
+             back into cilium-config's {} beside the new CIDR (CIDRs may be added to the pool, \
+             not changed or removed while nodes use them) and restart cilium-operator; or move \
+             the nodes one at a time: drain {node}, kubectl delete ciliumnode {node}, restart \
+             its Cilium agent so the operator allocates from the new CIDR, then uncordon it.",
+            list(old),
+            pool_key(old)
+        ),
+        Remedy::GrowClusterPool { pools } => format!(
+            "Fix: add a CIDR to cilium-config's {} (Helm \
+             ipam.operator.clusterPoolIPv4PodCIDRList) beside {} and restart cilium-operator; \
+             the CIDRs already there and the per-node mask size must stay as they are while \
+             nodes use them.",
+            pool_key(pools),
+            list(pools)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The one-sentence fixes of these findings.
+pub(super) fn fix(r: &Remedy) -> String {
+    match r {
+        Remedy::CheckOperatorPool { node } => format!(
+            "Fix: usually temporary; if it lasts, check cilium-operator's log, CiliumNode \
+             {node}'s pre-allocate/min-allocate, and the ENI/subnet address limits."
+        ),
+        Remedy::KeepOldPoolOrReallocate { node, old } => format!(
+            "Fix: put {} back into {} beside the new CIDR, or drain {node}, delete its \
+             CiliumNode and restart its Cilium agent.",
+            list(old),
+            pool_key(old)
+        ),
+        Remedy::GrowClusterPool { pools } => format!(
+            "Fix: add a CIDR to cilium-config's {} beside {}; existing CIDRs and the mask size \
+             must stay.",
+            pool_key(pools),
+            list(pools)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The pods a finding names, and how many more there are.
+pub(super) fn named(pods: &[PodRef], refused_pods: usize) -> String {
+    let mut names = pods
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if refused_pods > pods.len() {
+        let _ = write!(names, " and {} more", refused_pods - pods.len());
+    }
+    names
+}
