@@ -3,7 +3,8 @@
 //! (a reconcile, an Event budget, a re-watch), not on the CPU: side by side
 //! they finish in the time of the slowest few. Each binary still runs its own
 //! tests in parallel as `cargo test` would; their outputs are printed whole, one
-//! binary at a time, as each finishes.
+//! binary at a time, as each finishes. A binary that checks the whole machine
+//! ([`ALONE`]) runs after the others, by itself.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -28,6 +29,10 @@ const KNOWN_SLOW: &[&str] = &[
     "tests/manifests.rs",
     "tests/kube_agent.rs",
 ];
+
+/// Binaries that check state of the whole machine (the demo: no eBPF program
+/// named ipshadow_lo outlives it), run after the others, by themselves.
+const ALONE: &[&str] = &["tests/demo.rs"];
 
 /// One test executable `cargo test --no-run` built.
 #[derive(Debug, Clone)]
@@ -72,22 +77,27 @@ pub(crate) fn run(
         "xtask: running {} test binaries, {jobs} at a time",
         queue.len()
     );
-    let queue = Mutex::new(VecDeque::from(queue));
+    let (alone, side_by_side): (Vec<Binary>, Vec<Binary>) = queue
+        .into_iter()
+        .partition(|b| ALONE.contains(&b.label.as_str()));
     let outcomes = Mutex::new(Vec::new());
     let print = Mutex::new(());
     let logs = tempfile_dir()?;
-    std::thread::scope(|s| {
-        for _ in 0..jobs.max(1) {
-            s.spawn(|| {
-                while let Some(bin) = queue.lock().map_or(None, |mut q| q.pop_front()) {
-                    let outcome = run_one(&bin, test_args, env, &logs, &print);
-                    if let Ok(mut o) = outcomes.lock() {
-                        o.push(outcome);
+    for (batch, jobs) in [(side_by_side, jobs), (alone, 1)] {
+        let queue = Mutex::new(VecDeque::from(batch));
+        std::thread::scope(|s| {
+            for _ in 0..jobs.max(1) {
+                s.spawn(|| {
+                    while let Some(bin) = queue.lock().map_or(None, |mut q| q.pop_front()) {
+                        let outcome = run_one(&bin, test_args, env, &logs, &print);
+                        if let Ok(mut o) = outcomes.lock() {
+                            o.push(outcome);
+                        }
                     }
-                }
-            });
-        }
-    });
+                });
+            }
+        });
+    }
     let outcomes = outcomes.into_inner().unwrap_or_default();
     write_durations(&durations_file, &outcomes);
     let _ = std::fs::remove_dir_all(&logs);
