@@ -130,6 +130,7 @@ impl Reconciler {
             subnets: Arc::clone(&kube.subnets),
             sandbox: Arc::clone(&kube.sandbox),
             node_facts: kube.nodes.iter().find(|n| n.name == self.node).cloned(),
+            nodes: Arc::clone(&kube.nodes),
             cilium_config: kube.cilium_config.clone(),
             services: Arc::clone(&kube.services),
         };

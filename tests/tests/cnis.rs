@@ -320,3 +320,75 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
     want.sort();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_bridge_that_kept_its_previous_pod_range_names_the_node_owning_it_and_its_pods() {
+    if !can_run_netns_tests(
+        "a_bridge_that_kept_its_previous_pod_range_names_the_node_owning_it_and_its_pods",
+    ) {
+        return;
+    }
+    // flannel's layout (danny5487401's worker, tests/corpus/realworld/flannel):
+    // cni0 holds .1 of the node's podCIDR. This node had 10.244.1.0/24 and got
+    // 10.244.5.0/24; node-b has 10.244.1.0/24 now.
+    let ns = NetNs::new("bridge");
+    ns.ip(&["link", "add", "cni0", "type", "bridge"]);
+    ns.ip(&["addr", "add", "10.244.1.1/24", "dev", "cni0"]);
+    ns.ip(&["link", "set", "cni0", "up"]);
+    let dir = ipshadow_tests::TempDir::new("bridge");
+    let pods = dir.join("pods.json");
+    let nodes = dir.join("nodes.json");
+    let node = |name: &str, cidr: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+               "spec": {"podCIDR": cidr, "podCIDRs": [cidr]}})
+    };
+    std::fs::write(
+        &nodes,
+        serde_json::to_vec(&list(vec![
+            node("node-a", "10.244.5.0/24"),
+            node("node-b", "10.244.1.0/24"),
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        &pods,
+        serde_json::to_vec(&list(vec![
+            pod("shop", "cart-0", "node-b", &["10.244.1.7"]),
+            pod("shop", "cart-1", "node-b", &["10.244.1.8"]),
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = ns
+        .command(ipshadow_bin().to_str().unwrap())
+        .args([
+            "check", "--node", "node-a", "--output", "json", "--ebpf", "off",
+        ])
+        .args(["--pods", pods.to_str().unwrap()])
+        .args(["--nodes", nodes.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{v:#}");
+    let f = &findings[0];
+    assert_eq!(f["kind"], "StaleBridgeAddress", "{f:#}");
+    let message = f["message"].as_str().unwrap();
+    for words in [
+        "cni0",
+        "10.244.1.1/24",
+        "node node-b's pod range",
+        "2 pod(s)",
+        "shop/cart-0, shop/cart-1",
+        "ip addr del 10.244.1.1/24 dev cni0",
+    ] {
+        assert!(message.contains(words), "{words:?} not in {message}");
+    }
+    for foreign in ["cilium", "calico", "kube-ovn"] {
+        assert!(
+            !message.to_lowercase().contains(foreign),
+            "{foreign}: {message}"
+        );
+    }
+}

@@ -224,6 +224,7 @@ impl<'a> NodeCheck<'a> {
             subnets: Arc::clone(&state.subnets),
             sandbox: Arc::clone(&state.sandbox),
             node_facts: self.facts.get(name).map(|f| (*f).clone()),
+            nodes: Arc::clone(&state.nodes),
             cilium_config: state.cilium_config.clone(),
             services: Arc::clone(&state.services),
         };

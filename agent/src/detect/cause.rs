@@ -125,6 +125,22 @@ pub enum NodeProblem {
         /// not the Node's `spec.podCIDRs` that kubernetes mode copies.
         pool_change: bool,
     },
+    /// A bridge keeps an address, and its connected route, in a pod range that
+    /// is not this node's: the host sends that range's traffic into its bridge.
+    StaleBridge {
+        /// The bridge (`cni0`).
+        bridge: String,
+        /// Its address with the prefix of its connected route.
+        address: IpNet,
+        /// This node's `spec.podCIDRs`.
+        own: Vec<IpNet>,
+        /// The node whose pod range it is now, when known.
+        owner: Option<String>,
+        /// That node's pods in the range (at most [`NodeProblem::PODS_NAMED`]).
+        pods: Vec<PodRef>,
+        /// How many of its pods are in the range.
+        unreachable: usize,
+    },
     /// The Ingress IP is outside every Subnet kube-ovn masquerades.
     NotMasqueraded {
         /// The masqueraded Subnets and their blocks.
@@ -191,6 +207,15 @@ pub enum Remedy {
     CheckCalicoIpam {
         /// The node whose tunnel address it is.
         node: String,
+    },
+    /// Delete a bridge's address left from the node's previous pod range.
+    DeleteBridgeAddress {
+        /// The node.
+        node: String,
+        /// The bridge.
+        bridge: String,
+        /// The address, with its prefix.
+        address: IpNet,
     },
     /// The address is one a CNI reserves for the node and never hands out:
     /// what gave it to the pod is a second allocator.

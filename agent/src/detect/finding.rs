@@ -53,6 +53,9 @@ pub enum FindingKind {
     GatewayIpCollision,
     /// The pod's IP is another local address of a node.
     LocalAddressCollision,
+    /// A bridge kept an address of a pod range that is no longer this node's:
+    /// the host sends that range (another node's pods) into its bridge.
+    StaleBridgeAddress,
     /// The node's route to its own pod goes nowhere.
     HostRouteBlackhole,
     /// Latent: Cilium's infrastructure addresses (or the range it takes them
@@ -125,6 +128,7 @@ impl FindingKind {
                 | Self::IpamMigrationStuck
                 | Self::IngressIpNotMasqueraded
                 | Self::ClusterPoolNearlyFull
+                | Self::StaleBridgeAddress
         )
     }
 }

@@ -11,6 +11,7 @@
 //!   and so are pods being deleted (`metadata.deletionTimestamp`).
 
 pub mod audit;
+mod bridge;
 mod cause;
 mod finding;
 mod forged;
@@ -98,6 +99,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     }
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.extend(node::node_findings(inv, &inv.node));
+    findings.extend(bridge::stale_bridges(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }

@@ -56,6 +56,9 @@ pub struct Inventory {
     pub sandbox: Arc<Vec<SandboxFailure>>,
     /// This node's Node, when known.
     pub node_facts: Option<NodeFacts>,
+    /// Every Node read, as detection needs them (all of a file for `check`;
+    /// the agent reads its own only): whose pod range an address is.
+    pub nodes: Arc<Vec<NodeFacts>>,
     /// Cilium's configuration, when known.
     pub cilium_config: Option<Arc<CiliumConfig>>,
     /// The addresses Services claim, as far as they were read.

@@ -1,6 +1,7 @@
 //! Table tests of the detector, on the cozystack-shaped fixtures of
 //! `inventory::fixtures`. What a finding says in words is tested in `report`.
 
+mod bridge;
 mod calico;
 mod fib;
 mod ipam;

@@ -44,6 +44,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::TunnelIpCollision => "TunnelIPCollision",
             FindingKind::GatewayIpCollision => "GatewayIPCollision",
             FindingKind::LocalAddressCollision => "LocalAddressCollision",
+            FindingKind::StaleBridgeAddress => "StaleBridgeAddress",
             FindingKind::HostRouteBlackhole => "HostRouteBlackhole",
             FindingKind::AllocatorOverlap => "AllocatorOverlap",
             FindingKind::DuplicatePodIp => "DuplicatePodIP",
@@ -60,7 +61,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 16);
+    assert_eq!(all.len(), 17);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"ClusterPoolNearlyFull"));
 }

@@ -47,12 +47,9 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::RemoveServiceAddress { ip, service, .. } => {
             service_address(*ip, service.as_ref(), reader)
         }
-        Remedy::RestoreRoute { node, .. } => {
-            format!("Fix: restore the pod network's route to the pod on {node}.")
-        }
-        Remedy::DeleteStaleRoute { node, dead_end } => {
-            format!("Fix: delete the stale {dead_end} route on {node}.")
-        }
+        Remedy::RestoreRoute { .. }
+        | Remedy::DeleteStaleRoute { .. }
+        | Remedy::DeleteBridgeAddress { .. } => route_fix(r),
         Remedy::ExcludeFromSubnet {
             subnet, exclude, ..
         } => format!("Fix: add \"{exclude}\" to spec.excludeIps of Subnet {subnet}."),
@@ -66,6 +63,24 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::CheckOperatorPool { .. }
         | Remedy::KeepOldPoolOrReallocate { .. }
         | Remedy::GrowClusterPool { .. } => super::pool::fix(r),
+    }
+}
+
+/// The fixes of the node's routes and addresses.
+fn route_fix(r: &Remedy) -> String {
+    match r {
+        Remedy::RestoreRoute { node, .. } => {
+            format!("Fix: restore the pod network's route to the pod on {node}.")
+        }
+        Remedy::DeleteStaleRoute { node, dead_end } => {
+            format!("Fix: delete the stale {dead_end} route on {node}.")
+        }
+        Remedy::DeleteBridgeAddress {
+            node,
+            bridge,
+            address,
+        } => format!("Fix: on {node}, run `ip addr del {address} dev {bridge}`."),
+        _ => String::new(),
     }
 }
 

@@ -178,9 +178,48 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             *pool_change,
         ),
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
+        NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
     };
     let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));
     m
+}
+
+/// A bridge that kept the gateway of the node's previous pod range.
+fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
+    let NodeProblem::StaleBridge {
+        bridge,
+        address,
+        own,
+        owner,
+        pods,
+        unreachable,
+    } = problem
+    else {
+        return String::new();
+    };
+    let range = address.trunc();
+    let whose = match owner {
+        Some(o) => {
+            let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
+            let named = if named.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", named.join(", "))
+            };
+            format!(
+                "{range} is node {o}'s pod range now, so {node}'s host cannot reach {o}'s \
+                 {unreachable} pod(s) there{named}"
+            )
+        }
+        None => format!("{range} is not {node}'s: its host cannot reach the pods given it"),
+    };
+    format!(
+        "Bridge {bridge} on node {node} keeps the address {address} and its connected route, \
+         outside the node's pod range {} (a previous podCIDR's gateway): {whose}. The bridge \
+         plugin also refuses the node's new pods (\"{bridge}\" already has an IP address \
+         different from …).",
+        list(own)
+    )
 }
 
 /// An Ingress IP outside every Subnet kube-ovn masquerades.

@@ -291,6 +291,15 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::DeleteStaleRoute { node, dead_end } => format!(
             "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
         ),
+        Remedy::DeleteBridgeAddress {
+            node,
+            bridge,
+            address,
+        } => format!(
+            "Fix: on {node}, delete the old address (`ip addr del {address} dev {bridge}`); the \
+             bridge plugin gives {bridge} this node's gateway with the next pod. Or delete the \
+             bridge (`ip link delete {bridge}`) and restart the node's pods."
+        ),
         Remedy::ExcludeFromSubnet {
             subnet,
             exclude,

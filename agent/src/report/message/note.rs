@@ -281,12 +281,34 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
                 list(pools)
             )
         }
+        NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
              API and Ingress requests to backends on other nodes time out.",
             f.ip_text()
         ),
     }
+}
+
+fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
+    let NodeProblem::StaleBridge {
+        bridge,
+        address,
+        owner,
+        unreachable,
+        ..
+    } = problem
+    else {
+        return String::new();
+    };
+    let whose = owner.as_deref().map_or_else(
+        || "another node's pod range".to_owned(),
+        |o| format!("node {o}'s pod range ({unreachable} pod(s))"),
+    );
+    format!(
+        "{bridge} on node {node} keeps {address}, outside its pod range: {node} sends {whose} \
+         into its own bridge."
+    )
 }
 
 fn example(pods: &[PodRef]) -> String {

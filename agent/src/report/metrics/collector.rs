@@ -92,10 +92,12 @@ struct KindLabels {
 }
 
 /// The kinds counted in `ipshadow_collisions`: an address held by two owners.
-const COLLISION_KINDS: [FindingKind; 4] = [
+const COLLISION_KINDS: [FindingKind; 6] = [
     FindingKind::RouterIpCollision,
     FindingKind::IngressIpCollision,
     FindingKind::HealthIpCollision,
+    FindingKind::TunnelIpCollision,
+    FindingKind::GatewayIpCollision,
     FindingKind::LocalAddressCollision,
 ];
 

@@ -132,6 +132,7 @@ fn collisions() -> Vec<(Mode, Finding)> {
     }
     out.extend(super::cni_cases::calico());
     out.extend(super::cni_cases::gateways());
+    out.extend(super::cni_cases::bridges());
     let local = Remedy::RemoveLocalAddress {
         device: Some("kube-ipvs0".into()),
         subnet: None,

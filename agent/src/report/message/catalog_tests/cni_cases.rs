@@ -28,6 +28,49 @@ pub(super) fn calico() -> Vec<(Mode, Finding)> {
     .collect()
 }
 
+/// A bridge that kept its previous pod range's gateway, the range's node known or not.
+pub(super) fn bridges() -> Vec<(Mode, Finding)> {
+    [Some("node-b"), None]
+        .into_iter()
+        .map(|owner| {
+            let address: ipnet::IpNet = "10.244.1.1/24".parse().expect("net");
+            let pods = owner.map_or_else(Vec::new, |_| {
+                vec![crate::detect::PodRef {
+                    namespace: "other".into(),
+                    name: "web-0".into(),
+                    uid: "u".into(),
+                }]
+            });
+            let f = Finding {
+                kind: crate::detect::FindingKind::StaleBridgeAddress,
+                scope: Scope::SameNode,
+                ip: Some(address.addr()),
+                owner: crate::detect::Owner {
+                    node: "worker-node-a".into(),
+                    role: Role::Node,
+                    device: Some("cni0".into()),
+                    source: Source::Kernel,
+                },
+                cause: crate::detect::Cause::Node(crate::detect::NodeProblem::StaleBridge {
+                    bridge: "cni0".into(),
+                    address,
+                    own: vec!["10.244.5.0/24".parse().expect("net")],
+                    owner: owner.map(str::to_owned),
+                    unreachable: pods.len(),
+                    pods,
+                }),
+                remedy: Remedy::DeleteBridgeAddress {
+                    node: "worker-node-a".into(),
+                    bridge: "cni0".into(),
+                    address,
+                },
+                trust: crate::detect::Trust::Kernel,
+            };
+            (Mode::OvnOrBridge, f)
+        })
+        .collect()
+}
+
 /// A pod on the pod gateway or ovn-kubernetes' management port.
 pub(super) fn gateways() -> Vec<(Mode, Finding)> {
     [

@@ -1,0 +1,108 @@
+//! StaleBridgeAddress: a bridge (`cni0`) that kept the gateway of the node's
+//! previous pod range after the node got another one. Its connected route sends
+//! that range — now another node's pods — into this node's bridge, where no pod
+//! answers (the bridge plugin then also refuses new pods: `"cni0" already has an
+//! IP address different from …`).
+
+use ipnet::IpNet;
+
+use super::{Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust};
+use crate::inventory::{BRIDGE_DEVICES, Inventory, RouteKind, Source, TABLE_MAIN};
+
+/// This node's bridges whose connected route lies outside its `spec.podCIDRs`.
+pub(super) fn stale_bridges(inv: &Inventory) -> Vec<Finding> {
+    let own: &[IpNet] = inv.node_facts.as_ref().map_or(&[], |n| &n.pod_cidrs);
+    // Without this node's pod range nothing tells a stale bridge from a fresh one.
+    if own.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for r in
+        inv.host.routes.iter().filter(|r| {
+            r.table == TABLE_MAIN && r.kind == RouteKind::Unicast && r.gateway.is_none()
+        })
+    {
+        let Some(bridge) = r.oif.and_then(|i| inv.host.link_name(i)) else {
+            continue;
+        };
+        let mine = own.iter().any(|c| c.contains(&r.dst) || r.dst.contains(c));
+        // A family the node has no pod range of cannot be judged; link-local
+        // (fe80::/64 on every bridge) is nobody's pod range.
+        let judged = own
+            .iter()
+            .any(|c| c.addr().is_ipv6() == r.dst.addr().is_ipv6())
+            && !link_local(&r.dst);
+        if !BRIDGE_DEVICES.contains(&bridge) || mine || !judged {
+            continue;
+        }
+        let Some(address) = inv
+            .host
+            .addresses
+            .iter()
+            .find(|a| a.device == bridge && r.dst.contains(&a.ip))
+            .and_then(|a| IpNet::new(a.ip, r.dst.prefix_len()).ok())
+        else {
+            continue;
+        };
+        out.push(finding(inv, bridge, address, own));
+    }
+    out
+}
+
+fn link_local(net: &IpNet) -> bool {
+    match net.addr() {
+        std::net::IpAddr::V4(a) => a.is_link_local(),
+        std::net::IpAddr::V6(a) => a.is_unicast_link_local(),
+    }
+}
+
+fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Finding {
+    let range = address.trunc();
+    let owner = inv
+        .nodes
+        .iter()
+        .filter(|n| n.name != inv.node)
+        .find(|n| {
+            n.pod_cidrs
+                .iter()
+                .any(|c| c.contains(&range) || range.contains(c))
+        })
+        .map(|n| n.name.clone());
+    let behind: Vec<PodRef> = owner.as_deref().map_or_else(Vec::new, |o| {
+        inv.pods
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(o) && p.can_receive_traffic())
+            .filter(|p| p.ips.iter().any(|i| range.contains(&i.ip)))
+            .map(|p| PodRef {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+            })
+            .collect()
+    });
+    Finding {
+        kind: FindingKind::StaleBridgeAddress,
+        scope: Scope::SameNode,
+        ip: Some(address.addr()),
+        owner: Owner {
+            node: inv.node.clone(),
+            role: Role::Node,
+            device: Some(bridge.to_owned()),
+            source: Source::Kernel,
+        },
+        cause: Cause::Node(NodeProblem::StaleBridge {
+            bridge: bridge.to_owned(),
+            address,
+            own: own.to_vec(),
+            owner,
+            unreachable: behind.len(),
+            pods: behind.into_iter().take(NodeProblem::PODS_NAMED).collect(),
+        }),
+        remedy: Remedy::DeleteBridgeAddress {
+            node: inv.node.clone(),
+            bridge: bridge.to_owned(),
+            address,
+        },
+        trust: Trust::Kernel,
+    }
+}
