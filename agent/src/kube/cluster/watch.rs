@@ -1,7 +1,7 @@
 //! One kube-runtime watcher run until cancelled, with a backoff that grows
-//! while it fails.
+//! while it fails, started with a streaming list or a list ([`super::initial`]).
 
-use std::{fmt::Debug, time::Duration};
+use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use futures::{StreamExt as _, stream::BoxStream};
 use kube::{
@@ -14,7 +14,11 @@ use kube::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{OnChange, Shared, lock};
+use super::{
+    OnChange, Shared,
+    initial::{Initial, Scope},
+    lock,
+};
 
 /// kube-runtime's jittered exponential backoff (backon's builder). The jitter
 /// adds up to the delay itself, so `min`..`max` are the lower edges:
@@ -61,11 +65,11 @@ fn failure(e: &watcher::Error) -> Failure {
     }
 }
 
-/// Runs one watcher until `token` is cancelled, applying its events to the
-/// shared state and calling `on_change` when what detection reads changed.
+/// Runs one watcher of `scope` until `token` is cancelled, applying its events
+/// to the shared state and calling `on_change` when what detection reads changed.
 pub(super) async fn run<K>(
     api: Api<K>,
-    config: watcher::Config,
+    scope: Scope,
     source: &'static str,
     state: Shared,
     on_change: OnChange,
@@ -77,8 +81,14 @@ pub(super) async fn run<K>(
     // Our own backoff rather than kube's default_backoff: the watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
+    let initial = lock(&state).initial.clone();
+    let streaming = initial.streams();
     Watch {
-        stream: watcher(api, config).boxed(),
+        stream: watcher(api.clone(), initial.config(&scope)).boxed(),
+        api,
+        scope,
+        initial,
+        streaming,
         source,
         state,
         on_change,
@@ -94,6 +104,12 @@ pub(super) async fn run<K>(
 /// One watcher's stream, where its events go, and its backoffs.
 struct Watch<K, F> {
     stream: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    /// What the stream watches, to start it again with a list.
+    api: Api<K>,
+    scope: Scope,
+    initial: Arc<Initial>,
+    /// The stream asks for a streaming list.
+    streaming: bool,
     source: &'static str,
     state: Shared,
     on_change: OnChange,
@@ -106,6 +122,7 @@ struct Watch<K, F> {
 
 impl<K, F> Watch<K, F>
 where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: Fn(&mut super::State, watcher::Event<K>) -> bool,
 {
     async fn run(mut self, token: CancellationToken) {
@@ -117,6 +134,7 @@ where
             let Some(item) = item else { return };
             match item {
                 Ok(event) => self.applied(event),
+                Err(e) if self.streaming && self.initial.refused(&e) => self.list_instead(),
                 Err(e) => {
                     let delay = self.failed(&e);
                     // The watcher does nothing until polled again: sleeping here is the backoff.
@@ -127,6 +145,14 @@ where
                 }
             }
         }
+    }
+
+    /// Starts over with a list: the API server refused the streaming list, so
+    /// nothing was received; no backoff, the list is a different request.
+    fn list_instead(&mut self) {
+        tracing::debug!(source = self.source, "streaming list refused: listing");
+        self.streaming = false;
+        self.stream = watcher(self.api.clone(), self.initial.config(&self.scope)).boxed();
     }
 
     /// Applies one event; a reconcile when what detection reads changed or
