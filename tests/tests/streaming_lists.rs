@@ -11,7 +11,7 @@ use ipshadow_tests::{
     HANG,
     agent::AgentProc,
     apiserver::{ApiServer, RequestCounts, Res},
-    can_run_netns_tests, deploy,
+    can_run_netns_tests, deploy, figure,
     http::sample,
     lab::{Lab, ME, OTHER_ROUTER, ROUTER, cozystack, wait_for},
     netns::NetNs,
@@ -114,6 +114,11 @@ fn a_streaming_start_and_a_list_start_give_the_same_findings() {
     );
     assert_eq!(c.refused_watches, 0);
     assert!(c.uncached_lists.is_empty(), "{:#?}", c.uncached_lists);
+    figure(format!(
+        "streaming start: {} requests for the watched resources ({} streaming lists, 0 lists)",
+        asked.len(),
+        streams.len()
+    ));
 
     // --initial-list list: the same findings from lists, none streamed.
     let from = api.counts().log.len();
@@ -132,6 +137,12 @@ fn a_streaming_start_and_a_list_start_give_the_same_findings() {
     let asked = watched_requests(&c, from);
     let lists: Vec<&String> = asked.iter().filter(|u| !u.contains("watch=")).collect();
     assert_eq!(lists.len(), WATCHED.len(), "one list per watch: {asked:#?}");
+    figure(format!(
+        "list start: {} requests for the watched resources ({} lists, {} watches)",
+        asked.len(),
+        lists.len(),
+        asked.len() - lists.len()
+    ));
     for u in lists {
         let cluster_wide =
             u.contains("/ciliumnodes?") || u.contains("/subnets?") || !u.contains("fieldSelector");
@@ -190,13 +201,22 @@ fn a_server_without_streaming_lists_is_listed_after_one_refusal() {
         let key = (group.to_owned(), resource.to_owned(), "list".to_owned());
         assert!(used.contains(&key), "never listed: {group}/{resource}");
     }
-    // The watches start together: each may be refused once, none twice.
+    // One watch asks while the others wait for its answer: one refusal.
     let refused = c.refused_watches - before.refused_watches;
-    assert!(
-        (1..=WATCHED.len() as u64).contains(&refused),
+    assert_eq!(
+        refused,
+        1,
         "{refused} refusals for {} watches",
         WATCHED.len()
     );
+    let asked = watched_requests(&c, before.log.len());
+    figure(format!(
+        "WatchList off: {} requests for the watched resources to start ({refused} refused \
+         streaming lists, {} lists, {} watches)",
+        asked.len(),
+        asked.iter().filter(|u| !u.contains("watch=")).count(),
+        asked.iter().filter(|u| u.contains("watch=true")).count() as u64 - refused,
+    ));
     assert!(
         agent.log_text().contains("no streaming lists"),
         "the fallback is said once: {}",

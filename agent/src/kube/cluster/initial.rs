@@ -26,13 +26,14 @@
 //!   the price of bounded memory on servers without streaming lists; turning
 //!   their `WatchList` gate on (beta since 1.32) avoids it.
 //!
-//! In `auto` the first refusal is remembered for the whole process: no watch
-//! asks for a streaming list again, a re-watch resumes from its resourceVersion
-//! either way, and only a relist (410 Gone) starts over.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! In `auto` one watch asks first while the others wait for its answer, so a
+//! server that refuses is asked once per process; the answer is remembered: no
+//! watch asks again, a re-watch resumes from its resourceVersion either way,
+//! and only a relist (410 Gone) starts over.
 
 use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Objects per page of a fallback list of what grows with the cluster: ~2 MB
 /// of ENI-mode CiliumNodes (~20 KB each with their pre-allocated addresses).
@@ -41,8 +42,8 @@ pub const PAGE: u32 = 100;
 /// How watches get their initial state (`--initial-list`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum InitialList {
-    /// Streaming lists where the API server offers them, else lists (decided
-    /// at the first refusal, once for the process).
+    /// Streaming lists where the API server offers them, else lists (one
+    /// watch asks first; its answer holds for the process).
     #[default]
     Auto,
     /// Streaming lists only: a server that refuses them is an error, retried
@@ -76,35 +77,111 @@ pub(super) enum Scope {
     Selected(String),
 }
 
+/// What `auto` knows of the API server's streaming lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Known {
+    /// Nothing yet: the next watch to start asks.
+    #[default]
+    Unknown,
+    /// One watch asked; the others wait for its answer.
+    Asking,
+    /// It served one.
+    Served,
+    /// It refused one.
+    Refused,
+}
+
+/// How one watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    /// With a streaming list; `asking`: the one whose answer the others await.
+    Stream { asking: bool },
+    /// With a list.
+    List,
+}
+
 /// The process's choice of initial state, shared by every watch.
 #[derive(Debug, Default)]
 pub(super) struct Initial {
     mode: InitialList,
-    /// The API server refused a streaming list (`auto` only).
-    refused: AtomicBool,
+    known: watch::Sender<Known>,
 }
 
 impl Initial {
     pub(super) fn new(mode: InitialList) -> Self {
         Self {
             mode,
-            refused: AtomicBool::new(false),
+            known: watch::Sender::new(Known::Unknown),
         }
     }
 
-    /// Whether the next watch to start should ask for a streaming list.
-    pub(super) fn streams(&self) -> bool {
+    /// Whether a watch starting now asks for a streaming list.
+    #[cfg(test)]
+    fn streams(&self) -> bool {
         match self.mode {
             InitialList::Stream => true,
             InitialList::List => false,
-            InitialList::Auto => !self.refused.load(Ordering::Relaxed),
+            InitialList::Auto => *self.known.borrow() != Known::Refused,
         }
     }
 
+    /// How a watch starts: in `auto`, the first asks and the others wait for
+    /// its answer (`None` if cancelled meanwhile).
+    pub(super) async fn start(&self, token: &CancellationToken) -> Option<Start> {
+        match self.mode {
+            InitialList::Stream => return Some(Start::Stream { asking: false }),
+            InitialList::List => return Some(Start::List),
+            InitialList::Auto => {}
+        }
+        let mut known = self.known.subscribe();
+        loop {
+            let asks = self.known.send_if_modified(|k| {
+                let first = *k == Known::Unknown;
+                if first {
+                    *k = Known::Asking;
+                }
+                first
+            });
+            match (asks, *known.borrow_and_update()) {
+                (true, _) => return Some(Start::Stream { asking: true }),
+                (false, Known::Served) => return Some(Start::Stream { asking: false }),
+                (false, Known::Refused) => return Some(Start::List),
+                (false, Known::Unknown | Known::Asking) => {}
+            }
+            tokio::select! {
+                () = token.cancelled() => return None,
+                changed = known.changed() => changed.ok()?,
+            }
+        }
+    }
+
+    /// A streaming list was served: the others stream too.
+    pub(super) fn served(&self) {
+        self.known.send_if_modified(|k| {
+            let news = matches!(*k, Known::Unknown | Known::Asking);
+            if news {
+                *k = Known::Served;
+            }
+            news
+        });
+    }
+
+    /// The watch that asked got no answer either way (an error, or it
+    /// stopped): the next one to start asks.
+    pub(super) fn unanswered(&self) {
+        self.known.send_if_modified(|k| {
+            let asking = *k == Known::Asking;
+            if asking {
+                *k = Known::Unknown;
+            }
+            asking
+        });
+    }
+
     /// The watcher configuration for a watch of `scope`.
-    pub(super) fn config(&self, scope: &Scope) -> watcher::Config {
+    pub(super) fn config(streaming: bool, scope: &Scope) -> watcher::Config {
         let base = watcher::Config::default();
-        let config = match (self.streams(), scope) {
+        let config = match (streaming, scope) {
             (true, _) => base.streaming_lists(),
             (false, Scope::Cluster) => base.page_size(PAGE),
             (false, Scope::Selected(_)) => {
@@ -127,7 +204,7 @@ impl Initial {
         if self.mode != InitialList::Auto || !is_refusal(e) {
             return false;
         }
-        if !self.refused.swap(true, Ordering::Relaxed) {
+        if self.known.send_replace(Known::Refused) != Known::Refused {
             tracing::info!(
                 error = %e,
                 "the API server has no streaming lists (WatchList off, or before \
@@ -180,6 +257,52 @@ mod tests {
         assert!(!initial.streams());
     }
 
+    #[tokio::test]
+    async fn one_watch_asks_and_the_others_wait_for_its_answer() {
+        let token = CancellationToken::new();
+        let initial = std::sync::Arc::new(Initial::new(InitialList::Auto));
+        let first = initial.start(&token).await;
+        assert_eq!(first, Some(Start::Stream { asking: true }));
+        let waiting = tokio::spawn({
+            let (initial, token) = (initial.clone(), token.clone());
+            async move { initial.start(&token).await }
+        });
+        // No answer yet: the one that asked got an error, the next to start asks.
+        initial.unanswered();
+        assert_eq!(
+            waiting.await.ok().flatten(),
+            Some(Start::Stream { asking: true })
+        );
+        let waiting = tokio::spawn({
+            let (initial, token) = (initial.clone(), token.clone());
+            async move { initial.start(&token).await }
+        });
+        assert!(initial.refused(&refusal(422, GATE_OFF)));
+        assert_eq!(waiting.await.ok().flatten(), Some(Start::List));
+        assert_eq!(initial.start(&token).await, Some(Start::List));
+        // A served streaming list elsewhere changes nothing once refused.
+        initial.served();
+        assert!(!initial.streams());
+    }
+
+    #[tokio::test]
+    async fn once_served_every_watch_streams_and_a_waiting_one_can_be_cancelled() {
+        let token = CancellationToken::new();
+        let initial = std::sync::Arc::new(Initial::new(InitialList::Auto));
+        assert_eq!(
+            initial.start(&token).await,
+            Some(Start::Stream { asking: true })
+        );
+        let stop = token.child_token();
+        stop.cancel();
+        assert_eq!(initial.start(&stop).await, None);
+        initial.served();
+        assert_eq!(
+            initial.start(&token).await,
+            Some(Start::Stream { asking: false })
+        );
+    }
+
     #[test]
     fn forced_modes_never_change() {
         let stream = Initial::new(InitialList::Stream);
@@ -191,15 +314,14 @@ mod tests {
 
     #[test]
     fn lists_page_only_what_grows_with_the_cluster() {
-        let list = Initial::new(InitialList::List);
-        let cluster = list.config(&Scope::Cluster);
+        let cluster = Initial::config(false, &Scope::Cluster);
         assert_eq!(cluster.page_size, Some(PAGE));
         assert_eq!(cluster.list_semantic, watcher::ListSemantic::MostRecent);
-        let one = list.config(&Scope::Selected("metadata.name=n1".into()));
+        let one = Initial::config(false, &Scope::Selected("metadata.name=n1".into()));
         assert_eq!(one.page_size, None);
         assert_eq!(one.list_semantic, watcher::ListSemantic::Any);
         assert_eq!(one.field_selector.as_deref(), Some("metadata.name=n1"));
-        let stream = Initial::new(InitialList::Auto).config(&Scope::Cluster);
+        let stream = Initial::config(true, &Scope::Cluster);
         assert_eq!(
             stream.initial_list_strategy,
             watcher::InitialListStrategy::StreamingList

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     OnChange, Shared,
-    initial::{Initial, Scope},
+    initial::{Initial, Scope, Start},
     lock,
 };
 
@@ -82,13 +82,17 @@ pub(super) async fn run<K>(
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
     let initial = lock(&state).initial.clone();
-    let streaming = initial.streams();
+    let Some(start) = initial.start(&token).await else {
+        return;
+    };
+    let streaming = start != Start::List;
     Watch {
-        stream: watcher(api.clone(), initial.config(&scope)).boxed(),
+        stream: watcher(api.clone(), Initial::config(streaming, &scope)).boxed(),
         api,
         scope,
         initial,
         streaming,
+        asking: start == Start::Stream { asking: true },
         source,
         state,
         on_change,
@@ -110,6 +114,8 @@ struct Watch<K, F> {
     initial: Arc<Initial>,
     /// The stream asks for a streaming list.
     streaming: bool,
+    /// The first to ask, in `auto`: the other watches wait for its answer.
+    asking: bool,
     source: &'static str,
     state: Shared,
     on_change: OnChange,
@@ -133,9 +139,18 @@ where
             };
             let Some(item) = item else { return };
             match item {
-                Ok(event) => self.applied(event),
+                Ok(event) => {
+                    if std::mem::take(&mut self.asking) {
+                        // The first event of a watch the server accepted.
+                        self.initial.served();
+                    }
+                    self.applied(event);
+                }
                 Err(e) if self.streaming && self.initial.refused(&e) => self.list_instead(),
                 Err(e) => {
+                    if std::mem::take(&mut self.asking) {
+                        self.initial.unanswered();
+                    }
                     let delay = self.failed(&e);
                     // The watcher does nothing until polled again: sleeping here is the backoff.
                     tokio::select! {
@@ -152,7 +167,8 @@ where
     fn list_instead(&mut self) {
         tracing::debug!(source = self.source, "streaming list refused: listing");
         self.streaming = false;
-        self.stream = watcher(self.api.clone(), self.initial.config(&self.scope)).boxed();
+        self.asking = false;
+        self.stream = watcher(self.api.clone(), Initial::config(false, &self.scope)).boxed();
     }
 
     /// Applies one event; a reconcile when what detection reads changed or
@@ -215,5 +231,14 @@ where
         }
         self.failing = true;
         delay
+    }
+}
+
+impl<K, F> Drop for Watch<K, F> {
+    /// A watch stopped while the others waited for its answer: one of them asks.
+    fn drop(&mut self) {
+        if self.asking {
+            self.initial.unanswered();
+        }
     }
 }
