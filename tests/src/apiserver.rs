@@ -10,6 +10,11 @@
 //! `kubeovn.io/v1` Subnets (404 while their "CRD" is not installed) and
 //! `events.k8s.io/v1` Events, which read back as core/v1 Events.
 //!
+//! Streaming lists (`sendInitialEvents=true`): every current object as ADDED,
+//! then a BOOKMARK annotated `k8s.io/initial-events-end`, then live events; or,
+//! playing an older or gate-off server, the 422 Invalid it answers
+//! ([`crate::watch_list`]).
+//!
 //! Fault injection: error bursts, slow responses, dropped watches, 410 Gone on
 //! the next watches, and being down altogether (the listener closes).
 #![allow(clippy::unwrap_used)]
@@ -32,7 +37,10 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::netns::NetNs;
+use crate::{
+    netns::NetNs,
+    watch_list::{self, WatchList},
+};
 
 /// The resources the server knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -159,6 +167,8 @@ struct Faults {
     delay: Duration,
     /// Bumped to end every open watch stream.
     drop_generation: u64,
+    /// Which server it plays for streaming lists.
+    watch_list: WatchList,
 }
 
 /// Counts of requests, for asserting that clients back off.
@@ -166,7 +176,15 @@ struct Faults {
 pub struct RequestCounts {
     pub total: u64,
     pub lists: u64,
+    /// Watch requests, streaming lists and refused ones included.
     pub watches: u64,
+    /// Initial states asked for by a list: lists without `continue`.
+    pub list_starts: u64,
+    /// Initial states asked for by a streaming list (`sendInitialEvents=true`), accepted.
+    pub streaming_starts: u64,
+    /// Watches answered 422 Invalid for their `sendInitialEvents` or
+    /// `resourceVersionMatch` (the server playing an older or gate-off one).
+    pub refused_watches: u64,
     pub gets: u64,
     pub creates: u64,
     pub patches: u64,
@@ -542,6 +560,12 @@ impl ApiServer {
     /// The next `n` watches get ERROR 410 Gone, which forces a relist.
     pub fn gone_next_watches(&self, n: u32) {
         self.shared.faults.lock().unwrap().gone = n;
+    }
+
+    /// Plays a server with streaming lists on (the default), with the
+    /// `WatchList` gate off, or one from before they existed.
+    pub fn set_watch_list(&self, server: WatchList) {
+        self.shared.faults.lock().unwrap().watch_list = server;
     }
 
     /// Forgets the change history: every resourceVersion seen so far becomes too old.
@@ -1054,10 +1078,27 @@ async fn handle(
     match (method, t.name.as_deref(), watch) {
         (Method::GET, None, true) => {
             counts().watches += 1;
-            watch_stream(&shared, &t, &q)
+            let server = shared.faults.lock().unwrap().watch_list;
+            match watch_list::initial_events(&q, server) {
+                Ok(initial) => {
+                    if initial {
+                        counts().streaming_starts += 1;
+                    }
+                    watch_stream(&shared, &t, &q, initial)
+                }
+                Err(invalid) => {
+                    counts().refused_watches += 1;
+                    json_response(StatusCode::UNPROCESSABLE_ENTITY, &invalid)
+                }
+            }
         }
         (Method::GET, None, false) => {
-            counts().lists += 1;
+            let mut c = counts();
+            c.lists += 1;
+            if !q.contains_key("continue") {
+                c.list_starts += 1;
+            }
+            drop(c);
             list(&shared, &t, &q)
         }
         (Method::GET, Some(name), _) => {
@@ -1223,7 +1264,15 @@ fn watch_line(kind: &str, obj: &Value) -> Bytes {
     Bytes::from(s)
 }
 
-fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) -> Response {
+/// A watch: from a resourceVersion, or (`initial`, a streaming list) every
+/// current object as ADDED, the end BOOKMARK when bookmarks are allowed, then
+/// the changes after.
+fn watch_stream(
+    shared: &Arc<Shared>,
+    t: &Target,
+    q: &BTreeMap<String, String>,
+    initial: bool,
+) -> Response {
     let sel = selector(q.get("fieldSelector"));
     let from: u64 = q
         .get("resourceVersion")
@@ -1240,11 +1289,16 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
         f.gone = f.gone.saturating_sub(1);
         g
     };
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true");
     let (backlog, rx, too_old) = {
         let st = shared.store.lock().unwrap();
         let rx = shared.changes.subscribe();
-        let too_old = gone || (from > 0 && from < st.oldest_rv);
-        let backlog: Vec<Change> = st.history.iter().filter(|c| c.rv > from).cloned().collect();
+        let too_old = gone || (!initial && from > 0 && from < st.oldest_rv);
+        let backlog: Vec<Change> = if initial {
+            initial_events(&st, t.res, bookmarks)
+        } else {
+            st.history.iter().filter(|c| c.rv > from).cloned().collect()
+        };
         (backlog, rx, too_old)
     };
     if too_old {
@@ -1260,11 +1314,12 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
     let res = t.res;
     let ns = t.namespace.clone();
     let keep = move |c: &Change| {
-        c.res == res
-            && ns
-                .as_deref()
-                .is_none_or(|n| c.obj["metadata"]["namespace"].as_str() == Some(n))
-            && matches(&c.obj, &sel)
+        c.kind == "BOOKMARK"
+            || (c.res == res
+                && ns
+                    .as_deref()
+                    .is_none_or(|n| c.obj["metadata"]["namespace"].as_str() == Some(n))
+                && matches(&c.obj, &sel))
     };
     let keep2 = keep.clone();
     let metadata_only = t.metadata_only;
@@ -1320,6 +1375,33 @@ fn watch_stream(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) 
         .header(header::CONTENT_TYPE, "application/json")
         .body(body)
         .unwrap()
+}
+
+/// A streaming list's initial events: every object of `res` as ADDED (the
+/// watch's filter picks its scope), then the end BOOKMARK at the store's
+/// resourceVersion when bookmarks are allowed (the real server sends none
+/// otherwise).
+fn initial_events(st: &Store, res: Res, bookmarks: bool) -> Vec<Change> {
+    let mut events: Vec<Change> = st
+        .objects
+        .iter()
+        .filter(|((r, _, _), _)| *r == res)
+        .map(|(_, o)| Change {
+            rv: st.rv,
+            res,
+            kind: "ADDED",
+            obj: o.clone(),
+        })
+        .collect();
+    if bookmarks {
+        events.push(Change {
+            rv: st.rv,
+            res,
+            kind: "BOOKMARK",
+            obj: watch_list::end_bookmark(res.api_version(), res.kind(), st.rv),
+        });
+    }
+    events
 }
 
 fn create_event(shared: &Shared, t: &Target, body: &[u8]) -> Response {

@@ -22,6 +22,7 @@ pub mod netns;
 pub mod node;
 pub mod objects;
 pub mod reviews;
+pub mod watch_list;
 
 use std::{path::PathBuf, time::Duration};
 

@@ -123,11 +123,12 @@ fn events_name_each_cozystack_mode_and_resolve_when_the_pod_goes() {
         "{m}"
     );
 
-    // deploy/rbac.yaml allows every request the agent made, and nothing is left unused.
+    // deploy/rbac.yaml allows every request the agent made, and nothing is left
+    // unused. The watches start with streaming lists here (verb `watch`); the
+    // lists of a server without them are checked in streaming_lists.rs.
     let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
     let used = deploy::used_and_allowed(&api.counts().log, &rules);
     for (group, resource, verb) in [
-        ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "nodes", "watch"),
         ("cilium.io", "ciliumnodes", "watch"),
@@ -1058,11 +1059,17 @@ fn every_list_is_served_from_the_watch_cache() {
         })
         .is_some()
     );
+    // Initial states: lists, or streaming lists (watches with
+    // sendInitialEvents, from the watch cache) where the server offers them.
     let lists: Vec<String> = api
         .counts()
         .log
         .into_iter()
-        .filter(|(m, uri)| m == "GET" && !uri.contains("watch=true") && !uri.contains("/events"))
+        .filter(|(m, uri)| {
+            m == "GET"
+                && (!uri.contains("watch=true") || uri.contains("sendInitialEvents=true"))
+                && !uri.contains("/events")
+        })
         .filter(|(_, uri)| {
             ["/api/v1/pods", "/api/v1/nodes", "/ciliumnodes", "/subnets"]
                 .iter()

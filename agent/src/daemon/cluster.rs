@@ -84,6 +84,7 @@ impl Parts {
         );
         let watches = source
             .with_cilium_namespace(&args.sources.cilium_namespace)
+            .with_initial_list(args.watches.initial_list)
             .with_confirmations(published.clone())
             .with_lookups(unexplained);
         let (condition, remediation) = acting(args, &client, node, registry, &published).await?;

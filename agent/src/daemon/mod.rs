@@ -67,6 +67,9 @@ pub struct Args {
     /// Files, or the cluster.
     #[command(flatten)]
     pub sources: SourceArgs,
+    /// How the watches start.
+    #[command(flatten)]
+    pub watches: kube::cluster::initial::Args,
     /// The reconcile loop.
     #[command(flatten)]
     pub reconcile: reconcile_loop::Args,

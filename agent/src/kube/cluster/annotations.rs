@@ -8,7 +8,7 @@ use kube::{Api, core::PartialObjectMeta};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    ClusterSource, cache::Cache, cached, convert::convert_node_annotations, lock,
+    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope, lock,
     wants_annotations, watch,
 };
 
@@ -38,7 +38,7 @@ impl ClusterSource {
                         let stop = token.child_token();
                         tasks.spawn(watch::run(
                             Api::<PartialObjectMeta<Node>>::all(client.clone()),
-                            cached(),
+                            Scope::Cluster,
                             "node-annotations",
                             state.clone(),
                             on_change.clone(),

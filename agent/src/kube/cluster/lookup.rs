@@ -27,7 +27,7 @@ use kube::{
 use tokio::sync::watch as channel;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::{ClusterSource, cached, convert::convert_pod, watch};
+use super::{ClusterSource, convert::convert_pod, selected, watch};
 use crate::{
     inventory::Pod,
     kube::pace::{Backoffs, Budget},
@@ -222,7 +222,7 @@ impl ClusterSource {
         let name = f.name.clone();
         watch::run(
             Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-            cached().fields(&format!("metadata.name={name}")),
+            selected(&format!("metadata.name={name}")),
             // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
             "pods-elsewhere",
             self.state.clone(),

@@ -8,15 +8,15 @@
 //! [`ClusterSource`] runs the watches until cancelled; the [`ClusterView`] it
 //! hands out reads snapshots.
 //!
-//! Every list is served from the API server's watch cache (`resourceVersion=0`,
-//! kube-runtime's `any_semantic`), as kubelet and client-go informers list: a
-//! DaemonSet rollout on thousands of nodes must not become thousands of
-//! consistent reads that go to etcd (before Kubernetes 1.31).
+//! Every watch starts with a streaming list where the API server offers one,
+//! else with a list: from the watch cache (`resourceVersion=0`) where a
+//! selector bounds it, paged where it grows with the cluster ([`initial`]).
 
 mod annotations;
 mod cache;
 mod confirm;
 mod convert;
+pub mod initial;
 mod lean;
 mod lookup;
 mod sandbox;
@@ -32,7 +32,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
-    runtime::watcher,
 };
 use tokio::sync::watch as channel;
 
@@ -44,6 +43,7 @@ use self::{
     convert::{
         convert_cilium_config, convert_cilium_node, convert_node, convert_pod, convert_subnet,
     },
+    initial::{Initial, InitialList, Scope},
     lean::LeanCiliumNode,
     lookup::Followed,
 };
@@ -83,6 +83,8 @@ struct State {
     up: BTreeMap<&'static str, bool>,
     /// Watches whose resource does not exist here (a CRD not installed).
     absent: BTreeSet<&'static str>,
+    /// How watches get their initial state.
+    initial: Arc<Initial>,
 }
 
 /// Whether every Node's annotations must be read: only while the cluster has
@@ -117,13 +119,9 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A watcher whose lists come from the API server's watch cache:
-/// `resourceVersion=0`, unpaginated (the cache serves a list whole; kube omits
-/// `resourceVersion=0` when a page size is set).
-fn cached() -> watcher::Config {
-    let mut config = watcher::Config::default().any_semantic();
-    config.page_size = None;
-    config
+/// What a field selector picks: one node's pods, one object by name.
+fn selected(fields: &str) -> Scope {
+    Scope::Selected(fields.to_owned())
 }
 
 /// kube-ovn's Subnet resource (kubeovn.io/v1, cluster-scoped).
@@ -176,6 +174,14 @@ impl ClusterSource {
             state,
         };
         (source, view)
+    }
+
+    /// Starts watches with streaming lists, lists, or the first where the API
+    /// server offers it (the default).
+    #[must_use]
+    pub fn with_initial_list(self, mode: InitialList) -> Self {
+        lock(&self.state).initial = Arc::new(Initial::new(mode));
+        self
     }
 
     /// Reads Cilium's `cilium-config` in `namespace` (default `kube-system`).
@@ -233,7 +239,7 @@ impl ClusterSource {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
             Api::<K8sPod>::all(self.client.clone()),
-            cached().fields(&format!("spec.nodeName={}", self.node)),
+            selected(&format!("spec.nodeName={}", self.node)),
             "pods",
             self.state.clone(),
             self.on_change.clone(),
@@ -245,7 +251,7 @@ impl ClusterSource {
         let on_change = self.on_change.clone();
         tasks.spawn(watch::run(
             Api::<LeanCiliumNode>::all(self.client.clone()),
-            cached(),
+            Scope::Cluster,
             "ciliumnodes",
             self.state.clone(),
             Arc::new(move || {
@@ -262,7 +268,7 @@ impl ClusterSource {
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
             Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
-            cached(),
+            Scope::Cluster,
             "subnets",
             self.state.clone(),
             self.on_change.clone(),
@@ -271,7 +277,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<Node>::all(self.client.clone()),
-            cached().fields(&format!("metadata.name={}", self.node)),
+            selected(&format!("metadata.name={}", self.node)),
             "nodes",
             self.state.clone(),
             self.on_change.clone(),
@@ -280,7 +286,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
-            cached().fields(&format!("metadata.name={CILIUM_CONFIG}")),
+            selected(&format!("metadata.name={CILIUM_CONFIG}")),
             "cilium-config",
             self.state.clone(),
             self.on_change.clone(),

@@ -1,7 +1,7 @@
 //! One kube-runtime watcher run until cancelled, with a backoff that grows
-//! while it fails.
+//! while it fails, started with a streaming list or a list ([`super::initial`]).
 
-use std::{fmt::Debug, time::Duration};
+use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use futures::{StreamExt as _, stream::BoxStream};
 use kube::{
@@ -14,7 +14,11 @@ use kube::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{OnChange, Shared, lock};
+use super::{
+    OnChange, Shared,
+    initial::{Initial, Scope, Start},
+    lock,
+};
 
 /// kube-runtime's jittered exponential backoff (backon's builder). The jitter
 /// adds up to the delay itself, so `min`..`max` are the lower edges:
@@ -61,11 +65,11 @@ fn failure(e: &watcher::Error) -> Failure {
     }
 }
 
-/// Runs one watcher until `token` is cancelled, applying its events to the
-/// shared state and calling `on_change` when what detection reads changed.
+/// Runs one watcher of `scope` until `token` is cancelled, applying its events
+/// to the shared state and calling `on_change` when what detection reads changed.
 pub(super) async fn run<K>(
     api: Api<K>,
-    config: watcher::Config,
+    scope: Scope,
     source: &'static str,
     state: Shared,
     on_change: OnChange,
@@ -77,8 +81,18 @@ pub(super) async fn run<K>(
     // Our own backoff rather than kube's default_backoff: the watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
+    let initial = lock(&state).initial.clone();
+    let Some(start) = initial.start(&token).await else {
+        return;
+    };
+    let streaming = start != Start::List;
     Watch {
-        stream: watcher(api, config).boxed(),
+        stream: watcher(api.clone(), Initial::config(streaming, &scope)).boxed(),
+        api,
+        scope,
+        initial,
+        streaming,
+        asking: start == Start::Stream { asking: true },
         source,
         state,
         on_change,
@@ -94,6 +108,14 @@ pub(super) async fn run<K>(
 /// One watcher's stream, where its events go, and its backoffs.
 struct Watch<K, F> {
     stream: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    /// What the stream watches, to start it again with a list.
+    api: Api<K>,
+    scope: Scope,
+    initial: Arc<Initial>,
+    /// The stream asks for a streaming list.
+    streaming: bool,
+    /// The first to ask, in `auto`: the other watches wait for its answer.
+    asking: bool,
     source: &'static str,
     state: Shared,
     on_change: OnChange,
@@ -106,6 +128,7 @@ struct Watch<K, F> {
 
 impl<K, F> Watch<K, F>
 where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: Fn(&mut super::State, watcher::Event<K>) -> bool,
 {
     async fn run(mut self, token: CancellationToken) {
@@ -116,8 +139,18 @@ where
             };
             let Some(item) = item else { return };
             match item {
-                Ok(event) => self.applied(event),
+                Ok(event) => {
+                    if std::mem::take(&mut self.asking) {
+                        // The first event of a watch the server accepted.
+                        self.initial.served();
+                    }
+                    self.applied(event);
+                }
+                Err(e) if self.streaming && self.initial.refused(&e) => self.list_instead(),
                 Err(e) => {
+                    if std::mem::take(&mut self.asking) {
+                        self.initial.unanswered();
+                    }
                     let delay = self.failed(&e);
                     // The watcher does nothing until polled again: sleeping here is the backoff.
                     tokio::select! {
@@ -127,6 +160,15 @@ where
                 }
             }
         }
+    }
+
+    /// Starts over with a list: the API server refused the streaming list, so
+    /// nothing was received; no backoff, the list is a different request.
+    fn list_instead(&mut self) {
+        tracing::debug!(source = self.source, "streaming list refused: listing");
+        self.streaming = false;
+        self.asking = false;
+        self.stream = watcher(self.api.clone(), Initial::config(false, &self.scope)).boxed();
     }
 
     /// Applies one event; a reconcile when what detection reads changed or
@@ -189,5 +231,14 @@ where
         }
         self.failing = true;
         delay
+    }
+}
+
+impl<K, F> Drop for Watch<K, F> {
+    /// A watch stopped while the others waited for its answer: one of them asks.
+    fn drop(&mut self) {
+        if self.asking {
+            self.initial.unanswered();
+        }
     }
 }

@@ -1,0 +1,330 @@
+//! How a watch gets its initial state without holding a list body whole.
+//!
+//! A **streaming list** (KEP-3157, kube-runtime's `streaming_lists()`): a watch
+//! with `sendInitialEvents=true&resourceVersionMatch=NotOlderThan&
+//! resourceVersion=0`, answered from the API server's watch cache with every
+//! object as its own event and a BOOKMARK annotated `k8s.io/initial-events-end`
+//! — one object in memory at a time, and no list request at all. kube-apiserver
+//! serves it where its `WatchList` gate is on: by default in 1.32 and from 1.34
+//! on (beta); off by default in 1.27–1.31 (alpha) and in 1.33 (beta, turned back
+//! off); elsewhere it answers 422 Invalid (`sendInitialEvents is forbidden for
+//! watch unless the WatchList feature gate is enabled`, or before 1.27
+//! `resourceVersionMatch is forbidden for watch`). kube-runtime does not fall
+//! back by itself: it would ask again forever.
+//!
+//! The **fallback** is a list, chosen per watch by what bounds its size:
+//! - watches whose selector bounds them (this node's pods, this Node, one
+//!   ConfigMap, one pod by name) list from the watch cache as before
+//!   (`resourceVersion=0`, whole): small bodies, and a paged list would be a
+//!   consistent read that, before 1.31, scans every pod in etcd per agent;
+//! - watches of what grows with the cluster (CiliumNodes, Subnets, every Node's
+//!   metadata) list in pages of [`PAGE`]: the watch cache ignores `limit` for
+//!   `resourceVersion=0` (kube-apiserver `computeListLimit`, through 1.36), so
+//!   only a consistent read (no resourceVersion) pages. Its first page comes
+//!   from the watch cache from 1.31 on (ConsistentListFromCache), the rest from
+//!   etcd until 1.34 (ListFromCacheSnapshot); before 1.31 all from etcd. That is
+//!   the price of bounded memory on servers without streaming lists; turning
+//!   their `WatchList` gate on (beta since 1.32) avoids it.
+//!
+//! In `auto` one watch asks first while the others wait for its answer, so a
+//! server that refuses is asked once per process; the answer is remembered: no
+//! watch asks again, a re-watch resumes from its resourceVersion either way,
+//! and only a relist (410 Gone) starts over.
+
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Objects per page of a fallback list of what grows with the cluster: ~2 MB
+/// of ENI-mode CiliumNodes (~20 KB each with their pre-allocated addresses).
+pub const PAGE: u32 = 100;
+
+/// How watches get their initial state (`--initial-list`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitialList {
+    /// Streaming lists where the API server offers them, else lists (one
+    /// watch asks first; its answer holds for the process).
+    #[default]
+    Auto,
+    /// Streaming lists only: a server that refuses them is an error, retried
+    /// with backoff.
+    Stream,
+    /// Lists only: paged for what grows with the cluster, from the watch cache
+    /// for what a selector bounds.
+    List,
+}
+
+/// The agent's flag for its watches.
+#[derive(Debug, clap::Args)]
+#[group(id = "watches")]
+pub struct Args {
+    /// How each watch gets its initial state: `stream` (a streaming list,
+    /// `sendInitialEvents`: one object at a time, no list body held whole;
+    /// kube-apiserver 1.32 and 1.34+ by default), `list` (paged where the list grows
+    /// with the cluster, from the watch cache where a selector bounds it), or
+    /// `auto`: streaming lists until the API server first refuses one, then lists.
+    #[arg(long, env = "IPSHADOW_INITIAL_LIST", value_enum, default_value_t = InitialList::Auto)]
+    pub initial_list: InitialList,
+}
+
+/// What bounds a watch's initial state.
+#[derive(Clone, Debug)]
+pub(super) enum Scope {
+    /// Everything of a kind: grows with the cluster.
+    Cluster,
+    /// What a field selector the watch cache indexes picks (one node's pods,
+    /// one object by name).
+    Selected(String),
+}
+
+/// What `auto` knows of the API server's streaming lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Known {
+    /// Nothing yet: the next watch to start asks.
+    #[default]
+    Unknown,
+    /// One watch asked; the others wait for its answer.
+    Asking,
+    /// It served one.
+    Served,
+    /// It refused one.
+    Refused,
+}
+
+/// How one watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    /// With a streaming list; `asking`: the one whose answer the others await.
+    Stream { asking: bool },
+    /// With a list.
+    List,
+}
+
+/// The process's choice of initial state, shared by every watch.
+#[derive(Debug, Default)]
+pub(super) struct Initial {
+    mode: InitialList,
+    known: watch::Sender<Known>,
+}
+
+impl Initial {
+    pub(super) fn new(mode: InitialList) -> Self {
+        Self {
+            mode,
+            known: watch::Sender::new(Known::Unknown),
+        }
+    }
+
+    /// Whether a watch starting now asks for a streaming list.
+    #[cfg(test)]
+    fn streams(&self) -> bool {
+        match self.mode {
+            InitialList::Stream => true,
+            InitialList::List => false,
+            InitialList::Auto => *self.known.borrow() != Known::Refused,
+        }
+    }
+
+    /// How a watch starts: in `auto`, the first asks and the others wait for
+    /// its answer (`None` if cancelled meanwhile).
+    pub(super) async fn start(&self, token: &CancellationToken) -> Option<Start> {
+        match self.mode {
+            InitialList::Stream => return Some(Start::Stream { asking: false }),
+            InitialList::List => return Some(Start::List),
+            InitialList::Auto => {}
+        }
+        let mut known = self.known.subscribe();
+        loop {
+            let asks = self.known.send_if_modified(|k| {
+                let first = *k == Known::Unknown;
+                if first {
+                    *k = Known::Asking;
+                }
+                first
+            });
+            match (asks, *known.borrow_and_update()) {
+                (true, _) => return Some(Start::Stream { asking: true }),
+                (false, Known::Served) => return Some(Start::Stream { asking: false }),
+                (false, Known::Refused) => return Some(Start::List),
+                (false, Known::Unknown | Known::Asking) => {}
+            }
+            tokio::select! {
+                () = token.cancelled() => return None,
+                changed = known.changed() => changed.ok()?,
+            }
+        }
+    }
+
+    /// A streaming list was served: the others stream too.
+    pub(super) fn served(&self) {
+        self.known.send_if_modified(|k| {
+            let news = matches!(*k, Known::Unknown | Known::Asking);
+            if news {
+                *k = Known::Served;
+            }
+            news
+        });
+    }
+
+    /// The watch that asked got no answer either way (an error, or it
+    /// stopped): the next one to start asks.
+    pub(super) fn unanswered(&self) {
+        self.known.send_if_modified(|k| {
+            let asking = *k == Known::Asking;
+            if asking {
+                *k = Known::Unknown;
+            }
+            asking
+        });
+    }
+
+    /// The watcher configuration for a watch of `scope`.
+    pub(super) fn config(streaming: bool, scope: &Scope) -> watcher::Config {
+        let base = watcher::Config::default();
+        let config = match (streaming, scope) {
+            (true, _) => base.streaming_lists(),
+            (false, Scope::Cluster) => base.page_size(PAGE),
+            (false, Scope::Selected(_)) => {
+                // resourceVersion=0 from the watch cache, unpaginated (kube
+                // omits resourceVersion=0 when a page size is set).
+                let mut c = base.any_semantic();
+                c.page_size = None;
+                c
+            }
+        };
+        match scope {
+            Scope::Cluster => config,
+            Scope::Selected(fields) => config.fields(fields),
+        }
+    }
+
+    /// Whether `e` is the API server refusing a streaming list and, in `auto`,
+    /// remembers it (logged once): the caller then starts over with a list.
+    pub(super) fn refused(&self, e: &watcher::Error) -> bool {
+        if self.mode != InitialList::Auto || !is_refusal(e) {
+            return false;
+        }
+        if self.known.send_replace(Known::Refused) != Known::Refused {
+            tracing::info!(
+                error = %e,
+                "the API server has no streaming lists (WatchList off, or before \
+                 Kubernetes 1.27): listing instead, paged where the list grows with the cluster"
+            );
+        }
+        true
+    }
+}
+
+/// A 422 Invalid about `sendInitialEvents` or `resourceVersionMatch` in answer
+/// to a watch: how kube-apiserver refuses a streaming list.
+fn is_refusal(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        if s.code == 422
+            && (s.message.contains("sendInitialEvents")
+                || s.message.contains("resourceVersionMatch")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(code: u16, message: &str) -> watcher::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": "Invalid", "message": message,
+        }))
+        .unwrap_or_default();
+        watcher::Error::WatchStartFailed(kube::Error::Api(status.into()))
+    }
+
+    const GATE_OFF: &str = "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: \
+        Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled";
+    const BEFORE_1_27: &str = "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: \
+        Forbidden: resourceVersionMatch is forbidden for watch";
+
+    #[test]
+    fn auto_streams_until_the_first_refusal_then_lists_for_good() {
+        let initial = Initial::new(InitialList::Auto);
+        assert!(initial.streams());
+        assert!(!initial.refused(&refusal(500, "etcd is down")));
+        assert!(
+            !initial.refused(&refusal(422, "something else is invalid")),
+            "only the streaming parameters' refusal counts"
+        );
+        assert!(initial.streams());
+        assert!(initial.refused(&refusal(422, GATE_OFF)));
+        assert!(!initial.streams());
+        assert!(initial.refused(&refusal(422, BEFORE_1_27)));
+        assert!(!initial.streams());
+    }
+
+    #[tokio::test]
+    async fn one_watch_asks_and_the_others_wait_for_its_answer() {
+        let token = CancellationToken::new();
+        let initial = std::sync::Arc::new(Initial::new(InitialList::Auto));
+        let first = initial.start(&token).await;
+        assert_eq!(first, Some(Start::Stream { asking: true }));
+        let waiting = tokio::spawn({
+            let (initial, token) = (initial.clone(), token.clone());
+            async move { initial.start(&token).await }
+        });
+        // No answer yet: the one that asked got an error, the next to start asks.
+        initial.unanswered();
+        assert_eq!(
+            waiting.await.ok().flatten(),
+            Some(Start::Stream { asking: true })
+        );
+        let waiting = tokio::spawn({
+            let (initial, token) = (initial.clone(), token.clone());
+            async move { initial.start(&token).await }
+        });
+        assert!(initial.refused(&refusal(422, GATE_OFF)));
+        assert_eq!(waiting.await.ok().flatten(), Some(Start::List));
+        assert_eq!(initial.start(&token).await, Some(Start::List));
+        // A served streaming list elsewhere changes nothing once refused.
+        initial.served();
+        assert!(!initial.streams());
+    }
+
+    #[tokio::test]
+    async fn once_served_every_watch_streams_and_a_waiting_one_can_be_cancelled() {
+        let token = CancellationToken::new();
+        let initial = std::sync::Arc::new(Initial::new(InitialList::Auto));
+        assert_eq!(
+            initial.start(&token).await,
+            Some(Start::Stream { asking: true })
+        );
+        let stop = token.child_token();
+        stop.cancel();
+        assert_eq!(initial.start(&stop).await, None);
+        initial.served();
+        assert_eq!(
+            initial.start(&token).await,
+            Some(Start::Stream { asking: false })
+        );
+    }
+
+    #[test]
+    fn forced_modes_never_change() {
+        let stream = Initial::new(InitialList::Stream);
+        assert!(!stream.refused(&refusal(422, GATE_OFF)));
+        assert!(stream.streams());
+        let list = Initial::new(InitialList::List);
+        assert!(!list.streams());
+    }
+
+    #[test]
+    fn lists_page_only_what_grows_with_the_cluster() {
+        let cluster = Initial::config(false, &Scope::Cluster);
+        assert_eq!(cluster.page_size, Some(PAGE));
+        assert_eq!(cluster.list_semantic, watcher::ListSemantic::MostRecent);
+        let one = Initial::config(false, &Scope::Selected("metadata.name=n1".into()));
+        assert_eq!(one.page_size, None);
+        assert_eq!(one.list_semantic, watcher::ListSemantic::Any);
+        assert_eq!(one.field_selector.as_deref(), Some("metadata.name=n1"));
+        let stream = Initial::config(true, &Scope::Cluster);
+        assert_eq!(
+            stream.initial_list_strategy,
+            watcher::InitialListStrategy::StreamingList
+        );
+    }
+}
