@@ -75,6 +75,16 @@ pub enum FindingKind {
     #[serde(rename = "IngressIPNotMasqueraded")]
     #[strum(serialize = "IngressIPNotMasqueraded")]
     IngressIpNotMasqueraded,
+    /// The host routes the pod's address into a namespace that does not hold it.
+    PodRouteMisdirected,
+    /// The host's route to the pod goes out an interface that is down.
+    PodRouteDeadEnd,
+    /// Two namespaces on the node hold the pod's address.
+    PodAddressHeldTwice,
+    /// A namespace holds an address no pod of this node has: a leaked sandbox.
+    LeakedSandboxAddress,
+    /// No namespace on the pod's node holds its address.
+    PodAddressNotHeld,
 }
 
 impl FindingKind {
@@ -110,6 +120,7 @@ impl FindingKind {
                 | Self::CiliumIpamError
                 | Self::IpamMigrationStuck
                 | Self::IngressIpNotMasqueraded
+                | Self::LeakedSandboxAddress
         )
     }
 }
@@ -327,6 +338,7 @@ impl Finding {
             | Cause::Blackhole { site, .. }
             | Cause::Refused { site, .. }
             | Cause::Duplicate { site, .. } => Some(site),
+            Cause::Kernel(k) => k.site.as_ref(),
             Cause::Overlap { .. } | Cause::Node(_) => None,
         }
     }

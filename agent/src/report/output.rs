@@ -60,6 +60,19 @@ pub(super) struct JsonFinding<'a> {
     /// The Service whose address shadows the pod (external IPs, a
     /// load-balancer IP), when one does.
     service: Option<JsonService<'a>>,
+    /// Kernel-truth findings: the truth-table row (the namespaces holding the
+    /// address, the host's per-pod route, the pods the API places there), where
+    /// the route leads instead, and the other pod concerned.
+    kernel: Option<JsonKernel<'a>>,
+}
+
+/// A kernel-truth finding's evidence in JSON.
+#[derive(Serialize)]
+pub(super) struct JsonKernel<'a> {
+    #[serde(flatten)]
+    row: &'a crate::inventory::TruthRow,
+    reached: Option<&'a crate::inventory::Holder>,
+    other_pod: Option<&'a PodRef>,
 }
 
 /// A finding's `service` in JSON.
@@ -145,6 +158,7 @@ pub(super) fn json_finding<'a>(
         kubelet,
         holder,
         service,
+        kernel,
     } = CauseFields::of(&f.cause);
     JsonFinding {
         kind: f.kind,
@@ -166,6 +180,7 @@ pub(super) fn json_finding<'a>(
         impact: impact.map(json_impact),
         trust: f.trust,
         service,
+        kernel,
     }
 }
 
@@ -179,6 +194,7 @@ struct CauseFields<'a> {
     kubelet: Option<&'a KubeletReport>,
     holder: Option<&'a PodRef>,
     service: Option<JsonService<'a>>,
+    kernel: Option<JsonKernel<'a>>,
 }
 
 impl<'a> CauseFields<'a> {
@@ -222,6 +238,15 @@ impl<'a> CauseFields<'a> {
                 ..Self::default()
             },
             Cause::Node(_) => Self::default(),
+            Cause::Kernel(k) => Self {
+                kernel: Some(JsonKernel {
+                    row: &k.row,
+                    reached: k.reached.as_ref(),
+                    other_pod: k.other_pod.as_ref(),
+                }),
+                holder: k.other_pod.as_ref(),
+                ..Self::default()
+            },
             Cause::Overlap {
                 subnet,
                 cilium_range,

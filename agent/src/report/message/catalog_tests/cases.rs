@@ -342,5 +342,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     let mut all = collisions();
     all.extend(pod_troubles());
     all.extend(node_troubles());
+    all.extend(super::kernel::cases());
     all
 }

@@ -2,6 +2,7 @@
 //! within their bounds, one `Fix:` each, no doubled whitespace, no advice for
 //! a CNI or feature the case does not have; the long messages clean as well.
 mod cases;
+mod kernel;
 
 use cases::{Mode, carve, catalog, collision};
 
