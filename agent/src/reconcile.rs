@@ -5,9 +5,10 @@
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
-    detect::{Finding, detect, lookups},
+    detect::{Finding, detect, lookups, truth_report},
     inventory::{
         ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, HostNetwork, Inventory,
+        TruthTable,
     },
     netlink::{self, Netlink},
 };
@@ -137,11 +138,13 @@ impl Reconciler {
             let findings = detect(&inventory);
             let claimable = claimable(&inventory);
             let leaving = leaving(&inventory);
+            let truth = truth_report(&inventory);
             Reconciled {
                 findings,
                 claimable,
                 leaving,
                 host,
+                truth,
             }
         };
         match tokio::task::spawn_blocking(run).await {
@@ -163,6 +166,8 @@ pub struct Reconciled {
     pub leaving: BTreeSet<String>,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
+    /// The node's truth table: what the pods' namespaces hold (issue 24).
+    pub truth: TruthTable,
 }
 
 /// The uids of the pods in `inv` being deleted (`metadata.deletionTimestamp`):

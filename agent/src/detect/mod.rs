@@ -30,7 +30,7 @@ pub use finding::{
     Scope, Trust,
 };
 use ipnet::IpNet;
-pub use kernel::truth_table;
+pub use kernel::{truth_report, truth_table};
 pub use owners::Index;
 use owners::{OwnerRef, Owners};
 pub use truth::{KernelFix, KernelTruth};

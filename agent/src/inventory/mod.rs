@@ -26,7 +26,7 @@ pub use host::{
 pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
 pub use namespaces::{
     Holder, HostIface, NsAddress, NsLink, OperState, PeerNamespace, PlacedPod, PodNamespaces,
-    PodRoute, TruthRow, Unread,
+    PodRoute, TruthRow, TruthTable, Unread,
 };
 pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,

@@ -205,3 +205,18 @@ pub struct TruthRow {
     /// The pods the API places there.
     pub pods: Vec<PlacedPod>,
 }
+
+/// The truth table as `check` shows it: the rows, and how much was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TruthTable {
+    /// Why the namespaces were not read (a kernel older than 4.20), if they were not.
+    pub skipped: Option<String>,
+    /// Host interfaces with a peer in another namespace.
+    pub interfaces: usize,
+    /// Peer namespaces read.
+    pub namespaces: usize,
+    /// Namespaces that could not be read, and why.
+    pub unread: Vec<Unread>,
+    /// One row per address.
+    pub rows: Vec<TruthRow>,
+}

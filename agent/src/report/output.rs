@@ -1,6 +1,7 @@
 //! Printing a [`Report`]: JSON as DESIGN.md fixes it, or a table for people.
 
 mod table;
+mod truth;
 
 use std::net::IpAddr;
 
@@ -20,6 +21,9 @@ use crate::{
 struct JsonReport<'a> {
     node: &'a str,
     findings: Vec<JsonFinding<'a>>,
+    /// `check`: the node's truth table (what the pods' namespaces hold).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truth_table: Option<&'a crate::inventory::TruthTable>,
 }
 
 /// The JSON contract of one finding (DESIGN.md): fields may be added, never renamed.
@@ -272,6 +276,7 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
                 json_finding(f, report.evidence_of(f), &report.node, impact)
             })
             .collect(),
+        truth_table: report.truth.as_ref(),
     })
 }
 

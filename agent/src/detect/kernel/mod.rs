@@ -19,7 +19,7 @@ use super::{
 };
 use crate::inventory::{
     Holder, HostIface, Inventory, IpSource, PlacedPod, Pod, PodNamespaces, PodRoute, Route,
-    RouteKind, Source, TABLE_MAIN, TruthRow,
+    RouteKind, Source, TABLE_MAIN, TruthRow, TruthTable,
 };
 
 /// The node's truth table: every address a peer namespace holds, a per-pod
@@ -40,6 +40,18 @@ pub fn truth_table(inv: &Inventory) -> Vec<TruthRow> {
     ips.sort_unstable();
     ips.dedup();
     ips.into_iter().map(|ip| row(inv, ip)).collect()
+}
+
+/// The truth table with what was read, for `check`.
+pub fn truth_report(inv: &Inventory) -> TruthTable {
+    let ns = &inv.host.namespaces;
+    TruthTable {
+        skipped: ns.skipped.clone(),
+        interfaces: ns.ifaces.len(),
+        namespaces: ns.namespaces.len(),
+        unread: ns.unread.clone(),
+        rows: truth_table(inv),
+    }
 }
 
 /// The findings of the truth table, but none for a (pod uid, IP) in `seen`.
