@@ -40,6 +40,19 @@ pub fn ptp_conf(name: &str, subnet: &str, data_dir: &Path) -> Value {
     })
 }
 
+/// A `bridge` network (flannel's layout: `cni0` holding the gateway, one veth
+/// per pod enslaved to it, no per-pod routes) with `host-local` IPAM over `subnet`.
+pub fn bridge_conf(name: &str, subnet: &str, data_dir: &Path) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "name": name,
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": data_dir},
+    })
+}
+
 /// One network on one node: the node's namespace, the config, the IPAM store.
 pub struct Network {
     /// The node's namespace, where the runtime runs the plugin.
@@ -69,6 +82,17 @@ impl Network {
         }
     }
 
+    /// A `bridge` network on `node` over `subnet`.
+    pub fn bridge(node: &NetNs, name: &str, subnet: &str) -> Self {
+        let store = crate::TempDir::new(&format!("cni-{name}"));
+        let conf = bridge_conf(name, subnet, &store.join("ipam"));
+        Self {
+            node: node.name.clone(),
+            conf,
+            store,
+        }
+    }
+
     /// `CNI_COMMAND=ADD` for container `id` in `pod`; panics on failure.
     /// Returns the address it gave (without prefix length) and the host veth.
     pub fn add(&self, id: &str, pod: &NetNs) -> (String, String) {
@@ -81,7 +105,8 @@ impl Network {
             .to_owned();
         let host_if = out.result["interfaces"]
             .as_array()
-            .and_then(|is| is.iter().find(|i| i.get("sandbox").is_none()))
+            // The last host-side one: `bridge` lists the bridge (cni0) first.
+            .and_then(|is| is.iter().rev().find(|i| i.get("sandbox").is_none()))
             .and_then(|i| i["name"].as_str())
             .unwrap_or_else(|| panic!("no host interface in {}", out.result))
             .to_owned();

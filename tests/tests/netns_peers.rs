@@ -2,7 +2,7 @@
 //! namespace alone, on pods laid out by the real `ptp` plugin.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
-use std::net::IpAddr;
+use std::{fmt::Write as _, net::IpAddr};
 
 use futures::TryStreamExt as _;
 use ipshadow::{inventory::PodNamespaces, netlink::peers::Peers};
@@ -98,4 +98,58 @@ fn peer_namespaces_are_read_by_nsid_and_hold_the_pods_addresses() {
     for (i, p) in pods.iter().enumerate() {
         net.del(&format!("c{i}"), p);
     }
+}
+
+/// A read of 110 pod namespaces (kubelet's default max-pods) beside one dump of
+/// the node's own addresses: the figure, not an assertion (that is the bench's).
+#[test]
+fn a_hundred_and_ten_pod_namespaces_are_read_in_one_pass() {
+    const TEST: &str = "a_hundred_and_ten_pod_namespaces_are_read_in_one_pass";
+    const PODS: usize = 110;
+    if !can_run_netns_tests(TEST) || !kernel_at_least(4, 20, TEST, "IFA_TARGET_NETNSID dumps") {
+        return;
+    }
+    let node = NetNs::new("prb");
+    let pods: Vec<NetNs> = (0..PODS).map(|_| NetNs::new("prbp")).collect();
+    let mut batch = String::new();
+    for (i, p) in pods.iter().enumerate() {
+        let ip = format!("10.252.{}.{}", i / 200, i % 200 + 2);
+        let _ = write!(
+            batch,
+            "link add v{i} type veth peer name eth0 netns {}\nlink set v{i} up\nroute add {ip}/32 dev v{i}\n",
+            p.name
+        );
+    }
+    node.ip_batch(&batch);
+    for (i, p) in pods.iter().enumerate() {
+        let ip = format!("10.252.{}.{}", i / 200, i % 200 + 2);
+        p.ip_batch(&format!("addr add {ip}/24 dev eth0\nlink set eth0 up\n"));
+    }
+    let _in = node.enter();
+    let rt = runtime();
+    let (read, took, host_took) = rt.block_on(async {
+        let peers = Peers::connect().unwrap();
+        let start = std::time::Instant::now();
+        let read = peers.read().await.unwrap();
+        let took = start.elapsed();
+        let (conn, handle, _) = rtnetlink::new_connection().unwrap();
+        drop(tokio::spawn(conn));
+        let start = std::time::Instant::now();
+        let host: Vec<AddressMessage> = handle
+            .address()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .unwrap();
+        let host_took = start.elapsed();
+        assert!(!host.is_empty());
+        (read, took, host_took)
+    });
+    assert_eq!(read.namespaces.len(), PODS, "{:?}", read.unread);
+    assert!(read.namespaces.values().all(|n| n.addresses.len() == 1));
+    ipshadow_tests::figure(format!(
+        "{PODS} pod namespaces read in {took:?}; one host-wide address dump {host_took:?} (ratio {:.0})",
+        took.as_secs_f64() / host_took.as_secs_f64().max(1e-9)
+    ));
 }

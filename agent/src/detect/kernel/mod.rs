@@ -58,11 +58,17 @@ pub fn truth_report(inv: &Inventory) -> TruthTable {
 pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>) -> Vec<Finding> {
     let mut out = Vec::new();
     for row in truth_table(inv) {
-        let pod = own_pods(inv).find(|p| status_ips(p).any(|i| i == row.ip));
-        match pod {
-            Some(p) if seen.contains(&(p.uid.clone(), row.ip)) => {}
-            Some(p) => out.extend(pod_finding(inv, row, p)),
-            None => out.extend(leaked(inv, row)),
+        let pods: Vec<&Pod> = own_pods(inv)
+            .filter(|p| status_ips(p).any(|i| i == row.ip))
+            .collect();
+        if pods.is_empty() {
+            out.extend(leaked(inv, row));
+            continue;
+        }
+        for p in pods {
+            if !seen.contains(&(p.uid.clone(), row.ip)) {
+                out.extend(pod_finding(inv, row.clone(), p));
+            }
         }
     }
     out

@@ -195,7 +195,7 @@ fn a_running_pod_no_namespace_holds_is_found_where_pods_get_routes() {
 #[test]
 fn a_route_out_a_down_interface_is_a_dead_end() {
     let mut inv = ptp_inventory(api());
-    Arc::make_mut(&mut inv.host).namespaces.ifaces[1].state = OperState::LowerLayerDown;
+    Arc::make_mut(&mut inv.host).namespaces.ifaces[1].state = OperState::Down;
     assert_eq!(
         kernel(&inv),
         one(

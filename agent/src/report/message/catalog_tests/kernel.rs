@@ -38,7 +38,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
     let mut twice = ptp_inventory(api());
     hold(&mut twice, 1, &[PTP_PODS[1], PTP_PODS[0]]);
     let mut down = ptp_inventory(api());
-    Arc::make_mut(&mut down.host).namespaces.ifaces[1].state = OperState::LowerLayerDown;
+    Arc::make_mut(&mut down.host).namespaces.ifaces[1].state = OperState::Down;
     let mut leaked_pods = api();
     leaked_pods[2].node = Some("worker-node-b".into());
     let mut missing = api();

@@ -1,7 +1,9 @@
-//! `ipshadow check` on nodes laid out by the real `ptp` CNI plugin (one veth
-//! and one /32 per pod, the pod's address inside its own namespace), each
-//! scenario made the way it happens on a node: a route replaced onto another
-//! veth, an address changed inside a namespace, a DEL that never ran.
+//! `ipshadow check` on nodes laid out by the real CNI reference plugins: `ptp`
+//! (one veth and one /32 per pod, as Calico and Cilium's endpoint routes lay
+//! them) and `bridge` (flannel's `cni0`). Each scenario is made the way it
+//! happens on a node: a route replaced onto another veth, an address changed
+//! inside a namespace, a DEL that never ran, host-local's store wiped before
+//! the next ADD, a pod namespace deleted under its route, a peer set down.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use std::process::Output;
@@ -10,14 +12,15 @@ use ipshadow_tests::{
     can_run_netns_tests,
     check::{Files, find},
     cni, guard, ipshadow_bin, kernel_at_least,
-    lab::ME,
+    lab::{self, ME},
     netns::NetNs,
     objects::{list, pod},
 };
 use serde_json::Value;
 
 /// A node with `n` pods laid out by `ptp` over 10.250.1.0/24.
-struct PtpNode {
+struct CniNode {
+    tag: String,
     node: NetNs,
     pods: Vec<NetNs>,
     net: cni::Network,
@@ -25,9 +28,19 @@ struct PtpNode {
     laid: Vec<(String, String)>,
 }
 
-impl PtpNode {
+impl CniNode {
     /// `None` (and the test recorded as skipped) where the test cannot run.
-    fn new(test: &str, tag: &str, n: usize) -> Option<Self> {
+    fn new(test: &str, tag: &str, pods: usize) -> Option<Self> {
+        Self::laid_by(test, tag, pods, cni::Network::ptp)
+    }
+
+    /// A node whose `pods` are laid out by the network `plugin` makes.
+    fn laid_by(
+        test: &str,
+        tag: &str,
+        pods: usize,
+        plugin: fn(&NetNs, &str, &str) -> cni::Network,
+    ) -> Option<Self> {
         if !can_run_netns_tests(test) || !kernel_at_least(4, 20, test, "IFA_TARGET_NETNSID dumps") {
             return None;
         }
@@ -36,19 +49,33 @@ impl PtpNode {
             return None;
         }
         let node = NetNs::new(&format!("{tag}n"));
-        let pods: Vec<NetNs> = (0..n).map(|_| NetNs::new(&format!("{tag}p"))).collect();
-        let net = cni::Network::ptp(&node, tag, "10.250.1.0/24");
-        let laid = pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| net.add(&format!("{tag}-c{i}"), p))
-            .collect();
-        Some(Self {
+        // The node's uplink and default route, as a real node has: a pod address
+        // no route names goes there (no blackhole), as it would on a node.
+        node.add_veth("eth0", "uplink");
+        node.ip(&["addr", "add", "192.168.100.11/24", "dev", "eth0"]);
+        node.ip(&["link", "set", "eth0", "up"]);
+        node.ip(&["link", "set", "uplink", "up"]);
+        node.ip(&["route", "add", "default", "via", "192.168.100.1"]);
+        let net = plugin(&node, tag, "10.250.1.0/24");
+        let mut n = Self {
+            tag: tag.to_owned(),
             node,
-            pods,
+            pods: Vec::new(),
             net,
-            laid,
-        })
+            laid: Vec::new(),
+        };
+        for _ in 0..pods {
+            n.add_pod();
+        }
+        Some(n)
+    }
+
+    /// One more pod, ADDed as the runtime does.
+    fn add_pod(&mut self) {
+        let pod = NetNs::new(&format!("{}p", self.tag));
+        let id = format!("{}-c{}", self.tag, self.pods.len());
+        self.laid.push(self.net.add(&id, &pod));
+        self.pods.push(pod);
     }
 
     fn ip(&self, i: usize) -> &str {
@@ -61,12 +88,17 @@ impl PtpNode {
 
     /// `check` with the API's pods: `names[i]` at pod `i`'s address, Running on this node.
     fn check(&self, names: &[&str], output: &str) -> Output {
-        let files = Files::new("cni-ptp");
         let pods: Vec<Value> = names
             .iter()
             .enumerate()
             .map(|(i, n)| pod("tenant", n, ME, &[self.ip(i)]))
             .collect();
+        self.check_pods(pods, output)
+    }
+
+    /// `check` with these pods as the API's.
+    fn check_pods(&self, pods: Vec<Value>, output: &str) -> Output {
+        let files = Files::new("cni-ptp");
         let path = files.write("pods.json", &list(pods));
         self.node
             .command(ipshadow_bin().to_str().unwrap())
@@ -89,7 +121,7 @@ impl PtpNode {
     }
 }
 
-impl Drop for PtpNode {
+impl Drop for CniNode {
     fn drop(&mut self) {
         // As the runtime tears sandboxes down; a pod already torn down is fine.
         for (i, p) in self.pods.iter().enumerate() {
@@ -113,7 +145,7 @@ fn kinds(v: &Value) -> Vec<&str> {
 
 #[test]
 fn a_healthy_ptp_node_has_no_findings_and_a_full_truth_table() {
-    let Some(n) = PtpNode::new(
+    let Some(n) = CniNode::new(
         "a_healthy_ptp_node_has_no_findings_and_a_full_truth_table",
         "ph",
         3,
@@ -150,7 +182,7 @@ fn a_healthy_ptp_node_has_no_findings_and_a_full_truth_table() {
 
 #[test]
 fn a_route_replaced_onto_another_veth_sends_the_pod_to_another_pod() {
-    let Some(n) = PtpNode::new(
+    let Some(n) = CniNode::new(
         "a_route_replaced_onto_another_veth_sends_the_pod_to_another_pod",
         "pr",
         2,
@@ -183,7 +215,7 @@ fn a_route_replaced_onto_another_veth_sends_the_pod_to_another_pod() {
 
 #[test]
 fn an_address_changed_inside_a_namespace_leaves_the_pod_unreached() {
-    let Some(n) = PtpNode::new(
+    let Some(n) = CniNode::new(
         "an_address_changed_inside_a_namespace_leaves_the_pod_unreached",
         "pa",
         2,
@@ -207,7 +239,7 @@ fn an_address_changed_inside_a_namespace_leaves_the_pod_unreached() {
 
 #[test]
 fn a_del_that_never_ran_leaves_a_leaked_sandbox_on_the_node() {
-    let Some(n) = PtpNode::new(
+    let Some(n) = CniNode::new(
         "a_del_that_never_ran_leaves_a_leaked_sandbox_on_the_node",
         "pl",
         3,
@@ -230,4 +262,118 @@ fn a_del_that_never_ran_leaves_a_leaked_sandbox_on_the_node() {
     n.net.del("pl-c2", &n.pods[2]);
     let (code, v) = n.json(&["a", "b"]);
     assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
+}
+
+#[test]
+fn a_wiped_ipam_store_then_an_add_puts_one_address_in_two_namespaces() {
+    let Some(mut n) = CniNode::new(
+        "a_wiped_ipam_store_then_an_add_puts_one_address_in_two_namespaces",
+        "pw",
+        1,
+    ) else {
+        return;
+    };
+    // host-local's store lost (a node restart with it on tmpfs), then the next ADD.
+    std::fs::remove_dir_all(n.net.store.join("ipam")).unwrap();
+    n.add_pod();
+    assert_eq!(n.ip(0), n.ip(1), "host-local handed the address out again");
+    let (code, v) = n.json(&["old", "new"]);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(
+        kinds(&v),
+        ["PodAddressHeldTwice", "PodAddressHeldTwice"],
+        "{v:#}"
+    );
+    for f in v["findings"].as_array().unwrap() {
+        let ifaces: Vec<&str> = f["kernel"]["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["iface"].as_str().unwrap())
+            .collect();
+        assert_eq!(ifaces.len(), 2, "{f:#}");
+        assert!(
+            ifaces.contains(&n.veth(0)) && ifaces.contains(&n.veth(1)),
+            "{f:#}"
+        );
+        // ptp left the first pod's route: the new pod's traffic reaches the old sandbox.
+        assert_eq!(f["kernel"]["route"]["iface"], n.veth(0));
+    }
+}
+
+#[test]
+fn a_pod_namespace_deleted_under_its_route_leaves_the_pod_unheld() {
+    let Some(mut n) = CniNode::new(
+        "a_pod_namespace_deleted_under_its_route_leaves_the_pod_unheld",
+        "pd",
+        2,
+    ) else {
+        return;
+    };
+    let gone = n.pods.pop().unwrap();
+    drop(gone);
+    // The kernel frees the namespace (and its veth, and the route) asynchronously.
+    let veth = n.veth(1).to_owned();
+    lab::wait_for(
+        "the deleted namespace's veth to go",
+        ipshadow_tests::HANG,
+        || (!n.node.ip_output(&["link", "show", &veth]).status.success()).then_some(()),
+    );
+    let (code, v) = n.json(&["a", "b"]);
+    assert_eq!(
+        (code, kinds(&v)),
+        (Some(1), vec!["PodAddressNotHeld"]),
+        "{v:#}"
+    );
+    let fs = v["findings"].as_array().unwrap().clone();
+    let f = find(&fs, n.ip(1));
+    assert_eq!(f["pod"]["name"], "b");
+    assert!(f["kernel"]["route"].is_null());
+}
+
+#[test]
+fn a_pod_link_set_down_makes_its_route_a_dead_end() {
+    let Some(n) = CniNode::new("a_pod_link_set_down_makes_its_route_a_dead_end", "pn", 2) else {
+        return;
+    };
+    n.pods[0].ip(&["link", "set", "eth0", "down"]);
+    let veth = n.veth(0).to_owned();
+    lab::wait_for(
+        "the host veth to see its peer down",
+        ipshadow_tests::HANG,
+        || {
+            let out = n.node.ip_output(&["link", "show", &veth]);
+            String::from_utf8_lossy(&out.stdout)
+                .contains("NO-CARRIER")
+                .then_some(())
+        },
+    );
+    let (code, v) = n.json(&["a", "b"]);
+    assert_eq!(
+        (code, kinds(&v)),
+        (Some(1), vec!["PodRouteDeadEnd"]),
+        "{v:#}"
+    );
+    let fs = v["findings"].as_array().unwrap().clone();
+    let f = find(&fs, n.ip(0));
+    assert_eq!(f["owner"]["device"], n.veth(0));
+    // A veth whose peer is down reports itself down (NO-CARRIER); the route stays, `linkdown`.
+    assert_eq!(f["kernel"]["route"]["state"], "down");
+}
+
+#[test]
+fn a_healthy_bridge_node_has_no_findings_and_shows_its_pods_behind_cni0() {
+    let test = "a_healthy_bridge_node_has_no_findings_and_shows_its_pods_behind_cni0";
+    let Some(n) = CniNode::laid_by(test, "bh", 2, cni::Network::bridge) else {
+        return;
+    };
+    let (code, v) = n.json(&["a", "b"]);
+    assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
+    let rows = v["truth_table"]["rows"].as_array().unwrap();
+    for i in 0..2 {
+        let row = rows.iter().find(|r| r["ip"] == n.ip(i)).unwrap();
+        assert_eq!(row["holders"][0]["iface"], n.veth(i), "{row:#}");
+        // No per-pod route: the bridge's connected route reaches them.
+        assert!(row["route"].is_null(), "{row:#}");
+    }
 }
