@@ -88,6 +88,11 @@ impl Reconciler {
         })
     }
 
+    /// Whether this kernel lets the pods' namespaces be read (Linux 4.20+).
+    pub fn reads_pod_namespaces(&self) -> bool {
+        self.netlink.reads_pod_namespaces()
+    }
+
     /// Reads this node's network and detects, against `kube`.
     #[tracing::instrument(skip_all, fields(pods = kube.pods.len(), cilium_nodes = kube.cilium_nodes.len()))]
     pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {

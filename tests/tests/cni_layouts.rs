@@ -9,9 +9,12 @@
 use std::process::Output;
 
 use ipshadow_tests::{
+    agent::AgentProc,
     can_run_netns_tests,
     check::{Files, find},
-    cni, guard, ipshadow_bin, kernel_at_least,
+    cni, guard,
+    http::sample,
+    ipshadow_bin, kernel_at_least,
     lab::{self, ME},
     netns::NetNs,
     objects::{list, pod},
@@ -376,4 +379,113 @@ fn a_healthy_bridge_node_has_no_findings_and_shows_its_pods_behind_cni0() {
         // No per-pod route: the bridge's connected route reaches them.
         assert!(row["route"].is_null(), "{row:#}");
     }
+}
+
+#[test]
+fn the_agent_counts_the_namespaces_it_read_and_a_misdirected_route_as_it_happens() {
+    let test = "the_agent_counts_the_namespaces_it_read_and_a_misdirected_route_as_it_happens";
+    let Some(n) = CniNode::new(test, "pg", 2) else {
+        return;
+    };
+    let files = Files::new("cni-agent");
+    let pods = files.write(
+        "pods.json",
+        &list(vec![
+            pod("tenant", "a", ME, &[n.ip(0)]),
+            pod("tenant", "b", ME, &[n.ip(1)]),
+        ]),
+    );
+    let agent = AgentProc::spawn(&n.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
+    agent.wait_ready(&n.node);
+    let misdirected = |m: &str| {
+        sample(
+            m,
+            "ipshadow_kernel_truth_problems",
+            &[("kind", "PodRouteMisdirected")],
+        )
+    };
+    let (_, m) = AgentProc::get(&n.node, "/metrics").unwrap();
+    assert_eq!(sample(&m, "ipshadow_pod_namespaces", &[]), Some(2.0), "{m}");
+    assert_eq!(
+        sample(&m, "ipshadow_pod_namespace_addresses", &[]),
+        Some(2.0),
+        "{m}"
+    );
+    assert_eq!(misdirected(&m), Some(0.0), "{m}");
+    // The route change is a netlink notification: the agent reconciles on it.
+    n.node.ip(&[
+        "route",
+        "replace",
+        &format!("{}/32", n.ip(0)),
+        "dev",
+        n.veth(1),
+    ]);
+    let seen = AgentProc::wait_metrics(&n.node, ipshadow_tests::HANG, |m| {
+        misdirected(m) == Some(1.0)
+    });
+    assert!(seen.is_some(), "no finding; log:\n{}", agent.log_text());
+}
+
+#[test]
+fn net_admin_alone_reads_the_namespaces_and_without_it_nothing_is_guessed() {
+    let test = "net_admin_alone_reads_the_namespaces_and_without_it_nothing_is_guessed";
+    let Some(n) = CniNode::new(test, "pc", 2) else {
+        return;
+    };
+    let files = Files::new("cni-caps");
+    let pods = files.write(
+        "pods.json",
+        &list(vec![
+            pod("tenant", "a", ME, &[n.ip(0)]),
+            pod("tenant", "b", ME, &[n.ip(1)]),
+        ]),
+    );
+    // Readable by an unprivileged user.
+    for p in [pods.parent().unwrap(), pods.as_path()] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let check = format!(
+        "{} check --node {ME} --output json --pods {}",
+        ipshadow_bin().display(),
+        pods.display()
+    );
+    let run = |capsh: &[&str]| {
+        let out = n
+            .node
+            .command("capsh")
+            .args(capsh)
+            .args(["--", "-c", &check])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), v)
+    };
+    // The DaemonSet's capability alone, as an ordinary user: both namespaces read.
+    let (code, v) = run(&[
+        "--caps=cap_net_admin+eip cap_setuid,cap_setgid+ep",
+        "--keep=1",
+        "--user=nobody",
+        "--addamb=cap_net_admin",
+    ]);
+    assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
+    assert_eq!(v["truth_table"]["namespaces"], 2, "{v:#}");
+    // No capability at all: the kernel answers the dumps empty, with no error.
+    // Both namespaces are unread, with the reason, and no finding is made up.
+    let (code, v) = run(&["--drop=all"]);
+    assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
+    let unread = v["truth_table"]["unread"].as_array().unwrap();
+    assert_eq!(unread.len(), 2, "{v:#}");
+    assert!(
+        unread[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("CAP_NET_ADMIN"),
+        "{v:#}"
+    );
 }

@@ -135,6 +135,11 @@ impl Netlink {
         })
     }
 
+    /// Whether the strict-checking socket for the pods' namespaces is open.
+    pub fn reads_pod_namespaces(&self) -> bool {
+        self.peers.is_ok()
+    }
+
     /// The namespaces behind the host's veth/netkit interfaces; empty with the
     /// reason when this kernel cannot read them.
     pub async fn read_namespaces(&self) -> Result<PodNamespaces> {

@@ -185,7 +185,9 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
             let fix = KernelFix::RemoveDuplicate { node, ifaces };
             (FindingKind::PodAddressHeldTwice, fix, None)
         }
+        // An unread namespace may hold it: no guess.
         _ if row.holders.is_empty()
+            && ns.unread.is_empty()
             && pod.phase.as_deref() == Some("Running")
             && lays_pod_routes(inv, ip) =>
         {

@@ -223,3 +223,19 @@ fn a_kube_ovn_node_without_pod_routes_reports_no_missing_sandbox() {
     Arc::make_mut(&mut inv.host).namespaces.read = true;
     assert!(kernel(&inv).is_empty());
 }
+
+#[test]
+fn an_unread_namespace_makes_no_pod_look_unheld() {
+    let mut pods = api();
+    pods.push(pod("d", ME, &["10.250.1.9"]));
+    let mut inv = ptp_inventory(pods);
+    let host = Arc::make_mut(&mut inv.host);
+    host.namespaces.namespaces.remove(&2);
+    host.namespaces.unread.push(crate::inventory::Unread {
+        nsid: 2,
+        iface: "veth2".into(),
+        reason: "gone".into(),
+    });
+    // Pod c's namespace and pod d's may be the unread one: nothing is said of them.
+    assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
+}

@@ -38,8 +38,10 @@ pub const MAX_NAMESPACES: usize = 4096;
 pub const MAX_LINKS: usize = 64;
 /// At most this many addresses are kept per namespace.
 pub const MAX_ADDRESSES: usize = 256;
-/// How many namespace reads are in flight on the socket at once.
-const PIPELINE: usize = 16;
+/// How many namespace reads are in flight on the socket at once: one. The
+/// kernel runs one dump per socket at a time and refuses (EBUSY) a dump
+/// request while another's answer is still being read.
+const PIPELINE: usize = 1;
 
 /// Reading the peer namespaces failed as a whole.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +91,12 @@ enum NsError {
         source: rtnetlink::Error,
     },
     #[error(
+        "the kernel answered the link dump for nsid {nsid} with no link, not even the peer \
+         (ifindex {peer}): the dump by target nsid needs CAP_NET_ADMIN, checked for the \
+         process at every dump; grant it (the DaemonSet adds NET_ADMIN)"
+    )]
+    Empty { nsid: i32, peer: u32 },
+    #[error(
         "the kernel answered the {what} dump for nsid {nsid} without the target nsid: it \
          answered for the host namespace, so the answer was dropped; this needs Linux \
          {MIN_KERNEL} or later with NETLINK_GET_STRICT_CHK"
@@ -134,14 +142,17 @@ impl Peers {
         let mut wanted = Vec::new();
         for i in &ifaces {
             if nsids.insert(i.nsid) && wanted.len() < MAX_NAMESPACES {
-                wanted.push((i.nsid, i.name.clone()));
+                wanted.push((i.nsid, i.peer_index, i.name.clone()));
             }
         }
-        let reads: Vec<_> = stream::iter(wanted)
-            .map(|(nsid, iface)| async move { (nsid, iface, self.namespace(nsid).await) })
-            .buffer_unordered(PIPELINE)
-            .collect()
-            .await;
+        let reads: Vec<_> =
+            stream::iter(wanted)
+                .map(|(nsid, peer, iface)| async move {
+                    (nsid, iface, self.namespace(nsid, peer).await)
+                })
+                .buffer_unordered(PIPELINE)
+                .collect()
+                .await;
         let mut out = PodNamespaces {
             read: true,
             ifaces,
@@ -152,10 +163,13 @@ impl Peers {
                 Ok(ns) => {
                     out.namespaces.insert(nsid, ns);
                 }
-                Err(e) => out.unread.push(Unread {
+                Err(e) => out.unread.push({
+                    tracing::warn!(nsid, iface = %iface, error = %e, "a pod namespace was not read");
+                    Unread {
                     nsid,
                     iface,
                     reason: e.to_string(),
+                }
                 }),
             }
         }
@@ -163,8 +177,9 @@ impl Peers {
         Ok(out)
     }
 
-    /// One peer namespace's links and addresses, by nsid.
-    async fn namespace(&self, nsid: i32) -> Result<PeerNamespace, NsError> {
+    /// One peer namespace's links and addresses, by nsid; `peer`: the ifindex
+    /// there of the host interface's peer, which the answer must hold.
+    async fn namespace(&self, nsid: i32, peer: u32) -> Result<PeerNamespace, NsError> {
         let mut req = self.handle.link().get();
         req.message_mut()
             .attributes
@@ -181,6 +196,10 @@ impl Peers {
             })?;
         if msgs.iter().any(|m| !link_answers_for(m, nsid)) {
             return Err(NsError::TargetIgnored { what: "link", nsid });
+        }
+        // Without the capability the kernel ends the dump at once, with no error.
+        if !msgs.iter().any(|m| m.header.index == peer) {
+            return Err(NsError::Empty { nsid, peer });
         }
         let mut ns = PeerNamespace {
             truncated: msgs.len() > MAX_LINKS,
