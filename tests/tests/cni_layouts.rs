@@ -489,3 +489,24 @@ fn net_admin_alone_reads_the_namespaces_and_without_it_nothing_is_guessed() {
         "{v:#}"
     );
 }
+
+#[test]
+fn a_collision_names_the_namespace_that_really_holds_the_address() {
+    let test = "a_collision_names_the_namespace_that_really_holds_the_address";
+    let Some(n) = CniNode::new(test, "pk", 1) else {
+        return;
+    };
+    // The node takes the pod's address itself: host traffic to it stays on the node.
+    n.node
+        .ip(&["addr", "add", &format!("{}/32", n.ip(0)), "dev", "eth0"]);
+    let (code, v) = n.json(&["a"]);
+    assert_eq!(
+        (code, kinds(&v)),
+        (Some(1), vec!["LocalAddressCollision"]),
+        "{v:#}"
+    );
+    let f = &v["findings"][0];
+    // The kernel's evidence: the pod's namespace, behind its veth, still holds it.
+    assert_eq!(f["kernel"]["holders"][0]["iface"], n.veth(0), "{f:#}");
+    assert_eq!(f["kernel"]["holders"][0]["peer"], "eth0", "{f:#}");
+}

@@ -264,6 +264,12 @@ impl<'a> CauseFields<'a> {
     }
 }
 
+/// The truth-table row of `f`'s address, when `check` read one.
+fn truth_row<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::inventory::TruthRow> {
+    let ip = f.ip?;
+    report.truth.as_ref()?.rows.iter().find(|r| r.ip == ip)
+}
+
 /// The report as the JSON DESIGN.md fixes, pretty-printed.
 pub fn json(report: &Report) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&JsonReport {
@@ -273,7 +279,18 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
             .iter()
             .map(|f| {
                 let impact = f.pod().and_then(|p| report.impacts.get(p));
-                json_finding(f, report.evidence_of(f), &report.node, impact)
+                let mut j = json_finding(f, report.evidence_of(f), &report.node, impact);
+                // Any finding gains what the pods' namespaces hold of its address.
+                if j.kernel.is_none()
+                    && let Some(row) = truth_row(report, f)
+                {
+                    j.kernel = Some(JsonKernel {
+                        row,
+                        reached: None,
+                        other_pod: None,
+                    });
+                }
+                j
             })
             .collect(),
         truth_table: report.truth.as_ref(),

@@ -59,7 +59,7 @@ pub(super) fn render(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String
     let pod = k
         .site
         .as_ref()
-        .map_or_else(String::new, |s| format!("{}: ", reader.pod(&s.pod)));
+        .map_or_else(String::new, |_| format!("{}: ", super::pod_name(f)));
     format!(
         "{pod}{} {} {}",
         what(f, k, reader),
