@@ -44,6 +44,17 @@ impl CniNode {
         pods: usize,
         plugin: fn(&NetNs, &str, &str) -> cni::Network,
     ) -> Option<Self> {
+        Self::laid_over(test, tag, pods, plugin, "10.250.1.0/24")
+    }
+
+    /// As [`Self::laid_by`], over `subnet`.
+    fn laid_over(
+        test: &str,
+        tag: &str,
+        pods: usize,
+        plugin: fn(&NetNs, &str, &str) -> cni::Network,
+        subnet: &str,
+    ) -> Option<Self> {
         if !can_run_netns_tests(test) || !kernel_at_least(4, 20, test, "IFA_TARGET_NETNSID dumps") {
             return None;
         }
@@ -59,7 +70,7 @@ impl CniNode {
         node.ip(&["link", "set", "eth0", "up"]);
         node.ip(&["link", "set", "uplink", "up"]);
         node.ip(&["route", "add", "default", "via", "192.168.100.1"]);
-        let net = plugin(&node, tag, "10.250.1.0/24");
+        let net = plugin(&node, tag, subnet);
         let mut n = Self {
             tag: tag.to_owned(),
             node,
@@ -509,4 +520,33 @@ fn a_collision_names_the_namespace_that_really_holds_the_address() {
     // The kernel's evidence: the pod's namespace, behind its veth, still holds it.
     assert_eq!(f["kernel"]["holders"][0]["iface"], n.veth(0), "{f:#}");
     assert_eq!(f["kernel"]["holders"][0]["peer"], "eth0", "{f:#}");
+}
+
+#[test]
+fn ipv6_pods_are_read_and_a_misdirected_128_is_found() {
+    let test = "ipv6_pods_are_read_and_a_misdirected_128_is_found";
+    let Some(n) = CniNode::laid_over(test, "p6", 2, cni::Network::ptp, "fd00:250:1::/64") else {
+        return;
+    };
+    let (code, v) = n.json(&["a", "b"]);
+    assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
+    let rows = v["truth_table"]["rows"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["ip"] == n.ip(0)).unwrap();
+    assert_eq!(row["holders"][0]["iface"], n.veth(0), "{row:#}");
+    assert_eq!(row["route"]["iface"], n.veth(0), "{row:#}");
+    n.node.ip(&[
+        "-6",
+        "route",
+        "replace",
+        &format!("{}/128", n.ip(0)),
+        "dev",
+        n.veth(1),
+    ]);
+    let (code, v) = n.json(&["a", "b"]);
+    assert_eq!(
+        (code, kinds(&v)),
+        (Some(1), vec!["PodRouteMisdirected"]),
+        "{v:#}"
+    );
+    assert_eq!(v["findings"][0]["holder"]["name"], "b", "{v:#}");
 }
