@@ -165,6 +165,9 @@ pub struct Holder {
     pub nsid: i32,
     /// The host interface's state.
     pub state: OperState,
+    /// The pod of this node whose name the interface's name is derived from,
+    /// where the CNI derives it (Calico: `cali` + sha1 of `namespace.name`).
+    pub named_for: Option<String>,
 }
 
 /// The host's per-pod route (`/32`, `/128`) to an address.

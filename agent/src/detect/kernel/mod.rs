@@ -103,7 +103,14 @@ fn pod_routes(inv: &Inventory) -> impl Iterator<Item = &Route> {
 
 fn row(inv: &Inventory, ip: IpAddr) -> TruthRow {
     let ns = &inv.host.namespaces;
-    let holders = ns.holders(ip).map(|i| holder(ns, i, ip)).collect();
+    let holders = ns
+        .holders(ip)
+        .map(|i| {
+            let mut h = holder(ns, i, ip);
+            h.named_for = names::named_for(&h.iface, own_pods(inv));
+            h
+        })
+        .collect();
     let route = pod_routes(inv)
         .find(|r| r.dst.addr() == ip)
         .map(|r| pod_route(inv, r));
@@ -140,6 +147,7 @@ fn holder(ns: &PodNamespaces, iface: &HostIface, ip: IpAddr) -> Holder {
         peer_index: index,
         nsid: iface.nsid,
         state: iface.state,
+        named_for: None,
     }
 }
 
@@ -169,11 +177,9 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
         Some(i) if read(i).is_some_and(|n| !n.holds(ip)) => {
             let to = row.holders.first().map(|h| h.iface.clone());
             let fix = KernelFix::RepointRoute { node, ip, to };
-            (
-                FindingKind::PodRouteMisdirected,
-                fix,
-                Some(holder(ns, i, ip)),
-            )
+            let mut reached = holder(ns, i, ip);
+            reached.named_for = names::named_for(&i.name, own_pods(inv));
+            (FindingKind::PodRouteMisdirected, fix, Some(reached))
         }
         Some(i) if !i.state.carries() => {
             let iface = i.name.clone();
@@ -196,9 +202,14 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
         }
         _ => return None,
     };
-    let other_pod = reached
-        .as_ref()
-        .and_then(|h| owner_of_namespace(inv, h.nsid, pod));
+    let other_pod = reached.as_ref().and_then(|h| {
+        owner_of_namespace(inv, h.nsid, pod).or_else(|| {
+            let named = h.named_for.as_deref()?;
+            own_pods(inv)
+                .find(|p| format!("{}/{}", p.namespace, p.name) == named && p.uid != pod.uid)
+                .map(pod_ref)
+        })
+    });
     let device = reached
         .as_ref()
         .map(|h| h.iface.clone())
@@ -319,5 +330,6 @@ fn site(inv: &Inventory, p: &Pod) -> PodSite {
     }
 }
 
+mod names;
 #[cfg(test)]
 mod tests;

@@ -239,3 +239,29 @@ fn an_unread_namespace_makes_no_pod_look_unheld() {
     // Pod c's namespace and pod d's may be the unread one: nothing is said of them.
     assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
 }
+
+#[test]
+fn a_calico_named_veth_names_its_pod_even_where_its_namespace_holds_nothing_known() {
+    let mut inv = ptp_inventory(api());
+    // Calico's names: pod b's veth is cali + sha1("tenant.b")[..11].
+    let host = Arc::make_mut(&mut inv.host);
+    host.namespaces.ifaces[1].name = "calibc08975e859".into();
+    host.links
+        .iter_mut()
+        .find(|l| l.index == veth(1))
+        .expect("link")
+        .name = "calibc08975e859".into();
+    hold(&mut inv, 1, &["10.250.1.77"]);
+    reroute(&mut inv, "10.250.1.2", veth(1));
+    let f = detect(&inv)
+        .into_iter()
+        .find(|f| f.ip == Some(ip("10.250.1.2")))
+        .expect("finding");
+    assert_eq!(f.kind, FindingKind::PodRouteMisdirected);
+    let Cause::Kernel(k) = &f.cause else {
+        panic!("kernel cause")
+    };
+    let reached = k.reached.as_ref().expect("reached");
+    assert_eq!(reached.named_for.as_deref(), Some("tenant/b"));
+    assert_eq!(k.other_pod.as_ref().map(|p| p.name.as_str()), Some("b"));
+}

@@ -80,8 +80,12 @@ fn evidence(k: &KernelTruth) -> String {
         format!("held behind {}", ifaces(&k.row.holders))
     };
     let reached = k.reached.as_ref().map_or_else(String::new, |h| {
+        let named = h
+            .named_for
+            .as_deref()
+            .map_or_else(String::new, |p| format!(", named for pod {p}"));
         format!(
-            "; the route reaches nsid {} ({} {}, peer ifindex {})",
+            "; the route reaches nsid {} ({} {}, peer ifindex {}{named})",
             h.nsid,
             h.iface,
             h.peer.as_deref().unwrap_or("?"),
