@@ -13,33 +13,40 @@
 
 use std::{collections::HashSet, net::IpAddr};
 
+use self::index::{Index, own, status_ips};
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     truth::{KernelFix, KernelTruth},
 };
 use crate::inventory::{
-    Holder, HostIface, Inventory, IpSource, PlacedPod, Pod, PodNamespaces, PodRoute, Route,
-    RouteKind, Source, TABLE_MAIN, TruthRow, TruthTable,
+    Holder, HostIface, Inventory, IpSource, PlacedPod, Pod, PodRoute, Route, Source, TruthRow,
+    TruthTable,
 };
 
 /// The node's truth table: every address a peer namespace holds, a per-pod
 /// route leads to, or a pod of this node has, in address order. Empty when
 /// the namespaces were not read.
 pub fn truth_table(inv: &Inventory) -> Vec<TruthRow> {
-    let ns = &inv.host.namespaces;
-    if !ns.read {
+    if !inv.host.namespaces.read {
         return Vec::new();
     }
-    let mut ips: Vec<IpAddr> = ns
+    rows(&Index::new(inv))
+}
+
+fn rows(idx: &Index<'_>) -> Vec<TruthRow> {
+    let inv = idx.inv;
+    let mut ips: Vec<IpAddr> = inv
+        .host
+        .namespaces
         .namespaces
         .values()
         .flat_map(|n| n.addresses.iter().map(|a| a.ip))
-        .chain(pod_routes(inv).map(|r| r.dst.addr()))
-        .chain(own_pods(inv).flat_map(status_ips))
+        .chain(idx.routed())
+        .chain(own(inv).flat_map(status_ips))
         .collect();
     ips.sort_unstable();
     ips.dedup();
-    ips.into_iter().map(|ip| row(inv, ip)).collect()
+    ips.into_iter().map(|ip| row(idx, ip)).collect()
 }
 
 /// The truth table with what was read, for `check`.
@@ -56,68 +63,32 @@ pub fn truth_report(inv: &Inventory) -> TruthTable {
 
 /// The findings of the truth table, but none for a (pod uid, IP) in `seen`.
 pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>) -> Vec<Finding> {
+    if !inv.host.namespaces.read {
+        return Vec::new();
+    }
+    let idx = Index::new(inv);
     let mut out = Vec::new();
-    for row in truth_table(inv) {
-        let pods: Vec<&Pod> = own_pods(inv)
-            .filter(|p| status_ips(p).any(|i| i == row.ip))
-            .collect();
+    for row in rows(&idx) {
+        let pods: Vec<&Pod> = idx.own_at(row.ip).collect();
         if pods.is_empty() {
-            out.extend(leaked(inv, row));
+            out.extend(leaked(&idx, row));
             continue;
         }
         for p in pods {
             if !seen.contains(&(p.uid.clone(), row.ip)) {
-                out.extend(pod_finding(inv, row.clone(), p));
+                out.extend(pod_finding(&idx, row.clone(), p));
             }
         }
     }
     out
 }
 
-/// This node's pods that may be reported.
-fn own_pods(inv: &Inventory) -> impl Iterator<Item = &Pod> {
-    inv.pods
+fn row(idx: &Index<'_>, ip: IpAddr) -> TruthRow {
+    let holders = idx.holders(ip).iter().map(|i| holder(idx, i, ip)).collect();
+    let route = idx.route(ip).map(|r| pod_route(idx, r));
+    let mut pods: Vec<PlacedPod> = idx
+        .pods_at(ip)
         .iter()
-        .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
-}
-
-/// A pod's addresses from its status (kubelet's word, not a hint).
-fn status_ips(p: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
-    p.ips
-        .iter()
-        .filter(|i| i.source == IpSource::Status)
-        .map(|i| i.ip)
-}
-
-/// The host's per-pod routes: main table, unicast, a full-length prefix, out
-/// an interface whose peer is in another namespace.
-fn pod_routes(inv: &Inventory) -> impl Iterator<Item = &Route> {
-    let ns = &inv.host.namespaces;
-    inv.host.routes.iter().filter(move |r| {
-        r.table == TABLE_MAIN
-            && r.kind == RouteKind::Unicast
-            && r.dst.prefix_len() == r.dst.max_prefix_len()
-            && r.oif.and_then(|i| ns.iface(i)).is_some()
-    })
-}
-
-fn row(inv: &Inventory, ip: IpAddr) -> TruthRow {
-    let ns = &inv.host.namespaces;
-    let holders = ns
-        .holders(ip)
-        .map(|i| {
-            let mut h = holder(ns, i, ip);
-            h.named_for = names::named_for(&h.iface, own_pods(inv));
-            h
-        })
-        .collect();
-    let route = pod_routes(inv)
-        .find(|r| r.dst.addr() == ip)
-        .map(|r| pod_route(inv, r));
-    let mut pods: Vec<PlacedPod> = inv
-        .pods
-        .iter()
-        .filter(|p| p.reportable() && status_ips(p).any(|i| i == ip))
         .map(|p| PlacedPod {
             pod: format!("{}/{}", p.namespace, p.name),
             node: p.node.clone().unwrap_or_default(),
@@ -135,8 +106,8 @@ fn row(inv: &Inventory, ip: IpAddr) -> TruthRow {
 
 /// The namespace behind `iface` as a holder of `ip` (or, without `ip` in it,
 /// as the place a route reaches: its peer link).
-fn holder(ns: &PodNamespaces, iface: &HostIface, ip: IpAddr) -> Holder {
-    let peer_ns = ns.namespaces.get(&iface.nsid);
+fn holder(idx: &Index<'_>, iface: &HostIface, ip: IpAddr) -> Holder {
+    let peer_ns = idx.inv.host.namespaces.namespaces.get(&iface.nsid);
     let index = peer_ns
         .and_then(|n| n.addresses.iter().find(|a| a.ip == ip))
         .map_or(iface.peer_index, |a| a.index);
@@ -147,15 +118,18 @@ fn holder(ns: &PodNamespaces, iface: &HostIface, ip: IpAddr) -> Holder {
         peer_index: index,
         nsid: iface.nsid,
         state: iface.state,
-        named_for: None,
+        named_for: idx
+            .named_for(&iface.name)
+            .map(|p| format!("{}/{}", p.namespace, p.name)),
     }
 }
 
-fn pod_route(inv: &Inventory, r: &Route) -> PodRoute {
-    let iface = r.oif.and_then(|i| inv.host.namespaces.iface(i));
+fn pod_route(idx: &Index<'_>, r: &Route) -> PodRoute {
+    let host = &idx.inv.host;
+    let iface = r.oif.and_then(|i| idx.iface(i));
     PodRoute {
-        route: inv.host.describe_route(r),
-        iface: r.oif.and_then(|i| inv.host.link_name(i)).map(str::to_owned),
+        route: host.describe_route(r),
+        iface: r.oif.and_then(|i| host.link_name(i)).map(str::to_owned),
         iface_index: r.oif,
         state: iface.map(|i| i.state),
         nsid: iface.map(|i| i.nsid),
@@ -163,7 +137,8 @@ fn pod_route(inv: &Inventory, r: &Route) -> PodRoute {
 }
 
 /// The one finding about `pod`'s address `row.ip`, if the kernel contradicts it.
-fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
+fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
+    let inv = idx.inv;
     let ns = &inv.host.namespaces;
     let ip = row.ip;
     let node = inv.node.clone();
@@ -171,15 +146,17 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
         .route
         .as_ref()
         .and_then(|r| r.iface_index)
-        .and_then(|i| ns.iface(i));
+        .and_then(|i| idx.iface(i));
     let read = |i: &HostIface| ns.namespaces.get(&i.nsid);
     let (kind, fix, reached) = match via {
         Some(i) if read(i).is_some_and(|n| !n.holds(ip)) => {
             let to = row.holders.first().map(|h| h.iface.clone());
             let fix = KernelFix::RepointRoute { node, ip, to };
-            let mut reached = holder(ns, i, ip);
-            reached.named_for = names::named_for(&i.name, own_pods(inv));
-            (FindingKind::PodRouteMisdirected, fix, Some(reached))
+            (
+                FindingKind::PodRouteMisdirected,
+                fix,
+                Some(holder(idx, i, ip)),
+            )
         }
         Some(i) if !i.state.carries() => {
             let iface = i.name.clone();
@@ -195,21 +172,16 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
         _ if row.holders.is_empty()
             && ns.unread.is_empty()
             && pod.phase.as_deref() == Some("Running")
-            && lays_pod_routes(inv, ip) =>
+            && idx.lays_pod_routes(ip) =>
         {
             let fix = KernelFix::RecreatePod { pod: pod_ref(pod) };
             (FindingKind::PodAddressNotHeld, fix, None)
         }
         _ => return None,
     };
-    let other_pod = reached.as_ref().and_then(|h| {
-        owner_of_namespace(inv, h.nsid, pod).or_else(|| {
-            let named = h.named_for.as_deref()?;
-            own_pods(inv)
-                .find(|p| format!("{}/{}", p.namespace, p.name) == named && p.uid != pod.uid)
-                .map(pod_ref)
-        })
-    });
+    let other_pod = reached
+        .as_ref()
+        .and_then(|h| owner_of_namespace(idx, h, pod));
     let device = reached
         .as_ref()
         .map(|h| h.iface.clone())
@@ -223,27 +195,26 @@ fn pod_finding(inv: &Inventory, row: TruthRow, pod: &Pod) -> Option<Finding> {
     Some(finding(inv, (kind, ip), truth, fix, device))
 }
 
-/// Whether this node lays per-pod routes for `ip`'s family: only there does a
-/// missing holder mean a missing sandbox (a bridge or OVS layout hides them).
-fn lays_pod_routes(inv: &Inventory, ip: IpAddr) -> bool {
-    pod_routes(inv).any(|r| r.dst.addr().is_ipv4() == ip.is_ipv4())
-}
-
-/// The pod (other than `not`) that holds an address of namespace `nsid`, this node's first.
-fn owner_of_namespace(inv: &Inventory, nsid: i32, not: &Pod) -> Option<PodRef> {
-    let held = inv.host.namespaces.namespaces.get(&nsid)?;
-    let mut pods: Vec<&Pod> = inv
-        .pods
+/// The pod (other than `not`) that the namespace behind `h` is: one holding
+/// an address of it, this node's first; else the pod its interface is named for.
+fn owner_of_namespace(idx: &Index<'_>, h: &Holder, not: &Pod) -> Option<PodRef> {
+    let held = idx.inv.host.namespaces.namespaces.get(&h.nsid)?;
+    let mut pods: Vec<&Pod> = held
+        .addresses
         .iter()
-        .filter(|p| p.uid != not.uid && status_ips(p).any(|i| held.holds(i)))
+        .flat_map(|a| idx.pods_at(a.ip).iter().copied())
+        .filter(|p| p.uid != not.uid)
         .collect();
-    pods.sort_by_key(|p| p.node.as_deref() != Some(inv.node.as_str()));
-    pods.first().map(|p| pod_ref(p))
+    pods.sort_by_key(|p| p.node.as_deref() != Some(idx.inv.node.as_str()));
+    pods.first()
+        .copied()
+        .or_else(|| idx.named_for(&h.iface).filter(|p| p.uid != not.uid))
+        .map(pod_ref)
 }
 
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.
-fn leaked(inv: &Inventory, row: TruthRow) -> Option<Finding> {
-    let ns = &inv.host.namespaces;
+fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
+    let inv = idx.inv;
     let ip = row.ip;
     let routed = row.route.is_some();
     let in_pod_range = inv
@@ -258,18 +229,14 @@ fn leaked(inv: &Inventory, row: TruthRow) -> Option<Finding> {
         )
         .any(|c| c.contains(&ip));
     let on_peer_link = |h: &&Holder| {
-        ns.iface(h.iface_index)
+        idx.iface(h.iface_index)
             .is_some_and(|i| i.peer_index == h.peer_index)
     };
     let h = row.holders.iter().find(on_peer_link)?.clone();
     if !(routed || in_pod_range) {
         return None;
     }
-    let other_pod = inv
-        .pods
-        .iter()
-        .find(|p| p.reportable() && status_ips(p).any(|i| i == ip))
-        .map(pod_ref);
+    let other_pod = idx.pods_at(ip).first().map(|p| pod_ref(p));
     let fix = KernelFix::TearDownSandbox {
         node: inv.node.clone(),
         iface: h.iface.clone(),
@@ -330,6 +297,7 @@ fn site(inv: &Inventory, p: &Pod) -> PodSite {
     }
 }
 
+mod index;
 mod names;
 #[cfg(test)]
 mod tests;

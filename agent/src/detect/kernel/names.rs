@@ -7,8 +7,6 @@ use std::fmt::Write as _;
 
 use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, digest};
 
-use crate::inventory::Pod;
-
 /// Calico's host veth name for a pod.
 pub(super) fn calico_iface(namespace: &str, name: &str) -> String {
     let hash = digest(
@@ -20,18 +18,6 @@ pub(super) fn calico_iface(namespace: &str, name: &str) -> String {
         h
     });
     format!("cali{}", &hex[..11])
-}
-
-/// The pod among `pods` whose Calico interface name is `iface`, as `namespace/name`.
-pub(super) fn named_for<'a>(
-    iface: &str,
-    mut pods: impl Iterator<Item = &'a Pod>,
-) -> Option<String> {
-    if !iface.starts_with("cali") {
-        return None;
-    }
-    pods.find(|p| calico_iface(&p.namespace, &p.name) == iface)
-        .map(|p| format!("{}/{}", p.namespace, p.name))
 }
 
 #[cfg(test)]
