@@ -10,14 +10,15 @@ use std::process::Output;
 
 use ipshadow_tests::{
     agent::AgentProc,
+    apiserver::{ApiServer, Res},
     can_run_netns_tests,
     check::{Files, find},
     cni, guard,
     http::sample,
     ipshadow_bin, kernel_at_least,
-    lab::{self, ME},
+    lab::{self, Lab, ME},
     netns::NetNs,
-    objects::{list, pod},
+    objects::{list, node, pod},
 };
 use serde_json::Value;
 
@@ -549,4 +550,49 @@ fn ipv6_pods_are_read_and_a_misdirected_128_is_found() {
         "{v:#}"
     );
     assert_eq!(v["findings"][0]["holder"]["name"], "b", "{v:#}");
+}
+
+#[test]
+fn the_agent_writes_kernel_truth_events_on_the_pod_and_the_node() {
+    let test = "the_agent_writes_kernel_truth_events_on_the_pod_and_the_node";
+    let Some(n) = CniNode::new(test, "pe", 3) else {
+        return;
+    };
+    // Pod c's sandbox leaked (no DEL); pod a's route points into pod b's namespace.
+    n.node.ip(&[
+        "route",
+        "replace",
+        &format!("{}/32", n.ip(0)),
+        "dev",
+        n.veth(1),
+    ]);
+    let api = ApiServer::start(Some(&n.node));
+    api.apply(Res::Nodes, node(ME, &[]));
+    api.apply(Res::Pods, pod("tenant", "a", ME, &[n.ip(0)]));
+    api.apply(Res::Pods, pod("tenant", "b", ME, &[n.ip(1)]));
+    let lab = Lab::new("kt", &api);
+    let agent = lab.agent(&n.node, ME);
+    agent.wait_ready(&n.node);
+    let e = lab::wait_for("PodRouteMisdirected on pod a", ipshadow_tests::HANG, || {
+        lab::event(&api, "tenant", "a", "PodRouteMisdirected")
+    });
+    assert_eq!(
+        (e["type"].as_str(), e["involvedObject"]["kind"].as_str()),
+        (Some("Warning"), Some("Pod"))
+    );
+    let msg = e["message"].as_str().unwrap();
+    for needle in [n.ip(0), n.veth(1), "pod tenant/b", "Fix:"] {
+        assert!(msg.contains(needle), "{needle:?} missing in {msg}");
+    }
+    let e = lab::wait_for(
+        "LeakedSandboxAddress on the Node",
+        ipshadow_tests::HANG,
+        || lab::event(&api, "default", ME, "LeakedSandboxAddress"),
+    );
+    assert_eq!(e["involvedObject"]["kind"], "Node");
+    let msg = e["message"].as_str().unwrap();
+    for needle in [n.ip(2), n.veth(2), "Fix:"] {
+        assert!(msg.contains(needle), "{needle:?} missing in {msg}");
+    }
+    assert!(lab::event(&api, "tenant", "b", "PodRouteMisdirected").is_none());
 }
