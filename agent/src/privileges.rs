@@ -8,7 +8,10 @@
 //!   with unprivileged BPF disabled): learned by trying a map update without it;
 //! - CAP_NET_ADMIN while the program hangs on lo as a legacy tc filter, because
 //!   removing that filter at exit is a netlink request that needs it (a TCX link
-//!   goes when its descriptor is closed).
+//!   goes when its descriptor is closed);
+//! - CAP_NET_ADMIN while the pods' namespaces are read: the kernel checks it on
+//!   every dump by target nsid, for the socket's opener *and* the calling task,
+//!   and without it the dump comes back empty rather than failing.
 //!
 //! Dropped from the effective, permitted and inheritable sets and the ambient
 //! set: a dropped capability cannot come back for this process. The bounding
@@ -59,10 +62,17 @@ fn caps_err(action: &'static str) -> impl FnOnce(caps::errors::CapsError) -> Err
 }
 
 /// Gives up every capability the running agent no longer needs (see the module
-/// docs). `observer` is the attached eBPF observer, if any.
-pub fn drop_unneeded(observer: Option<&mut dyn Attached>) -> Result<Dropped, Error> {
+/// docs). `observer` is the attached eBPF observer, if any; `pod_namespaces`:
+/// whether the pods' namespaces are read (which keeps CAP_NET_ADMIN).
+pub fn drop_unneeded(
+    observer: Option<&mut dyn Attached>,
+    pod_namespaces: bool,
+) -> Result<Dropped, Error> {
     let before = caps::read(None, CapSet::Permitted).map_err(caps_err("reading capabilities"))?;
     let mut keep = CapsHashSet::new();
+    if pod_namespaces {
+        keep.insert(Capability::CAP_NET_ADMIN);
+    }
     if let Some(observer) = observer {
         if observer.is_legacy() && before.contains(&Capability::CAP_NET_ADMIN) {
             keep.insert(Capability::CAP_NET_ADMIN);

@@ -5,9 +5,10 @@
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
-    detect::{Finding, detect, lookups},
+    detect::{Finding, detect, lookups, truth_report},
     inventory::{
         ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, HostNetwork, Inventory,
+        TruthTable,
     },
     netlink::{self, Netlink},
 };
@@ -87,6 +88,11 @@ impl Reconciler {
         })
     }
 
+    /// Whether this kernel lets the pods' namespaces be read (Linux 4.20+).
+    pub fn reads_pod_namespaces(&self) -> bool {
+        self.netlink.reads_pod_namespaces()
+    }
+
     /// Reads this node's network and detects, against `kube`.
     #[tracing::instrument(skip_all, fields(pods = kube.pods.len(), cilium_nodes = kube.cilium_nodes.len()))]
     pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {
@@ -138,11 +144,13 @@ impl Reconciler {
             let findings = detect(&inventory);
             let claimable = claimable(&inventory);
             let leaving = leaving(&inventory);
+            let truth = truth_report(&inventory);
             Reconciled {
                 findings,
                 claimable,
                 leaving,
                 host,
+                truth,
             }
         };
         match tokio::task::spawn_blocking(run).await {
@@ -164,6 +172,8 @@ pub struct Reconciled {
     pub leaving: BTreeSet<String>,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
+    /// The node's truth table: what the pods' namespaces hold (issue 24).
+    pub truth: TruthTable,
 }
 
 /// The uids of the pods in `inv` being deleted (`metadata.deletionTimestamp`):

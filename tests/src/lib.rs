@@ -14,6 +14,7 @@ pub mod admission;
 pub mod agent;
 pub mod apiserver;
 pub mod check;
+pub mod cni;
 pub mod deploy;
 pub mod helm;
 pub mod http;

@@ -420,13 +420,10 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
         );
         agent.wait_ready(&sim.node);
         let (eff, prm) = capability_sets(agent.pid());
-        // Legacy tc needs NET_ADMIN to take its filter off lo at exit; TCX nothing.
+        // NET_ADMIN stays to read the pods' namespaces (checked at every dump by
+        // target nsid; legacy tc also needs it to take its filter off lo at exit).
         // CAP_BPF stays only on kernels that gate every bpf() call on it (< 6.5).
-        let allowed = if mode == "netlink" {
-            NET_ADMIN | BPF
-        } else {
-            BPF
-        };
+        let allowed = NET_ADMIN | BPF;
         assert_eq!(eff, prm, "{mode}: effective {eff:#x} != permitted {prm:#x}");
         assert_eq!(
             eff & !allowed,
@@ -434,13 +431,11 @@ fn the_agent_gives_up_what_it_no_longer_needs_once_attached() {
             "{mode}: kept {eff:#x}; log:\n{}",
             agent.log_text()
         );
-        if mode == "netlink" {
-            assert_ne!(
-                eff & NET_ADMIN,
-                0,
-                "{mode}: NET_ADMIN dropped but needed at exit"
-            );
-        }
+        assert_ne!(
+            eff & NET_ADMIN,
+            0,
+            "{mode}: NET_ADMIN dropped but needed to read the pods' namespaces"
+        );
         report.push(format!("{mode}: CapEff {eff:#x}"));
         // Still works without them: traffic is counted, and a map update (the
         // pod goes, its IP leaves the watched set) succeeds.

@@ -16,7 +16,9 @@ const CARGO_FUZZ_VERSION: &str = "0.13.2";
 /// bpftool and prometheus (the server and promtool) for the tests; iperf3 for the benchmarks;
 /// g++ for libFuzzer; musl-tools for the image's static binary, podman and runc to
 /// build and run the image (tests/podman/containers.conf), python3-venv for Helm's
-/// engine (tests/helm), wget for the chart's `helm test` command.
+/// engine (tests/helm), wget for the chart's `helm test` command, and the CNI reference
+/// plugins (`ptp`, `bridge`, `host-local` under /usr/lib/cni) that lay the kernel-truth
+/// tests' pods out as a container runtime does (tests/src/cni.rs).
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -36,6 +38,7 @@ const APT_PACKAGES: &[&str] = &[
     "runc",
     "python3-venv",
     "wget",
+    "containernetworking-plugins",
 ];
 
 pub(crate) fn run() -> anyhow::Result<()> {

@@ -111,6 +111,7 @@ pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
         findings: done.findings,
         invalid: files.state().invalid.clone(),
         impacts,
+        truth: Some(done.truth),
         ..Report::default()
     })
 }
@@ -172,6 +173,7 @@ async fn from_cluster(
         node: reconciler.node.clone(),
         findings: done.findings,
         invalid: state.invalid,
+        truth: Some(done.truth),
         ..Report::default()
     })
 }

@@ -151,9 +151,9 @@ impl Source {
 }
 
 /// Gives up the capabilities only loading, attaching and binding needed.
-fn drop_privileges(observer: Option<&mut ObserverTask>) {
+fn drop_privileges(observer: Option<&mut ObserverTask>, pod_namespaces: bool) {
     let attached = observer.map(|o| o as &mut dyn privileges::Attached);
-    match privileges::drop_unneeded(attached) {
+    match privileges::drop_unneeded(attached, pod_namespaces) {
         Ok(d) => {
             tracing::info!(kept = ?d.kept, dropped = d.dropped.len(), "dropped the capabilities not needed any more");
         }
@@ -240,7 +240,7 @@ async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Resu
     };
     let http = listen(&args.http, state, client.as_ref(), &node, http_metrics).await?;
     // Everything that needed privilege (loading, attaching, binding) is done.
-    drop_privileges(observer.as_mut());
+    drop_privileges(observer.as_mut(), reconciler.reads_pod_namespaces());
     Ok(Built {
         host,
         observer,

@@ -219,6 +219,7 @@ impl ReconcileLoop {
             }
         };
         self.host = Some(Arc::clone(&done.host));
+        self.metrics.namespaces(&done.truth);
         log_changes(&self.findings, &done.findings);
         self.findings = Arc::new(done.findings);
         self.published.send_replace(Published {

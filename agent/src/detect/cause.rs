@@ -53,6 +53,9 @@ pub enum Cause {
         /// The route it dies on, `ip route`-like, when one is in the tables.
         route: Option<String>,
     },
+    /// What the namespaces behind the host's interfaces hold contradicts the
+    /// host's routes or the API (issue 24).
+    Kernel(Box<super::truth::KernelTruth>),
     /// Cilium's address (or range) lies in a kube-ovn Subnet and is not excluded.
     Overlap {
         /// The Subnet's name.
@@ -318,6 +321,8 @@ pub enum Remedy {
         /// The pool's CIDRs, of the family short of room.
         pools: Vec<IpNet>,
     },
+    /// Fix what the kernel shows about the pods' namespaces.
+    Kernel(super::truth::KernelFix),
     /// Give Cilium a pool inside a Subnet kube-ovn masquerades.
     PoolInMasqueradedSubnet {
         /// A masqueraded Subnet and the block to carve from, when one is known.

@@ -90,6 +90,16 @@ pub enum FindingKind {
     IngressIpNotMasqueraded,
     /// Latent: Cilium's cluster pool has room for no more nodes than the cluster has.
     ClusterPoolNearlyFull,
+    /// The host routes the pod's address into a namespace that does not hold it.
+    PodRouteMisdirected,
+    /// The host's route to the pod goes out an interface that is down.
+    PodRouteDeadEnd,
+    /// Two namespaces on the node hold the pod's address.
+    PodAddressHeldTwice,
+    /// A namespace holds an address no pod of this node has: a leaked sandbox.
+    LeakedSandboxAddress,
+    /// No namespace on the pod's node holds its address.
+    PodAddressNotHeld,
 }
 
 impl FindingKind {
@@ -129,6 +139,7 @@ impl FindingKind {
                 | Self::IngressIpNotMasqueraded
                 | Self::ClusterPoolNearlyFull
                 | Self::StaleBridgeAddress
+                | Self::LeakedSandboxAddress
         )
     }
 }
@@ -347,6 +358,7 @@ impl Finding {
             | Cause::Blackhole { site, .. }
             | Cause::Refused { site, .. }
             | Cause::Duplicate { site, .. } => Some(site),
+            Cause::Kernel(k) => k.site.as_ref(),
             Cause::Overlap { .. } | Cause::Node(_) => None,
         }
     }

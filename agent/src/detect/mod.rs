@@ -16,12 +16,14 @@ mod cause;
 mod finding;
 mod forged;
 pub mod impact;
+mod kernel;
 mod node;
 mod overlap;
 mod owners;
 mod pool;
 mod refused;
 mod trust;
+mod truth;
 
 use std::{collections::HashSet, net::IpAddr};
 
@@ -30,8 +32,10 @@ pub use finding::{
     PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,
 };
 use ipnet::IpNet;
+pub use kernel::{truth_report, truth_table};
 pub use owners::Index;
 use owners::{OwnerRef, Owners};
+pub use truth::{KernelFix, KernelTruth};
 
 use crate::inventory::{
     FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, ServiceAddress, Source, TABLE_LOCAL,
@@ -97,11 +101,20 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
             findings.extend(finding);
         }
     }
+    findings.extend(kernel::kernel_findings(inv, &seen_findings(&findings)));
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
+}
+
+/// The (pod uid, IP) pairs that already have a finding: one finding per (pod, IP).
+fn seen_findings(findings: &[Finding]) -> HashSet<(String, IpAddr)> {
+    findings
+        .iter()
+        .filter_map(|f| Some((f.pod()?.uid.clone(), f.ip?)))
+        .collect()
 }
 
 /// The IPs whose FIB answer detection needs: those of `node`'s pods.

@@ -71,6 +71,7 @@ pub(crate) fn host() -> HostNetwork {
             route(255, "10.96.0.10/32", RouteKind::Local, Some(6), None),
         ],
         fib: BTreeMap::default(),
+        namespaces: super::PodNamespaces::default(),
     }
 }
 

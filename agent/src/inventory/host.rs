@@ -16,6 +16,8 @@ pub struct HostNetwork {
     pub routes: Vec<Route>,
     /// FIB lookups (`ip route get`) for the IPs of this node's pods.
     pub fib: BTreeMap<IpAddr, FibResult>,
+    /// The namespaces behind the host's veth/netkit interfaces and what they hold.
+    pub namespaces: super::PodNamespaces,
 }
 
 impl HostNetwork {

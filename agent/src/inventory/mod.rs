@@ -10,8 +10,11 @@ mod devices;
 pub(crate) mod fixtures;
 mod host;
 mod impact;
+mod namespaces;
 mod node;
 mod objects;
+#[cfg(test)]
+pub(crate) mod ptp_fixtures;
 mod services;
 pub mod text;
 
@@ -23,6 +26,10 @@ pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
 pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
+pub use namespaces::{
+    Holder, HostIface, NsAddress, NsLink, OperState, PeerNamespace, PlacedPod, PodNamespaces,
+    PodRoute, TruthRow, TruthTable, Unread,
+};
 pub use node::{
     CiliumConfig, ConditionSeen, NodeFacts, SandboxFailure, SandboxRefusal, with_refused_addresses,
 };

@@ -3,6 +3,7 @@
 //! rtnetlink socket.
 
 pub mod convert;
+pub mod peers;
 
 use std::{
     collections::BTreeMap,
@@ -15,7 +16,7 @@ use rtnetlink::{Handle, RouteMessageBuilder};
 
 pub use convert::{address, fib_answer, link, route, route_kind};
 
-use crate::inventory::{FibResult, HostNetwork};
+use crate::inventory::{FibResult, HostNetwork, PodNamespaces};
 
 /// How many FIB lookups are in flight on the socket at once.
 const FIB_PIPELINE: usize = 64;
@@ -42,6 +43,9 @@ pub enum Error {
         #[source]
         source: rtnetlink::Error,
     },
+    /// Reading the pods' namespaces failed as a whole.
+    #[error(transparent)]
+    Peers(#[from] peers::Error),
 }
 
 /// `Result` with this module's [`Error`].
@@ -53,6 +57,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug)]
 pub struct Netlink {
     handle: Handle,
+    /// The strict-checking socket for the pods' namespaces; `Err` says why they are not read.
+    peers: std::result::Result<peers::Peers, String>,
 }
 
 impl Netlink {
@@ -61,7 +67,11 @@ impl Netlink {
         let (conn, handle, _) =
             rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
         drop(tokio::spawn(conn));
-        Ok(Self { handle })
+        let peers = peers::Peers::connect().map_err(|e| {
+            tracing::warn!(error = %e, "pod namespaces are not read");
+            e.to_string()
+        });
+        Ok(Self { handle, peers })
     }
 
     /// Links, addresses and routes of every table, plus a FIB lookup for each of `lookups`.
@@ -115,12 +125,31 @@ impl Netlink {
             }
         }
         let fib = self.lookup(lookups).await;
+        let namespaces = self.read_namespaces().await?;
         Ok(HostNetwork {
             links,
             addresses,
             routes,
             fib,
+            namespaces,
         })
+    }
+
+    /// Whether the strict-checking socket for the pods' namespaces is open.
+    pub fn reads_pod_namespaces(&self) -> bool {
+        self.peers.is_ok()
+    }
+
+    /// The namespaces behind the host's veth/netkit interfaces; empty with the
+    /// reason when this kernel cannot read them.
+    pub async fn read_namespaces(&self) -> Result<PodNamespaces> {
+        match &self.peers {
+            Ok(p) => p.read().await.map_err(Error::Peers),
+            Err(why) => Ok(PodNamespaces {
+                skipped: Some(why.clone()),
+                ..PodNamespaces::default()
+            }),
+        }
     }
 
     /// FIB lookups (`ip route get`) for `ips`, pipelined on this one socket.

@@ -12,7 +12,7 @@ use super::{
 use crate::detect::{FindingKind, audit::Audit};
 
 /// What only the agent on a node sees, and why: said instead of guessed.
-pub const NOT_CHECKED: [(&str, &str); 3] = [
+pub const NOT_CHECKED: [(&str, &str); 8] = [
     (
         "LocalAddressCollision",
         "addresses on the node's other devices live only in its kernel",
@@ -20,6 +20,26 @@ pub const NOT_CHECKED: [(&str, &str); 3] = [
     (
         "HostRouteBlackhole",
         "the node's routes live only in its kernel",
+    ),
+    (
+        "PodRouteMisdirected",
+        "what a pod's namespace holds is read from the node's kernel",
+    ),
+    (
+        "PodRouteDeadEnd",
+        "the per-pod routes and their interfaces live only in the node's kernel",
+    ),
+    (
+        "PodAddressHeldTwice",
+        "what a pod's namespace holds is read from the node's kernel",
+    ),
+    (
+        "LeakedSandboxAddress",
+        "a sandbox no pod owns is seen only in the node's kernel",
+    ),
+    (
+        "PodAddressNotHeld",
+        "what a pod's namespace holds is read from the node's kernel",
     ),
     (
         "traffic evidence",
@@ -138,9 +158,10 @@ mod tests {
     #[test]
     fn the_kinds_an_audit_cannot_see_are_real_kinds_and_left_out() {
         let reported: Vec<_> = reported_kinds().collect();
-        assert_eq!(reported.len(), FindingKind::all().count() - 2);
+        assert_eq!(reported.len(), FindingKind::all().count() - 7);
         assert!(!reported.contains(&FindingKind::HostRouteBlackhole));
         assert!(!reported.contains(&FindingKind::LocalAddressCollision));
+        assert!(!reported.contains(&FindingKind::PodRouteMisdirected));
     }
 
     #[test]
@@ -157,6 +178,9 @@ mod tests {
         assert!(t.contains("HostRouteBlackhole"), "{t}");
         let j: serde_json::Value =
             serde_json::from_str(&json(&Audit::default()).expect("json")).expect("valid JSON");
-        assert_eq!(j["not_checked"].as_array().map(Vec::len), Some(3));
+        assert_eq!(
+            j["not_checked"].as_array().map(Vec::len),
+            Some(NOT_CHECKED.len())
+        );
     }
 }

@@ -38,6 +38,8 @@ pub struct Report {
     pub invalid: Vec<Invalid>,
     /// What breaks behind each pod with a finding, when routes were read.
     pub impacts: Impacts,
+    /// The node's truth table (`check` only): what the pods' namespaces hold.
+    pub truth: Option<crate::inventory::TruthTable>,
 }
 
 /// What the reconcile loop publishes after each reconcile, on one watch

@@ -1,17 +1,19 @@
 //! Printing a [`Report`]: JSON as DESIGN.md fixes it, or a table for people.
 
+mod cause;
 mod table;
+mod truth;
 
 use std::net::IpAddr;
 
 use serde::Serialize;
 
+use self::cause::CauseFields;
 pub use self::table::table;
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
-        Cause, Finding, FindingKind, InfraAddress, KubeletReport, NodeProblem, Owner, PodRef,
-        Scope, Trust,
+        Finding, FindingKind, InfraAddress, KubeletReport, Owner, PodRef, Scope, Trust,
         impact::{Impact, Severity},
     },
     inventory::IpSource,
@@ -21,6 +23,9 @@ use crate::{
 struct JsonReport<'a> {
     node: &'a str,
     findings: Vec<JsonFinding<'a>>,
+    /// `check`: the node's truth table (what the pods' namespaces hold).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truth_table: Option<&'a crate::inventory::TruthTable>,
 }
 
 /// The JSON contract of one finding (DESIGN.md): fields may be added, never renamed.
@@ -64,6 +69,19 @@ pub(super) struct JsonFinding<'a> {
     /// The Service whose address shadows the pod (external IPs, a
     /// load-balancer IP), when one does.
     service: Option<JsonService<'a>>,
+    /// Kernel-truth findings: the truth-table row (the namespaces holding the
+    /// address, the host's per-pod route, the pods the API places there), where
+    /// the route leads instead, and the other pod concerned.
+    kernel: Option<JsonKernel<'a>>,
+}
+
+/// A kernel-truth finding's evidence in JSON.
+#[derive(Serialize)]
+pub(super) struct JsonKernel<'a> {
+    #[serde(flatten)]
+    row: &'a crate::inventory::TruthRow,
+    reached: Option<&'a crate::inventory::Holder>,
+    other_pod: Option<&'a PodRef>,
 }
 
 /// A finding's `service` in JSON.
@@ -150,6 +168,7 @@ pub(super) fn json_finding<'a>(
         kubelet,
         holder,
         service,
+        kernel,
     } = CauseFields::of(&f.cause);
     JsonFinding {
         kind: f.kind,
@@ -172,76 +191,14 @@ pub(super) fn json_finding<'a>(
         impact: impact.map(json_impact),
         trust: f.trust,
         service,
+        kernel,
     }
 }
 
-/// The fields of [`JsonFinding`] that only some causes fill.
-#[derive(Default)]
-struct CauseFields<'a> {
-    fib: Option<String>,
-    shadowed_route: Option<&'a str>,
-    subnet: Option<&'a str>,
-    cilium_range: Option<String>,
-    addresses: Option<&'a [InfraAddress]>,
-    kubelet: Option<&'a KubeletReport>,
-    holder: Option<&'a PodRef>,
-    service: Option<JsonService<'a>>,
-}
-
-impl<'a> CauseFields<'a> {
-    fn of(cause: &'a Cause) -> Self {
-        match cause {
-            Cause::Collision {
-                fib,
-                shadowed_route,
-                kubelet,
-                service,
-                ..
-            } => Self {
-                fib: fib.clone(),
-                shadowed_route: shadowed_route.as_deref(),
-                kubelet: kubelet.as_ref(),
-                service: service.as_ref().map(|a| JsonService {
-                    namespace: &a.service.namespace,
-                    name: &a.service.name,
-                    field: a.field.as_str(),
-                }),
-                ..Self::default()
-            },
-            // The FIB answer of a blackhole is where the packet dies.
-            Cause::Blackhole { dead_end, .. } => Self {
-                fib: Some(dead_end.to_string()),
-                ..Self::default()
-            },
-            Cause::Refused {
-                kubelet, holder, ..
-            } => Self {
-                kubelet: Some(kubelet),
-                holder: holder.as_ref(),
-                ..Self::default()
-            },
-            Cause::Duplicate { holder, .. } => Self {
-                holder: Some(holder),
-                ..Self::default()
-            },
-            Cause::Node(NodeProblem::Exhausted { kubelet, .. }) => Self {
-                kubelet: Some(kubelet),
-                ..Self::default()
-            },
-            Cause::Node(_) => Self::default(),
-            Cause::Overlap {
-                subnet,
-                cilium_range,
-                addresses,
-                ..
-            } => Self {
-                subnet: Some(subnet.as_str()),
-                cilium_range: cilium_range.map(|(r, _)| r.to_string()),
-                addresses: Some(addresses.as_slice()),
-                ..Self::default()
-            },
-        }
-    }
+/// The truth-table row of `f`'s address, when `check` read one.
+fn truth_row<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::inventory::TruthRow> {
+    let ip = f.ip?;
+    report.truth.as_ref()?.rows.iter().find(|r| r.ip == ip)
 }
 
 /// The report as the JSON DESIGN.md fixes, pretty-printed.
@@ -253,9 +210,21 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
             .iter()
             .map(|f| {
                 let impact = f.pod().and_then(|p| report.impacts.get(p));
-                json_finding(f, report.evidence_of(f), &report.node, impact)
+                let mut j = json_finding(f, report.evidence_of(f), &report.node, impact);
+                // Any finding gains what the pods' namespaces hold of its address.
+                if j.kernel.is_none()
+                    && let Some(row) = truth_row(report, f)
+                {
+                    j.kernel = Some(JsonKernel {
+                        row,
+                        reached: None,
+                        other_pod: None,
+                    });
+                }
+                j
             })
             .collect(),
+        truth_table: report.truth.as_ref(),
     })
 }
 

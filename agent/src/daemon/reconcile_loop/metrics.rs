@@ -10,7 +10,7 @@ use prometheus_client::{
 use strum::IntoEnumIterator as _;
 
 use crate::{
-    inventory::SourceStatus,
+    inventory::{SourceStatus, TruthTable},
     report::metrics::{Outcome, Registry, ResourceLabels, ResultLabels, SourceLabels},
 };
 
@@ -31,6 +31,8 @@ pub(crate) struct LoopMetrics {
     duration: Histogram,
     /// `ipshadow_last_reconcile_timestamp_seconds`.
     last: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// `ipshadow_pod_namespaces`, `…_unread`, `ipshadow_pod_namespace_addresses`.
+    namespaces: [Gauge; 3],
 }
 
 impl Default for LoopMetrics {
@@ -45,6 +47,7 @@ impl Default for LoopMetrics {
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
             ]),
             last: Gauge::default(),
+            namespaces: Default::default(),
         }
     }
 }
@@ -80,6 +83,22 @@ impl LoopMetrics {
             Unit::Seconds,
             m.last.clone(),
         );
+        let [read, unread, addresses] = m.namespaces.clone();
+        registry.register(
+            "ipshadow_pod_namespaces",
+            "Network namespaces behind this node's veth/netkit interfaces read in the last reconcile",
+            read,
+        );
+        registry.register(
+            "ipshadow_pod_namespaces_unread",
+            "Namespaces behind this node's interfaces that could not be read (gone mid-read, or the kernel ignored the target nsid)",
+            unread,
+        );
+        registry.register(
+            "ipshadow_pod_namespace_addresses",
+            "Addresses the namespaces behind this node's interfaces hold (truth-table rows held by at least one)",
+            addresses,
+        );
         for resource in RESOURCES {
             let _ = m
                 .invalid_objects
@@ -110,6 +129,18 @@ impl LoopMetrics {
         self.invalid_objects
             .get_or_create(&ResourceLabels { resource })
             .inc();
+    }
+
+    /// What the last reconcile read of the pods' namespaces.
+    pub(crate) fn namespaces(&self, t: &TruthTable) {
+        let held = t.rows.iter().filter(|r| !r.holders.is_empty()).count();
+        for (g, n) in self
+            .namespaces
+            .iter()
+            .zip([t.namespaces, t.unread.len(), held])
+        {
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// A reconcile ended: how long it took, `None` when reading the node failed.

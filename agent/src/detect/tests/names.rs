@@ -55,15 +55,20 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::IpamMigrationStuck => "IPAMMigrationStuck",
             FindingKind::IngressIpNotMasqueraded => "IngressIPNotMasqueraded",
             FindingKind::ClusterPoolNearlyFull => "ClusterPoolNearlyFull",
+            FindingKind::PodRouteMisdirected => "PodRouteMisdirected",
+            FindingKind::PodRouteDeadEnd => "PodRouteDeadEnd",
+            FindingKind::PodAddressHeldTwice => "PodAddressHeldTwice",
+            FindingKind::LeakedSandboxAddress => "LeakedSandboxAddress",
+            FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 17);
+    assert_eq!(all.len(), 22);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"ClusterPoolNearlyFull"));
+    assert_eq!(all.last(), Some(&"PodAddressNotHeld"));
 }
 
 #[test]

@@ -53,6 +53,7 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::ExcludeFromSubnet {
             subnet, exclude, ..
         } => format!("Fix: add \"{exclude}\" to spec.excludeIps of Subnet {subnet}."),
+        Remedy::Kernel(k) => super::kernel::fix(k, reader),
         Remedy::DisconnectEndpoint { .. }
         | Remedy::ReallocateDuplicate { .. }
         | Remedy::RecreateNewer { .. }

@@ -5,6 +5,7 @@
 mod collision;
 mod fix;
 mod ipam;
+mod kernel;
 mod note;
 mod pool;
 
@@ -120,6 +121,7 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Blackhole {
             dead_end, route, ..
         } => blackhole(f, *dead_end, route.as_deref(), reader),
+        Cause::Kernel(k) => kernel::render(f, k, reader),
         Cause::Overlap {
             subnet,
             block,
@@ -280,6 +282,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::CheckOperatorPool { .. }
         | Remedy::GrowClusterPool { .. }
         | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
+        Remedy::Kernel(k) => kernel::fix(k, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"

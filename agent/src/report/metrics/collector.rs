@@ -91,6 +91,16 @@ struct KindLabels {
     kind: &'static str,
 }
 
+/// The kinds counted in `ipshadow_kernel_truth_problems`: what the pods'
+/// namespaces hold against the host's routes and the API.
+const KERNEL_KINDS: [FindingKind; 5] = [
+    FindingKind::PodRouteMisdirected,
+    FindingKind::PodRouteDeadEnd,
+    FindingKind::PodAddressHeldTwice,
+    FindingKind::LeakedSandboxAddress,
+    FindingKind::PodAddressNotHeld,
+];
+
 /// The kinds counted in `ipshadow_collisions`: an address held by two owners.
 const COLLISION_KINDS: [FindingKind; 6] = [
     FindingKind::RouterIpCollision,
@@ -211,6 +221,19 @@ fn encode_counts(
         MetricType::Gauge,
     )?;
     for kind in IPAM_KINDS {
+        let l = KindLabels {
+            kind: kind.as_str(),
+        };
+        ConstGauge::new(counted(view, kind, None)).encode(m.encode_family(&l)?)?;
+    }
+    let mut m = encoder.encode_descriptor(
+        "ipshadow_kernel_truth_problems",
+        "Addresses where what this node's pod namespaces hold contradicts its per-pod routes or \
+         the API, by kind (every kind always present)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for kind in KERNEL_KINDS {
         let l = KindLabels {
             kind: kind.as_str(),
         };

@@ -9,7 +9,11 @@ use crate::detect::Finding;
 /// The report as a table for people, each row's message wrapped under it;
 /// nothing from outside reaches the terminal as a control sequence.
 pub fn table(report: &Report) -> String {
-    crate::inventory::text::clean_lines(&table_text(report)).into_owned()
+    let mut text = table_text(report);
+    if let Some(t) = &report.truth {
+        text.push_str(&super::truth::section(t));
+    }
+    crate::inventory::text::clean_lines(&text).into_owned()
 }
 
 /// The table's columns.

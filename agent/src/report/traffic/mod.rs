@@ -21,7 +21,7 @@ use std::{
     net::IpAddr,
 };
 
-use crate::detect::{Finding, FindingKind, Role};
+use crate::detect::{Cause, Finding, FindingKind, Role};
 
 /// The labels of a traffic series.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -111,6 +111,8 @@ pub fn watch_set(
                 && matches!(f.owner.role, Role::Router | Role::Health | Role::Local)
         })
         .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
+        // What the namespaces hold is no local delivery: nothing for the classifier on lo.
+        .filter(|f| !matches!(f.cause, Cause::Kernel(_)))
         .filter_map(|f| f.ip)
         .chain(claimable.iter().copied())
         .collect()

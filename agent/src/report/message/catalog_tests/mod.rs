@@ -3,6 +3,7 @@
 //! a CNI or feature the case does not have; the long messages clean as well.
 mod cases;
 mod cni_cases;
+mod kernel;
 mod modes;
 
 use cases::{Mode, carve, catalog, collision};

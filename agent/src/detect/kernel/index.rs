@@ -1,0 +1,143 @@
+//! What the kernel-truth checks look up per address, built once per detection:
+//! every lookup is a hash-map probe, so a node of 1,000 pods in a cluster of
+//! 100,000 costs one pass over each input, not a pass per address.
+
+use std::{collections::HashMap, net::IpAddr};
+
+use super::names;
+use crate::inventory::{HostIface, Inventory, IpSource, Pod, Route, RouteKind, TABLE_MAIN};
+
+/// The inventory, indexed by what the checks ask.
+pub(super) struct Index<'a> {
+    pub(super) inv: &'a Inventory,
+    /// Host interfaces with a peer elsewhere, by ifindex.
+    ifaces: HashMap<u32, &'a HostIface>,
+    /// The host's per-pod routes, by destination address.
+    routes: HashMap<IpAddr, &'a Route>,
+    /// Pods that may be reported, by status address (every node's).
+    pods: HashMap<IpAddr, Vec<&'a Pod>>,
+    /// The interfaces whose namespace holds an address (one per namespace).
+    holders: HashMap<IpAddr, Vec<&'a HostIface>>,
+    /// This node's pods by the host veth name Calico gives them, when any
+    /// interface has such a name.
+    calico: HashMap<String, &'a Pod>,
+    /// Whether per-pod routes exist, IPv4 and IPv6.
+    families: (bool, bool),
+}
+
+impl<'a> Index<'a> {
+    pub(super) fn new(inv: &'a Inventory) -> Self {
+        let ns = &inv.host.namespaces;
+        let ifaces: HashMap<u32, &HostIface> = ns.ifaces.iter().map(|i| (i.index, i)).collect();
+        let routes: HashMap<IpAddr, &Route> = inv
+            .host
+            .routes
+            .iter()
+            .filter(|r| {
+                r.table == TABLE_MAIN
+                    && r.kind == RouteKind::Unicast
+                    && r.dst.prefix_len() == r.dst.max_prefix_len()
+                    && r.oif.is_some_and(|i| ifaces.contains_key(&i))
+            })
+            .map(|r| (r.dst.addr(), r))
+            .collect();
+        let mut pods: HashMap<IpAddr, Vec<&Pod>> = HashMap::new();
+        for p in inv.pods.iter().filter(|p| p.reportable()) {
+            for ip in status_ips(p) {
+                pods.entry(ip).or_default().push(p);
+            }
+        }
+        let mut holders: HashMap<IpAddr, Vec<&HostIface>> = HashMap::new();
+        for i in &ns.ifaces {
+            for a in ns.namespaces.get(&i.nsid).map_or(&[][..], |n| &n.addresses) {
+                let h = holders.entry(a.ip).or_default();
+                if !h.iter().any(|x| x.nsid == i.nsid) {
+                    h.push(i);
+                }
+            }
+        }
+        let calico = if ns.ifaces.iter().any(|i| i.name.starts_with("cali")) {
+            own(inv)
+                .map(|p| (names::calico_iface(&p.namespace, &p.name), p))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let families = (
+            routes.keys().any(IpAddr::is_ipv4),
+            routes.keys().any(IpAddr::is_ipv6),
+        );
+        Self {
+            inv,
+            ifaces,
+            routes,
+            pods,
+            holders,
+            calico,
+            families,
+        }
+    }
+
+    /// The host interface with `index`, if it has a peer elsewhere.
+    pub(super) fn iface(&self, index: u32) -> Option<&'a HostIface> {
+        self.ifaces.get(&index).copied()
+    }
+
+    /// The per-pod route to `ip`.
+    pub(super) fn route(&self, ip: IpAddr) -> Option<&'a Route> {
+        self.routes.get(&ip).copied()
+    }
+
+    /// Every per-pod route's destination.
+    pub(super) fn routed(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.routes.keys().copied()
+    }
+
+    /// The reportable pods at `ip`, any node's.
+    pub(super) fn pods_at(&self, ip: IpAddr) -> &[&'a Pod] {
+        self.pods.get(&ip).map_or(&[], Vec::as_slice)
+    }
+
+    /// This node's reportable pods at `ip`.
+    pub(super) fn own_at(&self, ip: IpAddr) -> impl Iterator<Item = &'a Pod> + '_ {
+        let node = self.inv.node.as_str();
+        self.pods_at(ip)
+            .iter()
+            .copied()
+            .filter(move |p| p.node.as_deref() == Some(node))
+    }
+
+    /// The interfaces whose namespace holds `ip`.
+    pub(super) fn holders(&self, ip: IpAddr) -> &[&'a HostIface] {
+        self.holders.get(&ip).map_or(&[], Vec::as_slice)
+    }
+
+    /// The pod of this node the interface `name` is named for (Calico), as `namespace/name`.
+    pub(super) fn named_for(&self, name: &str) -> Option<&'a Pod> {
+        self.calico.get(name).copied()
+    }
+
+    /// Whether this node lays per-pod routes for `ip`'s family.
+    pub(super) fn lays_pod_routes(&self, ip: IpAddr) -> bool {
+        if ip.is_ipv4() {
+            self.families.0
+        } else {
+            self.families.1
+        }
+    }
+}
+
+/// This node's pods that may be reported.
+pub(super) fn own(inv: &Inventory) -> impl Iterator<Item = &Pod> {
+    inv.pods
+        .iter()
+        .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
+}
+
+/// A pod's addresses from its status (kubelet's word, not a hint).
+pub(super) fn status_ips(p: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
+    p.ips
+        .iter()
+        .filter(|i| i.source == IpSource::Status)
+        .map(|i| i.ip)
+}

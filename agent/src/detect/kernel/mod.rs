@@ -1,0 +1,303 @@
+//! Kernel truth (issue 24): what the namespaces behind the host's veth/netkit
+//! interfaces hold, against the host's per-pod routes and the pods the API
+//! places on this node. Pure: the netlink adapter read it all beforehand.
+//!
+//! Per address, at most one finding, in this order: the host routes the pod's
+//! address into a namespace that does not hold it (`PodRouteMisdirected`); the
+//! route goes out an interface that is down (`PodRouteDeadEnd`); two
+//! namespaces hold it (`PodAddressHeldTwice`); a Running pod whose address no
+//! namespace holds, on a node that lays per-pod routes (`PodAddressNotHeld`).
+//! An address a namespace holds on its peer link that no pod of this node has,
+//! reached by a per-pod route or inside the node's pod range, is a leaked
+//! sandbox (`LeakedSandboxAddress`, about the node).
+
+use std::{collections::HashSet, net::IpAddr};
+
+use self::index::{Index, own, status_ips};
+use super::{
+    Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    truth::{KernelFix, KernelTruth},
+};
+use crate::inventory::{
+    Holder, HostIface, Inventory, IpSource, PlacedPod, Pod, PodRoute, Route, Source, TruthRow,
+    TruthTable,
+};
+
+/// The node's truth table: every address a peer namespace holds, a per-pod
+/// route leads to, or a pod of this node has, in address order. Empty when
+/// the namespaces were not read.
+pub fn truth_table(inv: &Inventory) -> Vec<TruthRow> {
+    if !inv.host.namespaces.read {
+        return Vec::new();
+    }
+    rows(&Index::new(inv))
+}
+
+fn rows(idx: &Index<'_>) -> Vec<TruthRow> {
+    let inv = idx.inv;
+    let mut ips: Vec<IpAddr> = inv
+        .host
+        .namespaces
+        .namespaces
+        .values()
+        .flat_map(|n| n.addresses.iter().map(|a| a.ip))
+        .chain(idx.routed())
+        .chain(own(inv).flat_map(status_ips))
+        .collect();
+    ips.sort_unstable();
+    ips.dedup();
+    ips.into_iter().map(|ip| row(idx, ip)).collect()
+}
+
+/// The truth table with what was read, for `check`.
+pub fn truth_report(inv: &Inventory) -> TruthTable {
+    let ns = &inv.host.namespaces;
+    TruthTable {
+        skipped: ns.skipped.clone(),
+        interfaces: ns.ifaces.len(),
+        namespaces: ns.namespaces.len(),
+        unread: ns.unread.clone(),
+        rows: truth_table(inv),
+    }
+}
+
+/// The findings of the truth table, but none for a (pod uid, IP) in `seen`.
+pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>) -> Vec<Finding> {
+    if !inv.host.namespaces.read {
+        return Vec::new();
+    }
+    let idx = Index::new(inv);
+    let mut out = Vec::new();
+    for row in rows(&idx) {
+        let pods: Vec<&Pod> = idx.own_at(row.ip).collect();
+        if pods.is_empty() {
+            out.extend(leaked(&idx, row));
+            continue;
+        }
+        for p in pods {
+            if !seen.contains(&(p.uid.clone(), row.ip)) {
+                out.extend(pod_finding(&idx, row.clone(), p));
+            }
+        }
+    }
+    out
+}
+
+fn row(idx: &Index<'_>, ip: IpAddr) -> TruthRow {
+    let holders = idx.holders(ip).iter().map(|i| holder(idx, i, ip)).collect();
+    let route = idx.route(ip).map(|r| pod_route(idx, r));
+    let mut pods: Vec<PlacedPod> = idx
+        .pods_at(ip)
+        .iter()
+        .map(|p| PlacedPod {
+            pod: format!("{}/{}", p.namespace, p.name),
+            node: p.node.clone().unwrap_or_default(),
+            phase: p.phase.clone(),
+        })
+        .collect();
+    pods.sort();
+    TruthRow {
+        ip,
+        holders,
+        route,
+        pods,
+    }
+}
+
+/// The namespace behind `iface` as a holder of `ip` (or, without `ip` in it,
+/// as the place a route reaches: its peer link).
+fn holder(idx: &Index<'_>, iface: &HostIface, ip: IpAddr) -> Holder {
+    let peer_ns = idx.inv.host.namespaces.namespaces.get(&iface.nsid);
+    let index = peer_ns
+        .and_then(|n| n.addresses.iter().find(|a| a.ip == ip))
+        .map_or(iface.peer_index, |a| a.index);
+    Holder {
+        iface: iface.name.clone(),
+        iface_index: iface.index,
+        peer: peer_ns.and_then(|n| n.link(index)).map(|l| l.name.clone()),
+        peer_index: index,
+        nsid: iface.nsid,
+        state: iface.state,
+        named_for: idx
+            .named_for(&iface.name)
+            .map(|p| format!("{}/{}", p.namespace, p.name)),
+    }
+}
+
+fn pod_route(idx: &Index<'_>, r: &Route) -> PodRoute {
+    let host = &idx.inv.host;
+    let iface = r.oif.and_then(|i| idx.iface(i));
+    PodRoute {
+        route: host.describe_route(r),
+        iface: r.oif.and_then(|i| host.link_name(i)).map(str::to_owned),
+        iface_index: r.oif,
+        state: iface.map(|i| i.state),
+        nsid: iface.map(|i| i.nsid),
+    }
+}
+
+/// The one finding about `pod`'s address `row.ip`, if the kernel contradicts it.
+fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
+    let inv = idx.inv;
+    let ns = &inv.host.namespaces;
+    let ip = row.ip;
+    let node = inv.node.clone();
+    let via = row
+        .route
+        .as_ref()
+        .and_then(|r| r.iface_index)
+        .and_then(|i| idx.iface(i));
+    let read = |i: &HostIface| ns.namespaces.get(&i.nsid);
+    let (kind, fix, reached) = match via {
+        Some(i) if read(i).is_some_and(|n| !n.holds(ip)) => {
+            let to = row.holders.first().map(|h| h.iface.clone());
+            let fix = KernelFix::RepointRoute { node, ip, to };
+            (
+                FindingKind::PodRouteMisdirected,
+                fix,
+                Some(holder(idx, i, ip)),
+            )
+        }
+        Some(i) if !i.state.carries() => {
+            let iface = i.name.clone();
+            let fix = KernelFix::RestoreLink { node, iface };
+            (FindingKind::PodRouteDeadEnd, fix, None)
+        }
+        _ if row.holders.len() > 1 => {
+            let ifaces = row.holders.iter().map(|h| h.iface.clone()).collect();
+            let fix = KernelFix::RemoveDuplicate { node, ifaces };
+            (FindingKind::PodAddressHeldTwice, fix, None)
+        }
+        // An unread namespace may hold it: no guess.
+        _ if row.holders.is_empty()
+            && ns.unread.is_empty()
+            && pod.phase.as_deref() == Some("Running")
+            && idx.lays_pod_routes(ip) =>
+        {
+            let fix = KernelFix::RecreatePod { pod: pod_ref(pod) };
+            (FindingKind::PodAddressNotHeld, fix, None)
+        }
+        _ => return None,
+    };
+    let other_pod = reached
+        .as_ref()
+        .and_then(|h| owner_of_namespace(idx, h, pod));
+    let device = reached
+        .as_ref()
+        .map(|h| h.iface.clone())
+        .or_else(|| row.route.as_ref().and_then(|r| r.iface.clone()));
+    let truth = KernelTruth {
+        site: Some(site(inv, pod)),
+        row,
+        reached,
+        other_pod,
+    };
+    Some(finding(inv, (kind, ip), truth, fix, device))
+}
+
+/// The pod (other than `not`) that the namespace behind `h` is: one holding
+/// an address of it, this node's first; else the pod its interface is named for.
+fn owner_of_namespace(idx: &Index<'_>, h: &Holder, not: &Pod) -> Option<PodRef> {
+    let held = idx.inv.host.namespaces.namespaces.get(&h.nsid)?;
+    let mut pods: Vec<&Pod> = held
+        .addresses
+        .iter()
+        .flat_map(|a| idx.pods_at(a.ip).iter().copied())
+        .filter(|p| p.uid != not.uid)
+        .collect();
+    pods.sort_by_key(|p| p.node.as_deref() != Some(idx.inv.node.as_str()));
+    pods.first()
+        .copied()
+        .or_else(|| idx.named_for(&h.iface).filter(|p| p.uid != not.uid))
+        .map(pod_ref)
+}
+
+/// An address no pod of this node has, held on a peer link: a leaked sandbox.
+fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
+    let inv = idx.inv;
+    let ip = row.ip;
+    let routed = row.route.is_some();
+    let in_pod_range = inv
+        .node_facts
+        .iter()
+        .flat_map(|n| n.pod_cidrs.iter())
+        .chain(
+            inv.subnets
+                .iter()
+                .filter(|s| s.primary)
+                .flat_map(|s| &s.cidrs),
+        )
+        .any(|c| c.contains(&ip));
+    let on_peer_link = |h: &&Holder| {
+        idx.iface(h.iface_index)
+            .is_some_and(|i| i.peer_index == h.peer_index)
+    };
+    let h = row.holders.iter().find(on_peer_link)?.clone();
+    if !(routed || in_pod_range) {
+        return None;
+    }
+    let other_pod = idx.pods_at(ip).first().map(|p| pod_ref(p));
+    let fix = KernelFix::TearDownSandbox {
+        node: inv.node.clone(),
+        iface: h.iface.clone(),
+    };
+    let truth = KernelTruth {
+        site: None,
+        row,
+        reached: Some(h.clone()),
+        other_pod,
+    };
+    let kind = FindingKind::LeakedSandboxAddress;
+    Some(finding(inv, (kind, ip), truth, fix, Some(h.iface)))
+}
+
+fn finding(
+    inv: &Inventory,
+    (kind, ip): (FindingKind, IpAddr),
+    truth: KernelTruth,
+    fix: KernelFix,
+    device: Option<String>,
+) -> Finding {
+    let role = if truth.site.is_some() && truth.other_pod.is_some() {
+        Role::Pod
+    } else {
+        Role::Local
+    };
+    Finding {
+        kind,
+        scope: Scope::SameNode,
+        ip: Some(ip),
+        owner: Owner {
+            node: inv.node.clone(),
+            role,
+            device,
+            source: Source::Kernel,
+        },
+        cause: Cause::Kernel(Box::new(truth)),
+        remedy: Remedy::Kernel(fix),
+        trust: Trust::Kernel,
+    }
+}
+
+fn pod_ref(p: &Pod) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+    }
+}
+
+fn site(inv: &Inventory, p: &Pod) -> PodSite {
+    PodSite {
+        pod: pod_ref(p),
+        node: inv.node.clone(),
+        ip_source: IpSource::Status,
+        created: p.created,
+        controller: p.controller.clone(),
+    }
+}
+
+mod index;
+mod names;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessage, State};
+
+use super::*;
+
+fn host_veth(index: u32, name: &str, nsid: i32, peer: u32) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.attributes.push(LinkAttribute::IfName(name.into()));
+    m.attributes.push(LinkAttribute::Link(peer));
+    m.attributes.push(LinkAttribute::LinkNetNsId(nsid));
+    m.attributes.push(LinkAttribute::OperState(State::Up));
+    m.attributes
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::Veth,
+        )]));
+    m
+}
+
+#[test]
+fn a_host_veth_names_its_peer_namespace_and_ifindex() {
+    let i = host_iface(&host_veth(7, "veth1234", 3, 2)).expect("a peer");
+    assert_eq!(
+        (i.index, i.name.as_str(), i.nsid, i.peer_index),
+        (7, "veth1234", 3, 2)
+    );
+    assert_eq!((i.kind.as_str(), i.state), ("veth", OperState::Up));
+}
+
+#[test]
+fn links_without_a_peer_namespace_are_not_pod_interfaces() {
+    let mut m = host_veth(7, "cilium_host", 3, 2);
+    m.attributes
+        .retain(|a| !matches!(a, LinkAttribute::LinkNetNsId(_)));
+    assert!(host_iface(&m).is_none());
+    // The kernel reports a negative nsid for a peer namespace it has no id for.
+    assert!(host_iface(&host_veth(8, "veth9", -1, 2)).is_none());
+}
+
+#[test]
+fn peer_addresses_skip_loopback_and_link_local() {
+    let addr = |ip: &str| {
+        let mut m = AddressMessage::default();
+        m.header.index = 2;
+        m.header.prefix_len = 24;
+        m.attributes
+            .push(AddressAttribute::Address(ip.parse().expect("ip")));
+        ns_address(&m)
+    };
+    assert_eq!(addr("10.250.1.2").map(|a| a.index), Some(2));
+    assert!(addr("127.0.0.1").is_none());
+    assert!(addr("::1").is_none());
+    assert!(addr("fe80::1").is_none());
+    assert!(addr("fd00::2").is_some());
+}
+
+#[test]
+fn an_answer_without_the_target_nsid_is_not_taken_for_the_peers() {
+    let mut a = AddressMessage::default();
+    a.attributes
+        .push(AddressAttribute::Address("10.0.0.1".parse().expect("ip")));
+    assert!(!address_answers_for(&a, 0), "the host's own answer");
+    a.attributes.push(AddressAttribute::TargetNetNsId(0));
+    assert!(address_answers_for(&a, 0));
+    assert!(!address_answers_for(&a, 1));
+    let mut l = LinkMessage::default();
+    assert!(!link_answers_for(&l, 4));
+    l.attributes.push(LinkAttribute::IfNetnsId(4));
+    assert!(link_answers_for(&l, 4));
+}
+
+#[test]
+fn a_peer_namespaces_loopback_is_left_out() {
+    let mut m = LinkMessage::default();
+    m.header.index = 1;
+    m.header.link_layer_type = LinkLayerType::Loopback;
+    m.attributes.push(LinkAttribute::IfName("lo".into()));
+    assert!(ns_link(&m).is_none());
+    m.header.link_layer_type = LinkLayerType::Ether;
+    m.attributes[0] = LinkAttribute::IfName("eth0".into());
+    assert_eq!(ns_link(&m).map(|l| l.name), Some("eth0".to_owned()));
+}

@@ -1,0 +1,139 @@
+//! The words of the kernel-truth findings (issue 24): what the namespaces
+//! behind the host's interfaces hold against the host's routes and the API.
+
+use super::Reader;
+use crate::{
+    detect::{Finding, FindingKind, KernelFix, KernelTruth},
+    inventory::Holder,
+};
+
+/// What is wrong and what breaks, in at most two short sentences.
+pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
+    let (ip, node) = (f.ip_text(), &f.owner.node);
+    let iface = f.owner.device.as_deref().unwrap_or("?");
+    match f.kind {
+        FindingKind::PodRouteMisdirected => {
+            let whose = k
+                .other_pod
+                .as_ref()
+                .map_or_else(|| "no pod".to_owned(), |p| reader.pod(p));
+            format!(
+                "Node {node} routes this pod's IP {ip} into the namespace behind {iface}, which \
+                 does not hold it. Probes and webhooks reach {whose} instead."
+            )
+        }
+        FindingKind::PodRouteDeadEnd => format!(
+            "Node {node} routes this pod's IP {ip} out {iface}, which is {}. Probes and webhooks \
+             from {node} go nowhere.",
+            k.row
+                .route
+                .as_ref()
+                .and_then(|r| r.state)
+                .map_or_else(|| "down".to_owned(), |s| s.to_string())
+        ),
+        FindingKind::PodAddressHeldTwice => format!(
+            "On node {node}, {} network namespaces hold this pod's IP {ip} ({}). Traffic to it \
+             reaches only the one the route leads to.",
+            k.row.holders.len(),
+            ifaces(&k.row.holders)
+        ),
+        FindingKind::LeakedSandboxAddress => {
+            let also = k.other_pod.as_ref().map_or_else(String::new, |p| {
+                format!("; {} elsewhere has it too", reader.pod(p))
+            });
+            format!(
+                "The namespace behind {iface} on node {node} holds {ip}, which no pod of the node \
+                 has{also}: a sandbox never torn down. A new pod given {ip} is shadowed."
+            )
+        }
+        FindingKind::PodAddressNotHeld => format!(
+            "No network namespace on node {node} holds this pod's IP {ip}: its sandbox is gone \
+             or holds another address. Traffic to it reaches no pod."
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The full message: what, the kernel's evidence, and the fix.
+pub(super) fn render(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
+    let pod = k
+        .site
+        .as_ref()
+        .map_or_else(String::new, |_| format!("{}: ", super::pod_name(f)));
+    format!(
+        "{pod}{} {} {}",
+        what(f, k, reader),
+        evidence(k),
+        super::remedy_for(&f.remedy, reader)
+    )
+}
+
+/// The kernel's evidence in one sentence: the route and who holds the address.
+fn evidence(k: &KernelTruth) -> String {
+    let route = k.row.route.as_ref().map_or_else(
+        || "no per-pod route".to_owned(),
+        |r| format!("route {}", r.route),
+    );
+    let held = if k.row.holders.is_empty() {
+        "no namespace holds it".to_owned()
+    } else {
+        format!("held behind {}", ifaces(&k.row.holders))
+    };
+    let reached = k.reached.as_ref().map_or_else(String::new, |h| {
+        let named = h
+            .named_for
+            .as_deref()
+            .map_or_else(String::new, |p| format!(", named for pod {p}"));
+        format!(
+            "; the route reaches nsid {} ({} {}, peer ifindex {}{named})",
+            h.nsid,
+            h.iface,
+            h.peer.as_deref().unwrap_or("?"),
+            h.peer_index
+        )
+    });
+    format!("Kernel: {route}; {held}{reached}.")
+}
+
+fn ifaces(holders: &[Holder]) -> String {
+    holders
+        .iter()
+        .map(|h| format!("{} (nsid {})", h.iface, h.nsid))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The one-sentence fix.
+pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
+    match k {
+        KernelFix::RepointRoute { node, ip, to } => match to {
+            Some(to) => format!(
+                "Fix: on {node}, run ip route replace {ip} dev {to}, then find which CNI call \
+                 left the route wrong."
+            ),
+            None => format!(
+                "Fix: on {node}, delete the route to {ip}, then delete the pod so its sandbox is \
+                 recreated."
+            ),
+        },
+        KernelFix::RemoveDuplicate { node, ifaces } => format!(
+            "Fix: on {node}, remove the stale sandbox among those behind {} (crictl rmp), then \
+             delete this pod.",
+            ifaces.join(", ")
+        ),
+        KernelFix::TearDownSandbox { node, iface } => format!(
+            "Fix: on {node}, remove the sandbox behind {iface} (crictl rmp, or ip link del \
+             {iface}) and free its address in the IPAM store."
+        ),
+        KernelFix::RecreatePod { pod } => {
+            format!(
+                "Fix: delete {} so it gets a working sandbox.",
+                reader.pod(pod)
+            )
+        }
+        KernelFix::RestoreLink { node, iface } => format!(
+            "Fix: on {node}, bring {iface} and its peer up, or delete the pod so its sandbox is \
+             recreated."
+        ),
+    }
+}
