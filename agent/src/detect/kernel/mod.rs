@@ -212,6 +212,24 @@ fn owner_of_namespace(idx: &Index<'_>, h: &Holder, not: &Pod) -> Option<PodRef> 
         .map(pod_ref)
 }
 
+/// Host interfaces whose peer namespace is the node's own, not a pod's:
+/// Cilium's health endpoint (it holds the health IP, in the pod range), and
+/// kube-ovn's node port where it is a veth.
+const NODE_IFACES: [&str; 2] = ["lxc_health", "ovn0"];
+
+/// Whether `ip`, held behind `iface`, is the node's own: behind one of
+/// [`NODE_IFACES`], or an address the cluster names for this node (Cilium's
+/// router, health or Ingress IP, another CNI's gateway).
+fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
+    NODE_IFACES.contains(&iface)
+        || inv
+            .cilium_nodes
+            .iter()
+            .chain(inv.annotated_nodes.iter())
+            .filter(|c| c.name == inv.node)
+            .any(|c| c.addresses.iter().any(|a| a.ip == ip))
+}
+
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.
 fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
     let inv = idx.inv;
@@ -233,7 +251,7 @@ fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
             .is_some_and(|i| i.peer_index == h.peer_index)
     };
     let h = row.holders.iter().find(on_peer_link)?.clone();
-    if !(routed || in_pod_range) {
+    if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) {
         return None;
     }
     let other_pod = idx.pods_at(ip).first().map(|p| pod_ref(p));

@@ -318,3 +318,23 @@ fn a_thousand_pod_node_in_a_hundred_thousand_pod_cluster_is_one_pass() {
     assert!(kernel(&inv).is_empty());
     assert_eq!(super::truth_table(&inv).len(), 1000);
 }
+
+#[test]
+fn the_nodes_own_addresses_behind_a_veth_are_no_leak() {
+    // Cilium's health endpoint lives in a namespace of its own behind
+    // lxc_health, holding the health IP inside the pod range: no pod has it.
+    let mut pods = api();
+    pods.truncate(2);
+    let mut inv = ptp_inventory(pods);
+    let mut me = crate::inventory::CiliumNode {
+        name: ME.into(),
+        ..Default::default()
+    };
+    me.add(
+        ip("10.250.1.4"),
+        crate::inventory::Role::Health,
+        crate::inventory::Source::SpecHealth,
+    );
+    inv.cilium_nodes = Arc::new(vec![me]);
+    assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
+}
