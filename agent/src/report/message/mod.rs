@@ -279,7 +279,8 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::KeepOldPoolOrReallocate { .. }
         | Remedy::CheckOperatorPool { .. }
         | Remedy::GrowClusterPool { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
+        | Remedy::PoolInMasqueradedSubnet { .. }
+        | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"
