@@ -156,7 +156,8 @@ impl NodeProblem {
     pub const PODS_NAMED: usize = 5;
 }
 
-/// How Cilium's IPAM gives a node its pod addresses, as far as the inventory shows.
+/// How the node's IPAM gives it pod addresses, as far as the inventory and
+/// the refusal's wording show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IpamKind {
     /// A range of the node's own (cluster-pool, kubernetes, multi-pool): its
@@ -167,6 +168,10 @@ pub enum IpamKind {
     OperatorPool,
     /// Neither cilium-config nor the CiliumNode says.
     Unknown,
+    /// The reference host-local plugin (flannel, the bridge plugin,
+    /// kube-router, a Multus secondary network): its refusal says so. It keeps
+    /// one file per reserved address on the node, which unclean deletions leak.
+    HostLocal,
 }
 
 /// One family's cluster pool against the per-node mask and the node count.
@@ -309,6 +314,12 @@ pub enum Remedy {
         node: String,
         /// Its ranges outside the pool.
         old: Vec<IpNet>,
+    },
+    /// host-local's range on the node is full: leaked reservations in its
+    /// store, or more pods than the range holds.
+    ReleaseHostLocal {
+        /// The node.
+        node: String,
     },
     /// Addresses run dry in a pool cilium-operator fills: usually temporary;
     /// check the operator, pre-allocation and the cloud's limits.

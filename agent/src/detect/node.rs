@@ -72,26 +72,35 @@ impl ThisNode<'_> {
         }
     }
 
-    /// kubelet reports pods refused for want of an address.
-    fn exhaustion(&self) -> Option<Finding> {
+    /// kubelet reports pods refused for want of an address: by Cilium's
+    /// allocator, by host-local's (each in its own words, with its own fix).
+    fn exhaustion(&self) -> Vec<Finding> {
         let ipam = super::pool::ipam_kind(self.inv, self.node);
-        let problem = exhausted(self.inv, self.node, ipam)?;
-        let node = self.node.to_owned();
-        let remedy = match ipam {
-            IpamKind::OperatorPool => Remedy::CheckOperatorPool { node },
-            IpamKind::HostScope | IpamKind::Unknown => Remedy::AddCapacity { node, usable: None },
-        };
-        let mut f = self.finding(
-            FindingKind::PodIpExhaustion,
-            Source::KubeletEvent,
-            problem,
-            remedy,
-        );
-        // kubelet's Events can be forged; pods filling the node's range cannot.
-        if filled_by_pods(self.inv, self.node) {
-            f.trust = Trust::Cluster;
-        }
-        Some(f)
+        [ipam, IpamKind::HostLocal]
+            .into_iter()
+            .filter_map(|ipam| {
+                let problem = exhausted(self.inv, self.node, ipam)?;
+                let node = self.node.to_owned();
+                let remedy = match ipam {
+                    IpamKind::OperatorPool => Remedy::CheckOperatorPool { node },
+                    IpamKind::HostScope | IpamKind::Unknown => {
+                        Remedy::AddCapacity { node, usable: None }
+                    }
+                    IpamKind::HostLocal => Remedy::ReleaseHostLocal { node },
+                };
+                let mut f = self.finding(
+                    FindingKind::PodIpExhaustion,
+                    Source::KubeletEvent,
+                    problem,
+                    remedy,
+                );
+                // kubelet's Events can be forged; pods filling the node's range cannot.
+                if ipam != IpamKind::HostLocal && filled_by_pods(self.inv, self.node) {
+                    f.trust = Trust::Cluster;
+                }
+                Some(f)
+            })
+            .collect()
     }
 
     /// The node accepts more pods than its Cilium pod range has addresses for.
@@ -180,7 +189,7 @@ impl ThisNode<'_> {
 }
 
 /// The pods of `node` without an address that kubelet reports the allocator
-/// had none left for.
+/// had none left for: host-local's when `ipam` is, else Cilium's.
 fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem> {
     let mut pods = Vec::new();
     let mut first: Option<KubeletReport> = None;
@@ -194,7 +203,7 @@ fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem>
         for f in inv
             .sandbox
             .iter()
-            .filter(|f| f.refusal == SandboxRefusal::NoAddressLeft && f.is_about(p))
+            .filter(|f| ran_dry(&f.refusal, ipam) && f.is_about(p))
         {
             refused = true;
             count = count.saturating_add(f.count);
@@ -217,6 +226,15 @@ fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem>
         kubelet,
         ipam,
     })
+}
+
+/// Whether `refusal` is the allocator of `ipam` out of addresses.
+fn ran_dry(refusal: &SandboxRefusal, ipam: IpamKind) -> bool {
+    match refusal {
+        SandboxRefusal::RangeSetFull(_) => ipam == IpamKind::HostLocal,
+        SandboxRefusal::NoAddressLeft => ipam != IpamKind::HostLocal,
+        _ => false,
+    }
 }
 
 /// Whether `node`'s own pods hold every address its Cilium pod range has for

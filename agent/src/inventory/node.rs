@@ -7,21 +7,78 @@ use ipnet::IpNet;
 
 use super::{IpSource, Pod, PodIp};
 
+/// The plugin whose wording a sandbox refusal is in: whose finding and
+/// advice it may lead to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxCni {
+    /// Cilium's CNI and agent (`plugin type="cilium-cni"`, its API's
+    /// `putEndpointIdInvalid`/`postIpamFailure`, its allocators' words).
+    Cilium,
+    /// The reference host-local IPAM plugin (under flannel, the bridge
+    /// plugin, kube-router, or a Multus secondary network).
+    HostLocal,
+    /// Calico's CNI plugin.
+    Calico,
+    /// The reference bridge plugin (flannel's `cni0`, kube-router, podman).
+    Bridge,
+}
+
 /// What the CNI refused when kubelet could not create a pod's sandbox
-/// (`FailedCreatePodSandBox`), when it is something ipshadow diagnoses.
+/// (`FailedCreatePodSandBox`), when it is something ipshadow diagnoses;
+/// each in one plugin's wording ([`SandboxRefusal::cni`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SandboxRefusal {
     /// Cilium refused the endpoint: "IP <ip> is already in use".
     AddressInUse(IpAddr),
-    /// The allocator had no address left ("range is full", "No more IPs available").
+    /// Cilium's allocator had no address left ("range is full", "No more IPs
+    /// available", "all CIDR ranges are exhausted", "no IPs currently
+    /// available on the node").
     NoAddressLeft,
+    /// host-local had no address left: "no IP addresses available in range
+    /// set: <first>-<last>", with the first range when it reads.
+    RangeSetFull(Option<(IpAddr, IpAddr)>),
+    /// Calico found a host route to the pod's address (`Dst`, when it reads)
+    /// through another interface: "route … already exists for an interface
+    /// other than 'cali…'". Read, attributed, not yet diagnosed.
+    HostRouteTaken(Option<IpAddr>),
+    /// The bridge plugin found its bridge holding another address than the
+    /// gateway it was given: "\"cni0\" already has an IP address different
+    /// from 10.244.0.1/24". Read, attributed, not yet diagnosed.
+    BridgeAddressDiffers {
+        /// The bridge, when its name reads as an interface name.
+        bridge: Option<String>,
+        /// The gateway address and prefix the plugin wanted on it.
+        gateway: Option<IpNet>,
+    },
 }
 
 impl SandboxRefusal {
     /// The words of kubelet's message a refusal is read from, in lower case
-    /// (an address in use; none left: host-scope "range is full", ENI/Azure/
-    /// multi-pool "No more IPs available"): what an excerpt of it must keep.
-    pub const WORDING: [&'static str; 3] = ["is already in use", "range is full", "no more ips"];
+    /// (Cilium's address in use; Cilium out of addresses: host-scope "range is
+    /// full", ENI/Azure/multi-pool "No more IPs available", 1.20's "all (pod)
+    /// CIDR ranges are exhausted", the CRD allocator's "no IPs currently
+    /// available"; host-local's, Calico's and the bridge plugin's): what an
+    /// excerpt of it must keep.
+    pub const WORDING: [&'static str; 8] = [
+        "is already in use",
+        "range is full",
+        "no more ips",
+        "cidr ranges are exhausted",
+        "no ips currently available",
+        "no ip addresses available in range set",
+        "already exists for an interface other than",
+        "already has an ip address different from",
+    ];
+
+    /// The plugin whose wording this is.
+    pub fn cni(&self) -> SandboxCni {
+        match self {
+            Self::AddressInUse(_) | Self::NoAddressLeft => SandboxCni::Cilium,
+            Self::RangeSetFull(_) => SandboxCni::HostLocal,
+            Self::HostRouteTaken(_) => SandboxCni::Calico,
+            Self::BridgeAddressDiffers { .. } => SandboxCni::Bridge,
+        }
+    }
 }
 
 /// kubelet's report that a pod's sandbox could not be created, and what the

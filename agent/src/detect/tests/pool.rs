@@ -221,3 +221,52 @@ fn a_slash_23_pool_with_mask_24_holds_two_nodes_and_the_third_is_explained() {
             .any(|f| f.kind == ClusterPoolNearlyFull)
     );
 }
+
+#[test]
+fn host_locals_range_set_full_is_exhaustion_with_host_locals_fix_and_no_ciliums() {
+    let message = "failed to allocate for range 0: no IP addresses available in range set: \
+                   10.244.1.1-10.244.1.254";
+    let refusal = SandboxRefusal::RangeSetFull(Some((
+        "10.244.1.1".parse().expect("ip"),
+        "10.244.1.254".parse().expect("ip"),
+    )));
+    for ipam in ["", "cluster-pool"] {
+        let mut inv = exhausted(ipam);
+        let failures = Arc::make_mut(&mut inv.sandbox);
+        failures[0].refusal = refusal.clone();
+        failures[0].message = message.into();
+        let f = only(&inv, PodIpExhaustion);
+        assert_eq!(f.remedy, Remedy::ReleaseHostLocal { node: ME.into() });
+        assert_eq!(f.trust, Trust::Hint, "an Event alone");
+        assert!(
+            matches!(
+                f.cause,
+                Cause::Node(NodeProblem::Exhausted {
+                    ipam: IpamKind::HostLocal,
+                    refused_pods: 1,
+                    ..
+                })
+            ),
+            "{f:?}"
+        );
+    }
+}
+
+#[test]
+fn calicos_and_the_bridges_refusals_give_no_finding_yet() {
+    let address = "10.244.4.12".parse().expect("ip");
+    for refusal in [
+        SandboxRefusal::HostRouteTaken(Some(address)),
+        SandboxRefusal::BridgeAddressDiffers {
+            bridge: Some("cni0".into()),
+            gateway: "10.244.0.1/24".parse().ok(),
+        },
+    ] {
+        let mut inv = exhausted("");
+        Arc::make_mut(&mut inv.sandbox)[0].refusal = refusal.clone();
+        let pods = crate::inventory::with_refused_addresses(&inv.pods, &inv.sandbox);
+        inv.pods = Arc::new(pods);
+        let f = detect(&inv);
+        assert!(f.is_empty(), "{refusal:?}: {f:#?}");
+    }
+}

@@ -12,6 +12,7 @@ mod pod;
 mod sandbox;
 mod service;
 mod subnet;
+mod wordings;
 
 pub use crds::{cilium_node, node_annotations};
 pub use node::{cilium_config, node_facts};

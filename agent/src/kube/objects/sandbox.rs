@@ -8,9 +8,8 @@
 //! without, typographic quotes, line wraps, the event aggregator's
 //! `(combined from similar events): ` prefix. Look-alikes — another endpoint
 //! failure (`putEndpointIdFailed`), kube-ovn's RPC errors naming addresses, a
-//! garbage "address" — are never read as an address in use.
-
-use std::net::IpAddr;
+//! garbage "address" — are never read as an address in use. Which plugin's
+//! words a refusal is in, and so whose it is: [`super::wordings`].
 
 use serde_json::Value;
 
@@ -62,22 +61,12 @@ pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
 /// The prefix Kubernetes' event aggregation puts before a message it combined.
 const COMBINED: &str = "(combined from similar events): ";
 
-/// What a `FailedCreatePodSandBox` message says the CNI refused; `None` for
+/// What a `FailedCreatePodSandBox` message says the CNI refused, attributed to
+/// the plugin whose wording it is ([`SandboxRefusal::cni`]); `None` for
 /// anything else.
 pub fn sandbox_refusal(message: &str) -> Option<SandboxRefusal> {
     let text = normalize(message);
-    let text = text.strip_prefix(COMBINED).unwrap_or(&text);
-    let lower = text.to_ascii_lowercase();
-    let [in_use, full, no_more] = SandboxRefusal::WORDING;
-    if let Some(at) = lower.rfind(&format!(" {in_use}")) {
-        return address_before(&text[..at]).map(SandboxRefusal::AddressInUse);
-    }
-    // Cilium's host-scope allocator ("range is full"), its ENI/Azure/multi-pool
-    // allocators ("No more IPs available", sometimes cut short).
-    if lower.contains(full) || lower.contains(no_more) {
-        return Some(SandboxRefusal::NoAddressLeft);
-    }
-    None
+    super::wordings::refusal(text.strip_prefix(COMBINED).unwrap_or(&text))
 }
 
 /// One line, ASCII quotes, single spaces.
@@ -95,29 +84,10 @@ fn normalize(message: &str) -> String {
         .join(" ")
 }
 
-/// The address in `… IP <addr>` at the end of `head`: the word before it must
-/// be `IP`, the address may carry Cilium's `ipv4:`/`ipv6:` prefix and quotes.
-fn address_before(head: &str) -> Option<IpAddr> {
-    let mut words = head.rsplit(' ');
-    let addr = words
-        .next()?
-        .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
-    let ip_word = words.next()?.trim_start_matches(['"', '\'', '`']);
-    if !ip_word.eq_ignore_ascii_case("ip") {
-        return None;
-    }
-    let addr = ["ipv4:", "ipv6:", "IPv4:", "IPv6:"]
-        .iter()
-        .find_map(|p| addr.strip_prefix(p))
-        .unwrap_or(addr);
-    addr.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
     use proptest::prelude::*;
     use serde_json::Value;
 
@@ -180,7 +150,10 @@ mod tests {
                 assert_eq!(f.message, normalize(m), "{m}");
             }
         }
-        let huge = format!("IP 10.0.0.1 is already in use {}", "word ".repeat(2000));
+        let huge = format!(
+            "putEndpointIdInvalid IP 10.0.0.1 is already in use {}",
+            "word ".repeat(2000)
+        );
         let event = serde_json::json!({
             "reason": "FailedCreatePodSandBox",
             "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p"},
@@ -188,7 +161,10 @@ mod tests {
         });
         let f = sandbox_failure(&event).expect("a failure");
         assert!(f.message.len() <= SandboxFailure::MESSAGE_MAX + '…'.len_utf8());
-        assert!(f.message.starts_with("IP 10.0.0.1 is already in use"));
+        assert!(
+            f.message
+                .starts_with("putEndpointIdInvalid IP 10.0.0.1 is already in use")
+        );
     }
 
     #[test]

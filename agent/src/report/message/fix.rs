@@ -60,7 +60,8 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::AddCapacity { .. }
         | Remedy::FixOperatorAllocation { .. }
         | Remedy::ClearPodCidrsAfterRollout { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. } => ipam_fix(r),
+        | Remedy::PoolInMasqueradedSubnet { .. }
+        | Remedy::ReleaseHostLocal { .. } => ipam_fix(r),
         Remedy::CheckOperatorPool { .. }
         | Remedy::KeepOldPoolOrReallocate { .. }
         | Remedy::GrowClusterPool { .. } => super::pool::fix(r),
@@ -88,6 +89,10 @@ fn route_fix(r: &Remedy) -> String {
 /// The fixes of the loud failures and of the node's allocator.
 fn ipam_fix(r: &Remedy) -> String {
     match r {
+        Remedy::ReleaseHostLocal { node } => format!(
+            "Fix: on {node}, delete the files in /var/lib/cni/networks/<network>/ of containers \
+             that no longer exist, or lower --max-pods below the range's size."
+        ),
         Remedy::DisconnectEndpoint { node, ip, .. } => {
             let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
             format!(

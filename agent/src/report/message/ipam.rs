@@ -319,7 +319,8 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
         }
         Remedy::CheckOperatorPool { .. }
         | Remedy::KeepOldPoolOrReallocate { .. }
-        | Remedy::GrowClusterPool { .. } => super::pool::remedy(r),
+        | Remedy::GrowClusterPool { .. }
+        | Remedy::ReleaseHostLocal { .. } => super::pool::remedy(r),
         // The collision, blackhole and overlap fixes are rendered by the parent.
         _ => String::new(),
     }

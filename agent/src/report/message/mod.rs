@@ -281,7 +281,8 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::KeepOldPoolOrReallocate { .. }
         | Remedy::CheckOperatorPool { .. }
         | Remedy::GrowClusterPool { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. } => ipam::remedy(r, reader),
+        | Remedy::PoolInMasqueradedSubnet { .. }
+        | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
         Remedy::Kernel(k) => kernel::fix(k, reader),
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {

@@ -234,7 +234,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
     match problem {
         NodeProblem::Exhausted {
-            ipam: IpamKind::OperatorPool,
+            ipam: IpamKind::OperatorPool | IpamKind::HostLocal,
             ..
         }
         | NodeProblem::OperatorError { pool: Some(_), .. }

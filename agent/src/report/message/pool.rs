@@ -70,6 +70,16 @@ pub(super) fn note(node: &str, problem: &NodeProblem, example: fn(&[PodRef]) -> 
              adds addresses: {refused_pods} pod(s) cannot start{}.",
             example(pods)
         ),
+        NodeProblem::Exhausted {
+            pods,
+            refused_pods,
+            ipam: IpamKind::HostLocal,
+            ..
+        } => format!(
+            "Node {node}'s host-local range has no address left: {refused_pods} pod(s) cannot \
+             start{}.",
+            example(pods)
+        ),
         NodeProblem::OperatorError {
             error,
             pool: Some(fit),
@@ -113,6 +123,11 @@ pub(super) fn exhausted(
             "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot start \
              ({pods})."
         ),
+        IpamKind::HostLocal => format!(
+            "host-local, the IPAM plugin on node {node}, has no address left in its range (the \
+             node's spec.podCIDR under flannel or the bridge plugin, or a secondary network's): \
+             {refused_pods} pod(s) cannot start ({pods})."
+        ),
     };
     format!("{what} {}", kubelet_says(kubelet, reader))
 }
@@ -133,6 +148,17 @@ pub(super) fn operator_error(node: &str, error: &str, pool: Option<&PoolFit>) ->
 /// The long fixes of these findings.
 pub(super) fn remedy(r: &Remedy) -> String {
     match r {
+        Remedy::ReleaseHostLocal { node } => format!(
+            "Fix: host-local keeps one file per reserved address in \
+             /var/lib/cni/networks/<network>/ on {node}, naming the container that holds it; a \
+             pod deleted uncleanly (a crash, a container runtime restarted or replaced) leaves its \
+             file behind until the range is full (kubernetes#57280, kube-router#383). Delete the \
+             files whose container no longer exists (crictl ps -a), never a running pod's. If \
+             {node} accepts more pods than the range holds, lower kubelet's --max-pods below its \
+             size or give the node a larger spec.podCIDR (kube-controller-manager's \
+             --node-cidr-mask-size); a secondary network's range is set in its \
+             NetworkAttachmentDefinition."
+        ),
         Remedy::CheckOperatorPool { node } => format!(
             "Fix: wait for cilium-operator to add addresses; if pods stay refused, read the \
              operator's log and CiliumNode {node}'s status.ipam.operator-status, check that \

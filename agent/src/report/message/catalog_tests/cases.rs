@@ -371,5 +371,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     all.extend(node_troubles());
     all.extend(super::modes::by_ipam_mode());
     all.extend(super::kernel::cases());
+    all.extend(super::cni_cases::host_local());
     all
 }

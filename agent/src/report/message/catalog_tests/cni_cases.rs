@@ -1,9 +1,14 @@
 //! The cases of other CNIs' addresses: Calico's tunnels, ovn-kubernetes' and
-//! bridges' gateways.
+//! bridges' gateways; host-local out of addresses.
 
-use super::cases::{Mode, collision, ip};
+use super::{
+    super::{Reader, note, render_for},
+    cases::{Mode, collision, ip, node_finding, pod_ref},
+};
 use crate::{
-    detect::{Finding, Remedy, Reserver, Role, Scope},
+    detect::{
+        Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Remedy, Reserver, Role, Scope,
+    },
     inventory::Source,
 };
 
@@ -105,4 +110,39 @@ pub(super) fn gateways() -> Vec<(Mode, Finding)> {
         (Mode::OvnOrBridge, f)
     })
     .collect()
+}
+
+/// host-local's range full on a flannel node (aks-engine#4435's wording).
+pub(super) fn host_local() -> Vec<(Mode, Finding)> {
+    let problem = NodeProblem::Exhausted {
+        pods: vec![pod_ref("tenant", "web-0")],
+        refused_pods: 3,
+        kubelet: KubeletReport {
+            count: 40,
+            message: "plugin type=\"flannel\" failed (add): failed to allocate for range 0: no IP \
+                      addresses available in range set: 10.244.1.1-10.244.1.254"
+                .into(),
+        },
+        ipam: IpamKind::HostLocal,
+    };
+    let remedy = Remedy::ReleaseHostLocal {
+        node: "worker-node-a".into(),
+    };
+    vec![(
+        Mode::OvnOrBridge,
+        node_finding(FindingKind::PodIpExhaustion, problem, remedy),
+    )]
+}
+
+#[test]
+fn host_locals_exhaustion_is_told_in_host_locals_terms_with_no_cilium_words() {
+    for (_, f) in host_local() {
+        for reader in [Reader::Operator, Reader::Node, Reader::Namespace("tenant")] {
+            for text in [render_for(&f, reader), note(&f, reader, None)] {
+                assert!(!text.to_ascii_lowercase().contains("cilium"), "{text}");
+                assert!(text.contains("/var/lib/cni/networks/"), "{text}");
+                assert!(text.contains("--max-pods"), "{text}");
+            }
+        }
+    }
 }

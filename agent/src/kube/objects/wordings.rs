@@ -1,0 +1,134 @@
+//! Each plugin's wording of a sandbox refusal, read only where the words are
+//! that plugin's (`tests/corpus/realworld/sandbox/event-messages-other-cnis.json`).
+//!
+//! A refusal is Cilium's only when its wording is Cilium's: an address in use
+//! needs one of Cilium's own words beside it (its CNI's `plugin
+//! type="cilium-cni"`, its API's `putEndpointIdInvalid`/`postIpamFailure`, "local
+//! cilium agent"), since DANM, Whereabouts, Spiderpool and docker's hostPort
+//! say "already in use" too; running out of addresses is read from Cilium's
+//! allocators' own phrases. host-local, Calico and the bridge plugin each have
+//! one phrase no other plugin uses.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::inventory::SandboxRefusal;
+
+/// Words only Cilium's CNI plugin, agent API or operator put in a message.
+const CILIUM: [&str; 5] = [
+    "cilium-cni",
+    "putendpointid",
+    "postipamfailure",
+    "local cilium agent",
+    "cilium operator",
+];
+
+/// Cilium's allocators out of addresses: host-scope; the CRD allocator (ENI,
+/// Azure, AlibabaCloud) before and after cilium PR#42369 (and its suffix);
+/// multi-pool and 1.20's ENI ("all CIDR ranges" / "all pod CIDR ranges are
+/// exhausted"). "No more IPs availabl" arrives cut short (kops).
+const CILIUM_EXHAUSTED: [&str; 5] = [
+    "range is full",
+    "no more ips",
+    "cidr ranges are exhausted",
+    "no ips currently available on the node",
+    "once cilium operator allocates more ips",
+];
+
+/// Cilium's refusal of an address in use.
+const IN_USE: &str = " is already in use";
+/// host-local's (`allocator.go`), whatever plugin delegated to it.
+const RANGE_SET: &str = "no ip addresses available in range set";
+/// Calico's (`dataplane_linux.go`: "route (…, Dst: <cidr>, …) already exists
+/// for an interface other than '<cali…>'").
+const ROUTE_TAKEN: &str = " already exists for an interface other than";
+/// The bridge plugin's (`bridge.go`: "%q already has an IP address different from %v").
+const BRIDGE: &str = " already has an ip address different from ";
+
+/// What `text` (one line, ASCII quotes) says a plugin refused, in its wording.
+pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
+    let lower = text.to_ascii_lowercase();
+    if let Some(at) = lower.rfind(IN_USE) {
+        // An address in use is Cilium's only beside Cilium's words.
+        if CILIUM.iter().any(|w| lower.contains(w)) {
+            return address_before(&text[..at]).map(SandboxRefusal::AddressInUse);
+        }
+    }
+    if CILIUM_EXHAUSTED.iter().any(|w| lower.contains(w)) {
+        return Some(SandboxRefusal::NoAddressLeft);
+    }
+    if let Some(at) = lower.find(RANGE_SET) {
+        return Some(SandboxRefusal::RangeSetFull(first_range(
+            &text[at + RANGE_SET.len()..],
+        )));
+    }
+    if let Some(at) = lower.find(ROUTE_TAKEN) {
+        return Some(SandboxRefusal::HostRouteTaken(route_dst(&text[..at])));
+    }
+    if let Some(at) = lower.find(BRIDGE) {
+        let bridge = text[..at]
+            .rsplit(' ')
+            .next()
+            .map(|w| w.trim_matches(['"', '\'']))
+            .filter(|w| is_interface_name(w))
+            .map(str::to_owned);
+        let gateway = text[at + BRIDGE.len()..]
+            .split(' ')
+            .next()
+            .and_then(|w| w.trim_end_matches([',', '.', ';', '"']).parse().ok());
+        return Some(SandboxRefusal::BridgeAddressDiffers { bridge, gateway });
+    }
+    None
+}
+
+/// The address in `… IP <addr>` at the end of `head`: the word before it must
+/// be `IP`, the address may carry Cilium's `ipv4:`/`ipv6:` prefix and quotes.
+fn address_before(head: &str) -> Option<IpAddr> {
+    let mut words = head.rsplit(' ');
+    let addr = words
+        .next()?
+        .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+    let ip_word = words.next()?.trim_start_matches(['"', '\'', '`']);
+    if !ip_word.eq_ignore_ascii_case("ip") {
+        return None;
+    }
+    let addr = ["ipv4:", "ipv6:", "IPv4:", "IPv6:"]
+        .iter()
+        .find_map(|p| addr.strip_prefix(p))
+        .unwrap_or(addr);
+    addr.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+/// The first range of host-local's range set (`: a-b,c-d…`).
+fn first_range(tail: &str) -> Option<(IpAddr, IpAddr)> {
+    let set = tail.trim_start_matches([':', ' ']).split(' ').next()?;
+    let (first, last) = set.split(',').next()?.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?))
+}
+
+/// The `Dst` of the first route Calico names before its words.
+fn route_dst(head: &str) -> Option<IpAddr> {
+    let lower = head.to_ascii_lowercase();
+    let at = lower.rfind("dst: ")?;
+    let dst = head[at + 5..].split([',', ')', ' ']).next()?;
+    dst.parse::<IpNet>()
+        .map(|n| n.addr())
+        .or_else(|_| dst.parse())
+        .ok()
+}
+
+/// Whether `name` reads as a Linux interface name (what a bridge's is).
+fn is_interface_name(name: &str) -> bool {
+    (1..16).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+#[path = "wordings_tests.rs"]
+mod tests;
