@@ -2,7 +2,10 @@
 //! every lookup is a hash-map probe, so a node of 1,000 pods in a cluster of
 //! 100,000 costs one pass over each input, not a pass per address.
 
-use std::{collections::HashMap, net::IpAddr};
+use std::{
+    collections::{HashMap, HashSet},
+    net::IpAddr,
+};
 
 use super::names;
 use crate::inventory::{HostIface, Inventory, IpSource, Pod, Route, RouteKind, TABLE_MAIN};
@@ -23,6 +26,9 @@ pub(super) struct Index<'a> {
     calico: HashMap<String, &'a Pod>,
     /// Whether per-pod routes exist, IPv4 and IPv6.
     families: (bool, bool),
+    /// Every address a pod of this node has in its status, whatever its
+    /// phase: a terminating or finished pod's sandbox is not a leak.
+    any_own: HashSet<IpAddr>,
 }
 
 impl<'a> Index<'a> {
@@ -67,6 +73,12 @@ impl<'a> Index<'a> {
             routes.keys().any(IpAddr::is_ipv4),
             routes.keys().any(IpAddr::is_ipv6),
         );
+        let any_own = inv
+            .pods
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(inv.node.as_str()))
+            .flat_map(|p| p.ips.iter().map(|i| i.ip))
+            .collect();
         Self {
             inv,
             ifaces,
@@ -75,6 +87,7 @@ impl<'a> Index<'a> {
             holders,
             calico,
             families,
+            any_own,
         }
     }
 
@@ -105,6 +118,11 @@ impl<'a> Index<'a> {
             .iter()
             .copied()
             .filter(move |p| p.node.as_deref() == Some(node))
+    }
+
+    /// Whether a pod of this node has `ip`, reportable or not (being deleted, finished).
+    pub(super) fn any_own_pod_at(&self, ip: IpAddr) -> bool {
+        self.any_own.contains(&ip)
     }
 
     /// The interfaces whose namespace holds `ip`.

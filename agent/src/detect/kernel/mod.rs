@@ -251,7 +251,7 @@ fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
             .is_some_and(|i| i.peer_index == h.peer_index)
     };
     let h = row.holders.iter().find(on_peer_link)?.clone();
-    if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) {
+    if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) || idx.any_own_pod_at(ip) {
         return None;
     }
     let other_pod = idx.pods_at(ip).first().map(|p| pod_ref(p));

@@ -338,3 +338,22 @@ fn the_nodes_own_addresses_behind_a_veth_are_no_leak() {
     inv.cilium_nodes = Arc::new(vec![me]);
     assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
 }
+
+#[test]
+fn a_terminating_or_finished_pods_sandbox_is_no_leak() {
+    // Pod c is being deleted (or has finished): kubelet has not torn down its
+    // sandbox yet, which still holds its address.
+    for phase in ["Running", "Succeeded"] {
+        let mut pods = api();
+        pods[2].terminating = phase == "Running";
+        pods[2].phase = Some(phase.into());
+        let inv = ptp_inventory(pods);
+        assert!(
+            !kernel(&inv)
+                .iter()
+                .any(|f| f.0 == FindingKind::LeakedSandboxAddress),
+            "{phase}: {:?}",
+            kernel(&inv)
+        );
+    }
+}
