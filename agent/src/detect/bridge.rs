@@ -44,7 +44,7 @@ pub(super) fn stale_bridges(inv: &Inventory) -> Vec<Finding> {
         else {
             continue;
         };
-        out.push(finding(inv, bridge, address, own));
+        out.extend(finding(inv, bridge, address, own));
     }
     out
 }
@@ -56,7 +56,10 @@ fn link_local(net: &IpNet) -> bool {
     }
 }
 
-fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Finding {
+/// The finding when another node owns the bridge's range now. A range nobody
+/// owns (containerd's default `cni0` 10.88.0.0/16 left on a Calico node, a
+/// flannel lease outside `spec.podCIDR`) shadows no one known: no finding.
+fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Option<Finding> {
     let range = address.trunc();
     let owner = inv
         .nodes
@@ -67,20 +70,19 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Find
                 .iter()
                 .any(|c| c.contains(&range) || range.contains(c))
         })
-        .map(|n| n.name.clone());
-    let behind: Vec<PodRef> = owner.as_deref().map_or_else(Vec::new, |o| {
-        inv.pods
-            .iter()
-            .filter(|p| p.node.as_deref() == Some(o) && p.can_receive_traffic())
-            .filter(|p| p.ips.iter().any(|i| range.contains(&i.ip)))
-            .map(|p| PodRef {
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-            })
-            .collect()
-    });
-    Finding {
+        .map(|n| n.name.clone())?;
+    let behind: Vec<PodRef> = inv
+        .pods
+        .iter()
+        .filter(|p| p.node.as_deref() == Some(owner.as_str()) && p.can_receive_traffic())
+        .filter(|p| p.ips.iter().any(|i| range.contains(&i.ip)))
+        .map(|p| PodRef {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+        })
+        .collect();
+    Some(Finding {
         kind: FindingKind::StaleBridgeAddress,
         scope: Scope::SameNode,
         ip: Some(address.addr()),
@@ -94,7 +96,7 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Find
             bridge: bridge.to_owned(),
             address,
             own: own.to_vec(),
-            owner,
+            owner: Some(owner),
             unreachable: behind.len(),
             pods: behind.into_iter().take(NodeProblem::PODS_NAMED).collect(),
         }),
@@ -104,5 +106,5 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Find
             address,
         },
         trust: Trust::Kernel,
-    }
+    })
 }

@@ -13,9 +13,9 @@ pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
     "wg-v6.cali",
 ];
 
-/// Bridges pods hang off whose address is their gateway: the bridge plugin's
-/// (flannel's `cni0`), kube-router's, kubenet's.
-pub const BRIDGE_DEVICES: [&str; 3] = ["cni0", "kube-bridge", "cbr0"];
+/// Devices whose address is the pods' gateway: the bridge plugin's (flannel's
+/// `cni0`), kube-router's, kubenet's bridges, Antrea's OVS gateway port.
+pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw0"];
 
 /// ovn-kubernetes' management port: the host's leg in the node's subnet
 /// (named `k8s-<node>` before 2020, which is not recognised by name).

@@ -84,7 +84,7 @@ pub struct NsAddress {
 pub struct PeerNamespace {
     /// Its links (loopback left out).
     pub links: Vec<NsLink>,
-    /// Its addresses that can carry pod traffic: no loopback, no IPv6 link-local.
+    /// Its addresses that can carry pod traffic: no loopback, no link-local.
     pub addresses: Vec<NsAddress>,
     /// Whether a bound cut the read short.
     pub truncated: bool,

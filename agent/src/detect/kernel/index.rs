@@ -29,6 +29,9 @@ pub(super) struct Index<'a> {
     /// Every address a pod of this node has in its status, whatever its
     /// phase: a terminating or finished pod's sandbox is not a leak.
     any_own: HashSet<IpAddr>,
+    /// Whether a pod of this node waits for kubelet to post its address: its
+    /// sandbox may hold an address no status names yet.
+    starting: bool,
 }
 
 impl<'a> Index<'a> {
@@ -73,12 +76,7 @@ impl<'a> Index<'a> {
             routes.keys().any(IpAddr::is_ipv4),
             routes.keys().any(IpAddr::is_ipv6),
         );
-        let any_own = inv
-            .pods
-            .iter()
-            .filter(|p| p.node.as_deref() == Some(inv.node.as_str()))
-            .flat_map(|p| p.ips.iter().map(|i| i.ip))
-            .collect();
+        let (any_own, starting) = own_addresses(inv);
         Self {
             inv,
             ifaces,
@@ -88,6 +86,7 @@ impl<'a> Index<'a> {
             calico,
             families,
             any_own,
+            starting,
         }
     }
 
@@ -120,9 +119,10 @@ impl<'a> Index<'a> {
             .filter(move |p| p.node.as_deref() == Some(node))
     }
 
-    /// Whether a pod of this node has `ip`, reportable or not (being deleted, finished).
+    /// Whether a pod of this node may hold `ip`: one has it in its status,
+    /// reportable or not (being deleted, finished), or one is still starting.
     pub(super) fn any_own_pod_at(&self, ip: IpAddr) -> bool {
-        self.any_own.contains(&ip)
+        self.any_own.contains(&ip) || self.starting
     }
 
     /// The interfaces whose namespace holds `ip`.
@@ -143,6 +143,18 @@ impl<'a> Index<'a> {
             self.families.1
         }
     }
+}
+
+/// Every status address of this node's pods, whatever their phase, and
+/// whether one of them waits for its address.
+fn own_addresses(inv: &Inventory) -> (HashSet<IpAddr>, bool) {
+    let mine = || {
+        inv.pods
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(inv.node.as_str()))
+    };
+    let any_own = mine().flat_map(status_ips).collect();
+    (any_own, mine().any(Pod::waiting_for_address))
 }
 
 /// This node's pods that may be reported.

@@ -148,8 +148,9 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         .and_then(|r| r.iface_index)
         .and_then(|i| idx.iface(i));
     let read = |i: &HostIface| ns.namespaces.get(&i.nsid);
+    let elsewhere = |i: &HostIface| goes_elsewhere(idx, &row, i, pod);
     let (kind, fix, reached) = match via {
-        Some(i) if read(i).is_some_and(|n| !n.holds(ip)) => {
+        Some(i) if read(i).is_some_and(|n| !n.holds(ip) && !n.truncated) && elsewhere(i) => {
             let to = row.holders.first().map(|h| h.iface.clone());
             let fix = KernelFix::RepointRoute { node, ip, to };
             (
@@ -170,6 +171,7 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         }
         // An unread namespace may hold it: no guess.
         _ if row.holders.is_empty()
+            && via.is_none()
             && ns.unread.is_empty()
             && pod.phase.as_deref() == Some("Running")
             && idx.lays_pod_routes(ip) =>
@@ -193,6 +195,31 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         other_pod,
     };
     Some(finding(inv, (kind, ip), truth, fix, device))
+}
+
+/// What a pod's namespace holds, a pod with NET_ADMIN writes: a second holder
+/// or a missing address never speaks for the node on its own. Host routes and
+/// links are the node's.
+fn trust_of(kind: FindingKind) -> Trust {
+    match kind {
+        FindingKind::PodAddressHeldTwice | FindingKind::PodAddressNotHeld => Trust::Hint,
+        _ => Trust::Kernel,
+    }
+}
+
+/// Whether the route's namespace behind `i` shows that `pod`'s traffic goes
+/// elsewhere: it holds another address, another namespace holds `ip`, or it is
+/// another pod's. A sandbox may take the address off its veth and hold none
+/// (gVisor, KubeVirt's bridge binding).
+fn goes_elsewhere(idx: &Index<'_>, row: &TruthRow, i: &HostIface, pod: &Pod) -> bool {
+    idx.inv
+        .host
+        .namespaces
+        .namespaces
+        .get(&i.nsid)
+        .is_some_and(|n| !n.addresses.is_empty())
+        || !row.holders.is_empty()
+        || owner_of_namespace(idx, &holder(idx, i, row.ip), pod).is_some()
 }
 
 /// The pod (other than `not`) that the namespace behind `h` is: one holding
@@ -266,7 +293,13 @@ fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
         other_pod,
     };
     let kind = FindingKind::LeakedSandboxAddress;
-    Some(finding(inv, (kind, ip), truth, fix, Some(h.iface)))
+    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface));
+    // A per-pod route the CNI laid to it is the node's word; an unrouted
+    // address in the pod range may be one a pod added to its own namespace.
+    if !routed {
+        f.trust = Trust::Hint;
+    }
+    Some(f)
 }
 
 fn finding(
@@ -293,7 +326,7 @@ fn finding(
         },
         cause: Cause::Kernel(Box::new(truth)),
         remedy: Remedy::Kernel(fix),
-        trust: Trust::Kernel,
+        trust: trust_of(kind),
     }
 }
 

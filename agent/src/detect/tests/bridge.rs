@@ -87,4 +87,6 @@ fn a_bridge_on_this_nodes_range_or_an_unknown_range_is_no_finding() {
         detect(&unknown).is_empty(),
         "no pod range known: nothing to compare with"
     );
+    // containerd's default bridge left on the node: nobody's range.
+    assert!(detect(&laid_out("10.88.0.1/16")).is_empty());
 }

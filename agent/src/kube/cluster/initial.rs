@@ -12,19 +12,15 @@
 //! `resourceVersionMatch is forbidden for watch`). kube-runtime does not fall
 //! back by itself: it would ask again forever.
 //!
-//! The **fallback** is a list, chosen per watch by what bounds its size:
-//! - watches whose selector bounds them (this node's pods, this Node, one
-//!   ConfigMap, one pod by name) list from the watch cache as before
-//!   (`resourceVersion=0`, whole): small bodies, and a paged list would be a
-//!   consistent read that, before 1.31, scans every pod in etcd per agent;
-//! - watches of what grows with the cluster (CiliumNodes, Subnets, every Node's
-//!   metadata) list in pages of [`PAGE`]: the watch cache ignores `limit` for
-//!   `resourceVersion=0` (kube-apiserver `computeListLimit`, through 1.36), so
-//!   only a consistent read (no resourceVersion) pages. Its first page comes
-//!   from the watch cache from 1.31 on (ConsistentListFromCache), the rest from
-//!   etcd until 1.34 (ListFromCacheSnapshot); before 1.31 all from etcd. That is
-//!   the price of bounded memory on servers without streaming lists; turning
-//!   their `WatchList` gate on (beta since 1.32) avoids it.
+//! The **fallback** is a list from the watch cache (`resourceVersion=0`,
+//! whole), as before. It is not paged: the watch cache ignores `limit` for
+//! `resourceVersion=0` (kube-apiserver `computeListLimit`, through 1.36), so
+//! only a consistent read (no resourceVersion) pages, and its pages come from
+//! etcd before 1.31 (all) and until 1.34 (all but the first): after a rollout
+//! or an API server restart, thousands of agents would turn one cached list
+//! each into tens of etcd reads each. Servers without streaming lists keep
+//! the agent's memory as it was; turning their `WatchList` gate on (beta since
+//! 1.32) bounds it.
 //!
 //! In `auto` one watch asks first while the others wait for its answer, so a
 //! server that refuses is asked once per process; the answer is remembered: no
@@ -34,10 +30,6 @@
 use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-/// Objects per page of a fallback list of what grows with the cluster: ~2 MB
-/// of ENI-mode CiliumNodes (~20 KB each with their pre-allocated addresses).
-pub const PAGE: u32 = 100;
 
 /// How watches get their initial state (`--initial-list`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -49,8 +41,7 @@ pub enum InitialList {
     /// Streaming lists only: a server that refuses them is an error, retried
     /// with backoff.
     Stream,
-    /// Lists only: paged for what grows with the cluster, from the watch cache
-    /// for what a selector bounds.
+    /// Lists only, from the watch cache.
     List,
 }
 
@@ -60,8 +51,8 @@ pub enum InitialList {
 pub struct Args {
     /// How each watch gets its initial state: `stream` (a streaming list,
     /// `sendInitialEvents`: one object at a time, no list body held whole;
-    /// kube-apiserver 1.32 and 1.34+ by default), `list` (paged where the list grows
-    /// with the cluster, from the watch cache where a selector bounds it), or
+    /// kube-apiserver 1.32 and 1.34+ by default), `list` (whole, from the watch
+    /// cache), or
     /// `auto`: streaming lists until the API server first refuses one, then lists.
     #[arg(long, env = "IPSHADOW_INITIAL_LIST", value_enum, default_value_t = InitialList::Auto)]
     pub initial_list: InitialList,
@@ -181,16 +172,14 @@ impl Initial {
     /// The watcher configuration for a watch of `scope`.
     pub(super) fn config(streaming: bool, scope: &Scope) -> watcher::Config {
         let base = watcher::Config::default();
-        let config = match (streaming, scope) {
-            (true, _) => base.streaming_lists(),
-            (false, Scope::Cluster) => base.page_size(PAGE),
-            (false, Scope::Selected(_)) => {
-                // resourceVersion=0 from the watch cache, unpaginated (kube
-                // omits resourceVersion=0 when a page size is set).
-                let mut c = base.any_semantic();
-                c.page_size = None;
-                c
-            }
+        let config = if streaming {
+            base.streaming_lists()
+        } else {
+            // resourceVersion=0 from the watch cache, unpaginated (kube
+            // omits resourceVersion=0 when a page size is set).
+            let mut c = base.any_semantic();
+            c.page_size = None;
+            c
         };
         match scope {
             Scope::Cluster => config,
@@ -208,7 +197,7 @@ impl Initial {
             tracing::info!(
                 error = %e,
                 "the API server has no streaming lists (WatchList off, or before \
-                 Kubernetes 1.27): listing instead, paged where the list grows with the cluster"
+                 Kubernetes 1.27): listing from the watch cache instead"
             );
         }
         true
@@ -313,10 +302,10 @@ mod tests {
     }
 
     #[test]
-    fn lists_page_only_what_grows_with_the_cluster() {
+    fn lists_come_whole_from_the_watch_cache() {
         let cluster = Initial::config(false, &Scope::Cluster);
-        assert_eq!(cluster.page_size, Some(PAGE));
-        assert_eq!(cluster.list_semantic, watcher::ListSemantic::MostRecent);
+        assert_eq!(cluster.page_size, None);
+        assert_eq!(cluster.list_semantic, watcher::ListSemantic::Any);
         let one = Initial::config(false, &Scope::Selected("metadata.name=n1".into()));
         assert_eq!(one.page_size, None);
         assert_eq!(one.list_semantic, watcher::ListSemantic::Any);

@@ -9,8 +9,7 @@
 //! hands out reads snapshots.
 //!
 //! Every watch starts with a streaming list where the API server offers one,
-//! else with a list: from the watch cache (`resourceVersion=0`) where a
-//! selector bounds it, paged where it grows with the cluster ([`initial`]).
+//! else with a list from the watch cache (`resourceVersion=0`, [`initial`]).
 
 mod annotations;
 mod cache;

@@ -311,7 +311,11 @@ pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
     }
     let ip = local.or(address)?;
     let carries = match ip {
-        IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_multicast() && !v4.is_unspecified(),
+        // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
+        // pod's veth when it hands the pod address to the VM.
+        IpAddr::V4(v4) => {
+            !v4.is_loopback() && !v4.is_multicast() && !v4.is_unspecified() && !v4.is_link_local()
+        }
         IpAddr::V6(v6) => {
             !v6.is_loopback()
                 && !v6.is_multicast()

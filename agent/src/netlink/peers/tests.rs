@@ -50,6 +50,7 @@ fn peer_addresses_skip_loopback_and_link_local() {
     assert!(addr("127.0.0.1").is_none());
     assert!(addr("::1").is_none());
     assert!(addr("fe80::1").is_none());
+    assert!(addr("169.254.75.10").is_none(), "KubeVirt bridge binding's");
     assert!(addr("fd00::2").is_some());
 }
 
