@@ -452,13 +452,16 @@ fn net_admin_alone_reads_the_namespaces_and_without_it_nothing_is_guessed() {
             pod("tenant", "b", ME, &[n.ip(1)]),
         ]),
     );
-    // Readable by an unprivileged user.
-    for p in [pods.parent().unwrap(), pods.as_path()] {
+    // Readable by an unprivileged user, the binary too: a checkout may sit in
+    // a directory only root can enter (CI's clone is under a 0700 mktemp -d).
+    let bin = pods.with_file_name("ipshadow");
+    std::fs::copy(ipshadow_bin(), &bin).unwrap();
+    for p in [pods.parent().unwrap(), pods.as_path(), bin.as_path()] {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let check = format!(
         "{} check --node {ME} --output json --pods {}",
-        ipshadow_bin().display(),
+        bin.display(),
         pods.display()
     );
     let run = |capsh: &[&str]| {
