@@ -23,36 +23,42 @@ pub(crate) fn ptp_inventory(pods: Vec<Pod>) -> Inventory {
     let host = Arc::make_mut(&mut inv.host);
     host.namespaces.read = true;
     for (i, a) in PTP_PODS.iter().enumerate() {
-        let (index, nsid) = (veth(i), i32::try_from(i).expect("small"));
-        let name = format!("veth{i}");
-        host.links.push(Link {
-            index,
-            name: name.clone(),
-        });
-        host.namespaces.ifaces.push(HostIface {
-            index,
-            name,
-            kind: "veth".into(),
-            state: OperState::Up,
-            master: None,
-            nsid,
-            peer_index: 2,
-        });
-        host.namespaces.namespaces.insert(
-            nsid,
-            PeerNamespace {
-                links: vec![NsLink {
-                    index: 2,
-                    name: "eth0".into(),
-                    state: OperState::Up,
-                }],
-                addresses: vec![ns_address(a)],
-                truncated: false,
-            },
-        );
-        host.routes.push(pod_route(a, index));
+        lay_out(host, i, a);
     }
     inv
+}
+
+/// Pod `i` with address `a` as `ptp` lays it: `veth{i}` (ifindex 10 + i) on
+/// the host, its namespace (nsid i) holding `a` on `eth0`, a /32 out of it.
+pub(crate) fn lay_out(host: &mut super::HostNetwork, i: usize, a: &str) {
+    let (index, nsid) = (veth(i), i32::try_from(i).expect("small"));
+    let name = format!("veth{i}");
+    host.links.push(Link {
+        index,
+        name: name.clone(),
+    });
+    host.namespaces.ifaces.push(HostIface {
+        index,
+        name,
+        kind: "veth".into(),
+        state: OperState::Up,
+        master: None,
+        nsid,
+        peer_index: 2,
+    });
+    host.namespaces.namespaces.insert(
+        nsid,
+        PeerNamespace {
+            links: vec![NsLink {
+                index: 2,
+                name: "eth0".into(),
+                state: OperState::Up,
+            }],
+            addresses: vec![ns_address(a)],
+            truncated: false,
+        },
+    );
+    host.routes.push(pod_route(a, index));
 }
 
 pub(crate) fn ns_address(a: &str) -> NsAddress {

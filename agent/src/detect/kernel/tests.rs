@@ -270,11 +270,8 @@ fn a_calico_named_veth_names_its_pod_even_where_its_namespace_holds_nothing_know
 }
 
 #[test]
-fn a_thousand_pod_node_in_a_hundred_thousand_pod_cluster_is_one_pass() {
-    use crate::inventory::{
-        HostIface, Link, NsLink, PeerNamespace,
-        ptp_fixtures::{ns_address, pod_route},
-    };
+fn a_healthy_thousand_pod_node_in_a_hundred_thousand_pod_cluster_finds_nothing_and_tables_each_pod()
+{
     let ip_of = |i: usize| {
         std::net::Ipv4Addr::from(0x0a64_0002 + u32::try_from(i).expect("small")).to_string()
     };
@@ -286,37 +283,7 @@ fn a_thousand_pod_node_in_a_hundred_thousand_pod_cluster_is_one_pass() {
     let host = Arc::make_mut(&mut inv.host);
     host.namespaces.read = true;
     for i in 0..1000 {
-        let (index, nsid) = (
-            10 + u32::try_from(i).expect("small"),
-            i32::try_from(i).expect("small"),
-        );
-        let name = format!("veth{i}");
-        host.links.push(Link {
-            index,
-            name: name.clone(),
-        });
-        host.namespaces.ifaces.push(HostIface {
-            index,
-            name,
-            kind: "veth".into(),
-            state: OperState::Up,
-            master: None,
-            nsid,
-            peer_index: 2,
-        });
-        host.namespaces.namespaces.insert(
-            nsid,
-            PeerNamespace {
-                links: vec![NsLink {
-                    index: 2,
-                    name: "eth0".into(),
-                    state: OperState::Up,
-                }],
-                addresses: vec![ns_address(&ip_of(i))],
-                truncated: false,
-            },
-        );
-        host.routes.push(pod_route(&ip_of(i), index));
+        crate::inventory::ptp_fixtures::lay_out(host, i, &ip_of(i));
     }
     assert!(kernel(&inv).is_empty());
     assert_eq!(super::truth_table(&inv).len(), 1000);
