@@ -96,7 +96,7 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Opti
             bridge: bridge.to_owned(),
             address,
             own: own.to_vec(),
-            owner: Some(owner),
+            owner,
             unreachable: behind.len(),
             pods: behind.into_iter().take(NodeProblem::PODS_NAMED).collect(),
         }),

@@ -137,8 +137,8 @@ pub enum NodeProblem {
         address: IpNet,
         /// This node's `spec.podCIDRs`.
         own: Vec<IpNet>,
-        /// The node whose pod range it is now, when known.
-        owner: Option<String>,
+        /// The node whose pod range it is now.
+        owner: String,
         /// That node's pods in the range (at most [`NodeProblem::PODS_NAMED`]).
         pods: Vec<PodRef>,
         /// How many of its pods are in the range.

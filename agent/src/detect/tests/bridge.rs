@@ -71,8 +71,8 @@ fn a_bridge_on_its_previous_range_names_the_node_owning_it_and_the_pods_cut_off(
         panic!("{f:?}")
     };
     assert_eq!(
-        (owner.as_deref(), *unreachable, bridge.as_str()),
-        (Some(OTHER), 2, "cni0")
+        (owner.as_str(), *unreachable, bridge.as_str()),
+        (OTHER, 2, "cni0")
     );
     let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["web-0", "web-1"]);

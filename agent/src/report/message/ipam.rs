@@ -198,21 +198,16 @@ fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
         return String::new();
     };
     let range = address.trunc();
-    let whose = match owner {
-        Some(o) => {
-            let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
-            let named = if named.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", named.join(", "))
-            };
-            format!(
-                "{range} is node {o}'s pod range now, so {node}'s host cannot reach {o}'s \
-                 {unreachable} pod(s) there{named}"
-            )
-        }
-        None => format!("{range} is not {node}'s: its host cannot reach the pods given it"),
+    let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let named = if named.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", named.join(", "))
     };
+    let whose = format!(
+        "{range} is node {owner}'s pod range now, so {node}'s host cannot reach {owner}'s \
+         {unreachable} pod(s) there{named}"
+    );
     format!(
         "Bridge {bridge} on node {node} keeps the address {address} and its connected route, \
          outside the node's pod range {} (a previous podCIDR's gateway): {whose}. The bridge \

@@ -302,13 +302,9 @@ fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
     else {
         return String::new();
     };
-    let whose = owner.as_deref().map_or_else(
-        || "another node's pod range".to_owned(),
-        |o| format!("node {o}'s pod range ({unreachable} pod(s))"),
-    );
     format!(
-        "{bridge} on node {node} keeps {address}, outside its pod range: {node} sends {whose} \
-         into its own bridge."
+        "{bridge} on node {node} keeps {address}, outside its pod range: {node} sends node \
+         {owner}'s pod range ({unreachable} pod(s)) into its own bridge."
     )
 }
 

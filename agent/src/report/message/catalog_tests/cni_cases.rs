@@ -33,19 +33,20 @@ pub(super) fn calico() -> Vec<(Mode, Finding)> {
     .collect()
 }
 
-/// A bridge that kept its previous pod range's gateway, the range's node known or not.
+/// A bridge that kept its previous pod range's gateway, with and without pods behind it.
 pub(super) fn bridges() -> Vec<(Mode, Finding)> {
-    [Some("node-b"), None]
+    [true, false]
         .into_iter()
-        .map(|owner| {
+        .map(|with_pods| {
             let address: ipnet::IpNet = "10.244.1.1/24".parse().expect("net");
-            let pods = owner.map_or_else(Vec::new, |_| {
-                vec![crate::detect::PodRef {
+            let pods: Vec<_> = with_pods
+                .then(|| crate::detect::PodRef {
                     namespace: "other".into(),
                     name: "web-0".into(),
                     uid: "u".into(),
-                }]
-            });
+                })
+                .into_iter()
+                .collect();
             let f = Finding {
                 kind: crate::detect::FindingKind::StaleBridgeAddress,
                 scope: Scope::SameNode,
@@ -60,7 +61,7 @@ pub(super) fn bridges() -> Vec<(Mode, Finding)> {
                     bridge: "cni0".into(),
                     address,
                     own: vec!["10.244.5.0/24".parse().expect("net")],
-                    owner: owner.map(str::to_owned),
+                    owner: "node-b".into(),
                     unreachable: pods.len(),
                     pods,
                 }),
