@@ -93,6 +93,12 @@ impl Reconciler {
         self.netlink.reads_pod_namespaces()
     }
 
+    /// Makes the next reconcile read every pod namespace again (a resync):
+    /// changes inside a namespace send the host no notification.
+    pub fn expire_pod_namespaces(&self) {
+        self.netlink.expire_namespaces();
+    }
+
     /// Reads this node's network and detects, against `kube`.
     #[tracing::instrument(skip_all, fields(pods = kube.pods.len(), cilium_nodes = kube.cilium_nodes.len()))]
     pub async fn reconcile(&self, kube: &ClusterState) -> Result<Reconciled> {

@@ -407,6 +407,19 @@ fn the_agent_counts_the_namespaces_it_read_and_a_misdirected_route_as_it_happens
             pod("tenant", "b", ME, &[n.ip(1)]),
         ]),
     );
+    // A veth's state turns up a moment after the plugin's ADD (linkwatch): that
+    // change would be a reason to read its namespace again; let it pass first.
+    lab::wait_for("the pods' veths up", ipshadow_tests::HANG, || {
+        let out = n.node.ip_output(&["-o", "link", "show", "up"]);
+        let links = String::from_utf8_lossy(&out.stdout).into_owned();
+        (0..2)
+            .all(|i| {
+                links
+                    .lines()
+                    .any(|l| l.contains(&format!(" {}@", n.veth(i))) && l.contains("state UP"))
+            })
+            .then_some(())
+    });
     let agent = AgentProc::spawn(&n.node, &["--node", ME, "--pods", pods.to_str().unwrap()]);
     agent.wait_ready(&n.node);
     let misdirected = |m: &str| {
@@ -424,6 +437,8 @@ fn the_agent_counts_the_namespaces_it_read_and_a_misdirected_route_as_it_happens
         "{m}"
     );
     assert_eq!(misdirected(&m), Some(0.0), "{m}");
+    let reads = |m: &str| sample(m, "ipshadow_pod_namespace_reads_total", &[]);
+    assert_eq!(reads(&m), Some(2.0), "each namespace read once: {m}");
     // The route change is a netlink notification: the agent reconciles on it.
     n.node.ip(&[
         "route",
@@ -436,6 +451,9 @@ fn the_agent_counts_the_namespaces_it_read_and_a_misdirected_route_as_it_happens
         misdirected(m) == Some(1.0)
     });
     assert!(seen.is_some(), "no finding; log:\n{}", agent.log_text());
+    // A host route changed, no veth: neither namespace was read again.
+    let (_, m) = AgentProc::get(&n.node, "/metrics").unwrap();
+    assert_eq!(reads(&m), Some(2.0), "{m}");
 }
 
 #[test]

@@ -5,9 +5,15 @@
 use std::{fmt::Write as _, net::IpAddr};
 
 use futures::TryStreamExt as _;
-use ipshadow::{inventory::PodNamespaces, netlink::peers::Peers};
+use ipshadow::{
+    inventory::{OperState, PodNamespaces},
+    netlink::peers::Peers,
+};
 use ipshadow_tests::{can_run_netns_tests, cni, guard, kernel_at_least, netns::NetNs};
-use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::{
+    address::{AddressAttribute, AddressMessage},
+    link::NetkitMode,
+};
 
 const TEST: &str = "peer_namespaces_are_read_by_nsid_and_hold_the_pods_addresses";
 
@@ -152,4 +158,144 @@ fn a_hundred_and_ten_pod_namespaces_are_read_in_one_pass() {
         "{PODS} pod namespaces read in {took:?}; one host-wide address dump {host_took:?} (ratio {:.0})",
         took.as_secs_f64() / host_took.as_secs_f64().max(1e-9)
     ));
+}
+
+/// Lays out pod `i` behind the host veth `v{i}` of `node`, its address on `eth0`.
+fn veth_pod(node: &NetNs, pod: &NetNs, i: usize) -> String {
+    let ip = format!("10.253.0.{}", i + 2);
+    node.ip_batch(&format!(
+        "link add v{i} type veth peer name eth0 netns {}\nlink set v{i} up\nroute add {ip}/32 dev v{i}\n",
+        pod.name
+    ));
+    pod.ip_batch(&format!("addr add {ip}/24 dev eth0\nlink set eth0 up\n"));
+    ip
+}
+
+#[test]
+fn only_new_or_changed_namespaces_are_read_again_and_all_of_them_after_expiry() {
+    const TEST: &str = "only_new_or_changed_namespaces_are_read_again_and_all_of_them_after_expiry";
+    if !can_run_netns_tests(TEST) || !kernel_at_least(4, 20, TEST, "IFA_TARGET_NETNSID dumps") {
+        return;
+    }
+    let node = NetNs::new("pri");
+    let mut pods: Vec<NetNs> = (0..4).map(|_| NetNs::new("prip")).collect();
+    for (i, p) in pods.iter().take(3).enumerate() {
+        veth_pod(&node, p, i);
+    }
+    let held = |r: &PodNamespaces, ip: &str| r.holders(ip.parse().unwrap()).count();
+    let _in = node.enter();
+    let rt = runtime();
+    let _rt = rt.enter();
+    let peers = Peers::connect().unwrap();
+    let read = || rt.block_on(peers.read()).unwrap();
+    // Reads until `done` holds, and what was read afresh over those reads: the
+    // kernel turns a veth's state a moment after its ends change (linkwatch),
+    // and a change of state is a reason to read that namespace again.
+    let settle = |done: &dyn Fn(&PodNamespaces) -> bool| {
+        let deadline = std::time::Instant::now() + ipshadow_tests::HANG;
+        let mut reread = 0;
+        loop {
+            let r = read();
+            reread += r.reread;
+            if done(&r) {
+                return (r, reread);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never settled: {r:#?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let all_up = |r: &PodNamespaces| r.ifaces.iter().all(|i| i.state == OperState::Up);
+    let _ = settle(&all_up);
+
+    peers.expire();
+    let first = read();
+    assert_eq!((first.reread, first.namespaces.len()), (3, 3), "{first:#?}");
+    let again = read();
+    assert_eq!(again.reread, 0, "nothing changed: nothing read again");
+    assert_eq!(again.namespaces, first.namespaces);
+
+    // Inside a namespace: the host hears nothing, the kept read stands until expiry.
+    pods[0].ip(&["addr", "add", "10.253.9.9/32", "dev", "eth0"]);
+    let inside = read();
+    assert_eq!((inside.reread, held(&inside, "10.253.9.9")), (0, 0));
+
+    // A new pod's veth: that namespace alone is read (again when it turns up).
+    veth_pod(&node, &pods[3], 3);
+    let (started, reread) = settle(&|r| r.namespaces.len() == 4 && all_up(r));
+    assert!(
+        (1..=2).contains(&reread),
+        "{reread} reads for one new namespace"
+    );
+    assert_eq!(held(&started, "10.253.0.5"), 1);
+
+    // A pod's link down turns its host veth's state: that namespace alone.
+    pods[1].ip(&["link", "set", "eth0", "down"]);
+    let (_, reread) = settle(&|r| !all_up(r));
+    assert_eq!(reread, 1);
+
+    // The resync: every namespace again, and the change inside is seen.
+    peers.expire();
+    let resync = read();
+    assert_eq!(resync.reread, 4);
+    assert_eq!(held(&resync, "10.253.9.9"), 1);
+
+    // A namespace gone (the kernel tears it down a little later, its veth with
+    // it): nothing to read, nothing kept of it.
+    drop(pods.remove(2));
+    let (gone, reread) = settle(&|r| r.namespaces.len() < 4);
+    assert_eq!((reread, gone.namespaces.len()), (0, 3), "{gone:#?}");
+    assert_eq!(held(&gone, "10.253.0.4"), 0);
+}
+
+#[test]
+fn a_netkit_pod_is_read_like_a_veth_pod_where_the_kernel_has_netkit() {
+    const TEST: &str = "a_netkit_pod_is_read_like_a_veth_pod_where_the_kernel_has_netkit";
+    if !can_run_netns_tests(TEST) || !kernel_at_least(6, 7, TEST, "netkit devices") {
+        return;
+    }
+    let node = NetNs::new("prk");
+    let pod = NetNs::new("prkp");
+    let rt = runtime();
+    let created = {
+        let _in = node.enter();
+        rt.block_on(async {
+            let (conn, handle, _) = rtnetlink::new_connection().unwrap();
+            drop(tokio::spawn(conn));
+            let link = rtnetlink::LinkNetkit::new("nk0", "nkp0", NetkitMode::L3).build();
+            handle.link().add(link).execute().await
+        })
+    };
+    match created {
+        Ok(()) => {}
+        // The kernel's answer to a link kind it was built without.
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EOPNOTSUPP => {
+            ipshadow_tests::absent(
+                TEST,
+                &format!(
+                    "this kernel refuses to create a netkit pair ({e}): built without CONFIG_NETKIT"
+                ),
+            );
+            return;
+        }
+        Err(e) => panic!("creating a netkit pair failed: {e}"),
+    }
+    guard(TEST, None);
+    node.ip(&["link", "set", "nkp0", "netns", &pod.name]);
+    pod.ip_batch("link set nkp0 name eth0\naddr add 10.254.0.2/32 dev eth0\nlink set eth0 up\n");
+    node.ip_batch("link set nk0 up\nroute add 10.254.0.2/32 dev nk0\n");
+
+    let read = read(&node);
+    assert!(read.read && read.unread.is_empty(), "{read:#?}");
+    let nk = read.ifaces.iter().find(|i| i.name == "nk0").unwrap();
+    assert_eq!(nk.kind, "netkit");
+    let ns = &read.namespaces[&nk.nsid];
+    assert_eq!(ns.link(nk.peer_index).unwrap().name, "eth0");
+    let holders: Vec<_> = read
+        .holders("10.254.0.2".parse().unwrap())
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(holders, ["nk0"]);
 }

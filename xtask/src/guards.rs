@@ -1,7 +1,10 @@
 //! The root-only tests' guards (`ipshadow_tests::guard`): each appends a line
 //! `ipshadow-guard\tran|skipped\t<test>\t<why>` to the file `$IPSHADOW_GUARDS`
 //! names. A skipped root-only test passes in `cargo test`'s eyes; here it is
-//! counted, printed, and under `CI=true` fails the run.
+//! counted, printed, and under `CI=true` fails the run. A test whose feature
+//! this kernel was *built without* (`absent`: a `CONFIG_…` off, proven by the
+//! kernel refusing the feature, not guessed from a version) is reported by name
+//! and reason but fails nothing: no machine setup can give it to this kernel.
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -14,6 +17,8 @@ pub(crate) struct Guards {
     pub ran: usize,
     /// Test -> why it (or a part of it) was skipped.
     pub skipped: BTreeMap<String, String>,
+    /// Test -> the feature this kernel was built without.
+    pub absent: BTreeMap<String, String>,
 }
 
 impl Guards {
@@ -24,6 +29,7 @@ impl Guards {
     fn parse(log: &str) -> Self {
         let mut ran = std::collections::BTreeSet::new();
         let mut skipped = BTreeMap::new();
+        let mut absent = BTreeMap::new();
         for line in log.lines() {
             let mut fields = line.splitn(4, '\t');
             match (fields.next(), fields.next(), fields.next(), fields.next()) {
@@ -33,13 +39,17 @@ impl Guards {
                 (Some("ipshadow-guard"), Some("skipped"), Some(name), why) => {
                     skipped.insert(name.to_owned(), why.unwrap_or("").to_owned());
                 }
+                (Some("ipshadow-guard"), Some("absent"), Some(name), why) => {
+                    absent.insert(name.to_owned(), why.unwrap_or("").to_owned());
+                }
                 _ => {}
             }
         }
-        ran.retain(|t| !skipped.contains_key(t));
+        ran.retain(|t| !skipped.contains_key(t) && !absent.contains_key(t));
         Self {
             ran: ran.len(),
             skipped,
+            absent,
         }
     }
 
@@ -55,6 +65,17 @@ impl Guards {
                 .iter()
                 .map(|(test, why)| format!("  skipped {test}: {why}")),
         );
+        if !self.absent.is_empty() {
+            out.push(format!(
+                "not built into this kernel: {} test(s)",
+                self.absent.len()
+            ));
+            out.extend(
+                self.absent
+                    .iter()
+                    .map(|(test, why)| format!("  absent {test}: {why}")),
+            );
+        }
         out
     }
 
@@ -97,6 +118,19 @@ mod tests {
             ["a", "c", "d (TCX half)"]
         );
         assert_eq!(g.report()[0], "root-only tests: 2 ran, 3 skipped");
+    }
+
+    #[test]
+    fn a_feature_this_kernel_was_built_without_is_reported_and_fails_nothing() {
+        let g = Guards::parse(
+            "ipshadow-guard\tran\ta\t\n\
+             ipshadow-guard\tabsent\tnk\tCONFIG_NETKIT is off\n",
+        );
+        assert_eq!((g.ran, g.skipped.len(), g.absent.len()), (1, 0, 1));
+        assert!(g.check(true).is_ok());
+        let report = g.report();
+        assert_eq!(report[1], "not built into this kernel: 1 test(s)");
+        assert_eq!(report[2], "  absent nk: CONFIG_NETKIT is off");
     }
 
     #[test]

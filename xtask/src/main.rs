@@ -95,6 +95,8 @@ enum Bench {
     Idle,
     Reaction,
     Scale,
+    /// Reading 110 and 1,000 pod namespaces beside one host address dump.
+    Namespaces,
     Api,
     /// Many agents against one API server holding a 5,000-node cluster.
     Fleet,
@@ -123,6 +125,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Idle => "idle",
                 Bench::Reaction => "reaction",
                 Bench::Scale => "scale",
+                Bench::Namespaces => "namespaces",
                 Bench::Api => "api",
                 Bench::Fleet => "fleet",
                 Bench::Audit => "audit",

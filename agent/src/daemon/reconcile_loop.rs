@@ -117,6 +117,7 @@ impl ReconcileLoop {
                             tracing::warn!("netlink notifications overran (ENOBUFS): full resync");
                             self.files_dirty = true;
                             self.host = None;
+                            self.reconciler.expire_pod_namespaces();
                         }
                         Trigger::Netlink => self.host = None,
                         Trigger::Kube => {}
@@ -137,6 +138,7 @@ impl ReconcileLoop {
                     next_resync = tokio::time::Instant::now() + resync_every;
                     self.files_dirty = true;
                     self.host = None;
+                    self.reconciler.expire_pod_namespaces();
                     if !self.reconcile().await {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
@@ -218,6 +220,9 @@ impl ReconcileLoop {
                 return false;
             }
         };
+        if host.is_none() {
+            self.metrics.namespaces_read(done.host.namespaces.reread);
+        }
         self.host = Some(Arc::clone(&done.host));
         self.metrics.namespaces(&done.truth);
         log_changes(&self.findings, &done.findings);

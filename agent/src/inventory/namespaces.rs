@@ -126,6 +126,9 @@ pub struct PodNamespaces {
     pub namespaces: BTreeMap<i32, PeerNamespace>,
     /// Namespaces that could not be read.
     pub unread: Vec<Unread>,
+    /// How many namespaces were read afresh in this pass (new, changed, or
+    /// all after a resync); the others were kept from an earlier read.
+    pub reread: usize,
 }
 
 impl PodNamespaces {

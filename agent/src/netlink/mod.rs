@@ -11,12 +11,12 @@ use std::{
 };
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
-use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::{link::LinkMessage, route::RouteMessage};
 use rtnetlink::{Handle, RouteMessageBuilder};
 
 pub use convert::{address, fib_answer, link, route, route_kind};
 
-use crate::inventory::{FibResult, HostNetwork, PodNamespaces};
+use crate::inventory::{FibResult, HostIface, HostNetwork, PodNamespaces};
 
 /// How many FIB lookups are in flight on the socket at once.
 const FIB_PIPELINE: usize = 64;
@@ -43,9 +43,6 @@ pub enum Error {
         #[source]
         source: rtnetlink::Error,
     },
-    /// Reading the pods' namespaces failed as a whole.
-    #[error(transparent)]
-    Peers(#[from] peers::Error),
 }
 
 /// `Result` with this module's [`Error`].
@@ -77,18 +74,7 @@ impl Netlink {
     /// Links, addresses and routes of every table, plus a FIB lookup for each of `lookups`.
     #[tracing::instrument(skip_all, fields(lookups = lookups.len()))]
     pub async fn read_host(&self, lookups: &[IpAddr]) -> Result<HostNetwork> {
-        let links: Vec<_> = self
-            .handle
-            .link()
-            .get()
-            .execute()
-            .try_filter_map(|m| async move { Ok(convert::link(&m)) })
-            .try_collect()
-            .await
-            .map_err(|source| Error::Dump {
-                what: "links",
-                source,
-            })?;
+        let (links, ifaces) = self.links().await?;
         let addr_msgs: Vec<_> = self
             .handle
             .address()
@@ -125,7 +111,7 @@ impl Netlink {
             }
         }
         let fib = self.lookup(lookups).await;
-        let namespaces = self.read_namespaces().await?;
+        let namespaces = self.namespaces_behind(ifaces).await;
         Ok(HostNetwork {
             links,
             addresses,
@@ -135,20 +121,50 @@ impl Netlink {
         })
     }
 
+    /// One link dump for the node's links and the pods' veths alike: the
+    /// node's links, and those with a peer in another namespace.
+    async fn links(&self) -> Result<(Vec<crate::inventory::Link>, Vec<HostIface>)> {
+        let mut req = self.handle.link().get();
+        peers::skip_stats(req.message_mut());
+        let msgs: Vec<LinkMessage> =
+            req.execute()
+                .try_collect()
+                .await
+                .map_err(|source| Error::Dump {
+                    what: "links",
+                    source,
+                })?;
+        let links = msgs.iter().filter_map(convert::link).collect();
+        let ifaces = msgs
+            .iter()
+            .filter_map(peers::host_iface)
+            .take(peers::MAX_IFACES)
+            .collect();
+        Ok((links, ifaces))
+    }
+
     /// Whether the strict-checking socket for the pods' namespaces is open.
     pub fn reads_pod_namespaces(&self) -> bool {
         self.peers.is_ok()
     }
 
-    /// The namespaces behind the host's veth/netkit interfaces; empty with the
-    /// reason when this kernel cannot read them.
-    pub async fn read_namespaces(&self) -> Result<PodNamespaces> {
+    /// Makes the next read of the pods' namespaces read every one of them
+    /// again, not only those whose host interfaces changed.
+    pub fn expire_namespaces(&self) {
+        if let Ok(p) = &self.peers {
+            p.expire();
+        }
+    }
+
+    /// What the namespaces behind `ifaces` hold; empty with the reason when
+    /// this kernel cannot read them.
+    async fn namespaces_behind(&self, ifaces: Vec<HostIface>) -> PodNamespaces {
         match &self.peers {
-            Ok(p) => p.read().await.map_err(Error::Peers),
-            Err(why) => Ok(PodNamespaces {
+            Ok(p) => p.read_behind(ifaces).await,
+            Err(why) => PodNamespaces {
                 skipped: Some(why.clone()),
                 ..PodNamespaces::default()
-            }),
+            },
         }
     }
 

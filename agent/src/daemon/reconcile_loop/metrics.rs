@@ -33,6 +33,8 @@ pub(crate) struct LoopMetrics {
     last: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// `ipshadow_pod_namespaces`, `…_unread`, `ipshadow_pod_namespace_addresses`.
     namespaces: [Gauge; 3],
+    /// `ipshadow_pod_namespace_reads_total`.
+    namespace_reads: Counter,
 }
 
 impl Default for LoopMetrics {
@@ -48,6 +50,7 @@ impl Default for LoopMetrics {
             ]),
             last: Gauge::default(),
             namespaces: Default::default(),
+            namespace_reads: Counter::default(),
         }
     }
 }
@@ -99,6 +102,11 @@ impl LoopMetrics {
             "Addresses the namespaces behind this node's interfaces hold (truth-table rows held by at least one)",
             addresses,
         );
+        registry.register(
+            "ipshadow_pod_namespace_reads",
+            "Pod namespaces read afresh: new or changed host interfaces, and all of them at each resync (the others are kept from their last read)",
+            m.namespace_reads.clone(),
+        );
         for resource in RESOURCES {
             let _ = m
                 .invalid_objects
@@ -129,6 +137,13 @@ impl LoopMetrics {
         self.invalid_objects
             .get_or_create(&ResourceLabels { resource })
             .inc();
+    }
+
+    /// `n` namespaces were read afresh.
+    pub(crate) fn namespaces_read(&self, n: usize) {
+        let _ = self
+            .namespace_reads
+            .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
     }
 
     /// What the last reconcile read of the pods' namespaces.

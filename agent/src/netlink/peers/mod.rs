@@ -11,19 +11,27 @@
 //! `ENOPROTOOPT` and the read is skipped with that reason. Every answer must
 //! carry the target nsid back; one that does not is refused, never taken for
 //! the pod's.
+//!
+//! A namespace is read again only when the host interfaces leading to it
+//! changed (appeared, changed state, master or peer) or after [`Peers::expire`]
+//! (the agent's resync): what a pod changes inside its own namespace sends no
+//! notification to the host namespace, so the resync bounds how long such a
+//! change stays unseen, while a node's usual churn costs one host link dump
+//! plus the namespaces that came and went.
 
-use std::{collections::BTreeSet, net::IpAddr};
+use std::{
+    collections::BTreeMap,
+    sync::{Mutex, PoisonError},
+};
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
 use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
-    link::{InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State},
+    link::{LinkAttribute, LinkExtentMask, LinkMessage},
 };
 use rtnetlink::Handle;
 
-use crate::inventory::{
-    HostIface, NsAddress, NsLink, OperState, PeerNamespace, PodNamespaces, Unread,
-};
+use crate::inventory::{HostIface, OperState, PeerNamespace, PodNamespaces, Unread};
 
 /// The first kernel that reads a peer namespace's addresses by nsid with
 /// strict checking: `IFA_TARGET_NETNSID` (IPv4 and IPv6) and
@@ -104,10 +112,41 @@ enum NsError {
     TargetIgnored { what: &'static str, nsid: i32 },
 }
 
-/// A strict-checking rtnetlink socket for reading peer namespaces.
+/// A strict-checking rtnetlink socket for reading peer namespaces, and what
+/// each namespace held at its last read.
 #[derive(Debug)]
 pub struct Peers {
     handle: Handle,
+    kept: Mutex<BTreeMap<i32, Kept>>,
+}
+
+/// A namespace as last read, and the host interfaces it was read through then.
+#[derive(Debug)]
+struct Kept {
+    through: Vec<Through>,
+    ns: PeerNamespace,
+}
+
+/// What of a host interface says its namespace may have changed since: a new
+/// veth (a pod started; an nsid reused), its state (the peer went down), its
+/// bridge, its peer's ifindex (the peer was moved or replaced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Through {
+    index: u32,
+    peer_index: u32,
+    state: OperState,
+    master: Option<u32>,
+}
+
+impl From<&HostIface> for Through {
+    fn from(i: &HostIface) -> Self {
+        Self {
+            index: i.index,
+            peer_index: i.peer_index,
+            state: i.state,
+            master: i.master,
+        }
+    }
 }
 
 impl Peers {
@@ -122,59 +161,99 @@ impl Peers {
                 }
             })?;
         drop(tokio::spawn(conn));
-        Ok(Self { handle })
+        Ok(Self {
+            handle,
+            kept: Mutex::default(),
+        })
     }
 
-    /// Every host interface with a peer elsewhere, and what each peer namespace holds.
+    /// Forgets every namespace read so far: the next [`read`](Self::read)
+    /// reads them all again (the agent's resync, a notification overrun).
+    pub fn expire(&self) {
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Every host interface with a peer elsewhere, and what each peer namespace
+    /// holds: read afresh where the interfaces leading to it changed since the
+    /// last read (or after [`expire`](Self::expire)), kept from then otherwise.
     #[tracing::instrument(skip_all)]
     pub async fn read(&self) -> Result<PodNamespaces> {
-        let ifaces: Vec<HostIface> = self
-            .handle
-            .link()
-            .get()
-            .execute()
+        let ifaces = self.host_ifaces().await?;
+        Ok(self.read_behind(ifaces).await)
+    }
+
+    /// What the namespaces behind `ifaces` (the host's interfaces with a peer
+    /// elsewhere, from a link dump the caller made anyway) hold: as
+    /// [`read`](Self::read), without a link dump of its own.
+    pub async fn read_behind(&self, ifaces: Vec<HostIface>) -> PodNamespaces {
+        // A dropped read (cancelled mid-way) leaves nothing kept: the next one reads all.
+        let mut kept =
+            std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut now = BTreeMap::new();
+        let mut wanted = Vec::new();
+        for (nsid, through) in namespaces_of(&ifaces) {
+            match kept.remove(&nsid) {
+                Some(k) if k.through == through => {
+                    now.insert(nsid, k);
+                }
+                _ => wanted.push((nsid, through)),
+            }
+        }
+        let reread = wanted.len();
+        let reads: Vec<_> = stream::iter(wanted)
+            .map(|(nsid, through)| async move {
+                let peer = through.first().map_or(0, |t| t.peer_index);
+                let read = self.namespace(nsid, peer).await;
+                (nsid, through, read)
+            })
+            .buffer_unordered(PIPELINE)
+            .collect()
+            .await;
+        let mut out = PodNamespaces {
+            read: true,
+            reread,
+            ..PodNamespaces::default()
+        };
+        for (nsid, through, read) in reads {
+            match read {
+                Ok(ns) => {
+                    now.insert(nsid, Kept { through, ns });
+                }
+                Err(e) => {
+                    let iface = ifaces
+                        .iter()
+                        .find(|i| i.nsid == nsid)
+                        .map(|i| i.name.clone())
+                        .unwrap_or_default();
+                    tracing::warn!(nsid, iface = %iface, error = %e, "a pod namespace was not read");
+                    out.unread.push(Unread {
+                        nsid,
+                        iface,
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        out.unread.sort_by_key(|u| u.nsid);
+        out.namespaces = now.iter().map(|(nsid, k)| (*nsid, k.ns.clone())).collect();
+        out.ifaces = ifaces;
+        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        out
+    }
+
+    /// The host's interfaces with a peer in another namespace.
+    pub async fn host_ifaces(&self) -> Result<Vec<HostIface>> {
+        let mut req = self.handle.link().get();
+        skip_stats(req.message_mut());
+        req.execute()
             .try_filter_map(|m| async move { Ok(host_iface(&m)) })
             .take(MAX_IFACES)
             .try_collect()
             .await
-            .map_err(|source| Error::HostLinks { source })?;
-        let mut nsids = BTreeSet::new();
-        let mut wanted = Vec::new();
-        for i in &ifaces {
-            if nsids.insert(i.nsid) && wanted.len() < MAX_NAMESPACES {
-                wanted.push((i.nsid, i.peer_index, i.name.clone()));
-            }
-        }
-        let reads: Vec<_> =
-            stream::iter(wanted)
-                .map(|(nsid, peer, iface)| async move {
-                    (nsid, iface, self.namespace(nsid, peer).await)
-                })
-                .buffer_unordered(PIPELINE)
-                .collect()
-                .await;
-        let mut out = PodNamespaces {
-            read: true,
-            ifaces,
-            ..PodNamespaces::default()
-        };
-        for (nsid, iface, read) in reads {
-            match read {
-                Ok(ns) => {
-                    out.namespaces.insert(nsid, ns);
-                }
-                Err(e) => out.unread.push({
-                    tracing::warn!(nsid, iface = %iface, error = %e, "a pod namespace was not read");
-                    Unread {
-                    nsid,
-                    iface,
-                    reason: e.to_string(),
-                }
-                }),
-            }
-        }
-        out.unread.sort_by_key(|u| u.nsid);
-        Ok(out)
+            .map_err(|source| Error::HostLinks { source })
     }
 
     /// One peer namespace's links and addresses, by nsid; `peer`: the ifindex
@@ -184,6 +263,7 @@ impl Peers {
         req.message_mut()
             .attributes
             .push(LinkAttribute::IfNetnsId(nsid));
+        skip_stats(req.message_mut());
         let msgs: Vec<LinkMessage> = req
             .execute()
             .take(MAX_LINKS + 1)
@@ -236,123 +316,32 @@ impl Peers {
     }
 }
 
-/// A host link whose peer is in another namespace (`IFLA_LINK_NETNSID` and `IFLA_LINK`).
-pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
-    let (mut name, mut nsid, mut peer_index, mut master) = (None, None, None, None);
-    let (mut kind, mut state) = (String::new(), OperState::Unknown);
-    for attr in &msg.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => name = Some(crate::inventory::text::cleaned(n)),
-            LinkAttribute::LinkNetNsId(id) => nsid = Some(*id),
-            LinkAttribute::Link(i) => peer_index = Some(*i),
-            LinkAttribute::Controller(i) => master = Some(*i),
-            LinkAttribute::OperState(s) => state = oper_state(*s),
-            LinkAttribute::LinkInfo(infos) => {
-                if let Some(k) = infos.iter().find_map(|i| match i {
-                    LinkInfo::Kind(k) => Some(k),
-                    _ => None,
-                }) {
-                    kind = kind_name(k);
-                }
-            }
-            _ => {}
+/// Asks a link dump to leave out each link's counters and its IPv4/IPv6 ones
+/// (`RTEXT_FILTER_SKIP_STATS`, Linux 4.18; an older kernel ignores the bit),
+/// nothing here reads them, and on a node of 1,000 veths they
+/// are a good part of what the kernel writes and the adapter parses.
+pub fn skip_stats(req: &mut LinkMessage) {
+    req.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+}
+
+/// Each peer namespace (at most [`MAX_NAMESPACES`]) with the host interfaces
+/// leading to it, in the order the host lists them.
+fn namespaces_of(ifaces: &[HostIface]) -> BTreeMap<i32, Vec<Through>> {
+    let mut out: BTreeMap<i32, Vec<Through>> = BTreeMap::new();
+    for i in ifaces {
+        if let Some(through) = out.get_mut(&i.nsid) {
+            through.push(i.into());
+        } else if out.len() < MAX_NAMESPACES {
+            out.insert(i.nsid, vec![i.into()]);
         }
     }
-    Some(HostIface {
-        index: msg.header.index,
-        name: name?,
-        kind,
-        state,
-        master,
-        nsid: nsid.filter(|n| *n >= 0)?,
-        peer_index: peer_index.filter(|i| *i > 0)?,
-    })
+    out
 }
 
-fn kind_name(k: &InfoKind) -> String {
-    match k {
-        InfoKind::Veth => "veth".to_owned(),
-        InfoKind::Netkit => "netkit".to_owned(),
-        other => crate::inventory::text::cleaned(&other.to_string()),
-    }
-}
+mod parse;
 
-/// A link of a peer namespace; `None` for loopback and unnamed links.
-pub fn ns_link(msg: &LinkMessage) -> Option<NsLink> {
-    if msg.header.link_layer_type == LinkLayerType::Loopback {
-        return None;
-    }
-    let mut name = None;
-    let mut state = OperState::Unknown;
-    for attr in &msg.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => name = Some(crate::inventory::text::cleaned(n)),
-            LinkAttribute::OperState(s) => state = oper_state(*s),
-            _ => {}
-        }
-    }
-    Some(NsLink {
-        index: msg.header.index,
-        name: name?,
-        state,
-    })
-}
-
-/// An address of a peer namespace that can carry pod traffic; `None` for
-/// loopback, IPv6 link-local and multicast addresses.
-pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
-    let (mut address, mut local) = (None, None);
-    for attr in &msg.attributes {
-        match attr {
-            AddressAttribute::Address(a) => address = Some(*a),
-            AddressAttribute::Local(a) => local = Some(*a),
-            _ => {}
-        }
-    }
-    let ip = local.or(address)?;
-    let carries = match ip {
-        // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
-        // pod's veth when it hands the pod address to the VM.
-        IpAddr::V4(v4) => {
-            !v4.is_loopback() && !v4.is_multicast() && !v4.is_unspecified() && !v4.is_link_local()
-        }
-        IpAddr::V6(v6) => {
-            !v6.is_loopback()
-                && !v6.is_multicast()
-                && !v6.is_unspecified()
-                && !v6.is_unicast_link_local()
-        }
-    };
-    carries.then_some(NsAddress {
-        ip,
-        prefix_len: msg.header.prefix_len,
-        index: msg.header.index,
-    })
-}
-
-/// Whether a link answer says it is about namespace `nsid`.
-pub fn link_answers_for(msg: &LinkMessage, nsid: i32) -> bool {
-    msg.attributes
-        .iter()
-        .any(|a| matches!(a, LinkAttribute::IfNetnsId(n) if *n == nsid))
-}
-
-/// Whether an address answer says it is about namespace `nsid`.
-pub fn address_answers_for(msg: &AddressMessage, nsid: i32) -> bool {
-    msg.attributes
-        .iter()
-        .any(|a| matches!(a, AddressAttribute::TargetNetNsId(n) if *n == nsid))
-}
-
-fn oper_state(s: State) -> OperState {
-    match s {
-        State::Up => OperState::Up,
-        State::Down => OperState::Down,
-        State::LowerLayerDown => OperState::LowerLayerDown,
-        State::Unknown => OperState::Unknown,
-        _ => OperState::Other,
-    }
-}
+pub use parse::{address_answers_for, host_iface, link_answers_for, ns_address, ns_link};
 
 #[cfg(test)]
 mod tests;

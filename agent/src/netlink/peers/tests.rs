@@ -1,4 +1,6 @@
-use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessage, State};
+use netlink_packet_route::link::{
+    InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State,
+};
 
 use super::*;
 
@@ -79,4 +81,20 @@ fn a_peer_namespaces_loopback_is_left_out() {
     m.header.link_layer_type = LinkLayerType::Ether;
     m.attributes[0] = LinkAttribute::IfName("eth0".into());
     assert_eq!(ns_link(&m).map(|l| l.name), Some("eth0".to_owned()));
+}
+
+#[test]
+fn a_namespace_reached_through_two_interfaces_is_one_namespace_and_changes_with_either() {
+    let a = host_iface(&host_veth(10, "veth-a", 3, 2)).expect("a host veth");
+    let b = host_iface(&host_veth(11, "net1-host", 3, 4)).expect("a host veth");
+    let c = host_iface(&host_veth(12, "veth-c", 5, 2)).expect("a host veth");
+    let before = namespaces_of(&[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(before.keys().copied().collect::<Vec<_>>(), [3, 5]);
+    assert_eq!(before[&3].len(), 2, "{before:?}");
+    // The second interface's peer went down: namespace 3 is to be read again, 5 is not.
+    let mut b_down = b;
+    b_down.state = OperState::LowerLayerDown;
+    let after = namespaces_of(&[a, b_down, c]);
+    assert_ne!(after[&3], before[&3]);
+    assert_eq!(after[&5], before[&5]);
 }

@@ -23,6 +23,7 @@
 mod api;
 mod audit;
 mod fleet;
+mod namespaces;
 mod reaction;
 mod scale;
 
@@ -298,6 +299,7 @@ fn main() {
                 "packet_path": ebpf_json,
                 "reaction": reaction::run(),
                 "scale": scale::run(),
+                "namespaces": namespaces::run(),
                 "api_load": api::run(),
                 "fleet": fleet::run(),
                 "audit": audit::run(),
@@ -313,13 +315,14 @@ fn main() {
         }
         "reaction" => reaction::run(),
         "scale" => scale::run(),
+        "namespaces" => namespaces::run(),
         "api" => api::run(),
         "fleet" => fleet::run(),
         "audit" => audit::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, api, fleet, audit or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit or connections"
             );
             std::process::exit(2);
         }

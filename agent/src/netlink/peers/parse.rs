@@ -1,0 +1,128 @@
+//! The netlink messages of a peer-namespace read, turned into inventory data.
+
+use std::net::IpAddr;
+
+use netlink_packet_route::{
+    address::{AddressAttribute, AddressMessage},
+    link::{InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State},
+};
+
+use crate::inventory::{HostIface, NsAddress, NsLink, OperState};
+
+/// A host link whose peer is in another namespace (`IFLA_LINK_NETNSID` and `IFLA_LINK`).
+pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
+    let (mut name, mut nsid, mut peer_index, mut master) = (None, None, None, None);
+    let (mut kind, mut state) = (String::new(), OperState::Unknown);
+    for attr in &msg.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => name = Some(crate::inventory::text::cleaned(n)),
+            LinkAttribute::LinkNetNsId(id) => nsid = Some(*id),
+            LinkAttribute::Link(i) => peer_index = Some(*i),
+            LinkAttribute::Controller(i) => master = Some(*i),
+            LinkAttribute::OperState(s) => state = oper_state(*s),
+            LinkAttribute::LinkInfo(infos) => {
+                if let Some(k) = infos.iter().find_map(|i| match i {
+                    LinkInfo::Kind(k) => Some(k),
+                    _ => None,
+                }) {
+                    kind = kind_name(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(HostIface {
+        index: msg.header.index,
+        name: name?,
+        kind,
+        state,
+        master,
+        nsid: nsid.filter(|n| *n >= 0)?,
+        peer_index: peer_index.filter(|i| *i > 0)?,
+    })
+}
+
+fn kind_name(k: &InfoKind) -> String {
+    match k {
+        InfoKind::Veth => "veth".to_owned(),
+        InfoKind::Netkit => "netkit".to_owned(),
+        other => crate::inventory::text::cleaned(&other.to_string()),
+    }
+}
+
+/// A link of a peer namespace; `None` for loopback and unnamed links.
+pub fn ns_link(msg: &LinkMessage) -> Option<NsLink> {
+    if msg.header.link_layer_type == LinkLayerType::Loopback {
+        return None;
+    }
+    let mut name = None;
+    let mut state = OperState::Unknown;
+    for attr in &msg.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => name = Some(crate::inventory::text::cleaned(n)),
+            LinkAttribute::OperState(s) => state = oper_state(*s),
+            _ => {}
+        }
+    }
+    Some(NsLink {
+        index: msg.header.index,
+        name: name?,
+        state,
+    })
+}
+
+/// An address of a peer namespace that can carry pod traffic; `None` for
+/// loopback, IPv6 link-local and multicast addresses.
+pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
+    let (mut address, mut local) = (None, None);
+    for attr in &msg.attributes {
+        match attr {
+            AddressAttribute::Address(a) => address = Some(*a),
+            AddressAttribute::Local(a) => local = Some(*a),
+            _ => {}
+        }
+    }
+    let ip = local.or(address)?;
+    let carries = match ip {
+        // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
+        // pod's veth when it hands the pod address to the VM.
+        IpAddr::V4(v4) => {
+            !v4.is_loopback() && !v4.is_multicast() && !v4.is_unspecified() && !v4.is_link_local()
+        }
+        IpAddr::V6(v6) => {
+            !v6.is_loopback()
+                && !v6.is_multicast()
+                && !v6.is_unspecified()
+                && !v6.is_unicast_link_local()
+        }
+    };
+    carries.then_some(NsAddress {
+        ip,
+        prefix_len: msg.header.prefix_len,
+        index: msg.header.index,
+    })
+}
+
+/// Whether a link answer says it is about namespace `nsid`.
+pub fn link_answers_for(msg: &LinkMessage, nsid: i32) -> bool {
+    msg.attributes
+        .iter()
+        .any(|a| matches!(a, LinkAttribute::IfNetnsId(n) if *n == nsid))
+}
+
+/// Whether an address answer says it is about namespace `nsid`.
+pub fn address_answers_for(msg: &AddressMessage, nsid: i32) -> bool {
+    msg.attributes
+        .iter()
+        .any(|a| matches!(a, AddressAttribute::TargetNetNsId(n) if *n == nsid))
+}
+
+fn oper_state(s: State) -> OperState {
+    match s {
+        State::Up => OperState::Up,
+        State::Down => OperState::Down,
+        State::LowerLayerDown => OperState::LowerLayerDown,
+        State::Unknown => OperState::Unknown,
+        _ => OperState::Other,
+    }
+}
