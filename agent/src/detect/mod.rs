@@ -17,6 +17,7 @@ mod finding;
 mod forged;
 pub mod impact;
 mod kernel;
+mod leftover;
 mod node;
 mod overlap;
 mod owners;
@@ -105,6 +106,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
+    findings.extend(leftover::leftovers(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }

@@ -33,6 +33,13 @@ impl<'a> CauseFields<'a> {
                 holder: holder.as_ref(),
                 ..Self::default()
             },
+            Cause::Leftover {
+                kubelet, holder, ..
+            } => Self {
+                kubelet: Some(kubelet),
+                holder: holder.as_ref(),
+                ..Self::default()
+            },
             Cause::Duplicate { holder, .. } => Self {
                 holder: Some(holder),
                 ..Self::default()
