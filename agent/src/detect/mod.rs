@@ -247,9 +247,9 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
         .or(fib_oif)
         .and_then(|i| inv.host.link_name(i))
         .map(str::to_owned);
-    let role = device
-        .as_deref()
-        .map_or(Role::Local, |d| Role::of_device(d, &inv.router_device));
+    let role = device.as_deref().map_or(Role::Local, |d| {
+        Role::of_device(d, &inv.router_device, &inv.node)
+    });
     Owner {
         node: inv.node.clone(),
         role,
