@@ -246,5 +246,4 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
 }
 
 #[cfg(test)]
-#[path = "reconcile_tests.rs"]
 mod tests;

@@ -1,6 +1,8 @@
 //! Calico's and the bridge plugin's refusals over what the node kept from
-//! before, read from the real messages of
-//! `tests/corpus/realworld/sandbox/event-messages-other-cnis.json`.
+//! before, as the real messages of
+//! `tests/corpus/realworld/sandbox/event-messages-other-cnis.json` read
+//! (kube/objects/wordings_tests.rs pins the reading; detection does not
+//! import the parser's layer).
 
 use std::sync::Arc;
 
@@ -8,10 +10,9 @@ use crate::{
     detect::{Cause, Finding, FindingKind, Remedy, Role, Trust, detect},
     inventory::{
         HostNetwork, Inventory, Link, LocalAddress, Pod, Route, RouteKind, SandboxFailure,
-        TABLE_MAIN,
+        SandboxRefusal, TABLE_MAIN,
         fixtures::{ME, OTHER, ip, net, pod},
     },
-    kube::objects::sandbox_refusal,
 };
 
 /// Calico#8180's message: 172.25.136.1 already routed through calif6cb5368383.
@@ -31,11 +32,30 @@ const BRIDGE: &str = "Failed to create pod sandbox: rpc error: code = Unknown de
     networkPlugin cni failed to set up pod \"coredns-f9fd979d6-jxvx5_kube-system\" network: \
     failed to set bridge addr: \"cni0\" already has an IP address different from 10.244.0.1/24";
 
+/// What each message reads as.
+fn read(message: &str) -> SandboxRefusal {
+    match message {
+        CALICO => SandboxRefusal::HostRouteTaken {
+            dst: Some(ip("172.25.136.1")),
+            holder: Some("calif6cb5368383".into()),
+        },
+        CALICO_OLD => SandboxRefusal::HostRouteTaken {
+            dst: Some(ip("10.203.131.144")),
+            holder: None,
+        },
+        BRIDGE => SandboxRefusal::BridgeAddressDiffers {
+            bridge: Some("cni0".into()),
+            gateway: Some(net("10.244.0.1/24")),
+        },
+        other => panic!("not a case: {other}"),
+    }
+}
+
 /// A pod of this node still starting, refused with `message` (as read).
 fn refused(message: &str) -> Inventory {
     let mut p = pod("web", ME, &[]);
     p.phase = Some("Pending".into());
-    let refusal = sandbox_refusal(message).expect("a wording read");
+    let refusal = read(message);
     Inventory {
         node: ME.into(),
         pods: Arc::new(vec![p]),
@@ -194,13 +214,21 @@ fn refusals_of_pods_that_started_since_or_run_elsewhere_give_nothing() {
 }
 
 #[test]
-fn other_plugins_look_alikes_give_no_calico_or_bridge_finding() {
-    // A wording no plugin of these uses is never read as theirs.
-    for look_alike in [
-        "failed to add route: file exists",
-        "error adding host side routes for interface: cali05ad595351c, error: %s",
-        "failed to set bridge addr: could not add IP address to \"cni0\": permission denied",
+fn another_plugins_refusal_on_the_same_layout_gives_no_calico_or_bridge_finding() {
+    // The node is laid out as both refusals say, but the pod was refused in
+    // host-local's and Cilium's words: neither is Calico's nor the bridge's.
+    for refusal in [
+        SandboxRefusal::RangeSetFull(None),
+        SandboxRefusal::NoAddressLeft,
+        SandboxRefusal::AddressInUse(ip("172.25.136.1")),
     ] {
-        assert_eq!(sandbox_refusal(look_alike), None, "{look_alike}");
+        let mut inv = with_device(refused(BRIDGE), "cni0", Some("10.244.3.1"), "10.244.3.0/24");
+        Arc::make_mut(&mut inv.sandbox)[0].refusal = refusal.clone();
+        let kinds: Vec<FindingKind> = detect(&inv).iter().map(|f| f.kind).collect();
+        assert!(
+            !kinds.contains(&FindingKind::StaleBridgeAddress)
+                && !kinds.contains(&FindingKind::PodRouteTaken),
+            "{refusal:?}: {kinds:?}"
+        );
     }
 }

@@ -103,10 +103,9 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
     use crate::{
         detect::{Cause, NodeProblem, detect},
         inventory::{
-            HostNetwork, Inventory, Link, LocalAddress, NodeFacts, SandboxFailure,
+            HostNetwork, Inventory, Link, LocalAddress, NodeFacts, SandboxFailure, SandboxRefusal,
             fixtures::{ME, OTHER, net, pod},
         },
-        kube::objects::sandbox_refusal,
     };
     let message = "failed to set bridge addr: \"cni0\" already has an IP address different \
                    from 10.244.5.1/24";
@@ -146,7 +145,11 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
             namespace: "tenant".into(),
             pod: "web".into(),
             uid: "uid-web".into(),
-            refusal: sandbox_refusal(message).expect("the bridge's wording"),
+            // As kube/objects/wordings.rs reads `message` (report does not import kube).
+            refusal: SandboxRefusal::BridgeAddressDiffers {
+                bridge: Some("cni0".into()),
+                gateway: Some(net("10.244.5.1/24")),
+            },
             count: 3,
             message: message.into(),
         }]),

@@ -120,25 +120,25 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
             ip,
             interface,
             holder,
-        } => match holder {
-            Some(h) => format!(
-                "Fix: run `calicoctl ipam check --show-problem-ips` to see {ip} allocated twice, \
-                 then delete the refused pod so Calico gives it another address; {} keeps {ip}. \
-                 Do not `calicoctl ipam release` an address a pod holds.",
-                reader.pod(h)
-            ),
-            None => {
-                let iface = interface
-                    .as_deref()
-                    .unwrap_or("<the interface in the message>");
-                format!(
-                    "Fix: on {node}, check that no container uses {iface} (`ip route get {ip}`), \
-                     then delete it (`ip link delete {iface}`) so its route goes with it; kubelet \
-                     retries the sandbox. Then run `calicoctl ipam check` for other leaked \
-                     addresses."
-                )
+        } => {
+            if let Some(h) = holder {
+                return format!(
+                    "Fix: run `calicoctl ipam check --show-problem-ips` to see {ip} allocated \
+                     twice, then delete the refused pod so Calico gives it another address; {} \
+                     keeps {ip}. Do not `calicoctl ipam release` an address a pod holds.",
+                    reader.pod(h)
+                );
             }
-        },
+            let iface = interface
+                .as_deref()
+                .unwrap_or("<the interface in the message>");
+            format!(
+                "Fix: on {node}, check that no container uses {iface} (`ip route get {ip}`), \
+                 then delete it (`ip link delete {iface}`) so its route goes with it; kubelet \
+                 retries the sandbox. Then run `calicoctl ipam check` for other leaked \
+                 addresses."
+            )
+        }
         Remedy::RecreateBridge {
             node,
             bridge,

@@ -28,12 +28,8 @@ impl<'a> CauseFields<'a> {
             },
             Cause::Refused {
                 kubelet, holder, ..
-            } => Self {
-                kubelet: Some(kubelet),
-                holder: holder.as_ref(),
-                ..Self::default()
-            },
-            Cause::Leftover {
+            }
+            | Cause::Leftover {
                 kubelet, holder, ..
             } => Self {
                 kubelet: Some(kubelet),

@@ -43,22 +43,26 @@ fn set(ips: &[&str]) -> BTreeSet<IpAddr> {
     ips.iter().map(|a| ip(a)).collect()
 }
 
-#[test]
-fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
-    // Addresses every case's node holds: the uplink, loopback, and a
-    // link-local address on a CNI's device, none of which a pod is given.
-    let base = [
-        ("172.18.0.3", "eth0"),
-        ("127.0.0.1", "lo"),
-        ("fe80::1", "tunl0"),
-    ];
-    type Case = (
-        &'static str,
-        Vec<(&'static str, &'static str)>,
-        fn(&mut Inventory),
-        Vec<&'static str>,
-    );
-    let cases: Vec<Case> = vec![
+/// One case: what it shows, the node's addresses (address, device) beside
+/// [`BASE`], what is read besides the kernel, and the addresses claimable.
+type Case = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    fn(&mut Inventory),
+    Vec<&'static str>,
+);
+
+/// Addresses every case's node holds: the uplink, loopback, and a link-local
+/// address on a CNI's device, none of which a pod is given.
+const BASE: [(&str, &str); 3] = [
+    ("172.18.0.3", "eth0"),
+    ("127.0.0.1", "lo"),
+    ("fe80::1", "tunl0"),
+];
+
+/// Ranges from the Node, kube-ovn and Cilium.
+fn range_cases() -> Vec<Case> {
+    vec![
         (
             "nothing read: nothing of the uplink",
             vec![],
@@ -110,9 +114,15 @@ fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
             },
             vec!["10.0.1.77", "10.0.1.5"],
         ),
+    ]
+}
+
+/// ovn-kubernetes' and Calico's addresses, and another node's annotations.
+fn annotation_cases() -> Vec<Case> {
+    vec![
         (
             "ovn-kubernetes: any local address in its node subnet (the hybrid overlay's .3), \
-             the management port on its old name",
+         the management port on its old name",
             vec![
                 ("10.244.2.2", "k8s-node-a"),
                 ("10.244.2.3", "ext-vxlan"),
@@ -128,7 +138,7 @@ fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
         ),
         (
             "ovn-kubernetes: the management port alone, no annotation read (its old name, this \
-             node's)",
+         node's)",
             vec![("10.244.2.2", "k8s-node-a"), ("10.244.8.2", "k8s-node-b")],
             |_| {},
             vec!["10.244.2.2"],
@@ -166,9 +176,13 @@ fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
             },
             vec![],
         ),
-    ];
-    for (what, addresses, set_up, want) in cases {
-        let mut all: Vec<(&str, &str)> = base.to_vec();
+    ]
+}
+
+#[test]
+fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
+    for (what, addresses, set_up, want) in range_cases().into_iter().chain(annotation_cases()) {
+        let mut all: Vec<(&str, &str)> = BASE.to_vec();
         all.extend(addresses);
         let mut inv = node(&all);
         set_up(&mut inv);
