@@ -195,11 +195,18 @@ pub fn leaving(inv: &Inventory) -> BTreeSet<String> {
 
 /// The addresses of this node's kernel that a pod on another node could be
 /// given: its local addresses inside any pod range (its Node's podCIDRs,
-/// kube-ovn Subnets, its CiliumNode's podCIDRs) and the infrastructure
-/// addresses its CiliumNode names that are local here (the Ingress IP is on no
-/// device, the health IP in its own namespace: host traffic to them is never
-/// delivered here). The observer watches their traffic; traffic no finding
-/// explains makes the agent ask once which pod holds the address.
+/// kube-ovn Subnets, its CiliumNode's podCIDRs, ovn-kubernetes' node subnets
+/// from `k8s.ovn.org/node-subnets`), the addresses a CNI holds for the node
+/// that its CiliumNode or Node annotations name and are local here (Cilium's
+/// router IP; Calico's tunnel addresses, `projectcalico.org/*`, from Calico's
+/// pool, which no podCIDR shows; ovn-kubernetes' `.1` and `.2`), and those on
+/// a CNI's own device (Cilium's router device, a Calico tunnel, a bridge, an
+/// ovn-kubernetes management port), which lie in that CNI's pool whatever the
+/// annotations say (a stale one: calico/node#254). Not the Ingress IP (on no
+/// device) nor the health IP (in its own namespace): host traffic to them is
+/// never delivered here; nor a link-local address, which no pod is given. The
+/// observer watches their traffic; traffic no finding explains makes the
+/// agent ask once which pod holds the address.
 pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
     let mine: Vec<_> = inv
         .cilium_nodes
@@ -218,15 +225,31 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
                 .flat_map(|s| s.cidrs.iter().copied()),
         )
         .chain(mine.iter().flat_map(|c| c.ranges().map(|(r, _)| r)))
+        .chain(mine.iter().flat_map(|c| c.ovn_subnets.iter().copied()))
         .collect();
     let infra: BTreeSet<IpAddr> = mine
         .into_iter()
         .flat_map(|c| c.addresses.iter().map(|a| a.ip))
         .collect();
+    let cni_device = |device: &str| {
+        crate::inventory::Role::of_device(device, &inv.router_device, &inv.node)
+            != crate::inventory::Role::Local
+    };
+    let link_local = |ip: &IpAddr| match ip {
+        IpAddr::V4(a) => a.is_link_local() || a.is_loopback(),
+        IpAddr::V6(a) => a.is_unicast_link_local() || a.is_loopback(),
+    };
     inv.host
         .addresses
         .iter()
+        .filter(|a| {
+            infra.contains(&a.ip)
+                || ranges.iter().any(|r| r.contains(&a.ip))
+                || (cni_device(&a.device) && !link_local(&a.ip))
+        })
         .map(|a| a.ip)
-        .filter(|ip| infra.contains(ip) || ranges.iter().any(|r| r.contains(ip)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

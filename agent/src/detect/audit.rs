@@ -109,12 +109,15 @@ pub fn rank(f: &Finding) -> u8 {
         (
             FindingKind::IngressIpCollision
             | FindingKind::DuplicatePodIp
-            | FindingKind::StaleCiliumEndpoint,
+            | FindingKind::StaleCiliumEndpoint
+            | FindingKind::PodRouteTaken,
             _,
         ) => 1,
+        // A pod the bridge refused: it cannot start.
+        (FindingKind::StaleBridgeAddress, _) if !f.is_node_level() => 1,
         (_, Scope::CrossNode) => 2,
         // The node's allocator or configuration: more pods will fail.
-        (kind, _) if kind.is_node_level() => 3,
+        _ if f.is_node_level() => 3,
         // Latent: nothing collides yet.
         _ => 4,
     };

@@ -35,6 +35,25 @@ pub enum Cause {
         /// The live pod holding the address (`DuplicatePodIP`), if one does.
         holder: Option<PodRef>,
     },
+    /// A CNI refused the pod's sandbox, in its own words, over what the node
+    /// kept from before: a host route to the pod's address through another
+    /// interface (Calico), another address on its bridge (the bridge plugin).
+    Leftover {
+        /// The pod refused.
+        site: PodSite,
+        /// kubelet's report.
+        kubelet: KubeletReport,
+        /// The interface in the way, from the message or the kernel: the one
+        /// holding the route, or the bridge.
+        interface: Option<String>,
+        /// The live pod of the node holding the address, if one does (Calico).
+        holder: Option<PodRef>,
+        /// The gateway the bridge plugin wanted on its bridge.
+        wanted: Option<IpNet>,
+        /// Whether the node's kernel shows what the refusal says (the route
+        /// through that interface, the bridge's other address).
+        seen: bool,
+    },
     /// Two live pods hold one address in their status: traffic to it reaches one.
     Duplicate {
         /// The newer pod.
@@ -224,6 +243,29 @@ pub enum Remedy {
         bridge: String,
         /// The address, with its prefix.
         address: IpNet,
+    },
+    /// Calico refused the pod: the host already routes the address its IPAM
+    /// gave the pod through another interface (a veth left by a previous
+    /// sandbox, or a live pod given the same address).
+    ClearCalicoRoute {
+        /// The node.
+        node: String,
+        /// The address.
+        ip: IpAddr,
+        /// The interface holding the route, when known.
+        interface: Option<String>,
+        /// The live pod of the node holding the address, if one does.
+        holder: Option<PodRef>,
+    },
+    /// The bridge plugin refused the pod: its bridge holds an address other
+    /// than the node's gateway, and which one is not known: recreate it.
+    RecreateBridge {
+        /// The node.
+        node: String,
+        /// The bridge.
+        bridge: String,
+        /// The gateway the plugin wanted on it.
+        gateway: Option<IpNet>,
     },
     /// The address is one a CNI reserves for the node and never hands out:
     /// what gave it to the pod is a second allocator.

@@ -58,6 +58,10 @@ pub enum FindingKind {
     StaleBridgeAddress,
     /// The node's route to its own pod goes nowhere.
     HostRouteBlackhole,
+    /// The CNI refused the pod: the host already routes the address it was
+    /// given through another interface (Calico's "route … already exists for
+    /// an interface other than").
+    PodRouteTaken,
     /// Latent: Cilium's infrastructure addresses (or the range it takes them
     /// from) lie in a range another allocator hands to pods.
     AllocatorOverlap,
@@ -127,7 +131,8 @@ impl FindingKind {
         }
     }
 
-    /// Whether findings of this kind are about a node (its Event goes on the Node).
+    /// Whether findings of this kind are about a node (its Event goes on the
+    /// Node); a pod's refusal of such a kind is the pod's ([`Finding::is_node_level`]).
     pub fn is_node_level(self) -> bool {
         matches!(
             self,
@@ -346,6 +351,13 @@ impl Finding {
         }
     }
 
+    /// Whether this finding is about a node (its Event goes on the Node): a
+    /// node kind, unless a pod was refused over it (a stale bridge address
+    /// refuses pods, and each refused pod is told).
+    pub fn is_node_level(&self) -> bool {
+        self.kind.is_node_level() && self.site().is_none()
+    }
+
     /// The IP as text; empty for a node finding about no one address.
     pub fn ip_text(&self) -> String {
         self.ip.map_or_else(String::new, |ip| ip.to_string())
@@ -357,6 +369,7 @@ impl Finding {
             Cause::Collision { site, .. }
             | Cause::Blackhole { site, .. }
             | Cause::Refused { site, .. }
+            | Cause::Leftover { site, .. }
             | Cause::Duplicate { site, .. } => Some(site),
             Cause::Kernel(k) => k.site.as_ref(),
             Cause::Overlap { .. } | Cause::Node(_) => None,

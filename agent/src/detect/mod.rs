@@ -17,6 +17,7 @@ mod finding;
 mod forged;
 pub mod impact;
 mod kernel;
+mod leftover;
 mod node;
 mod overlap;
 mod owners;
@@ -105,6 +106,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
+    findings.extend(leftover::leftovers(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }
@@ -245,9 +247,9 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
         .or(fib_oif)
         .and_then(|i| inv.host.link_name(i))
         .map(str::to_owned);
-    let role = device
-        .as_deref()
-        .map_or(Role::Local, |d| Role::of_device(d, &inv.router_device));
+    let role = device.as_deref().map_or(Role::Local, |d| {
+        Role::of_device(d, &inv.router_device, &inv.node)
+    });
     Owner {
         node: inv.node.clone(),
         role,

@@ -106,7 +106,7 @@ impl<'a> Owners<'a> {
     pub(super) fn new(inv: &'a Inventory, index: &'a Index<'a>) -> Self {
         let mut mine = HashMap::with_capacity(inv.host.addresses.len());
         for a in &inv.host.addresses {
-            let role = Role::of_device(&a.device, &inv.router_device);
+            let role = Role::of_device(&a.device, &inv.router_device, &inv.node);
             mine.entry(a.ip).or_insert(OwnerRef {
                 node: inv.node.as_str(),
                 role,

@@ -18,23 +18,78 @@ pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
 pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw0"];
 
 /// ovn-kubernetes' management port: the host's leg in the node's subnet
-/// (named `k8s-<node>` before 2020, which is not recognised by name).
+/// (named `k8s-<node>` before 2020: [`is_legacy_management_port`]).
 pub const OVN_MANAGEMENT_PORT: &str = "ovn-k8s-mp0";
 
+/// Whether `device` is ovn-kubernetes' management port as releases before
+/// `ovn-k8s-mp0` named it on `node` (ovn-kubernetes#698): `k8s-` and the
+/// node's name lower-cased, cut to 11 bytes to fit IFNAMSIZ
+/// (`GetLegacyK8sMgmtIntfName` in go-controller/pkg/util). Only this node's
+/// name is matched: another `k8s-…` device is nobody's gateway.
+fn is_legacy_management_port(device: &str, node: &str) -> bool {
+    let Some(rest) = device.strip_prefix("k8s-") else {
+        return false;
+    };
+    let lower = node.to_ascii_lowercase();
+    // Node names are DNS names (ASCII): a byte cut is a character cut.
+    let cut = lower.get(..11).unwrap_or(&lower);
+    !cut.is_empty() && rest == cut
+}
+
 impl Role {
-    /// What an address the kernel shows on `device` is to the node, where
+    /// What an address the kernel shows on `device` is to `node`, where
     /// Cilium's router device is `router_device`.
-    pub fn of_device(device: &str, router_device: &str) -> Self {
+    pub fn of_device(device: &str, router_device: &str, node: &str) -> Self {
         if device == router_device {
             Self::Router
         } else if CALICO_TUNNEL_DEVICES.contains(&device) {
             Self::Tunnel
         } else if BRIDGE_DEVICES.contains(&device) {
             Self::Gateway
-        } else if device == OVN_MANAGEMENT_PORT {
+        } else if device == OVN_MANAGEMENT_PORT || is_legacy_management_port(device, node) {
             Self::ManagementPort
         } else {
             Self::Local
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ovn_kubernetes_old_management_port_is_named_for_its_own_node_only() {
+        let cases = [
+            // (device, node, role)
+            ("ovn-k8s-mp0", "worker-1", Role::ManagementPort),
+            ("k8s-worker-1", "worker-1", Role::ManagementPort),
+            ("k8s-worker-1", "Worker-1", Role::ManagementPort),
+            // ovn-kubernetes#698's node, cut to 11 bytes.
+            (
+                "k8s-ip-10-0-0-1",
+                "ip-10-0-0-100.ec2.internal",
+                Role::ManagementPort,
+            ),
+            ("k8s-worker-2", "worker-1", Role::Local),
+            ("k8s-", "worker-1", Role::Local),
+            ("k8s-worker-1x", "worker-1", Role::Local),
+            (
+                "k8s-ip-10-0-0-100",
+                "ip-10-0-0-100.ec2.internal",
+                Role::Local,
+            ),
+            ("tunl0", "worker-1", Role::Tunnel),
+            ("cni0", "worker-1", Role::Gateway),
+            ("cilium_host", "worker-1", Role::Router),
+            ("eth0", "worker-1", Role::Local),
+        ];
+        for (device, node, role) in cases {
+            assert_eq!(
+                Role::of_device(device, "cilium_host", node),
+                role,
+                "{device} on {node}"
+            );
         }
     }
 }

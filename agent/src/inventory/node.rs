@@ -37,13 +37,19 @@ pub enum SandboxRefusal {
     /// host-local had no address left: "no IP addresses available in range
     /// set: <first>-<last>", with the first range when it reads.
     RangeSetFull(Option<(IpAddr, IpAddr)>),
-    /// Calico found a host route to the pod's address (`Dst`, when it reads)
-    /// through another interface: "route … already exists for an interface
-    /// other than 'cali…'". Read, attributed, not yet diagnosed.
-    HostRouteTaken(Option<IpAddr>),
+    /// Calico found a host route to the pod's address through another
+    /// interface: "route (…, Dst: <dst>, …) already exists for an interface
+    /// other than 'cali…': route (…, Iface: <holder>)".
+    HostRouteTaken {
+        /// The pod's address (the route's `Dst`), when it reads.
+        dst: Option<IpAddr>,
+        /// The interface holding the route (the second route's `Iface`),
+        /// when the message names it (Calico before 3.x did not).
+        holder: Option<String>,
+    },
     /// The bridge plugin found its bridge holding another address than the
     /// gateway it was given: "\"cni0\" already has an IP address different
-    /// from 10.244.0.1/24". Read, attributed, not yet diagnosed.
+    /// from 10.244.0.1/24".
     BridgeAddressDiffers {
         /// The bridge, when its name reads as an interface name.
         bridge: Option<String>,
@@ -75,7 +81,7 @@ impl SandboxRefusal {
         match self {
             Self::AddressInUse(_) | Self::NoAddressLeft => SandboxCni::Cilium,
             Self::RangeSetFull(_) => SandboxCni::HostLocal,
-            Self::HostRouteTaken(_) => SandboxCni::Calico,
+            Self::HostRouteTaken { .. } => SandboxCni::Calico,
             Self::BridgeAddressDiffers { .. } => SandboxCni::Bridge,
         }
     }

@@ -278,6 +278,10 @@ pub struct CiliumNode {
     /// Its addresses come from a pool cilium-operator fills (`spec.ipam.pool`,
     /// or `status.ipam.used` naming cloud resources): ENI, Azure, CRD modes.
     pub operator_pool: bool,
+    /// ovn-kubernetes' subnets of the node's default network
+    /// (`k8s.ovn.org/node-subnets`): its pod ranges, which are not Cilium's
+    /// (so not in [`CiliumNode::ranges`]) and not `spec.podCIDRs`.
+    pub ovn_subnets: Vec<IpNet>,
 }
 
 impl CiliumNode {

@@ -5,6 +5,7 @@ mod bridge;
 mod calico;
 mod fib;
 mod ipam;
+mod leftover;
 mod names;
 mod overlap;
 mod pool;

@@ -46,6 +46,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::LocalAddressCollision => "LocalAddressCollision",
             FindingKind::StaleBridgeAddress => "StaleBridgeAddress",
             FindingKind::HostRouteBlackhole => "HostRouteBlackhole",
+            FindingKind::PodRouteTaken => "PodRouteTaken",
             FindingKind::AllocatorOverlap => "AllocatorOverlap",
             FindingKind::DuplicatePodIp => "DuplicatePodIP",
             FindingKind::StaleCiliumEndpoint => "StaleCiliumEndpoint",
@@ -66,7 +67,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 22);
+    assert_eq!(all.len(), 23);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"PodAddressNotHeld"));
 }

@@ -251,22 +251,3 @@ fn host_locals_range_set_full_is_exhaustion_with_host_locals_fix_and_no_ciliums(
         );
     }
 }
-
-#[test]
-fn calicos_and_the_bridges_refusals_give_no_finding_yet() {
-    let address = "10.244.4.12".parse().expect("ip");
-    for refusal in [
-        SandboxRefusal::HostRouteTaken(Some(address)),
-        SandboxRefusal::BridgeAddressDiffers {
-            bridge: Some("cni0".into()),
-            gateway: "10.244.0.1/24".parse().ok(),
-        },
-    ] {
-        let mut inv = exhausted("");
-        Arc::make_mut(&mut inv.sandbox)[0].refusal = refusal.clone();
-        let pods = crate::inventory::with_refused_addresses(&inv.pods, &inv.sandbox);
-        inv.pods = Arc::new(pods);
-        let f = detect(&inv);
-        assert!(f.is_empty(), "{refusal:?}: {f:#?}");
-    }
-}

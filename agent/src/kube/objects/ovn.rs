@@ -52,6 +52,9 @@ pub(super) fn add_node_subnets(
             ));
             continue;
         };
+        if !node.ovn_subnets.contains(&net.trunc()) {
+            node.ovn_subnets.push(net.trunc());
+        }
         for (n, role) in [(1, Role::Gateway), (2, Role::ManagementPort)] {
             if let Some(ip) = nth(&net.trunc(), n) {
                 node.add(ip, role, Source::OvnNodeAnnotation);
@@ -109,6 +112,23 @@ mod tests {
             read(r#"{"default":["10.192.2.0/24"],"udn_udn-primary-layer3":["10.2.0.0/17"]}"#);
         assert_eq!(udn.len(), 2);
         assert!(udn.iter().all(|(ip, _)| ip.starts_with("10.192.2.")));
+    }
+
+    #[test]
+    fn the_default_networks_subnets_are_kept_as_the_nodes_pod_ranges() {
+        let annotations = BTreeMap::from([(
+            NODE_SUBNETS.to_owned(),
+            r#"{"default":["10.128.0.0/23","fd01:0:0:1::/64"],"udn_x":["10.2.0.0/17"]}"#.to_owned(),
+        )]);
+        let mut node = CiliumNode::default();
+        add_node_subnets(&annotations, &mut node, &mut |p| panic!("{p}"));
+        let want: Vec<IpNet> = vec![
+            "10.128.0.0/23".parse().expect("net"),
+            "fd01:0:0:1::/64".parse().expect("net"),
+        ];
+        assert_eq!(node.ovn_subnets, want);
+        // Not Cilium's: no range detection allocates against.
+        assert_eq!(node.ranges().count(), 0);
     }
 
     #[test]

@@ -64,7 +64,10 @@ pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
         )));
     }
     if let Some(at) = lower.find(ROUTE_TAKEN) {
-        return Some(SandboxRefusal::HostRouteTaken(route_dst(&text[..at])));
+        return Some(SandboxRefusal::HostRouteTaken {
+            dst: route_dst(&text[..at]),
+            holder: route_iface(&text[at..]),
+        });
     }
     if let Some(at) = lower.find(BRIDGE) {
         let bridge = text[..at]
@@ -119,6 +122,14 @@ fn route_dst(head: &str) -> Option<IpAddr> {
         .map(|n| n.addr())
         .or_else(|_| dst.parse())
         .ok()
+}
+
+/// The `Iface` of the route Calico found in the way (after its words).
+fn route_iface(tail: &str) -> Option<String> {
+    let lower = tail.to_ascii_lowercase();
+    let at = lower.find("iface: ")?;
+    let name = tail[at + 7..].split([',', ')', ' ']).next()?;
+    is_interface_name(name).then(|| name.to_owned())
 }
 
 /// Whether `name` reads as a Linux interface name (what a bridge's is).

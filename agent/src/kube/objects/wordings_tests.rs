@@ -19,6 +19,13 @@ fn range(a: &str, b: &str) -> SandboxRefusal {
     RangeSetFull(Some((ip(a), ip(b))))
 }
 
+fn route(dst: Option<&str>, holder: Option<&str>) -> SandboxRefusal {
+    HostRouteTaken {
+        dst: dst.map(ip),
+        holder: holder.map(str::to_owned),
+    }
+}
+
 fn bridge(name: Option<&str>, gateway: Option<&str>) -> SandboxRefusal {
     BridgeAddressDiffers {
         bridge: name.map(str::to_owned),
@@ -49,26 +56,26 @@ fn every_cnis_wording_is_read_as_its_own_and_no_look_alike_as_ciliums() {
     let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
     let entries = v.as_array().expect("a list");
     let want = [
-        Some(HostRouteTaken(Some(ip("172.25.136.1")))), // calico#8180
-        Some(HostRouteTaken(Some(ip("10.244.56.68")))), // calico#10723, CRI-O
-        Some(HostRouteTaken(Some(ip("10.203.131.144")))), // calico#1253, %!!(MISSING)s
-        Some(HostRouteTaken(None)),                     // its format string
-        None,                                           // Calico's wrapper alone
+        Some(route(Some("172.25.136.1"), Some("calif6cb5368383"))), // calico#8180
+        Some(route(Some("10.244.56.68"), Some("calibe6f82e5309"))), // calico#10723, CRI-O
+        Some(route(Some("10.203.131.144"), None)), // calico#1253, %!!(MISSING)s, no second route
+        Some(route(None, None)),                   // its format string
+        None,                                      // Calico's wrapper alone
         Some(bridge(Some("cni0"), Some("10.244.0.1/24"))), // minikube#9046
         Some(bridge(Some("cni-podman1"), Some("10.25.31.1/24"))), // podman#12306
-        Some(bridge(None, None)),                       // %q … %v
-        None,                                           // the bridge's wrapper alone
-        Some(range("10.244.1.1", "10.244.1.254")),      // aks-engine#4435, flannel
-        Some(range("100.96.17.1", "100.96.17.254")),    // testground#569, CNI-Genie
-        Some(range("135.111.37.1", "135.111.37.1")),    // multus#373, secondary ipvlan
-        Some(RangeSetFull(None)),                       // its format string
-        None,                                           // a requested address: not exhaustion
-        None,                                           // duplicate allocation (format)
-        None,                                           // host-local's wrapper alone
-        Some(NoAddressLeft),                            // cilium PR#42369: "No more IPs available"
-        Some(NoAddressLeft), // cilium#46598: all CIDR ranges are exhausted
-        Some(NoAddressLeft), // cilium#47910
-        Some(NoAddressLeft), // all pod CIDR ranges are exhausted
+        Some(bridge(None, None)),                  // %q … %v
+        None,                                      // the bridge's wrapper alone
+        Some(range("10.244.1.1", "10.244.1.254")), // aks-engine#4435, flannel
+        Some(range("100.96.17.1", "100.96.17.254")), // testground#569, CNI-Genie
+        Some(range("135.111.37.1", "135.111.37.1")), // multus#373, secondary ipvlan
+        Some(RangeSetFull(None)),                  // its format string
+        None,                                      // a requested address: not exhaustion
+        None,                                      // duplicate allocation (format)
+        None,                                      // host-local's wrapper alone
+        Some(NoAddressLeft),                       // cilium PR#42369: "No more IPs available"
+        Some(NoAddressLeft),                       // cilium#46598: all CIDR ranges are exhausted
+        Some(NoAddressLeft),                       // cilium#47910
+        Some(NoAddressLeft),                       // all pod CIDR ranges are exhausted
         Some(NoAddressLeft), // "%w: … once Cilium Operator allocates more IPs"
         Some(NoAddressLeft), // no IPs currently available on the node
         Some(NoAddressLeft), // No more IPs available

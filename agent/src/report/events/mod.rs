@@ -137,7 +137,7 @@ pub fn desired(
 ) -> Vec<Desired> {
     let mut out = Vec::new();
     for f in findings.iter().filter(|f| reported_here(f, node)) {
-        if f.kind.is_node_level() {
+        if f.is_node_level() {
             // A hint (kubelet's Events alone, which a tenant can forge) never
             // speaks for the node.
             if !f.trust.speaks_for_node() {
@@ -229,7 +229,7 @@ fn priority(f: &Finding) -> u8 {
 /// alone is not: anyone who may edit a pod can write one (it stays a finding,
 /// marked unconfirmed).
 pub fn reported_here(f: &Finding, node: &str) -> bool {
-    if f.kind.is_node_level() {
+    if f.is_node_level() {
         return true;
     }
     if f.site()

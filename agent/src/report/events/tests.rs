@@ -95,3 +95,110 @@ fn forged_hints_never_crowd_out_a_real_finding() {
     );
     assert_eq!(out.len(), 1 + 5, "{reasons:?}");
 }
+
+#[test]
+fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_the_node() {
+    use std::sync::Arc;
+
+    use crate::{
+        detect::{Cause, NodeProblem, detect},
+        inventory::{
+            HostNetwork, Inventory, Link, LocalAddress, NodeFacts, SandboxFailure, SandboxRefusal,
+            fixtures::{ME, OTHER, net, pod},
+        },
+    };
+    let message = "failed to set bridge addr: \"cni0\" already has an IP address different \
+                   from 10.244.5.1/24";
+    let mut waiting = pod("web", ME, &[]);
+    waiting.phase = Some("Pending".into());
+    let mut host = HostNetwork::default();
+    host.links.push(Link {
+        index: 4,
+        name: "cni0".into(),
+    });
+    host.addresses.push(LocalAddress {
+        ip: net("10.244.1.1/24").addr(),
+        device: "cni0".into(),
+    });
+    host.routes.push(crate::inventory::Route {
+        table: crate::inventory::TABLE_MAIN,
+        dst: net("10.244.1.0/24"),
+        kind: crate::inventory::RouteKind::Unicast,
+        oif: Some(4),
+        gateway: None,
+    });
+    let facts = |name: &str, cidr: &str| NodeFacts {
+        name: name.into(),
+        pod_cidrs: vec![net(cidr)],
+        ..NodeFacts::default()
+    };
+    let inv = Inventory {
+        node: ME.into(),
+        host: Arc::new(host),
+        node_facts: Some(facts(ME, "10.244.5.0/24")),
+        nodes: Arc::new(vec![
+            facts(ME, "10.244.5.0/24"),
+            facts(OTHER, "10.244.1.0/24"),
+        ]),
+        pods: Arc::new(vec![waiting]),
+        sandbox: Arc::new(vec![SandboxFailure {
+            namespace: "tenant".into(),
+            pod: "web".into(),
+            uid: "uid-web".into(),
+            // As kube/objects/wordings.rs reads `message` (report does not import kube).
+            refusal: SandboxRefusal::BridgeAddressDiffers {
+                bridge: Some("cni0".into()),
+                gateway: Some(net("10.244.5.1/24")),
+            },
+            count: 3,
+            message: message.into(),
+        }]),
+        ..Inventory::default()
+    };
+    let findings = detect(&inv);
+    let kinds: Vec<(FindingKind, bool)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f.kind,
+                matches!(f.cause, Cause::Node(NodeProblem::StaleBridge { .. })),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (FindingKind::StaleBridgeAddress, true),
+            (FindingKind::StaleBridgeAddress, false)
+        ],
+        "{findings:#?}"
+    );
+    let want = desired(
+        &findings,
+        (&Traffic::default(), &crate::report::Impacts::default()),
+        ME,
+        None,
+    );
+    let on: Vec<(&str, &str)> = want
+        .iter()
+        .map(|d| {
+            (
+                d.regarding.kind.as_deref().unwrap_or_default(),
+                d.reason.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        on,
+        [
+            ("Node", "StaleBridgeAddress"),
+            ("Pod", "StaleBridgeAddress")
+        ],
+        "{want:#?}"
+    );
+    let pod_note = &want[1].note;
+    assert!(
+        pod_note.contains("ip addr del 10.244.1.1/24 dev cni0"),
+        "{pod_note}"
+    );
+}

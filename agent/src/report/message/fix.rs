@@ -54,6 +54,9 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
             subnet, exclude, ..
         } => format!("Fix: add \"{exclude}\" to spec.excludeIps of Subnet {subnet}."),
         Remedy::Kernel(k) => super::kernel::fix(k, reader),
+        Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
+            super::leftover::fix(r, reader)
+        }
         Remedy::DisconnectEndpoint { .. }
         | Remedy::ReallocateDuplicate { .. }
         | Remedy::RecreateNewer { .. }

@@ -6,6 +6,7 @@ mod collision;
 mod fix;
 mod ipam;
 mod kernel;
+mod leftover;
 mod note;
 mod pool;
 
@@ -116,6 +117,9 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Refused {
             kubelet, holder, ..
         } => ipam::refused(f, kubelet, holder.as_ref(), reader),
+        Cause::Leftover { .. } => leftover::Leftover::of(&f.cause)
+            .map(|l| leftover::render(f, &l, reader))
+            .unwrap_or_default(),
         Cause::Duplicate { holder, .. } => ipam::duplicate(f, holder, reader),
         Cause::Node(problem) => ipam::node(f, problem, reader),
         Cause::Blackhole {
@@ -284,6 +288,9 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::PoolInMasqueradedSubnet { .. }
         | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
         Remedy::Kernel(k) => kernel::fix(k, reader),
+        Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
+            leftover::remedy(r, reader)
+        }
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
                 "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"

@@ -105,6 +105,9 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
                 site.node
             ),
         },
+        Cause::Leftover { .. } => super::leftover::Leftover::of(&f.cause)
+            .map(|l| super::leftover::what(f, &l, reader))
+            .unwrap_or_default(),
         Cause::Duplicate { holder, .. } => format!(
             "This pod and {} on node {node} both hold {ip}. Traffic to {ip} reaches only one of \
              them.",

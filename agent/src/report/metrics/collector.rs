@@ -75,15 +75,18 @@ impl FindingsCollector {
 
 /// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
 /// and Cilium report, and the allocator problems behind them.
-const IPAM_KINDS: [FindingKind; 8] = [
+const IPAM_KINDS: [FindingKind; 10] = [
     FindingKind::DuplicatePodIp,
     FindingKind::StaleCiliumEndpoint,
+    FindingKind::PodRouteTaken,
     FindingKind::PodIpExhaustion,
     FindingKind::PodIpCapacityShortfall,
     FindingKind::CiliumIpamError,
     FindingKind::IpamMigrationStuck,
     FindingKind::IngressIpNotMasqueraded,
     FindingKind::ClusterPoolNearlyFull,
+    // The node's finding (the kernel shows it); each refused pod's is a hint.
+    FindingKind::StaleBridgeAddress,
 ];
 
 #[derive(EncodeLabelSet)]

@@ -28,6 +28,9 @@ impl<'a> CauseFields<'a> {
             },
             Cause::Refused {
                 kubelet, holder, ..
+            }
+            | Cause::Leftover {
+                kubelet, holder, ..
             } => Self {
                 kubelet: Some(kubelet),
                 holder: holder.as_ref(),

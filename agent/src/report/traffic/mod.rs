@@ -111,8 +111,9 @@ pub fn watch_set(
                 && matches!(f.owner.role, Role::Router | Role::Health | Role::Local)
         })
         .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
-        // What the namespaces hold is no local delivery: nothing for the classifier on lo.
-        .filter(|f| !matches!(f.cause, Cause::Kernel(_)))
+        // What the namespaces hold is no local delivery, nor is a route to
+        // another veth a refused pod never had: nothing for the classifier on lo.
+        .filter(|f| !matches!(f.cause, Cause::Kernel(_) | Cause::Leftover { .. }))
         .filter_map(|f| f.ip)
         .chain(claimable.iter().copied())
         .collect()

@@ -372,5 +372,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     all.extend(super::modes::by_ipam_mode());
     all.extend(super::kernel::cases());
     all.extend(super::cni_cases::host_local());
+    all.extend(super::cni_cases::leftovers());
     all
 }

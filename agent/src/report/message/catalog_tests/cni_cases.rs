@@ -147,3 +147,152 @@ fn host_locals_exhaustion_is_told_in_host_locals_terms_with_no_cilium_words() {
         }
     }
 }
+
+/// A refused pod of `tenant` on `worker-node-a`: its site.
+fn refused_site() -> crate::detect::PodSite {
+    crate::detect::PodSite {
+        pod: pod_ref("tenant", "web-0"),
+        node: "worker-node-a".into(),
+        ip_source: crate::inventory::IpSource::Event,
+        created: None,
+        controller: None,
+    }
+}
+
+/// Calico's refusal (a leftover veth, a live pod on the address) and the
+/// bridge plugin's (its old address known, or not).
+pub(super) fn leftovers() -> Vec<(Mode, Finding)> {
+    let node = || "worker-node-a".to_owned();
+    let veth = || Some("calif6cb5368383".to_owned());
+    let holder = Some(crate::detect::PodRef {
+        namespace: "other".into(),
+        name: "db-0".into(),
+        uid: "u".into(),
+    });
+    let kubelet = KubeletReport {
+        count: 7,
+        message: "plugin type=\"calico\" failed (add): error adding host side routes for \
+                  interface: calid29a1cadef5, error: route (Ifindex: 131, Dst: 172.25.136.1/32, \
+                  Scope: link) already exists for an interface other than 'calid29a1cadef5'"
+            .into(),
+    };
+    let mut out = Vec::new();
+    for holder in [None, holder] {
+        let cause = crate::detect::Cause::Leftover {
+            site: refused_site(),
+            kubelet: kubelet.clone(),
+            interface: veth(),
+            holder: holder.clone(),
+            wanted: None,
+            seen: true,
+        };
+        let remedy = Remedy::ClearCalicoRoute {
+            node: node(),
+            ip: ip("172.25.136.1"),
+            interface: veth(),
+            holder,
+        };
+        out.push((
+            Mode::Calico,
+            leftover(FindingKind::PodRouteTaken, cause, remedy),
+        ));
+    }
+    let wanted = Some("10.244.0.1/24".parse().expect("net"));
+    let old: ipnet::IpNet = "10.244.3.1/24".parse().expect("net");
+    let bridge_kubelet = KubeletReport {
+        count: 4,
+        message: "failed to set bridge addr: \"cni0\" already has an IP address different from \
+                  10.244.0.1/24"
+            .into(),
+    };
+    for seen in [true, false] {
+        let cause = crate::detect::Cause::Leftover {
+            site: refused_site(),
+            kubelet: bridge_kubelet.clone(),
+            interface: Some("cni0".into()),
+            holder: None,
+            wanted,
+            seen,
+        };
+        let remedy = if seen {
+            Remedy::DeleteBridgeAddress {
+                node: node(),
+                bridge: "cni0".into(),
+                address: old,
+            }
+        } else {
+            Remedy::RecreateBridge {
+                node: node(),
+                bridge: "cni0".into(),
+                gateway: wanted,
+            }
+        };
+        let mut f = leftover(FindingKind::StaleBridgeAddress, cause, remedy);
+        f.ip = Some(if seen { old.addr() } else { ip("10.244.0.1") });
+        f.owner.role = Role::Node;
+        f.owner.device = Some("cni0".into());
+        out.push((Mode::OvnOrBridge, f));
+    }
+    out
+}
+
+fn leftover(kind: FindingKind, cause: crate::detect::Cause, remedy: Remedy) -> Finding {
+    Finding {
+        kind,
+        scope: Scope::SameNode,
+        ip: Some(ip("172.25.136.1")),
+        owner: crate::detect::Owner {
+            node: "worker-node-a".into(),
+            role: Role::Local,
+            device: Some("calif6cb5368383".into()),
+            source: Source::Kernel,
+        },
+        cause,
+        remedy,
+        trust: crate::detect::Trust::Hint,
+    }
+}
+
+#[test]
+fn refusals_over_leftovers_name_the_address_the_interface_and_the_cnis_own_fix() {
+    for (_, f) in leftovers() {
+        let ip = f.ip_text();
+        let device = f.owner.device.clone().unwrap_or_default();
+        for reader in [Reader::Operator, Reader::Node, Reader::Namespace("tenant")] {
+            for text in [render_for(&f, reader), note(&f, reader, None)] {
+                assert!(text.contains(&device), "{text}");
+                assert!(
+                    text.contains(&ip) || !text.contains("still holds"),
+                    "{text}"
+                );
+                let calico = f.kind == FindingKind::PodRouteTaken;
+                assert_eq!(text.contains("calicoctl ipam check"), calico, "{text}");
+                assert!(
+                    text.contains(if calico { "Calico" } else { "bridge" }),
+                    "{text}"
+                );
+                // The pod's namespace never reads another namespace's pod.
+                if reader == Reader::Namespace("tenant") {
+                    assert!(!text.contains("db-0"), "{text}");
+                }
+            }
+        }
+        // The fix in the CNI's own terms.
+        let fix = super::super::fix(&f.remedy, Reader::Operator);
+        match &f.remedy {
+            Remedy::ClearCalicoRoute { holder: None, .. } => {
+                assert!(fix.contains("`ip link delete calif6cb5368383`"), "{fix}");
+            }
+            Remedy::ClearCalicoRoute {
+                holder: Some(_), ..
+            } => {
+                assert!(fix.contains("delete this pod"), "{fix}");
+            }
+            Remedy::DeleteBridgeAddress { .. } => {
+                assert!(fix.contains("ip addr del 10.244.3.1/24 dev cni0"), "{fix}");
+            }
+            Remedy::RecreateBridge { .. } => assert!(fix.contains("cni0"), "{fix}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! A CNI refused a pod's sandbox, in its own words, over what the node kept
+//! from before (kubelet's `FailedCreatePodSandBox`):
+//! - Calico: a host route to the address its IPAM gave the pod still leads
+//!   to another `cali…` interface, a veth a previous sandbox left or a live
+//!   pod given the same address (calico#2730, #3940, #11755): `PodRouteTaken`.
+//! - The bridge plugin: its bridge holds another address than the gateway of
+//!   the node's pod range, kept from a previous podCIDR (kube-router#689,
+//!   #496; antrea#1685): `StaleBridgeAddress` on the pod, the face kubelet
+//!   shows of the node's own finding, which needs another node to own the
+//!   old range while every refused pod is harmed anyway.
+//!
+//! Only the plugin's own wording leads here ([`SandboxRefusal::cni`]): a
+//! look-alike of another plugin was never read as one of these. The refusal
+//! rests on an Event, which a tenant can write: a hint, whatever the kernel
+//! shows beside it.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{
+    Cause, Finding, FindingKind, KubeletReport, Owner, PodSite, Remedy, Role, Scope, Trust,
+    refused::pod_ref,
+};
+use crate::inventory::{
+    Inventory, IpSource, Pod, RouteKind, SandboxFailure, SandboxRefusal, Source, TABLE_MAIN,
+};
+
+/// The refusals of this node's pods that have not started since.
+pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for pod in inv.pods.iter().filter(|p| {
+        p.node.as_deref() == Some(inv.node.as_str())
+            && p.reportable()
+            // A pod with an address in its status got a sandbox after all:
+            // the Events left from before are no longer its trouble.
+            && !p.ips.iter().any(|i| i.source == IpSource::Status)
+    }) {
+        let failures: Vec<&SandboxFailure> =
+            inv.sandbox.iter().filter(|f| f.is_about(pod)).collect();
+        out.extend(route_taken(inv, pod, &failures));
+        out.extend(bridge_refused(inv, pod, &failures));
+    }
+    out
+}
+
+/// kubelet's reports among `failures` that `keep` selects: counts summed,
+/// the message of the most repeated.
+fn summed(
+    failures: &[&SandboxFailure],
+    keep: impl Fn(&SandboxRefusal) -> bool,
+) -> Option<KubeletReport> {
+    let mut out: Option<(KubeletReport, u64)> = None;
+    for f in failures.iter().filter(|f| keep(&f.refusal)) {
+        let (report, best) = out.get_or_insert_with(|| {
+            (
+                KubeletReport {
+                    count: 0,
+                    message: f.message.clone(),
+                },
+                f.count,
+            )
+        });
+        report.count = report.count.saturating_add(f.count);
+        if f.count > *best {
+            report.message.clone_from(&f.message);
+            *best = f.count;
+        }
+    }
+    out.map(|(r, _)| r)
+}
+
+fn site(inv: &Inventory, pod: &Pod) -> PodSite {
+    PodSite {
+        pod: pod_ref(pod),
+        node: inv.node.clone(),
+        // The pod has no address of its own: the refusal names it.
+        ip_source: IpSource::Event,
+        created: pod.created,
+        controller: pod.controller.clone(),
+    }
+}
+
+/// Calico's refusal of `pod`: the route to its address is another interface's.
+fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Option<Finding> {
+    let ip = failures.iter().find_map(|f| match f.refusal {
+        SandboxRefusal::HostRouteTaken { dst, .. } => dst,
+        _ => None,
+    })?;
+    let about_ip = |r: &SandboxRefusal| matches!(r, SandboxRefusal::HostRouteTaken { dst: Some(d), .. } if *d == ip);
+    let kubelet = summed(failures, about_ip)?;
+    let named = failures.iter().find_map(|f| match &f.refusal {
+        r @ SandboxRefusal::HostRouteTaken { holder, .. } if about_ip(r) => holder.clone(),
+        _ => None,
+    });
+    let kernel = host_route_through(inv, ip);
+    // The kernel shows the route where it leads through the interface named
+    // (or through any, when the message names none: Calico before 3.x).
+    let seen = kernel.is_some() && (named.is_none() || named == kernel);
+    let interface = named.or(kernel);
+    let holder = inv.pods.iter().find(|p| {
+        p.node.as_deref() == Some(inv.node.as_str())
+            && p.can_receive_traffic()
+            && !(p.namespace == pod.namespace && p.name == pod.name)
+            && p.ips
+                .iter()
+                .any(|i| i.ip == ip && i.source == IpSource::Status)
+    });
+    let (role, source) = match holder {
+        Some(_) => (Role::Pod, Source::PodStatus),
+        None if seen => (Role::Local, Source::Kernel),
+        None => (Role::Local, Source::KubeletEvent),
+    };
+    Some(Finding {
+        kind: FindingKind::PodRouteTaken,
+        scope: Scope::SameNode,
+        ip: Some(ip),
+        owner: Owner {
+            node: inv.node.clone(),
+            role,
+            device: interface.clone(),
+            source,
+        },
+        remedy: Remedy::ClearCalicoRoute {
+            node: inv.node.clone(),
+            ip,
+            interface: interface.clone(),
+            holder: holder.map(pod_ref),
+        },
+        cause: Cause::Leftover {
+            site: site(inv, pod),
+            kubelet,
+            interface,
+            holder: holder.map(pod_ref),
+            wanted: None,
+            seen,
+        },
+        trust: Trust::Hint,
+    })
+}
+
+/// The interface the main table's host route to `ip` leads through.
+fn host_route_through(inv: &Inventory, ip: IpAddr) -> Option<String> {
+    inv.host
+        .routes
+        .iter()
+        .find(|r| {
+            r.table == TABLE_MAIN
+                && r.kind == RouteKind::Unicast
+                && r.dst.addr() == ip
+                && r.dst.prefix_len() == r.dst.max_prefix_len()
+        })
+        .and_then(|r| r.oif)
+        .and_then(|i| inv.host.link_name(i))
+        .map(str::to_owned)
+}
+
+/// The bridge plugin's refusal of `pod`: its bridge holds another address.
+fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Option<Finding> {
+    let (bridge, wanted) = failures.iter().find_map(|f| match &f.refusal {
+        SandboxRefusal::BridgeAddressDiffers {
+            bridge: Some(b),
+            gateway,
+        } => Some((b.clone(), *gateway)),
+        _ => None,
+    })?;
+    let kubelet = summed(
+        failures,
+        |r| matches!(r, SandboxRefusal::BridgeAddressDiffers { bridge: Some(b), .. } if *b == bridge),
+    )?;
+    let stale = other_address(inv, &bridge, wanted);
+    let remedy = match stale {
+        Some(address) => Remedy::DeleteBridgeAddress {
+            node: inv.node.clone(),
+            bridge: bridge.clone(),
+            address,
+        },
+        None => Remedy::RecreateBridge {
+            node: inv.node.clone(),
+            bridge: bridge.clone(),
+            gateway: wanted,
+        },
+    };
+    Some(Finding {
+        kind: FindingKind::StaleBridgeAddress,
+        scope: Scope::SameNode,
+        ip: stale.or(wanted).map(|a| a.addr()),
+        owner: Owner {
+            node: inv.node.clone(),
+            role: Role::Node,
+            device: Some(bridge.clone()),
+            source: if stale.is_some() {
+                Source::Kernel
+            } else {
+                Source::KubeletEvent
+            },
+        },
+        cause: Cause::Leftover {
+            site: site(inv, pod),
+            kubelet,
+            interface: Some(bridge),
+            holder: None,
+            wanted,
+            seen: stale.is_some(),
+        },
+        remedy,
+        trust: Trust::Hint,
+    })
+}
+
+/// An address of `bridge` in the kernel other than the gateway `wanted` (of
+/// its family, not link-local), with the prefix of its connected route.
+fn other_address(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> Option<IpNet> {
+    let ip = inv
+        .host
+        .addresses
+        .iter()
+        .filter(|a| a.device == bridge)
+        .map(|a| a.ip)
+        .find(|ip| match wanted {
+            Some(w) => w.addr().is_ipv4() == ip.is_ipv4() && w.addr() != *ip,
+            None => true,
+        } && !link_local(*ip))?;
+    let prefix = inv
+        .host
+        .routes
+        .iter()
+        .filter(|r| r.table == TABLE_MAIN && r.gateway.is_none() && r.dst.contains(&ip))
+        .find(|r| r.oif.and_then(|i| inv.host.link_name(i)) == Some(bridge))
+        .map_or_else(
+            || wanted.map_or(if ip.is_ipv4() { 32 } else { 128 }, |w| w.prefix_len()),
+            |r| r.dst.prefix_len(),
+        );
+    IpNet::new(ip, prefix).ok()
+}
+
+fn link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.is_unicast_link_local(),
+    }
+}

@@ -1,0 +1,184 @@
+//! The text of a refusal over what the node kept from before: Calico's host
+//! route through another interface (`PodRouteTaken`), the bridge's other
+//! address (`StaleBridgeAddress` on the refused pod). Each in its CNI's terms.
+
+use super::{Reader, ipam::kubelet_says, pod_name};
+use crate::detect::{Cause, Finding, FindingKind, PodRef, Remedy};
+
+/// The fields of a [`Cause::Leftover`].
+pub(super) struct Leftover<'a> {
+    pub interface: Option<&'a str>,
+    pub holder: Option<&'a PodRef>,
+    pub wanted: Option<ipnet::IpNet>,
+    pub seen: bool,
+}
+
+impl<'a> Leftover<'a> {
+    /// The fields of `cause`, when it is a leftover.
+    pub(super) fn of(cause: &'a Cause) -> Option<Self> {
+        match cause {
+            Cause::Leftover {
+                interface,
+                holder,
+                wanted,
+                seen,
+                ..
+            } => Some(Self {
+                interface: interface.as_deref(),
+                holder: holder.as_ref(),
+                wanted: *wanted,
+                seen: *seen,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The long message: what, why the pod cannot start, kubelet's words, the fix.
+pub(super) fn render(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> String {
+    let kubelet = match &f.cause {
+        Cause::Leftover { kubelet, .. } => kubelet_says(kubelet, reader),
+        _ => String::new(),
+    };
+    let node = &f.owner.node;
+    let what = if f.kind == FindingKind::PodRouteTaken {
+        let ip = f.ip_text();
+        let iface = l.interface.unwrap_or("another interface");
+        let held = match l.holder {
+            Some(h) => format!(
+                ", and {} on {node} holds {ip} in status.podIPs: Calico's IPAM handed one \
+                 address to two pods (its datastore lost an allocation in use, calico#1253, \
+                 #3940, #11755)",
+                reader.pod(h)
+            ),
+            None => format!(
+                ": no pod holds {ip}, so {iface} is a veth a previous sandbox left behind \
+                 (calico#2730)"
+            ),
+        };
+        let seen = if l.seen {
+            format!(" The node's kernel shows the route: {ip} dev {iface}.")
+        } else {
+            String::new()
+        };
+        format!(
+            "{} cannot start: Calico's IPAM gave it {ip}, but node {node}'s host already routes \
+             {ip} through {iface}{held}.{seen}",
+            pod_name(f)
+        )
+    } else {
+        let bridge = l.interface.unwrap_or("the bridge");
+        let wanted = l
+            .wanted
+            .map_or_else(String::new, |w| format!(" (it wants {w})"));
+        let holds = if l.seen {
+            format!("still holds {}", f.ip_text())
+        } else {
+            "holds another address".to_owned()
+        };
+        format!(
+            "{} cannot start: bridge {bridge} on node {node} {holds}, not the gateway of the \
+             node's pod range{wanted}: an address kept from a previous podCIDR (kube-router#689, \
+             antrea#1685). The bridge plugin refuses every new pod on {node} until it is gone.",
+            pod_name(f)
+        )
+    };
+    format!("{what} {kubelet} {}", super::remedy_for(&f.remedy, reader))
+}
+
+/// The short note's prose: what is wrong and what breaks.
+pub(super) fn what(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> String {
+    let (ip, node) = (f.ip_text(), &f.owner.node);
+    if f.kind == FindingKind::PodRouteTaken {
+        let iface = l.interface.unwrap_or("another interface");
+        let by = l
+            .holder
+            .map_or_else(String::new, |h| format!(" ({} holds {ip})", reader.pod(h)));
+        format!(
+            "Calico refused this pod's IP {ip}: {node} already routes it through {iface}{by}. \
+             The pod stays in ContainerCreating."
+        )
+    } else {
+        let bridge = l.interface.unwrap_or("the bridge");
+        let old = if l.seen {
+            format!(" {ip}")
+        } else {
+            " an address".to_owned()
+        };
+        format!(
+            "Bridge {bridge} on {node} kept{old} of a previous pod range, so the bridge plugin \
+             refuses this pod. It stays in ContainerCreating."
+        )
+    }
+}
+
+/// The long fixes of these findings.
+pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
+    match r {
+        Remedy::ClearCalicoRoute {
+            node,
+            ip,
+            interface,
+            holder,
+        } => {
+            if let Some(h) = holder {
+                return format!(
+                    "Fix: run `calicoctl ipam check --show-problem-ips` to see {ip} allocated \
+                     twice, then delete the refused pod so Calico gives it another address; {} \
+                     keeps {ip}. Do not `calicoctl ipam release` an address a pod holds.",
+                    reader.pod(h)
+                );
+            }
+            let iface = interface
+                .as_deref()
+                .unwrap_or("<the interface in the message>");
+            format!(
+                "Fix: on {node}, check that no container uses {iface} (`ip route get {ip}`), \
+                 then delete it (`ip link delete {iface}`) so its route goes with it; kubelet \
+                 retries the sandbox. Then run `calicoctl ipam check` for other leaked \
+                 addresses."
+            )
+        }
+        Remedy::RecreateBridge {
+            node,
+            bridge,
+            gateway,
+        } => {
+            let gw = gateway.map_or_else(String::new, |g| format!(" with {g}"));
+            format!(
+                "Fix: on {node}, delete the bridge's old address (`ip addr show {bridge}`, then \
+                 `ip addr del <old address> dev {bridge}`), or delete the bridge (`ip link delete \
+                 {bridge}`) and restart the node's pods; the bridge plugin recreates it{gw}."
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+/// The one-sentence fixes of these findings.
+pub(super) fn fix(r: &Remedy, reader: Reader<'_>) -> String {
+    match r {
+        Remedy::ClearCalicoRoute {
+            node,
+            interface,
+            holder,
+            ..
+        } => match holder {
+            Some(h) => format!(
+                "Fix: run `calicoctl ipam check --show-problem-ips`, then delete this pod so \
+                 Calico gives it another address ({} keeps it).",
+                reader.pod(h)
+            ),
+            None => format!(
+                "Fix: on {node}, once no container uses it, run `ip link delete {}`, then \
+                 `calicoctl ipam check`.",
+                interface.as_deref().unwrap_or("<cali… in the message>")
+            ),
+        },
+        Remedy::RecreateBridge { node, bridge, .. } => format!(
+            "Fix: on {node}, delete {bridge}'s old address (`ip addr del <old> dev {bridge}`), or \
+             the bridge itself and restart its pods."
+        ),
+        _ => String::new(),
+    }
+}
