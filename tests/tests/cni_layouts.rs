@@ -542,6 +542,9 @@ fn a_collision_names_the_namespace_that_really_holds_the_address() {
     // The kernel's evidence: the pod's namespace, behind its veth, still holds it.
     assert_eq!(f["kernel"]["holders"][0]["iface"], n.veth(0), "{f:#}");
     assert_eq!(f["kernel"]["holders"][0]["peer"], "eth0", "{f:#}");
+    // … and the message says so, naming the interface.
+    let said = format!("The namespace behind {} holds it too.", n.veth(0));
+    assert!(f["message"].as_str().unwrap().contains(&said), "{f:#}");
 }
 
 #[test]

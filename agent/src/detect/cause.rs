@@ -24,6 +24,10 @@ pub enum Cause {
         /// The Service whose address the local one is (external IPs, a
         /// load-balancer IP), when the Services were read.
         service: Option<ServiceAddress>,
+        /// The host interface (`lxc…`, `cali…`, `veth…`) behind which a pod
+        /// namespace of this node holds the address, where one does: the
+        /// kernel's word that the pod is there while the node answers for it.
+        held_behind: Option<String>,
     },
     /// kubelet reports Cilium refused the pod's address as already in use, and
     /// no address of a node explains it.

@@ -270,6 +270,7 @@ impl Finding {
                 shadowed_route,
                 kubelet: None,
                 service: None,
+                held_behind: None,
             },
             remedy,
             trust,

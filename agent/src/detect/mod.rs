@@ -23,6 +23,7 @@ mod overlap;
 mod owners;
 mod pool;
 mod refused;
+mod remedy;
 mod trust;
 mod truth;
 
@@ -32,10 +33,10 @@ pub use finding::{
     Cause, Finding, FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodRef,
     PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,
 };
-use ipnet::IpNet;
 pub use kernel::{truth_report, truth_table};
 pub use owners::Index;
 use owners::{OwnerRef, Owners};
+use remedy::{collision_remedy, uses_kube_ovn};
 pub use truth::{KernelFix, KernelTruth};
 
 use crate::inventory::{
@@ -258,61 +259,6 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
     }
 }
 
-/// Whether kube-ovn gave the pod its address: it came from kube-ovn's
-/// annotation or record, or lies in a primary Subnet (in a mixed cluster, the
-/// other nodes' pods come from another allocator).
-fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
-    matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
-        || inv
-            .subnets
-            .iter()
-            .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
-}
-
-/// The fix of a collision, fitted to the allocators the inventory shows.
-fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
-    let subnet = inv.subnets.iter().filter(|s| s.primary).find_map(|s| {
-        let block = s.cidrs.iter().find(|c| c.contains(&pip.ip))?;
-        Some((s.name.clone(), *block))
-    });
-    match (owner.role, subnet) {
-        (Role::Tunnel, _) => Remedy::CheckCalicoIpam {
-            node: owner.node.clone(),
-        },
-        (Role::Gateway | Role::ManagementPort, _) => Remedy::ReservedAddress {
-            by: if owner.role == Role::ManagementPort || owner.source == Source::OvnNodeAnnotation {
-                Reserver::OvnKubernetes
-            } else {
-                Reserver::Bridge
-            },
-        },
-        (Role::Local, subnet) => Remedy::RemoveLocalAddress {
-            device: owner.device.clone(),
-            subnet: subnet.map(|(name, _)| name),
-        },
-        (_, Some((subnet, block))) => Remedy::CarveCiliumPool {
-            subnet,
-            block,
-            pool: pool_at_end(block),
-        },
-        // In no primary Subnet: a status address came from another allocator
-        // (Cilium's own IPAM on this node of a mixed cluster).
-        (_, None) if uses_kube_ovn(inv, pip) => Remedy::ExcludeInPodAllocator,
-        (_, None) => Remedy::ReallocatePod {
-            node: owner.node.clone(),
-        },
-    }
-}
-
-/// A block at the end of `block` for Cilium's pool: a /21 of a /16 (room for a
-/// /29 per node), as the field report's fix cut it; never smaller than /29 (IPv4).
-fn pool_at_end(block: IpNet) -> IpNet {
-    let len = (block.prefix_len() + 5)
-        .min(block.max_prefix_len().saturating_sub(3))
-        .max(block.prefix_len());
-    IpNet::new(block.broadcast(), len).map_or(block, |n| n.trunc())
-}
-
 fn check_foreign_pod(
     inv: &Inventory,
     owners: &Owners<'_>,
@@ -349,10 +295,24 @@ fn collision(
         _ => collision_remedy(inv, &owner, pip),
     };
     let mut f = Finding::collision(scope, pip.ip, owner, site, evidence, remedy);
-    if let Some((trust, claimed)) = claim {
-        f.trust = f.trust.max(trust);
-        if let Cause::Collision { service, .. } = &mut f.cause {
+    if let Cause::Collision {
+        service,
+        held_behind,
+        ..
+    } = &mut f.cause
+    {
+        if let Some((trust, claimed)) = claim {
+            f.trust = f.trust.max(trust);
             *service = claimed;
+        }
+        // Only a namespace of this node can be the pod's: a pod elsewhere is not behind our veths.
+        if scope == Scope::SameNode {
+            *held_behind = inv
+                .host
+                .namespaces
+                .holders(pip.ip)
+                .next()
+                .map(|i| i.name.clone());
         }
     }
     f

@@ -248,7 +248,7 @@ fn impact(f: &Finding) -> String {
 
 pub(super) fn collision(
     f: &Finding,
-    (fib, shadowed_route): (Option<&str>, Option<&str>),
+    (fib, shadowed_route, held_behind): (Option<&str>, Option<&str>, Option<&str>),
     service: Option<&ServiceAddress>,
     reader: Reader<'_>,
 ) -> String {
@@ -267,6 +267,9 @@ pub(super) fn collision(
             m,
             " The pod route {route} is shadowed by the local table, which the kernel consults first."
         );
+    }
+    if let Some(iface) = held_behind {
+        let _ = write!(m, " The namespace behind {iface} holds it too.");
     }
     let _ = write!(m, " {} {}", impact(f), remedy_for(&f.remedy, reader));
     m

@@ -92,28 +92,40 @@ pub fn render_for(f: &Finding, reader: Reader<'_>) -> String {
     m
 }
 
+/// A collision's message, with kubelet's report where the IP came from it.
+fn collision_message(f: &Finding, reader: Reader<'_>) -> String {
+    let Cause::Collision {
+        fib,
+        shadowed_route,
+        kubelet,
+        service,
+        held_behind,
+        ..
+    } = &f.cause
+    else {
+        return String::new();
+    };
+    let mut m = collision::collision(
+        f,
+        (
+            fib.as_deref(),
+            shadowed_route.as_deref(),
+            held_behind.as_deref(),
+        ),
+        service.as_ref(),
+        reader,
+    );
+    if let Some(k) = kubelet {
+        m.push(' ');
+        m.push_str(&ipam::kubelet_says(k, reader));
+    }
+    m
+}
+
 /// The message of `f` by its cause: what, why it hurts, and the fix.
 fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
     match &f.cause {
-        Cause::Collision {
-            fib,
-            shadowed_route,
-            kubelet,
-            service,
-            ..
-        } => {
-            let mut m = collision::collision(
-                f,
-                (fib.as_deref(), shadowed_route.as_deref()),
-                service.as_ref(),
-                reader,
-            );
-            if let Some(k) = kubelet {
-                m.push(' ');
-                m.push_str(&ipam::kubelet_says(k, reader));
-            }
-            m
-        }
+        Cause::Collision { .. } => collision_message(f, reader),
         Cause::Refused {
             kubelet, holder, ..
         } => ipam::refused(f, kubelet, holder.as_ref(), reader),

@@ -84,13 +84,16 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
     let node = &f.owner.node;
     match &f.cause {
         Cause::Collision {
-            service, kubelet, ..
+            service,
+            kubelet,
+            held_behind,
+            ..
         } => format!(
             "This pod's IP {ip}{} is {} of node {node}{}. {}",
             rests_on(f),
             held_as(f, service.as_ref(), reader),
             read_from(f),
-            breaks(f, kubelet.as_ref().map(|k| k.count))
+            breaks(f, kubelet.as_ref().map(|k| k.count), held_behind.as_deref())
         ),
         Cause::Refused { site, holder, .. } => match holder {
             Some(h) => format!(
@@ -173,7 +176,9 @@ fn read_from(f: &Finding) -> String {
 
 /// What breaks for the pod, by where the address is held; `refusals`:
 /// how often kubelet reported the sandbox refused.
-fn breaks(f: &Finding, refusals: Option<u64>) -> String {
+/// What breaks; `behind`: the host interface whose namespace holds the pod's
+/// address (the kernel's word that the pod is there, and where).
+fn breaks(f: &Finding, refusals: Option<u64>, behind: Option<&str>) -> String {
     let owner = &f.owner.node;
     match (f.owner.role, f.scope) {
         (Role::Ingress, Scope::SameNode) => {
@@ -188,7 +193,9 @@ fn breaks(f: &Finding, refusals: Option<u64>) -> String {
             format!("On {owner}, traffic to it goes to Cilium's ingress endpoint, not this pod.")
         }
         (_, Scope::SameNode) => {
-            format!("kubelet probes and webhooks from {owner} reach {owner} itself, not the pod.")
+            let pod =
+                behind.map_or_else(|| "the pod".to_owned(), |i| format!("the pod behind {i}"));
+            format!("kubelet probes and webhooks from {owner} reach {owner} itself, not {pod}.")
         }
         (_, Scope::CrossNode) => format!(
             "The host network of node {owner} cannot reach it: webhooks or probes from {owner} fail."

@@ -80,6 +80,8 @@ pub(super) fn collision(role: Role, scope: Scope, remedy: Remedy) -> Finding {
         shadowed_route: None,
         kubelet: None,
         service: None,
+        // The longest text: the kernel's word on the pod's namespace too.
+        held_behind: Some("lxc8e2f0a91c3d4".into()),
     };
     finding(FindingKind::for_role(role), role, scope, cause, remedy)
 }

@@ -1,0 +1,61 @@
+//! The fix of a collision, fitted to the allocators the inventory shows.
+
+use ipnet::IpNet;
+
+use super::{Owner, Remedy, Reserver, Role};
+use crate::inventory::{Inventory, IpSource, PodIp, Source};
+
+/// Whether kube-ovn gave the pod its address: it came from kube-ovn's
+/// annotation or record, or lies in a primary Subnet (in a mixed cluster, the
+/// other nodes' pods come from another allocator).
+pub(super) fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
+    matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
+        || inv
+            .subnets
+            .iter()
+            .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
+}
+
+/// The fix of a collision, fitted to the allocators the inventory shows.
+pub(super) fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
+    let subnet = inv.subnets.iter().filter(|s| s.primary).find_map(|s| {
+        let block = s.cidrs.iter().find(|c| c.contains(&pip.ip))?;
+        Some((s.name.clone(), *block))
+    });
+    match (owner.role, subnet) {
+        (Role::Tunnel, _) => Remedy::CheckCalicoIpam {
+            node: owner.node.clone(),
+        },
+        (Role::Gateway | Role::ManagementPort, _) => Remedy::ReservedAddress {
+            by: if owner.role == Role::ManagementPort || owner.source == Source::OvnNodeAnnotation {
+                Reserver::OvnKubernetes
+            } else {
+                Reserver::Bridge
+            },
+        },
+        (Role::Local, subnet) => Remedy::RemoveLocalAddress {
+            device: owner.device.clone(),
+            subnet: subnet.map(|(name, _)| name),
+        },
+        (_, Some((subnet, block))) => Remedy::CarveCiliumPool {
+            subnet,
+            block,
+            pool: pool_at_end(block),
+        },
+        // In no primary Subnet: a status address came from another allocator
+        // (Cilium's own IPAM on this node of a mixed cluster).
+        (_, None) if uses_kube_ovn(inv, pip) => Remedy::ExcludeInPodAllocator,
+        (_, None) => Remedy::ReallocatePod {
+            node: owner.node.clone(),
+        },
+    }
+}
+
+/// A block at the end of `block` for Cilium's pool: a /21 of a /16 (room for a
+/// /29 per node), as the field report's fix cut it; never smaller than /29 (IPv4).
+fn pool_at_end(block: IpNet) -> IpNet {
+    let len = (block.prefix_len() + 5)
+        .min(block.max_prefix_len().saturating_sub(3))
+        .max(block.prefix_len());
+    IpNet::new(block.broadcast(), len).map_or(block, |n| n.trunc())
+}
