@@ -35,6 +35,7 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
         logical_switch: None,
         terminating: false,
         controller: None,
+        default_network_elsewhere: false,
     }
 }
 

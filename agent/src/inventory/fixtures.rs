@@ -139,6 +139,7 @@ pub(crate) fn pod(name: &str, node: &str, ips: &[&str]) -> Pod {
         logical_switch: None,
         terminating: false,
         controller: Some("ReplicaSet/rs".into()),
+        default_network_elsewhere: false,
     }
 }
 

@@ -33,6 +33,11 @@ pub struct Pod {
     pub terminating: bool,
     /// Its controller, `Kind/name` (`metadata.ownerReferences` with `controller: true`).
     pub controller: Option<String>,
+    /// Multus gives its default interface another network
+    /// (`v1.multus-cni.io/default-network`: SR-IOV, macvlan): no veth of the
+    /// node's CNI leads to it, so no namespace behind one holding its address is
+    /// no evidence of a missing sandbox.
+    pub default_network_elsewhere: bool,
 }
 
 impl IpSource {

@@ -174,6 +174,7 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
             && via.is_none()
             && ns.unread.is_empty()
             && pod.phase.as_deref() == Some("Running")
+            && !pod.default_network_elsewhere
             && idx.lays_pod_routes(ip) =>
         {
             let fix = KernelFix::RecreatePod { pod: pod_ref(pod) };

@@ -190,6 +190,10 @@ fn a_running_pod_no_namespace_holds_is_found_where_pods_get_routes() {
             None
         )]
     );
+    // Multus gave its eth0 another network (SR-IOV, macvlan): no veth is expected.
+    pods[3].default_network_elsewhere = true;
+    assert!(kernel(&ptp_inventory(pods.clone())).is_empty());
+    pods[3].default_network_elsewhere = false;
     // Pending: its sandbox may still be on its way.
     pods[3].phase = Some("Pending".into());
     assert!(kernel(&ptp_inventory(pods)).is_empty());

@@ -132,8 +132,16 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         logical_switch,
         terminating: p.metadata.deletion_timestamp.is_some(),
         controller: controller(&p.metadata),
+        default_network_elsewhere: p
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MULTUS_DEFAULT_NETWORK)),
     }
 }
+
+/// Multus' annotation that replaces a pod's default network (its `eth0`).
+const MULTUS_DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
 
 /// The IPs of `status.podIPs`, else of `status.podIP`.
 fn status_ips(status: &PodStatus, bad: &mut dyn FnMut(String)) -> Vec<PodIp> {

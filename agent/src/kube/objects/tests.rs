@@ -49,6 +49,28 @@ fn pod_ips_come_from_status_and_the_annotation_only_without_them() {
 }
 
 #[test]
+fn a_pod_whose_default_network_multus_replaced_is_marked() {
+    let mut problems = vec![];
+    // As Multus' docs write it: the default network named by NetworkAttachmentDefinition.
+    let sriov = k8s_pod(json!({
+        "metadata": {"name": "dpdk", "namespace": "ns",
+                     "annotations": {"v1.multus-cni.io/default-network": "kube-system/sriov-net"}},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Running", "podIP": "10.56.217.9"}
+    }));
+    assert!(pod(&sriov, &keys(), &mut problems).default_network_elsewhere);
+    // Secondary networks alone leave eth0 to the node's CNI.
+    let secondary = k8s_pod(json!({
+        "metadata": {"name": "web", "namespace": "ns",
+                     "annotations": {"k8s.v1.cni.cncf.io/networks": "macvlan-conf"}},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Running", "podIP": "10.244.0.7"}
+    }));
+    assert!(!pod(&secondary, &keys(), &mut problems).default_network_elsewhere);
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+#[test]
 fn a_bad_annotation_is_reported_by_object_and_cut_short() {
     let mut problems = vec![];
     let huge = "x".repeat(1 << 20);
