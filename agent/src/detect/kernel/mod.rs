@@ -13,6 +13,8 @@
 
 use std::{collections::HashSet, net::IpAddr};
 
+use ipnet::IpNet;
+
 use self::index::{Index, own, status_ips};
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
@@ -258,22 +260,37 @@ fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
             .any(|c| c.addresses.iter().any(|a| a.ip == ip))
 }
 
+/// The ranges this node's pods are given addresses from: its Node's podCIDRs,
+/// kube-ovn's primary Subnets, its CiliumNode's ranges (cluster-pool leaves the
+/// Node's empty), ovn-kubernetes' node subnets.
+fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
+    let mine = inv
+        .cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .filter(|c| c.name == inv.node);
+    inv.node_facts
+        .iter()
+        .flat_map(|n| n.pod_cidrs.iter().copied())
+        .chain(
+            inv.subnets
+                .iter()
+                .filter(|s| s.primary)
+                .flat_map(|s| s.cidrs.iter().copied()),
+        )
+        .chain(mine.flat_map(|c| {
+            c.ranges()
+                .map(|(r, _)| r)
+                .chain(c.ovn_subnets.iter().copied())
+        }))
+}
+
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.
 fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
     let inv = idx.inv;
     let ip = row.ip;
     let routed = row.route.is_some();
-    let in_pod_range = inv
-        .node_facts
-        .iter()
-        .flat_map(|n| n.pod_cidrs.iter())
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| &s.cidrs),
-        )
-        .any(|c| c.contains(&ip));
+    let in_pod_range = pod_ranges(inv).any(|c| c.contains(&ip));
     let on_peer_link = |h: &&Holder| {
         idx.iface(h.iface_index)
             .is_some_and(|i| i.peer_index == h.peer_index)

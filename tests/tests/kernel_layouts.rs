@@ -1,0 +1,164 @@
+//! The kernel-truth checks on healthy nodes laid out as kube-ovn and Cilium
+//! lay them (no reference plugin makes these): pods behind veths with no
+//! per-pod route — kube-ovn's `<id>_h` ports on its OVS bridge, Cilium's
+//! `lxc…` veths routed through `cilium_host` and its `lxc_health` namespace.
+//! Every pod's namespace is read and tabled; nothing is found.
+#![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
+
+use ipshadow_tests::{
+    can_run_netns_tests,
+    check::Files,
+    ipshadow_bin, kernel_at_least,
+    lab::ME,
+    netns::NetNs,
+    objects::{cilium_node, list, pod, subnet},
+};
+use serde_json::Value;
+
+/// A node with an uplink and a default route, as a real node has.
+fn node(tag: &str) -> NetNs {
+    let node = NetNs::new(tag);
+    node.add_veth("eth0", "uplink");
+    node.ip_batch(
+        "addr add 192.168.100.11/24 dev eth0\nlink set eth0 up\nlink set uplink up\n\
+         route add default via 192.168.100.1\n",
+    );
+    node
+}
+
+/// A pod namespace behind the node's veth `host_if`, holding `addr` on `eth0`.
+fn pod_behind(node: &NetNs, tag: &str, host_if: &str, addr: &str) -> NetNs {
+    let pod = NetNs::new(tag);
+    node.ip_batch(&format!(
+        "link add {host_if} type veth peer name eth0 netns {}\nlink set {host_if} up\n",
+        pod.name
+    ));
+    pod.ip_batch(&format!("addr add {addr} dev eth0\nlink set eth0 up\n"));
+    pod
+}
+
+/// `ipshadow check --output json` in `node` with these files.
+fn check(node: &NetNs, args: &[(&str, Value)]) -> Value {
+    let files = Files::new("kernel-layouts");
+    let mut cmd = node.command(ipshadow_bin().to_str().unwrap());
+    cmd.args(["check", "--node", ME, "--output", "json"]);
+    for (flag, v) in args {
+        let name = format!("{}.json", flag.trim_start_matches('-'));
+        cmd.arg(flag).arg(files.write(&name, v));
+    }
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Each address's truth-table row: held behind `iface` alone.
+fn held_behind(v: &Value, ip: &str, iface: &str) {
+    let rows = v["truth_table"]["rows"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["ip"] == ip)
+        .unwrap_or_else(|| panic!("no row for {ip}: {v:#}"));
+    let holders = row["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{row:#}");
+    assert_eq!(holders[0]["iface"], iface, "{row:#}");
+    assert_eq!(holders[0]["peer"], "eth0", "{row:#}");
+}
+
+fn can_run(test: &str) -> bool {
+    can_run_netns_tests(test) && kernel_at_least(4, 20, test, "IFA_TARGET_NETNSID dumps")
+}
+
+#[test]
+fn a_healthy_kube_ovn_like_node_has_no_kernel_findings() {
+    if !can_run("a_healthy_kube_ovn_like_node_has_no_kernel_findings") {
+        return;
+    }
+    let node = node("klo");
+    // kube-ovn: ovn0 on the join subnet, one route for the pod subnet through
+    // it, each pod's `<id>_h` port on the OVS bridge (a Linux bridge stands in
+    // for OVS, a veth pair within the node for its internal port: this kernel
+    // has no dummy devices).
+    node.ip_batch(
+        "link add br-int type bridge\nlink set br-int up\n\
+         link add ovn0 type veth peer name ovn0-peer\nlink set ovn0-peer up\n\
+         addr add 100.64.0.2/16 dev ovn0\nlink set ovn0 up\n\
+         route add 10.16.0.0/16 via 100.64.0.1 dev ovn0\n",
+    );
+    let laid = [
+        ("5f3c1d2a9b01_h", "10.16.0.5"),
+        ("77ab90e1c4d2_h", "10.16.0.6"),
+    ];
+    let _pods: Vec<NetNs> = laid
+        .iter()
+        .map(|(port, ip)| {
+            let p = pod_behind(&node, "klop", port, &format!("{ip}/16"));
+            node.ip(&["link", "set", port, "master", "br-int"]);
+            p
+        })
+        .collect();
+    let pods = list(vec![
+        pod("tenant", "a", ME, &["10.16.0.5"]),
+        pod("tenant", "b", ME, &["10.16.0.6"]),
+    ]);
+    let subnets = list(vec![subnet("ovn-default", "10.16.0.0/16", &[])]);
+    let v = check(&node, &[("--pods", pods), ("--subnets", subnets)]);
+    assert_eq!(v["findings"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["truth_table"]["namespaces"], 2, "{v:#}");
+    for (port, ip) in laid {
+        held_behind(&v, ip, port);
+    }
+}
+
+#[test]
+fn a_healthy_cilium_like_node_has_no_kernel_findings() {
+    if !can_run("a_healthy_cilium_like_node_has_no_kernel_findings") {
+        return;
+    }
+    let node = node("clo");
+    // Cilium without endpoint routes: the router IP on cilium_host, the pod
+    // range routed through it, no per-pod route; lxc_health's namespace holds
+    // the health IP, which no pod has.
+    node.ip_batch(
+        "link add cilium_host type veth peer name cilium_net\nlink set cilium_net up\n\
+         link set cilium_host up\naddr add 10.0.1.200/32 dev cilium_host\n\
+         route add 10.0.1.200 dev cilium_host scope link\n\
+         route add 10.0.1.0/24 via 10.0.1.200 dev cilium_host src 10.0.1.200\n",
+    );
+    let laid = [
+        ("lxc8e2f0a91c3d4", "10.0.1.17"),
+        ("lxc03b7d6e5f2a1", "10.0.1.98"),
+        ("lxc_health", "10.0.1.33"),
+    ];
+    let _pods: Vec<NetNs> = laid
+        .iter()
+        .map(|(veth, ip)| pod_behind(&node, "clop", veth, &format!("{ip}/32")))
+        .collect();
+    let pods = list(vec![
+        pod("tenant", "a", ME, &["10.0.1.17"]),
+        pod("tenant", "b", ME, &["10.0.1.98"]),
+    ]);
+    let mut cn = cilium_node(ME, "10.0.1.200", None, Some("10.0.1.33"));
+    cn["spec"]["ipam"] = serde_json::json!({"podCIDRs": ["10.0.1.0/24"]});
+    let args = [("--pods", pods), ("--ciliumnodes", list(vec![cn]))];
+    let v = check(&node, &args);
+    assert_eq!(v["findings"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["truth_table"]["namespaces"], 3, "{v:#}");
+    for (veth, ip) in laid {
+        held_behind(&v, ip, veth);
+    }
+    // The same node with a sandbox no pod owns, inside the pod range: a leak.
+    let _leaked = pod_behind(&node, "clop", "lxc5a5a5a5a5a5a", "10.0.1.55/32");
+    let v = check(&node, &args);
+    let found: Vec<_> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["ip"].as_str().unwrap()))
+        .collect();
+    assert_eq!(found, [("LeakedSandboxAddress", "10.0.1.55")], "{v:#}");
+}
