@@ -595,11 +595,16 @@ fn the_agent_writes_kernel_truth_events_on_the_pod_and_the_node() {
     api.apply(Res::Pods, pod("tenant", "a", ME, &[n.ip(0)]));
     api.apply(Res::Pods, pod("tenant", "b", ME, &[n.ip(1)]));
     let lab = Lab::new("kt", &api);
-    let agent = lab.agent(&n.node, ME);
+    // A leak is told only once it outlasts its grace (a forced deletion's teardown is none).
+    let agent = lab.agent_with(&n.node, ME, &["--leak-grace-seconds", "10"]);
     agent.wait_ready(&n.node);
     let e = lab::wait_for("PodRouteMisdirected on pod a", ipshadow_tests::HANG, || {
         lab::event(&api, "tenant", "a", "PodRouteMisdirected")
     });
+    assert!(
+        lab::event(&api, "default", ME, "LeakedSandboxAddress").is_none(),
+        "the leak was told before its grace"
+    );
     assert_eq!(
         (e["type"].as_str(), e["involvedObject"]["kind"].as_str()),
         (Some("Warning"), Some("Pod"))

@@ -15,6 +15,7 @@ use std::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+mod leaks;
 mod metrics;
 
 pub(crate) use self::metrics::LoopMetrics;
@@ -43,6 +44,13 @@ pub struct Args {
     #[arg(long, env = "IPSHADOW_DEBOUNCE_MS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub debounce_ms: u64,
+    /// How long, in seconds, a pod namespace must hold an address no pod has
+    /// before it is told as a leaked sandbox: a pod deleted with --force leaves
+    /// the API at once while kubelet still stops it (its grace period) and
+    /// tears its sandbox down.
+    #[arg(long, env = "IPSHADOW_LEAK_GRACE_SECONDS", default_value_t = 90,
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub leak_grace_seconds: u64,
 }
 
 /// Where the cluster's state comes from.
@@ -70,6 +78,8 @@ pub(crate) struct ReconcileLoop {
     /// The host snapshot of the last reconcile; `None` once the node's network
     /// may have changed since (a netlink notification, a resync, a failure).
     host: Option<Arc<HostNetwork>>,
+    /// Leaked sandboxes not yet told, by when first seen (see `leaks`).
+    leaks: leaks::Young,
 }
 
 /// The loop's inputs and outputs, for `new`.
@@ -96,6 +106,7 @@ impl ReconcileLoop {
             findings: Arc::default(),
             seen_invalid: HashSet::new(),
             host: None,
+            leaks: leaks::Young::default(),
         }
     }
 
@@ -133,6 +144,8 @@ impl ReconcileLoop {
                         due = Some(tokio::time::Instant::now() + retry);
                         retry = (retry * 2).min(RETRY_MAX);
                     }
+                    // A leak held back is looked at again when it comes of age.
+                    due = earliest(due, self.leaks.recheck_at());
                 }
                 () = tokio::time::sleep_until(next_resync) => {
                     next_resync = tokio::time::Instant::now() + resync_every;
@@ -142,6 +155,7 @@ impl ReconcileLoop {
                     if !self.reconcile().await {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
+                    due = earliest(due, self.leaks.recheck_at());
                 }
             }
         }
@@ -225,8 +239,10 @@ impl ReconcileLoop {
         }
         self.host = Some(Arc::clone(&done.host));
         self.metrics.namespaces(&done.truth);
-        log_changes(&self.findings, &done.findings);
-        self.findings = Arc::new(done.findings);
+        let grace = Duration::from_secs(self.args.leak_grace_seconds);
+        let findings = self.leaks.hold_back(done.findings, grace, Instant::now());
+        log_changes(&self.findings, &findings);
+        self.findings = Arc::new(findings);
         self.published.send_replace(Published {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),
@@ -264,6 +280,16 @@ fn lock_files(files: &std::sync::Mutex<FileSources>) -> std::sync::MutexGuard<'_
     files
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn earliest(
+    a: Option<tokio::time::Instant>,
+    b: Option<tokio::time::Instant>,
+) -> Option<tokio::time::Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
