@@ -192,20 +192,14 @@ fn only_new_or_changed_namespaces_are_read_again_and_all_of_them_after_expiry() 
     // kernel turns a veth's state a moment after its ends change (linkwatch),
     // and a change of state is a reason to read that namespace again.
     let settle = |done: &dyn Fn(&PodNamespaces) -> bool| {
-        let deadline = std::time::Instant::now() + ipshadow_tests::HANG;
         let mut reread = 0;
-        loop {
-            let r = read();
-            reread += r.reread;
-            if done(&r) {
-                return (r, reread);
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never settled: {r:#?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let r =
+            ipshadow_tests::lab::wait_for("the namespaces to settle", ipshadow_tests::HANG, || {
+                let r = read();
+                reread += r.reread;
+                done(&r).then_some(r)
+            });
+        (r, reread)
     };
     let all_up = |r: &PodNamespaces| r.ifaces.iter().all(|i| i.state == OperState::Up);
     let _ = settle(&all_up);
