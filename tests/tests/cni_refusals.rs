@@ -84,6 +84,8 @@ fn calicos_route_through_a_leftover_veth_is_found_on_the_refused_pod_with_calico
     let message = real_message("calico");
     assert!(message.contains("Iface: calif6cb5368383"), "{message}");
     let ns = NetNs::new("calico-route");
+    // The old sandbox's namespace, never torn down, behind its host veth.
+    let old = NetNs::new("calico-old");
     ns.ip(&[
         "link",
         "add",
@@ -92,10 +94,12 @@ fn calicos_route_through_a_leftover_veth_is_found_on_the_refused_pod_with_calico
         "veth",
         "peer",
         "name",
-        "old-eth0",
+        "eth0",
+        "netns",
+        &old.name,
     ]);
     ns.ip(&["link", "set", "calif6cb5368383", "up"]);
-    ns.ip(&["link", "set", "old-eth0", "up"]);
+    old.ip(&["link", "set", "eth0", "up"]);
     ns.ip(&[
         "route",
         "add",

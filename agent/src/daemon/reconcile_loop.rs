@@ -117,6 +117,7 @@ impl ReconcileLoop {
         let mut due = Some(tokio::time::Instant::now());
         let mut retry = RETRY_FIRST;
         let mut next_resync = tokio::time::Instant::now() + resync_every;
+        let mut recheck: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 () = token.cancelled() => return,
@@ -140,22 +141,28 @@ impl ReconcileLoop {
                     due = None;
                     if self.reconcile().await {
                         retry = RETRY_FIRST;
+                        recheck = self.leaks.recheck_at();
                     } else {
                         due = Some(tokio::time::Instant::now() + retry);
                         retry = (retry * 2).min(RETRY_MAX);
                     }
-                    // A leak held back is looked at again when it comes of age.
-                    due = earliest(due, self.leaks.recheck_at());
+                }
+                // A leak held back is looked at again when it comes of age, as a
+                // change would be: debounced with any other, backed off on failure.
+                () = sleep_until_opt(recheck) => {
+                    recheck = None;
+                    due.get_or_insert_with(tokio::time::Instant::now);
                 }
                 () = tokio::time::sleep_until(next_resync) => {
                     next_resync = tokio::time::Instant::now() + resync_every;
                     self.files_dirty = true;
                     self.host = None;
                     self.reconciler.expire_pod_namespaces();
-                    if !self.reconcile().await {
+                    if self.reconcile().await {
+                        recheck = self.leaks.recheck_at();
+                    } else {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
-                    due = earliest(due, self.leaks.recheck_at());
                 }
             }
         }
@@ -280,16 +287,6 @@ fn lock_files(files: &std::sync::Mutex<FileSources>) -> std::sync::MutexGuard<'_
     files
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn earliest(
-    a: Option<tokio::time::Instant>,
-    b: Option<tokio::time::Instant>,
-) -> Option<tokio::time::Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {

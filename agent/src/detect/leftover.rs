@@ -23,7 +23,8 @@ use super::{
     refused::pod_ref,
 };
 use crate::inventory::{
-    Inventory, IpSource, Pod, RouteKind, SandboxFailure, SandboxRefusal, Source, TABLE_MAIN,
+    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, Inventory, IpSource, Pod, RouteKind, SandboxFailure,
+    SandboxRefusal, Source, TABLE_MAIN,
 };
 
 /// The refusals of this node's pods that have not started since.
@@ -94,18 +95,21 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
         _ => None,
     });
     let kernel = host_route_through(inv, ip);
+    // The route is gone: whatever held it was cleared, kubelet's next retry succeeds.
+    if kernel.is_none() && !inv.host.links.is_empty() {
+        return None;
+    }
     // The kernel shows the route where it leads through the interface named
     // (or through any, when the message names none: Calico before 3.x).
     let seen = kernel.is_some() && (named.is_none() || named == kernel);
     let interface = named.or(kernel);
-    let holder = inv.pods.iter().find(|p| {
-        p.node.as_deref() == Some(inv.node.as_str())
-            && p.can_receive_traffic()
-            && !(p.namespace == pod.namespace && p.name == pod.name)
-            && p.ips
-                .iter()
-                .any(|i| i.ip == ip && i.source == IpSource::Status)
-    });
+    let holder = holder_of(inv, pod, ip);
+    // Through no pod's veth (Felix's route to a pod elsewhere out vxlan.calico
+    // or tunl0): deleting that interface would cut the node off; without the
+    // pod holding it, nothing here can be told safely.
+    if holder.is_none() && !through_pod_veth(inv, interface.as_deref()) {
+        return None;
+    }
     let (role, source) = match holder {
         Some(_) => (Role::Pod, Source::PodStatus),
         None if seen => (Role::Local, Source::Kernel),
@@ -139,6 +143,32 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
     })
 }
 
+/// The live pod (other than `pod`) whose status holds `ip`: this node's first.
+fn holder_of<'a>(inv: &'a Inventory, pod: &Pod, ip: IpAddr) -> Option<&'a Pod> {
+    let mut holders: Vec<&Pod> = inv
+        .pods
+        .iter()
+        .filter(|p| {
+            p.can_receive_traffic()
+                && !(p.namespace == pod.namespace && p.name == pod.name)
+                && p.ips
+                    .iter()
+                    .any(|i| i.ip == ip && i.source == IpSource::Status)
+        })
+        .collect();
+    holders.sort_by_key(|p| p.node.as_deref() != Some(inv.node.as_str()));
+    holders.first().copied()
+}
+
+/// Whether `iface` may be a leftover pod veth: not one of Calico's tunnels,
+/// and a host veth with a peer namespace where the namespaces were read.
+fn through_pod_veth(inv: &Inventory, iface: Option<&str>) -> bool {
+    let Some(iface) = iface else { return true };
+    let ns = &inv.host.namespaces;
+    !CALICO_TUNNEL_DEVICES.contains(&iface)
+        && (!ns.read || ns.ifaces.iter().any(|i| i.name == iface))
+}
+
 /// The interface the main table's host route to `ip` leads through.
 fn host_route_through(inv: &Inventory, ip: IpAddr) -> Option<String> {
     inv.host
@@ -168,7 +198,14 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
         failures,
         |r| matches!(r, SandboxRefusal::BridgeAddressDiffers { bridge: Some(b), .. } if *b == bridge),
     )?;
+    if !pods_bridge(inv, &bridge, wanted) {
+        return None;
+    }
     let stale = other_address(inv, &bridge, wanted);
+    // The kernel shows no other address: fixed since kubelet's Event was written.
+    if stale.is_none() && !inv.host.links.is_empty() {
+        return None;
+    }
     let remedy = match stale {
         Some(address) => Remedy::DeleteBridgeAddress {
             node: inv.node.clone(),
@@ -206,6 +243,17 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
         remedy,
         trust: Trust::Hint,
     })
+}
+
+/// Whether `bridge` is a CNI's pod bridge, or its gateway `wanted` lies in this
+/// node's pod range: a Multus bridge shared by two networks is no stale podCIDR.
+fn pods_bridge(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> bool {
+    BRIDGE_DEVICES.contains(&bridge)
+        || wanted.is_some_and(|w| {
+            inv.node_facts
+                .iter()
+                .any(|n| n.pod_cidrs.iter().any(|c| c.contains(&w.addr())))
+        })
 }
 
 /// An address of `bridge` in the kernel other than the gateway `wanted` (of

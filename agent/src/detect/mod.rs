@@ -305,14 +305,11 @@ fn collision(
             f.trust = f.trust.max(trust);
             *service = claimed;
         }
-        // Only a namespace of this node can be the pod's: a pod elsewhere is not behind our veths.
+        // Only a namespace of this node can be the pod's: a pod elsewhere is
+        // not behind our veths. Named only where exactly one pod namespace
+        // holds it (not the node's own, like Cilium's health endpoint).
         if scope == Scope::SameNode {
-            *held_behind = inv
-                .host
-                .namespaces
-                .holders(pip.ip)
-                .next()
-                .map(|i| i.name.clone());
+            *held_behind = kernel::sole_pod_holder(inv, pip.ip);
         }
     }
     f

@@ -2,7 +2,9 @@
 //! deleted with `--force` leaves the API at once, while kubelet still stops
 //! its containers (their grace period) and only then tears its sandbox down —
 //! meanwhile its namespace holds an address no pod has. A real leak stays; a
-//! teardown ends with the veth gone, which reconciles and forgets it.
+//! teardown ends with the veth gone. A leak detection leaves out for a while
+//! (it holds back while any pod of the node waits for its address) keeps its
+//! age, so a busy node still tells it.
 
 use std::{
     collections::HashMap,
@@ -15,23 +17,27 @@ use crate::detect::{Finding, FindingKind};
 /// A leak by address and the interface it is held behind.
 type Key = (Option<IpAddr>, Option<String>);
 
-/// The leaks seen and when first, and when the youngest held back comes of age.
+/// The leaks seen (when first, when last), and when the youngest held back
+/// comes of age.
 #[derive(Debug, Default)]
 pub(crate) struct Young {
-    first_seen: HashMap<Key, Instant>,
+    seen: HashMap<Key, (Instant, Instant)>,
     matures: Option<Instant>,
 }
 
 impl Young {
     /// `findings` without the leaked sandboxes first seen less than `grace`
-    /// before `now`; remembers the leaks of this reconcile only.
+    /// before `now`; a leak unseen for a whole `grace` is forgotten.
     pub(crate) fn hold_back(
         &mut self,
         findings: Vec<Finding>,
         grace: Duration,
         now: Instant,
     ) -> Vec<Finding> {
-        let mut seen = HashMap::new();
+        let mut seen: HashMap<Key, (Instant, Instant)> = std::mem::take(&mut self.seen)
+            .into_iter()
+            .filter(|(_, (_, last))| now.saturating_duration_since(*last) < grace)
+            .collect();
         let mut matures: Option<Instant> = None;
         let told = findings
             .into_iter()
@@ -40,8 +46,8 @@ impl Young {
                     return true;
                 }
                 let key = (f.ip, f.owner.device.clone());
-                let first = self.first_seen.get(&key).copied().unwrap_or(now);
-                let _ = seen.insert(key, first);
+                let first = seen.get(&key).map_or(now, |(first, _)| *first);
+                let _ = seen.insert(key, (first, now));
                 let due = first + grace;
                 if now < due {
                     matures = Some(matures.map_or(due, |m| m.min(due)));
@@ -49,7 +55,7 @@ impl Young {
                 now >= due
             })
             .collect();
-        self.first_seen = seen;
+        self.seen = seen;
         self.matures = matures;
         told
     }
@@ -107,9 +113,20 @@ mod tests {
         // Still there at the end of the grace: told, nothing left to recheck.
         assert_eq!(young.hold_back(found(), grace, t0 + grace).len(), 2);
         assert_eq!(young.matures, None);
-        // Gone (torn down), then a leak of the same address again: a new grace.
-        assert!(young.hold_back(vec![], grace, t0 + grace * 2).is_empty());
-        let later = t0 + grace * 3;
+        // Left out of one reconcile (a pod of the node was starting): it keeps its age.
+        assert!(
+            young
+                .hold_back(vec![], grace, t0 + grace + grace / 2)
+                .is_empty()
+        );
+        assert_eq!(young.hold_back(found(), grace, t0 + grace * 7 / 4).len(), 2);
+        // Gone (torn down) for a whole grace, then a leak of the same address: a new grace.
+        assert!(
+            young
+                .hold_back(vec![], grace, t0 + grace * 11 / 4)
+                .is_empty()
+        );
+        let later = t0 + grace * 4;
         assert_eq!(young.hold_back(found(), grace, later).len(), 1);
         assert_eq!(young.matures, Some(later + grace));
         // No grace: told at once.

@@ -215,12 +215,13 @@ fn trust_of(kind: FindingKind) -> Trust {
 /// another pod's. A sandbox may take the address off its veth and hold none
 /// (gVisor, KubeVirt's bridge binding).
 fn goes_elsewhere(idx: &Index<'_>, row: &TruthRow, i: &HostIface, pod: &Pod) -> bool {
-    idx.inv
-        .host
-        .namespaces
-        .namespaces
-        .get(&i.nsid)
-        .is_some_and(|n| !n.addresses.is_empty())
+    let ns = idx.inv.host.namespaces.namespaces.get(&i.nsid);
+    // The pod's own namespace, holding another of its addresses (its IPv4
+    // while a plugin still configures the IPv6): nowhere else.
+    if ns.is_some_and(|n| pod.ips.iter().any(|p| p.ip != row.ip && n.holds(p.ip))) {
+        return false;
+    }
+    ns.is_some_and(|n| !n.addresses.is_empty())
         || !row.holders.is_empty()
         || owner_of_namespace(idx, &holder(idx, i, row.ip), pod).is_some()
 }
@@ -246,6 +247,18 @@ fn owner_of_namespace(idx: &Index<'_>, h: &Holder, not: &Pod) -> Option<PodRef> 
 /// Cilium's health endpoint (it holds the health IP, in the pod range), and
 /// kube-ovn's node port where it is a veth.
 const NODE_IFACES: [&str; 2] = ["lxc_health", "ovn0"];
+
+/// The host interface behind which the one pod namespace holding `ip` sits;
+/// `None` where none or several do, or only the node's own (`NODE_IFACES`).
+pub(super) fn sole_pod_holder(inv: &Inventory, ip: IpAddr) -> Option<String> {
+    let mut pods = inv
+        .host
+        .namespaces
+        .holders(ip)
+        .filter(|i| !NODE_IFACES.contains(&i.name.as_str()));
+    let one = pods.next()?;
+    pods.next().is_none().then(|| one.name.clone())
+}
 
 /// Whether `ip`, held behind `iface`, is the node's own: behind one of
 /// [`NODE_IFACES`], or an address the cluster names for this node (Cilium's

@@ -232,3 +232,46 @@ fn another_plugins_refusal_on_the_same_layout_gives_no_calico_or_bridge_finding(
         );
     }
 }
+
+#[test]
+fn refusals_the_kernel_shows_fixed_since_give_nothing() {
+    // The leftover veth and its route were deleted: no route to the address.
+    let gone = with_device(refused(CALICO), "eth0", None, "192.168.1.0/24");
+    assert!(detect(&gone).is_empty(), "{:#?}", detect(&gone));
+    // cni0 holds only the gateway it wants now.
+    let fixed = with_device(refused(BRIDGE), "cni0", Some("10.244.0.1"), "10.244.0.0/24");
+    assert!(detect(&fixed).is_empty(), "{:#?}", detect(&fixed));
+}
+
+#[test]
+fn a_route_out_calicos_tunnel_with_no_pod_holding_it_is_no_leftover_veth() {
+    // Felix's route to a pod elsewhere (a borrowed block address): deleting
+    // vxlan.calico would cut the node off, so nothing is told without the pod.
+    let mut inv = with_device(refused(CALICO), "vxlan.calico", None, "172.25.136.1/32");
+    Arc::make_mut(&mut inv.sandbox)[0].refusal = SandboxRefusal::HostRouteTaken {
+        dst: Some(ip("172.25.136.1")),
+        holder: Some("vxlan.calico".into()),
+    };
+    assert!(detect(&inv).is_empty(), "{:#?}", detect(&inv));
+    // The pod elsewhere holding it is known: Calico handed it out twice.
+    let mut p = pod("api", OTHER, &["172.25.136.1"]);
+    p.phase = Some("Running".into());
+    Arc::make_mut(&mut inv.pods).push(p);
+    let f = only(&inv);
+    assert!(
+        matches!(&f.remedy, Remedy::ClearCalicoRoute { holder: Some(h), .. } if h.name == "api"),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn a_multus_bridge_outside_the_nodes_range_is_no_stale_pod_bridge() {
+    // Two attachments share br1 with different subnets: the bridge plugin
+    // refuses the second in the same words, about no podCIDR at all.
+    let mut inv = with_device(refused(BRIDGE), "br1", Some("10.10.0.1"), "10.10.0.0/24");
+    Arc::make_mut(&mut inv.sandbox)[0].refusal = SandboxRefusal::BridgeAddressDiffers {
+        bridge: Some("br1".into()),
+        gateway: Some(net("10.20.0.1/24")),
+    };
+    assert!(detect(&inv).is_empty(), "{:#?}", detect(&inv));
+}

@@ -240,6 +240,9 @@ impl Peers {
         out.unread.sort_by_key(|u| u.nsid);
         out.namespaces = now.iter().map(|(nsid, k)| (*nsid, k.ns.clone())).collect();
         out.ifaces = ifaces;
+        // A namespace holding nothing yet may be mid-ADD (its veth up before the
+        // plugin puts the address in, which tells the host nothing): read it again.
+        now.retain(|_, k| !k.ns.addresses.is_empty());
         *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = now;
         out
     }
