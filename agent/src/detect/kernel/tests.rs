@@ -146,12 +146,34 @@ fn an_unrouted_namespace_address_is_a_leak_only_inside_the_pod_range() {
         .routes
         .retain(|r| r.dst.addr() != ip("10.250.1.4"));
     assert!(kernel(&inv).is_empty(), "a router's address, say");
+    let unrouted = inv.clone();
     inv.node_facts = Some(NodeFacts {
         name: ME.into(),
         pod_cidrs: vec![net("10.250.1.0/24")],
         ..NodeFacts::default()
     });
     assert_eq!(kernel(&inv).len(), 1);
+    // The range from this node's CiliumNode (cluster-pool leaves the Node's
+    // empty) or its ovn-kubernetes node subnets, alike; another node's is not it.
+    for (name, cilium) in [(ME, true), (ME, false), (OTHER, true)] {
+        let mut inv = unrouted.clone();
+        let mut c = crate::inventory::CiliumNode {
+            name: name.into(),
+            ..crate::inventory::CiliumNode::default()
+        };
+        if cilium {
+            c.pod_cidrs = vec![net("10.250.1.0/24")];
+            inv.cilium_nodes = Arc::new(vec![c]);
+        } else {
+            c.ovn_subnets = vec![net("10.250.1.0/24")];
+            inv.annotated_nodes = Arc::new(vec![c]);
+        }
+        assert_eq!(
+            kernel(&inv).len(),
+            usize::from(name == ME),
+            "{name} {cilium}"
+        );
+    }
 }
 
 #[test]
