@@ -508,7 +508,7 @@ fn net_admin_alone_reads_the_namespaces_and_without_it_nothing_is_guessed() {
     ]);
     assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
     assert_eq!(v["truth_table"]["namespaces"], 2, "{v:#}");
-    // No capability at all: the kernel answers the dumps empty, with no error.
+    // No capability at all: the kernel refuses the peer (EACCES) and answers the dumps empty.
     // Both namespaces are unread, with the reason, and no finding is made up.
     let (code, v) = run(&["--drop=all"]);
     assert_eq!((code, kinds(&v)), (Some(0), vec![]), "{v:#}");
