@@ -379,6 +379,8 @@ fn site(inv: &Inventory, p: &Pod) -> PodSite {
     }
 }
 
+#[cfg(test)]
+mod holder_tests;
 mod index;
 mod names;
 #[cfg(test)]
