@@ -27,10 +27,10 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
+    api::{ApiResource, GroupVersionKind},
 };
 use tokio::sync::watch as channel;
 
@@ -43,7 +43,7 @@ use self::{
         convert_cilium_config, convert_cilium_node, convert_node, convert_pod, convert_subnet,
     },
     initial::{Initial, InitialList, Scope},
-    lean::LeanCiliumNode,
+    lean::{LeanCiliumNode, LeanNode, LeanSubnet},
     lookup::Followed,
 };
 pub use self::{
@@ -266,7 +266,7 @@ impl ClusterSource {
     /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
-            Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
+            Api::<LeanSubnet>::all(self.client.clone()),
             Scope::Cluster,
             "subnets",
             self.state.clone(),
@@ -275,7 +275,7 @@ impl ClusterSource {
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<Node>::all(self.client.clone()),
+            Api::<LeanNode>::all(self.client.clone()),
             selected(&format!("metadata.name={}", self.node)),
             "nodes",
             self.state.clone(),
