@@ -31,12 +31,22 @@ pub(super) use self::{
 };
 
 /// Implements kube's `Resource` for a cluster-scoped lean type holding its
-/// `metadata`: the API path is the real kind's, the value ours.
+/// `metadata`: the API path is the real kind's, the value ours. `metadata_only`:
+/// ask for `PartialObjectMetadata` (kube then sends the Accept header that
+/// makes the API server send only the metadata), as `PartialObjectMeta` does.
 macro_rules! cluster_resource {
     ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal) => {
+        cluster_resource!($ty, $kind, $group, $version, $plural, metadata_only: false);
+    };
+    ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal,
+     metadata_only: $meta:literal) => {
         impl kube::core::Resource for $ty {
             type DynamicType = ();
             type Scope = kube::core::ClusterResourceScope;
+
+            fn metadata_api() -> bool {
+                $meta
+            }
 
             fn kind((): &()) -> std::borrow::Cow<'_, str> {
                 $kind.into()

@@ -79,7 +79,9 @@ pub(in super::super) struct LeanNodeMeta {
     pub(in super::super) metadata: ObjectMeta,
 }
 
-cluster_resource!(LeanNodeMeta, "Node", "", "v1", "nodes");
+// Metadata only on the wire, as `PartialObjectMeta<Node>` asked: a Node's
+// status (images, conditions) never leaves the API server.
+cluster_resource!(LeanNodeMeta, "Node", "", "v1", "nodes", metadata_only: true);
 
 impl<'de> Deserialize<'de> for LeanNodeMeta {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -271,6 +273,14 @@ mod tests {
         }
         // ovn-kubernetes' k8s.ovn.org/node-subnets on its three Nodes.
         assert!(kept >= 3, "only {kept} annotations kept");
+    }
+
+    #[test]
+    fn every_nodes_metadata_is_asked_for_alone_this_nodes_whole() {
+        use kube::core::Resource as _;
+        assert!(LeanNodeMeta::metadata_api());
+        assert!(!LeanNode::metadata_api());
+        assert_eq!(LeanNodeMeta::url_path(&(), None), "/api/v1/nodes");
     }
 
     #[test]
