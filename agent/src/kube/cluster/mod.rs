@@ -28,10 +28,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
-use kube::{
-    Api, Client,
-    api::{ApiResource, GroupVersionKind},
-};
+use kube::{Api, Client};
 use tokio::sync::watch as channel;
 
 use crate::report::Published;
@@ -121,14 +118,6 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 /// What a field selector picks: one node's pods, one object by name.
 fn selected(fields: &str) -> Scope {
     Scope::Selected(fields.to_owned())
-}
-
-/// kube-ovn's Subnet resource (kubeovn.io/v1, cluster-scoped).
-pub fn subnets_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kubeovn.io", "v1", "Subnet"),
-        "subnets",
-    )
 }
 
 /// The watches of one node; [`ClusterSource::run`] runs them.

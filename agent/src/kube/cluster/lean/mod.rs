@@ -9,7 +9,6 @@
 //! reads and skips every other one unparsed. A malformed object still parses
 //! (an object where one is expected, any JSON at the leaves, which the
 //! converter checks and names) and is reported, never failing the list.
-
 //!
 //! Subnets ([`subnet`]) and Nodes ([`node`]) are read the same way: one object
 //! at a time, only what their converters read kept, the rest skipped unparsed.
