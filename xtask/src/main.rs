@@ -148,12 +148,10 @@ fn main() -> anyhow::Result<()> {
                 Bench::All => "bench/results.json".to_owned(),
                 _ => format!("target/bench/{name}.json"),
             });
-            let bin = workspace_root().join("target/release/ipshadow");
-            run(
-                Command::new(workspace_root().join("target/release/ipshadow-bench"))
-                    .env("IPSHADOW_BIN", bin)
-                    .args([name, out.as_str()]),
-            )
+            let bin = target_dir().join("release/ipshadow");
+            run(Command::new(target_dir().join("release/ipshadow-bench"))
+                .env("IPSHADOW_BIN", bin)
+                .args([name, out.as_str()]))
         }
         Task::Docs => cargo(&[
             "run",

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::{Api, core::PartialObjectMeta};
+use kube::Api;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope, lock,
-    wants_annotations, watch,
+    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope,
+    lean::LeanNodeMeta, lock, wants_annotations, watch,
 };
 
 impl ClusterSource {
@@ -37,7 +36,7 @@ impl ClusterSource {
                         );
                         let stop = token.child_token();
                         tasks.spawn(watch::run(
-                            Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                            Api::<LeanNodeMeta>::all(client.clone()),
                             Scope::Cluster,
                             "node-annotations",
                             state.clone(),

@@ -1,9 +1,11 @@
 //! Watched objects converted to inventory types, keyed for the caches.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
-use kube::{api::DynamicObject, core::PartialObjectMeta};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 
-use super::{cache::Converted, lean::LeanCiliumNode};
+use super::{
+    cache::Converted,
+    lean::{LeanCiliumNode, LeanNode, LeanNodeMeta, LeanSubnet},
+};
 use crate::{
     inventory::{CiliumConfig, CiliumNode, NodeFacts, Pod, Subnet},
     kube::objects,
@@ -25,40 +27,27 @@ pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
     (pod_key(p), Ok(pod), problems)
 }
 
-fn dyn_key(o: &DynamicObject) -> String {
-    o.metadata.name.clone().unwrap_or_default()
-}
-
-/// A dynamic object as the JSON the file converters read (metadata + data).
-fn as_json(o: &DynamicObject) -> serde_json::Value {
-    let mut v = o.data.clone();
-    if let (Some(map), Ok(meta)) = (v.as_object_mut(), serde_json::to_value(&o.metadata)) {
-        map.insert("metadata".to_owned(), meta);
-    }
-    v
-}
-
 pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
     let mut problems = Vec::new();
     let r = objects::cilium_node(&o.json, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
-pub(super) fn convert_subnet(o: &DynamicObject) -> Converted<Subnet> {
+pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
     let mut problems = Vec::new();
-    let r = objects::subnet(&as_json(o), &mut problems);
-    (dyn_key(o), r, problems)
+    let r = objects::subnet(&o.json, &mut problems);
+    (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
-pub(super) fn convert_node(n: &Node) -> Converted<NodeFacts> {
+pub(super) fn convert_node(n: &LeanNode) -> Converted<NodeFacts> {
     let mut problems = Vec::new();
-    let facts = objects::node_facts(n, &mut problems);
+    let facts = objects::node_facts(&n.node(), &mut problems);
     (facts.name.clone(), Ok(facts), problems)
 }
 
 /// A Node's metadata as Cilium's addresses in its annotations (an entry with
 /// none for a Node without them, so that a removed annotation clears).
-pub(super) fn convert_node_annotations(n: &PartialObjectMeta<Node>) -> Converted<CiliumNode> {
+pub(super) fn convert_node_annotations(n: &LeanNodeMeta) -> Converted<CiliumNode> {
     let name = n.metadata.name.clone().unwrap_or_default();
     let mut problems = Vec::new();
     let node = n

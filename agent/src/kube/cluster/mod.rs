@@ -27,11 +27,8 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
-use kube::{
-    Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
+use kube::{Api, Client};
 use tokio::sync::watch as channel;
 
 use crate::report::Published;
@@ -43,7 +40,7 @@ use self::{
         convert_cilium_config, convert_cilium_node, convert_node, convert_pod, convert_subnet,
     },
     initial::{Initial, InitialList, Scope},
-    lean::LeanCiliumNode,
+    lean::{LeanCiliumNode, LeanNode, LeanSubnet},
     lookup::Followed,
 };
 pub use self::{
@@ -121,14 +118,6 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 /// What a field selector picks: one node's pods, one object by name.
 fn selected(fields: &str) -> Scope {
     Scope::Selected(fields.to_owned())
-}
-
-/// kube-ovn's Subnet resource (kubeovn.io/v1, cluster-scoped).
-pub fn subnets_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kubeovn.io", "v1", "Subnet"),
-        "subnets",
-    )
 }
 
 /// The watches of one node; [`ClusterSource::run`] runs them.
@@ -266,7 +255,7 @@ impl ClusterSource {
     /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
-            Api::<DynamicObject>::all_with(self.client.clone(), &subnets_resource()),
+            Api::<LeanSubnet>::all(self.client.clone()),
             Scope::Cluster,
             "subnets",
             self.state.clone(),
@@ -275,7 +264,7 @@ impl ClusterSource {
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<Node>::all(self.client.clone()),
+            Api::<LeanNode>::all(self.client.clone()),
             selected(&format!("metadata.name={}", self.node)),
             "nodes",
             self.state.clone(),

@@ -221,6 +221,22 @@ const CALICO_ANNOTATIONS: [(&str, bool); 5] = [
     ("projectcalico.org/IPv6WireguardInterfaceAddr", true),
 ];
 
+/// Where Cilium's Node annotations start: today's and the legacy spelling.
+const NODE_ANNOTATION_PREFIXES: [(&str, Source); 2] = [
+    ("network.cilium.io/", Source::NodeAnnotation),
+    ("io.cilium.network.", Source::LegacyNodeAnnotation),
+];
+
+/// Whether [`node_annotations`] reads the annotation `key`: the watch of every
+/// Node keeps only these (a Node carries kilobytes of others).
+pub fn node_annotation_read(key: &str) -> bool {
+    let cilium = NODE_ANNOTATION_PREFIXES.iter().any(|(prefix, _)| {
+        key.strip_prefix(prefix)
+            .is_some_and(|suffix| NODE_ANNOTATIONS.iter().any(|(s, ..)| *s == suffix))
+    });
+    cilium || CALICO_ANNOTATIONS.iter().any(|(k, _)| *k == key) || key == super::ovn::NODE_SUBNETS
+}
+
 /// The node-held addresses a Node's annotations publish (Cilium's, Calico's
 /// tunnel addresses, ovn-kubernetes' gateway and management port); `None` when it has none. Bad values are named in
 /// `problems` (resource `nodes`).
@@ -240,10 +256,7 @@ pub fn node_annotations(
             problem,
         });
     };
-    for (prefix, source) in [
-        ("network.cilium.io/", Source::NodeAnnotation),
-        ("io.cilium.network.", Source::LegacyNodeAnnotation),
-    ] {
+    for (prefix, source) in NODE_ANNOTATION_PREFIXES {
         for (suffix, role, v6) in NODE_ANNOTATIONS {
             let key = format!("{prefix}{suffix}");
             let Some(value) = annotations.get(&key) else {

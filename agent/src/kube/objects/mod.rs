@@ -14,7 +14,7 @@ mod service;
 mod subnet;
 mod wordings;
 
-pub use crds::{cilium_node, node_annotations};
+pub use crds::{cilium_node, node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};

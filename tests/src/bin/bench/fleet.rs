@@ -15,7 +15,11 @@ use ipshadow_tests::{
     apiserver::{ApiServer, RequestCounts, Res, Wire},
     http::{get, sample},
     node::SimNode,
-    objects::{cilium_node, node, pod, subnet, with_pod_cidrs},
+    objects::{
+        CloudNode, azure_cilium_node, cilium_node, eni_cilium_node, node, pod, subnet,
+        with_pod_cidrs,
+    },
+    watch_list::WatchList,
 };
 use serde_json::{Value, json};
 
@@ -28,8 +32,9 @@ fn env(var: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Real objects are kilobytes, ours bytes: padded to typical sizes (a pod with
-/// its status ~4 KB, a CiliumNode ~2.5 KB, a Node's metadata ~2 KB).
+/// Real objects are kilobytes, ours bytes: pods and Nodes padded to typical
+/// sizes (a pod with its status ~4 KB, a Node's metadata ~2 KB). CiliumNodes
+/// are shaped per IPAM mode instead ([`Shape`]).
 fn padded(mut v: Value, bytes: usize) -> Value {
     v["metadata"]["annotations"]["bench.ipshadow.io/padding"] = json!("x".repeat(bytes));
     v
@@ -43,13 +48,131 @@ fn addr(i: usize, last: usize) -> String {
     format!("10.{}.{}.{last}", 128 + i / 256, i % 256)
 }
 
-fn cn(i: usize, used: usize) -> Value {
+/// How the cluster's CiliumNodes look: the IPAM mode decides their size.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// cluster-pool: the node's pod CIDR and `status.ipam.used`, padded to
+    /// ~2.5 KB (the figures before issue 26).
+    ClusterPool,
+    /// ENI: `pool` pre-allocated addresses on `enis` interfaces (AWS).
+    Eni { pool: usize, enis: usize },
+    /// Azure: `pool` pre-allocated addresses, ARM IDs on each.
+    Azure { pool: usize },
+}
+
+impl Shape {
+    /// `IPSHADOW_FLEET_IPAM` (`eni`, the default; `azure`; `cluster-pool`),
+    /// `IPSHADOW_FLEET_POOL` addresses per node (45: three ENIs of an
+    /// m5.xlarge, 15 addresses each), `IPSHADOW_FLEET_ENIS` (3).
+    fn from_env() -> Self {
+        let pool = usize::try_from(env("IPSHADOW_FLEET_POOL", 45)).unwrap_or(45);
+        let enis = usize::try_from(env("IPSHADOW_FLEET_ENIS", 3)).unwrap_or(3);
+        match std::env::var("IPSHADOW_FLEET_IPAM").as_deref() {
+            Ok("cluster-pool") => Self::ClusterPool,
+            Ok("azure") => Self::Azure { pool },
+            _ => Self::Eni { pool, enis },
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::ClusterPool => "cluster-pool",
+            Self::Eni { .. } => "eni",
+            Self::Azure { .. } => "azure",
+        }
+    }
+
+    /// Node `i`'s CiliumNode with `used` pods: in the cloud modes, the router
+    /// and health addresses and the pods' come from the pool, as Cilium takes them.
+    fn cn(self, i: usize, used: usize) -> Value {
+        let (pool, enis) = match self {
+            Self::ClusterPool => return padded_cn(i, used),
+            Self::Eni { pool, enis } => (pool, enis),
+            Self::Azure { pool } => (pool, 1),
+        };
+        let name = format!("node-{i}");
+        let mut addresses = vec![addr(i, 1), addr(i, 2)];
+        addresses.extend((0..pool.max(used + 2) - 2).map(|k| addr(i, 10 + k)));
+        let mut held = vec![
+            (addr(i, 1), "router".to_owned()),
+            (addr(i, 2), "health".to_owned()),
+        ];
+        held.extend((0..used).map(|k| (addr(i, 10 + k), format!("t/p-{i}-{k}"))));
+        let n = CloudNode {
+            name: &name,
+            router: &addresses[0],
+            health: &addresses[1],
+            pool: &addresses,
+            used: &held,
+        };
+        match self {
+            Self::Azure { .. } => azure_cilium_node(&n),
+            _ => eni_cilium_node(&n, enis),
+        }
+    }
+}
+
+fn padded_cn(i: usize, used: usize) -> Value {
     let mut c = with_pod_cidrs(
         cilium_node(&format!("node-{i}"), &addr(i, 1), None, Some(&addr(i, 2))),
         &[&cidr(i)],
     );
     c["status"] = json!({"ipam": {"used": (0..used).map(|k| (addr(i, 10 + k), json!({"owner": format!("t/p-{i}-{k}")}))).collect::<serde_json::Map<_, _>>()}});
     padded(c, 1800)
+}
+
+/// Peak RSS of `pid` so far (VmHWM), KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until every agent holds every CiliumNode: each has its CiliumNode
+/// watch open, and the agents' CPU has gone quiet (the initial events are
+/// parsed); at most 15 minutes. How long since `t`.
+///
+/// Readiness is not enough: an agent is ready once its own pods are listed,
+/// and the test API server answers a streaming list only once it has encoded
+/// every initial event, so on a busy machine the CiliumNode syncs of fifty
+/// agents end minutes after they are ready.
+fn wait_for_sync(
+    api: &ApiServer,
+    agents: &[(AgentProc, std::net::SocketAddr)],
+    t: Instant,
+) -> Duration {
+    let cpu = || -> f64 { agents.iter().map(|(p, _)| cpu_seconds(p.pid())).sum() };
+    let mut last = (cpu(), api.wire().bytes);
+    let end = Instant::now() + Duration::from_mins(15);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_secs(5));
+        let wire = api.wire();
+        let now = (cpu(), wire.bytes);
+        let open = wire.open_watches.get("ciliumnodes").copied().unwrap_or(0);
+        // Fifty idle agents use ~0.01 s of CPU in 5 s, one parsing 10,000
+        // CiliumNodes seconds; the server counts bytes as it encodes a
+        // streaming list's initial events, before it sends any.
+        let quiet = now.0 - last.0 < 0.5 && now.1 - last.1 < 1 << 20;
+        if usize::try_from(open).unwrap_or(0) >= agents.len() && quiet {
+            return t.elapsed();
+        }
+        last = now;
+    }
+    eprintln!("fleet: the CiliumNode syncs did not end within 15 minutes");
+    t.elapsed()
+}
+
+/// Median and maximum of `values`, MiB.
+#[allow(clippy::cast_precision_loss)]
+fn mib_spread(values: &[u64]) -> Value {
+    let mut v: Vec<f64> = values.iter().map(|k| *k as f64 / 1024.0).collect();
+    let max = v.iter().copied().fold(0.0, f64::max);
+    json!({"median": median(&mut v), "max": max})
 }
 
 fn kube_node(i: usize, beat: u64) -> Value {
@@ -128,10 +251,18 @@ pub(crate) fn run() -> Value {
     // kubelet reports each Node's status every 5 minutes when nothing changes.
     let node_reports_per_sec = nodes as f64 / 300.0;
     let churn_pods_per_sec = env("IPSHADOW_FLEET_CHURN_PODS_PER_SECOND", 20);
+    let shape = Shape::from_env();
+    // `off`: a server without streaming lists (the `WatchList` gate off):
+    // every agent lists each kind whole, the fallback's memory.
+    let watch_list = match std::env::var("IPSHADOW_FLEET_WATCH_LIST").as_deref() {
+        Ok("off") => WatchList::Off,
+        _ => WatchList::On,
+    };
 
     let sim = SimNode::kube_ovn("fleet", "10.244.4.251");
     let api = ApiServer::start_on(Some(&sim.node), "127.0.0.1:0");
     api.set_crd(Res::Subnets, true);
+    api.set_watch_list(watch_list);
     let t = Instant::now();
     for s in 0..10 {
         api.apply(
@@ -141,7 +272,7 @@ pub(crate) fn run() -> Value {
     }
     for i in 0..nodes {
         api.apply(Res::Nodes, kube_node(i, 0));
-        api.apply(Res::CiliumNodes, cn(i, pods_per_node));
+        api.apply(Res::CiliumNodes, shape.cn(i, pods_per_node));
         for k in 0..pods_per_node {
             api.apply(
                 Res::Pods,
@@ -157,8 +288,10 @@ pub(crate) fn run() -> Value {
             );
         }
     }
+    let cn_bytes = serde_json::to_vec(&shape.cn(0, pods_per_node)).map_or(0, |b| b.len());
     eprintln!(
-        "fleet: {nodes} Nodes and CiliumNodes, {} pods loaded in {:?}",
+        "fleet: {nodes} Nodes and {} CiliumNodes of {cn_bytes} B, {} pods loaded in {:?}",
+        shape.name(),
         nodes * pods_per_node,
         t.elapsed()
     );
@@ -203,10 +336,16 @@ pub(crate) fn run() -> Value {
     }
     let ready_in = t.elapsed();
     std::thread::sleep(Duration::from_secs(10));
+    let synced_in = wait_for_sync(&api, &agents, t);
+    let rss_at_start: Vec<u64> = agents.iter().map(|(p, _)| rss_kib(p.pid())).collect();
     let started = api.counts();
     let mut open_at_start = api.wire().open_watches;
     open_at_start.retain(|_, n| *n > 0);
-    eprintln!("fleet: {agents_n} agents ready in {ready_in:?}; idle for {phase_secs} s …");
+    eprintln!(
+        "fleet: {agents_n} agents ready in {ready_in:?}, synced in {synced_in:?}; idle for {phase_secs} s …"
+    );
+    // The initial sync's peak (every agent started at once) and the RSS after it.
+    let peak_at_start: Vec<u64> = agents.iter().map(|(p, _)| peak_rss_kib(p.pid())).collect();
 
     // Idle: only kubelet's Node status reports.
     let s0 = snapshot(&api, &sim, &agents);
@@ -236,6 +375,8 @@ pub(crate) fn run() -> Value {
         std::thread::sleep(tick);
     }
     let s1 = snapshot(&api, &sim, &agents);
+    let rss_idle: Vec<u64> = agents.iter().map(|(p, _)| rss_kib(p.pid())).collect();
+
     eprintln!("fleet: churn for {phase_secs} s …");
 
     // Churn: pods anywhere; per pod, kube-ovn's Subnet status update and the
@@ -271,7 +412,7 @@ pub(crate) fn run() -> Value {
             let mut s = subnet("tenant-0", "10.0.0.0/16", &[]);
             s["status"] = json!({"v4usingIPs": serial, "v4availableIPs": 65_000 - serial % 60_000});
             api.apply(Res::Subnets, s);
-            api.apply(Res::CiliumNodes, cn(i, pods_per_node + serial % 5));
+            api.apply(Res::CiliumNodes, shape.cn(i, pods_per_node + serial % 5));
             churn_events += 3;
             created.push_back((name, i));
             if created.len() > 200 {
@@ -286,13 +427,12 @@ pub(crate) fn run() -> Value {
     std::thread::sleep(Duration::from_secs(5));
     let s2 = snapshot(&api, &sim, &agents);
 
-    let rss: Vec<f64> = agents
-        .iter()
-        .map(|(p, _)| rss_kib(p.pid()) as f64)
-        .collect();
+    let rss_end: Vec<u64> = agents.iter().map(|(p, _)| rss_kib(p.pid())).collect();
+    let rss: Vec<f64> = rss_end.iter().map(|k| *k as f64).collect();
     let mut rss_sorted = rss.clone();
     let rss_median = median(&mut rss_sorted);
     let rss_max = rss.iter().copied().fold(0.0, f64::max);
+    let peak_end: Vec<u64> = agents.iter().map(|(p, _)| peak_rss_kib(p.pid())).collect();
     let idle = phase("idle", &s0, &s1, agents_n, idle_events);
     let churn = phase("churn", &s1, &s2, agents_n, churn_events);
     let mut open_end = api.wire().open_watches;
@@ -300,8 +440,19 @@ pub(crate) fn run() -> Value {
     drop(agents);
     json!({
         "agents": agents_n,
-        "cluster": {"nodes": nodes, "ciliumnodes": nodes, "pods": nodes * pods_per_node, "subnets": 10},
+        "cluster": {"nodes": nodes, "ciliumnodes": nodes, "pods": nodes * pods_per_node, "subnets": 10,
+                    "ipam": shape.name(), "ciliumnode_bytes": cn_bytes,
+                    "ciliumnodes_mib": (cn_bytes * nodes) as f64 / 1_048_576.0},
+        "streaming_lists": watch_list == WatchList::On,
+        "rss_mib": {
+            "peak_initial_sync": mib_spread(&peak_at_start),
+            "after_sync": mib_spread(&rss_at_start),
+            "steady_idle": mib_spread(&rss_idle),
+            "steady_after_churn": mib_spread(&rss_end),
+            "peak_whole_run": mib_spread(&peak_end),
+        },
         "ready_seconds": ready_in.as_secs_f64(),
+        "synced_seconds": synced_in.as_secs_f64(),
         "requests_to_start_per_agent": started.total as f64 / agents_n as f64,
         "lists_to_start_per_agent": started.lists as f64 / agents_n as f64,
         "requests_to_start_by_kind": by_kind(&started.log, agents_n),

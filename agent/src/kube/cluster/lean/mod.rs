@@ -9,17 +9,68 @@
 //! reads and skips every other one unparsed. A malformed object still parses
 //! (an object where one is expected, any JSON at the leaves, which the
 //! converter checks and names) and is reported, never failing the list.
+//!
+//! Subnets ([`subnet`]) and Nodes ([`node`]) are read the same way: one object
+//! at a time, only what their converters read kept, the rest skipped unparsed.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
+mod node;
+mod shape;
+mod subnet;
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ClusterResourceScope, Resource};
-use serde::{
-    Deserialize, Deserializer, Serialize,
-    de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
-    ser::{SerializeMap as _, SerializeSeq as _},
-};
+use serde::{Deserialize, Deserializer, Serialize, de};
 use serde_json::Value;
+
+use self::shape::{Shape, Skipped};
+pub(super) use self::{
+    node::{LeanNode, LeanNodeMeta},
+    subnet::LeanSubnet,
+};
+
+/// Implements kube's `Resource` for a cluster-scoped lean type holding its
+/// `metadata`: the API path is the real kind's, the value ours. `metadata_only`:
+/// ask for `PartialObjectMetadata` (kube then sends the Accept header that
+/// makes the API server send only the metadata), as `PartialObjectMeta` does.
+macro_rules! cluster_resource {
+    ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal) => {
+        cluster_resource!($ty, $kind, $group, $version, $plural, metadata_only: false);
+    };
+    ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal,
+     metadata_only: $meta:literal) => {
+        impl kube::core::Resource for $ty {
+            type DynamicType = ();
+            type Scope = kube::core::ClusterResourceScope;
+
+            fn metadata_api() -> bool {
+                $meta
+            }
+
+            fn kind((): &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group((): &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version((): &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural((): &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+use cluster_resource;
 
 /// A CiliumNode cut to what [`crate::kube::objects::cilium_node`] reads.
 #[derive(Clone, Debug, Default)]
@@ -30,45 +81,18 @@ pub(super) struct LeanCiliumNode {
     pub(super) json: Value,
 }
 
-impl Resource for LeanCiliumNode {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind((): &()) -> Cow<'_, str> {
-        "CiliumNode".into()
-    }
-    fn group((): &()) -> Cow<'_, str> {
-        "cilium.io".into()
-    }
-    fn version((): &()) -> Cow<'_, str> {
-        "v2".into()
-    }
-    fn plural((): &()) -> Cow<'_, str> {
-        "ciliumnodes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+cluster_resource!(
+    LeanCiliumNode,
+    "CiliumNode",
+    "cilium.io",
+    "v2",
+    "ciliumnodes"
+);
 
 impl<'de> Deserialize<'de> for LeanCiliumNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut lean = Shape::<Lean>::deserialize(d)?.or_default();
-        let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_owned);
-        let none = Meta::default();
-        let meta = match &lean.metadata {
-            Shape::Map(m) => m,
-            Shape::Absent | Shape::Other => &none,
-        };
-        let metadata = ObjectMeta {
-            name: text(&meta.name),
-            uid: text(&meta.uid),
-            resource_version: text(&meta.resource_version),
-            ..ObjectMeta::default()
-        };
+        let metadata = lean.metadata.object_meta();
         lean.cut();
         let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
         Ok(Self { metadata, json })
@@ -128,6 +152,23 @@ struct Meta {
     uid: Option<Value>,
     #[serde(skip_serializing)]
     resource_version: Option<Value>,
+}
+
+impl Shape<Meta> {
+    /// What the watcher reads of the metadata (the key, and where to resume):
+    /// the strings among name, uid and resourceVersion.
+    fn object_meta(&self) -> ObjectMeta {
+        let Self::Map(meta) = self else {
+            return ObjectMeta::default();
+        };
+        let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_owned);
+        ObjectMeta {
+            name: text(&meta.name),
+            uid: text(&meta.uid),
+            resource_version: text(&meta.resource_version),
+            ..ObjectMeta::default()
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -196,101 +237,6 @@ struct OperatorStatus {
 struct Used {
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<Value>,
-}
-
-/// Where a JSON object is expected: missing (or null), the object read as
-/// `T`, or any other JSON, skipped unparsed. Written back as the object, or
-/// `[]` for the other JSON: the converter names a wrong type, never its value.
-#[derive(Debug, Default)]
-enum Shape<T> {
-    #[default]
-    Absent,
-    Map(T),
-    Other,
-}
-
-impl<T: Default> Shape<T> {
-    fn is_absent(&self) -> bool {
-        matches!(self, Self::Absent)
-    }
-
-    /// The object, or an empty one: a wrong type reads as nothing there.
-    fn or_default(self) -> T {
-        match self {
-            Self::Map(t) => t,
-            Self::Absent | Self::Other => T::default(),
-        }
-    }
-}
-
-impl<T: Serialize> Serialize for Shape<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Absent => s.serialize_unit(),
-            Self::Map(t) => t.serialize(s),
-            Self::Other => s.serialize_seq(Some(0))?.end(),
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShapeVisitor(PhantomData))
-    }
-}
-
-struct ShapeVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
-    type Value = Shape<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
-        T::deserialize(MapAccessDeserializer::new(m)).map(Shape::Map)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-        while s.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Shape::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Absent)
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Absent)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
-    }
-}
-
-/// A value read for its key alone, written back as `{}`.
-#[derive(Debug)]
-struct Skipped;
-
-impl<'de> Deserialize<'de> for Skipped {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(d).map(|_| Skipped)
-    }
-}
-
-impl Serialize for Skipped {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_map(Some(0))?.end()
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,106 @@
+//! The pieces every lean object is made of: [`Shape`] where a JSON object is
+//! expected (a wrong type parses, and is written back so that the converter
+//! names it), and [`Skipped`], a value read for its key alone.
+
+use std::{fmt, marker::PhantomData};
+
+use serde::{
+    Deserialize, Deserializer, Serialize,
+    de::{IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
+    ser::{SerializeMap as _, SerializeSeq as _},
+};
+
+/// Where a JSON object is expected: missing (or null), the object read as
+/// `T`, or any other JSON, skipped unparsed. Written back as the object, or
+/// `[]` for the other JSON: the converter names a wrong type, never its value.
+#[derive(Debug, Default)]
+pub(super) enum Shape<T> {
+    #[default]
+    Absent,
+    Map(T),
+    Other,
+}
+
+impl<T: Default> Shape<T> {
+    pub(super) fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+
+    /// The object, or an empty one: a wrong type reads as nothing there.
+    pub(super) fn or_default(self) -> T {
+        match self {
+            Self::Map(t) => t,
+            Self::Absent | Self::Other => T::default(),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Shape<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Absent => s.serialize_unit(),
+            Self::Map(t) => t.serialize(s),
+            Self::Other => s.serialize_seq(Some(0))?.end(),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ShapeVisitor(PhantomData))
+    }
+}
+
+struct ShapeVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
+    type Value = Shape<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(m)).map(Shape::Map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Shape::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Absent)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Absent)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Shape::Other)
+    }
+}
+
+/// A value read for its key alone, written back as `{}`.
+#[derive(Debug)]
+pub(super) struct Skipped;
+
+impl<'de> Deserialize<'de> for Skipped {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Skipped)
+    }
+}
+
+impl Serialize for Skipped {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_map(Some(0))?.end()
+    }
+}

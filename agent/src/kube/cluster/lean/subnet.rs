@@ -1,0 +1,161 @@
+//! kube-ovn Subnets as the watch holds them: what [`objects::subnet`] reads.
+//!
+//! A Subnet's status grows with its use (conditions, counters, the addresses
+//! of its gateways and of the pods of some modes) and its metadata carries
+//! managedFields; none of it is read. Held as `DynamicObject`s, every Subnet
+//! was a JSON tree of all that, and a list (the fallback where the API server
+//! has no streaming lists) held them all at once.
+//!
+//! [`objects::subnet`]: crate::kube::objects::subnet
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer, Serialize, de};
+use serde_json::Value;
+
+use super::{Meta, Shape, cluster_resource};
+
+/// A Subnet cut to its name and the spec fields the converter reads.
+#[derive(Clone, Debug, Default)]
+pub(in super::super) struct LeanSubnet {
+    /// Name, uid and resourceVersion only.
+    pub(in super::super) metadata: ObjectMeta,
+    /// `{"metadata": {"name"}, "spec": {…}}`: [`Lean`] as JSON.
+    pub(in super::super) json: Value,
+}
+
+cluster_resource!(LeanSubnet, "Subnet", "kubeovn.io", "v1", "subnets");
+
+impl<'de> Deserialize<'de> for LeanSubnet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let lean = Shape::<Lean>::deserialize(d)?.or_default();
+        let metadata = lean.metadata.object_meta();
+        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
+        Ok(Self { metadata, json })
+    }
+}
+
+/// The fields of a Subnet the converter reads; serde skips the others
+/// unparsed. The leaves are any JSON: the converter checks their types.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Lean {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<Meta>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    spec: Shape<Spec>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Spec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cidr_block: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exclude_ips: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vpc: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vlan: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::objects;
+
+    /// The real Subnets of the corpus: each kept field as the object has it,
+    /// and the same Subnet (or the same refusal) lean as whole.
+    #[test]
+    fn real_subnets_keep_what_the_converter_reads() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).expect("corpus") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !name.starts_with("subnet-") {
+                continue;
+            }
+            let v: Value =
+                serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+            let items = match v.get("items").and_then(Value::as_array) {
+                Some(items) => items.clone(),
+                None => vec![v],
+            };
+            for item in items {
+                let bytes = serde_json::to_vec(&item).expect("bytes");
+                let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("lean");
+                assert_eq!(
+                    lean.metadata.name.as_deref(),
+                    item.pointer("/metadata/name").and_then(Value::as_str),
+                    "{name}"
+                );
+                for field in [
+                    "cidrBlock",
+                    "excludeIps",
+                    "provider",
+                    "vpc",
+                    "vlan",
+                    "default",
+                ] {
+                    let at = format!("/spec/{field}");
+                    let want = item.pointer(&at).filter(|v| !v.is_null());
+                    assert_eq!(lean.json.pointer(&at), want, "{name} {field}");
+                }
+                assert!(lean.json.get("status").is_none(), "{name}");
+                assert!(lean.json.pointer("/metadata/managedFields").is_none());
+                let (mut p1, mut p2) = (Vec::new(), Vec::new());
+                let whole = objects::subnet(&item, &mut p1);
+                let pruned = objects::subnet(&lean.json, &mut p2);
+                assert_eq!(whole, pruned, "{name}");
+                assert_eq!(p1, p2, "{name}");
+                seen += 1;
+            }
+        }
+        assert!(seen >= 15, "only {seen} Subnets in the corpus");
+    }
+
+    #[test]
+    fn the_ovn_default_subnet_keeps_its_cidr_and_exclusions() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/realworld/subnet-kubeovn-docs-ovn-default-kubectl-get.json"
+        );
+        let list: Value =
+            serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json");
+        // The list's one item, from bytes as a watch event carries it.
+        let bytes = serde_json::to_vec(&list["items"][0]).expect("bytes");
+        let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("lean");
+        assert_eq!(lean.metadata.name.as_deref(), Some("ovn-default"));
+        assert!(lean.metadata.resource_version.is_some());
+        let mut problems = Vec::new();
+        let subnet = objects::subnet(&lean.json, &mut problems).expect("a Subnet");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(subnet.name, "ovn-default");
+        assert!(subnet.primary && subnet.is_default);
+        assert!(!subnet.cidrs.is_empty() && !subnet.exclude.is_empty());
+    }
+
+    #[test]
+    fn wrong_types_parse_and_are_named_as_the_whole_object_names_them() {
+        for junk in [
+            serde_json::json!({"metadata": {"name": "s"}, "spec": "x", "status": {"v4usingIPs": 3}}),
+            serde_json::json!({"metadata": {"name": 5}, "spec": {"cidrBlock": "10.0.0.0/16"}}),
+            serde_json::json!({"metadata": {"name": "s"}, "spec": {"cidrBlock": 7,
+                "excludeIps": "x", "provider": 3, "vpc": [], "vlan": {}, "default": "yes"}}),
+            serde_json::json!({"metadata": {"name": "s"}, "spec": {"cidrBlock": "10.0.0.0/16,junk",
+                "excludeIps": ["10.0.0.1", 4, "10.0.0.9..10.0.0.2"], "provider": null}}),
+        ] {
+            let bytes = serde_json::to_vec(&junk).expect("bytes");
+            let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("never fails");
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            let whole = objects::subnet(&junk, &mut p1);
+            let pruned = objects::subnet(&lean.json, &mut p2);
+            assert_eq!(whole, pruned, "{junk}");
+            assert_eq!(p1, p2, "{junk}");
+        }
+    }
+}
