@@ -138,10 +138,10 @@ impl ReconcileLoop {
                     due.get_or_insert_with(|| tokio::time::Instant::now() + debounce);
                 }
                 () = sleep_until_opt(due) => {
-                    due = None;
                     if self.reconcile().await {
                         retry = RETRY_FIRST;
                         recheck = self.leaks.recheck_at();
+                        due = self.more_namespaces();
                     } else {
                         due = Some(tokio::time::Instant::now() + retry);
                         retry = (retry * 2).min(RETRY_MAX);
@@ -160,12 +160,26 @@ impl ReconcileLoop {
                     self.reconciler.expire_pod_namespaces();
                     if self.reconcile().await {
                         recheck = self.leaks.recheck_at();
+                        due = due.or_else(|| self.more_namespaces());
                     } else {
                         due.get_or_insert_with(|| tokio::time::Instant::now() + retry);
                     }
                 }
             }
         }
+    }
+
+    /// A reconcile due at once while a resync's namespaces are left to read
+    /// again (a slice per pass): the next reads the host afresh.
+    fn more_namespaces(&mut self) -> Option<tokio::time::Instant> {
+        let left = self
+            .host
+            .as_ref()
+            .is_some_and(|h| h.namespaces.stale_left > 0);
+        left.then(|| {
+            self.host = None;
+            tokio::time::Instant::now()
+        })
     }
 
     /// The cluster's state now (`None` until pods were read once), this node's

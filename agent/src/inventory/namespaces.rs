@@ -129,6 +129,9 @@ pub struct PodNamespaces {
     /// How many namespaces were read afresh in this pass (new, changed, or
     /// all after a resync); the others were kept from an earlier read.
     pub reread: usize,
+    /// How many namespaces a resync wants read again are still served from
+    /// their last read (read in the next passes, a slice at a time).
+    pub stale_left: usize,
 }
 
 impl PodNamespaces {

@@ -98,3 +98,34 @@ fn a_namespace_reached_through_two_interfaces_is_one_namespace_and_changes_with_
     assert_ne!(after[&3], before[&3]);
     assert_eq!(after[&5], before[&5]);
 }
+
+#[test]
+fn a_resync_rereads_a_slice_per_pass_and_new_namespaces_always() {
+    let n = i32::try_from(STALE_PER_PASS).expect("small") + 2;
+    let ifaces: Vec<HostIface> = (0..n)
+        .map(|i| {
+            let index = u32::try_from(i).expect("small") + 100;
+            host_iface(&host_veth(index, &format!("veth{i}"), i, 2)).expect("a host veth")
+        })
+        .collect();
+    let kept = |stale: bool| -> BTreeMap<i32, Kept> {
+        namespaces_of(&ifaces)
+            .into_iter()
+            .map(|(nsid, through)| {
+                let ns = PeerNamespace::default();
+                (nsid, Kept { through, ns, stale })
+            })
+            .collect()
+    };
+    // Nothing marked: all kept, none read.
+    let (now, wanted, left) = plan(kept(false), &ifaces);
+    assert_eq!((now.len(), wanted.len(), left), (ifaces.len(), 0, 0));
+    // All marked by a resync: a slice read, the rest kept for the next passes.
+    let (now, wanted, left) = plan(kept(true), &ifaces);
+    assert_eq!((wanted.len(), now.len(), left), (STALE_PER_PASS, 2, 2));
+    // A new namespace is read on top of the slice.
+    let mut more = ifaces.clone();
+    more.push(host_iface(&host_veth(9999, "veth-new", 9999, 2)).expect("a host veth"));
+    let (_, wanted, _) = plan(kept(true), &more);
+    assert_eq!(wanted.len(), STALE_PER_PASS + 1);
+}
