@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::tests::api;
 use crate::{
     detect::{FindingKind, detect},
     inventory::{
@@ -11,15 +12,6 @@ use crate::{
         ptp_fixtures::{PTP_PODS, hold, ptp_inventory, reroute, veth},
     },
 };
-
-/// The API's pods a, b, c at `PTP_PODS`, Running on this node.
-fn api() -> Vec<crate::inventory::Pod> {
-    ["a", "b", "c"]
-        .iter()
-        .zip(PTP_PODS)
-        .map(|(n, a)| pod(n, ME, &[a]))
-        .collect()
-}
 
 /// The kernel-truth findings' kinds.
 fn kernel(inv: &Inventory) -> Vec<(FindingKind,)> {

@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// The API's pods a, b, c at `PTP_PODS`, Running on this node.
-fn api() -> Vec<crate::inventory::Pod> {
+pub(super) fn api() -> Vec<crate::inventory::Pod> {
     ["a", "b", "c"]
         .iter()
         .zip(PTP_PODS)
