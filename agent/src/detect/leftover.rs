@@ -257,29 +257,32 @@ fn pods_bridge(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> bool {
 }
 
 /// An address of `bridge` in the kernel other than the gateway `wanted` (of
-/// its family, not link-local), with the prefix of its connected route.
+/// its family, not link-local), with the prefix of its connected route: the
+/// bridge plugin compares the whole CIDR, so the gateway with another prefix
+/// (`10.244.0.1/16` where `/24` is wanted) is refused too.
 fn other_address(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> Option<IpNet> {
-    let ip = inv
-        .host
+    let with_prefix = |ip: IpAddr| {
+        let prefix = inv
+            .host
+            .routes
+            .iter()
+            .filter(|r| r.table == TABLE_MAIN && r.gateway.is_none() && r.dst.contains(&ip))
+            .find(|r| r.oif.and_then(|i| inv.host.link_name(i)) == Some(bridge))
+            .map_or_else(
+                || wanted.map_or(if ip.is_ipv4() { 32 } else { 128 }, |w| w.prefix_len()),
+                |r| r.dst.prefix_len(),
+            );
+        IpNet::new(ip, prefix).ok()
+    };
+    inv.host
         .addresses
         .iter()
-        .filter(|a| a.device == bridge)
-        .map(|a| a.ip)
-        .find(|ip| match wanted {
-            Some(w) => w.addr().is_ipv4() == ip.is_ipv4() && w.addr() != *ip,
+        .filter(|a| a.device == bridge && !link_local(a.ip))
+        .filter_map(|a| with_prefix(a.ip))
+        .find(|held| match wanted {
+            Some(w) => w.addr().is_ipv4() == held.addr().is_ipv4() && *held != w,
             None => true,
-        } && !link_local(*ip))?;
-    let prefix = inv
-        .host
-        .routes
-        .iter()
-        .filter(|r| r.table == TABLE_MAIN && r.gateway.is_none() && r.dst.contains(&ip))
-        .find(|r| r.oif.and_then(|i| inv.host.link_name(i)) == Some(bridge))
-        .map_or_else(
-            || wanted.map_or(if ip.is_ipv4() { 32 } else { 128 }, |w| w.prefix_len()),
-            |r| r.dst.prefix_len(),
-        );
-    IpNet::new(ip, prefix).ok()
+        })
 }
 
 fn link_local(ip: IpAddr) -> bool {

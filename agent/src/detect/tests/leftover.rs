@@ -275,3 +275,18 @@ fn a_multus_bridge_outside_the_nodes_range_is_no_stale_pod_bridge() {
     };
     assert!(detect(&inv).is_empty(), "{:#?}", detect(&inv));
 }
+
+#[test]
+fn the_gateway_with_another_prefix_is_the_address_to_delete() {
+    // cni0 holds the wanted gateway as a /16: the bridge plugin compares the whole CIDR.
+    let inv = with_device(refused(BRIDGE), "cni0", Some("10.244.0.1"), "10.244.0.0/16");
+    let f = only(&inv);
+    assert_eq!(
+        f.remedy,
+        Remedy::DeleteBridgeAddress {
+            node: ME.into(),
+            bridge: "cni0".into(),
+            address: net("10.244.0.1/16"),
+        }
+    );
+}
