@@ -264,8 +264,13 @@ fn a_netkit_pod_is_read_like_a_veth_pod_where_the_kernel_has_netkit() {
     };
     match created {
         Ok(()) => {}
-        // The kernel's answer to a link kind it was built without.
+        // The kernel's answer to a link kind it was built without — unless its
+        // own config says netkit is in: then the refusal is a failure.
         Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EOPNOTSUPP => {
+            assert!(
+                !netkit_configured(),
+                "this kernel's config has netkit, yet it refused a pair: {e}"
+            );
             ipshadow_tests::absent(
                 TEST,
                 &format!(
@@ -292,4 +297,17 @@ fn a_netkit_pod_is_read_like_a_veth_pod_where_the_kernel_has_netkit() {
         .map(|i| i.name.as_str())
         .collect();
     assert_eq!(holders, ["nk0"]);
+}
+
+/// Whether this kernel's own config (`/proc/config.gz`, where the kernel
+/// exposes it) builds netkit in or as a module; `false` where it is unreadable.
+fn netkit_configured() -> bool {
+    std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "CONFIG_NETKIT=y" || l == "CONFIG_NETKIT=m")
+        })
 }
