@@ -27,11 +27,10 @@ pub fn link(msg: &LinkMessage) -> Option<Link> {
     })
 }
 
-/// The local address of an address message. For IPv4 point-to-point devices
-/// `IFA_LOCAL` is ours and `IFA_ADDRESS` the peer's, so `Local` wins.
-pub fn address(msg: &AddressMessage, links: &[Link]) -> Option<LocalAddress> {
-    let mut address = None;
-    let mut local = None;
+/// An address message's own address: `IFA_LOCAL`, else `IFA_ADDRESS` (on
+/// IPv4 point-to-point devices `IFA_ADDRESS` is the peer's).
+pub fn local_ip(msg: &AddressMessage) -> Option<IpAddr> {
+    let (mut address, mut local) = (None, None);
     for attr in &msg.attributes {
         match attr {
             AddressAttribute::Address(a) => address = Some(*a),
@@ -39,7 +38,13 @@ pub fn address(msg: &AddressMessage, links: &[Link]) -> Option<LocalAddress> {
             _ => {}
         }
     }
-    let ip = local.or(address)?;
+    local.or(address)
+}
+
+/// The local address of an address message. For IPv4 point-to-point devices
+/// `IFA_LOCAL` is ours and `IFA_ADDRESS` the peer's, so `Local` wins.
+pub fn address(msg: &AddressMessage, links: &[Link]) -> Option<LocalAddress> {
+    let ip = local_ip(msg)?;
     let index = msg.header.index;
     let device = links
         .iter()

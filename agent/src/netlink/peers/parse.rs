@@ -74,15 +74,7 @@ pub fn ns_link(msg: &LinkMessage) -> Option<NsLink> {
 /// An address of a peer namespace that can carry pod traffic; `None` for
 /// loopback, IPv6 link-local and multicast addresses.
 pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
-    let (mut address, mut local) = (None, None);
-    for attr in &msg.attributes {
-        match attr {
-            AddressAttribute::Address(a) => address = Some(*a),
-            AddressAttribute::Local(a) => local = Some(*a),
-            _ => {}
-        }
-    }
-    let ip = local.or(address)?;
+    let ip = crate::netlink::convert::local_ip(msg)?;
     let carries = match ip {
         // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
         // pod's veth when it hands the pod address to the VM.

@@ -249,31 +249,17 @@ mod tests {
     /// Every real CiliumNode converts to the same thing lean as whole.
     #[test]
     fn the_real_objects_convert_the_same_lean_or_whole() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
         let mut seen = 0;
-        for entry in std::fs::read_dir(dir).expect("corpus") {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.starts_with("ciliumnode-") {
-                continue;
-            }
-            let v: Value =
-                serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
-            let items = match v.get("items").and_then(Value::as_array) {
-                Some(items) => items.clone(),
-                None => vec![v],
-            };
-            for item in items {
-                let (mut p1, mut p2) = (Vec::new(), Vec::new());
-                let whole = objects::cilium_node(&item, &mut p1);
-                // From bytes, as the watch reads a list.
-                let bytes = serde_json::to_vec(&item).expect("bytes");
-                let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("lean");
-                let pruned = objects::cilium_node(&lean.json, &mut p2);
-                assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{name}");
-                assert_eq!(p1, p2, "{name}");
-                seen += 1;
-            }
+        for (name, item) in super::shape::corpus_items("ciliumnode-") {
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            let whole = objects::cilium_node(&item, &mut p1);
+            // From bytes, as the watch reads a list.
+            let bytes = serde_json::to_vec(&item).expect("bytes");
+            let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("lean");
+            let pruned = objects::cilium_node(&lean.json, &mut p2);
+            assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{name}");
+            assert_eq!(p1, p2, "{name}");
+            seen += 1;
         }
         assert!(seen >= 10, "only {seen} CiliumNodes in the corpus");
     }

@@ -104,3 +104,26 @@ impl Serialize for Skipped {
         s.serialize_map(Some(0))?.end()
     }
 }
+
+/// The objects of the real-world corpus whose file names start with `prefix`
+/// (each a single object or a List's items), with their file name.
+#[cfg(test)]
+pub(super) fn corpus_items(prefix: &str) -> Vec<(String, serde_json::Value)> {
+    use serde_json::Value;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("corpus") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+        let items = match v.get("items").and_then(Value::as_array) {
+            Some(items) => items.clone(),
+            None => vec![v],
+        };
+        out.extend(items.into_iter().map(|i| (name.to_owned(), i)));
+    }
+    out
+}

@@ -71,49 +71,35 @@ mod tests {
     /// and the same Subnet (or the same refusal) lean as whole.
     #[test]
     fn real_subnets_keep_what_the_converter_reads() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
         let mut seen = 0;
-        for entry in std::fs::read_dir(dir).expect("corpus") {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.starts_with("subnet-") {
-                continue;
+        for (name, item) in super::super::shape::corpus_items("subnet-") {
+            let bytes = serde_json::to_vec(&item).expect("bytes");
+            let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("lean");
+            assert_eq!(
+                lean.metadata.name.as_deref(),
+                item.pointer("/metadata/name").and_then(Value::as_str),
+                "{name}"
+            );
+            for field in [
+                "cidrBlock",
+                "excludeIps",
+                "provider",
+                "vpc",
+                "vlan",
+                "default",
+            ] {
+                let at = format!("/spec/{field}");
+                let want = item.pointer(&at).filter(|v| !v.is_null());
+                assert_eq!(lean.json.pointer(&at), want, "{name} {field}");
             }
-            let v: Value =
-                serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
-            let items = match v.get("items").and_then(Value::as_array) {
-                Some(items) => items.clone(),
-                None => vec![v],
-            };
-            for item in items {
-                let bytes = serde_json::to_vec(&item).expect("bytes");
-                let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("lean");
-                assert_eq!(
-                    lean.metadata.name.as_deref(),
-                    item.pointer("/metadata/name").and_then(Value::as_str),
-                    "{name}"
-                );
-                for field in [
-                    "cidrBlock",
-                    "excludeIps",
-                    "provider",
-                    "vpc",
-                    "vlan",
-                    "default",
-                ] {
-                    let at = format!("/spec/{field}");
-                    let want = item.pointer(&at).filter(|v| !v.is_null());
-                    assert_eq!(lean.json.pointer(&at), want, "{name} {field}");
-                }
-                assert!(lean.json.get("status").is_none(), "{name}");
-                assert!(lean.json.pointer("/metadata/managedFields").is_none());
-                let (mut p1, mut p2) = (Vec::new(), Vec::new());
-                let whole = objects::subnet(&item, &mut p1);
-                let pruned = objects::subnet(&lean.json, &mut p2);
-                assert_eq!(whole, pruned, "{name}");
-                assert_eq!(p1, p2, "{name}");
-                seen += 1;
-            }
+            assert!(lean.json.get("status").is_none(), "{name}");
+            assert!(lean.json.pointer("/metadata/managedFields").is_none());
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            let whole = objects::subnet(&item, &mut p1);
+            let pruned = objects::subnet(&lean.json, &mut p2);
+            assert_eq!(whole, pruned, "{name}");
+            assert_eq!(p1, p2, "{name}");
+            seen += 1;
         }
         assert!(seen >= 15, "only {seen} Subnets in the corpus");
     }
