@@ -1343,11 +1343,12 @@ fn watch_stream(
             if metadata_only { "-metadata" } else { "" }
         ),
     );
-    let first: Vec<Result<Bytes, Infallible>> = backlog
-        .into_iter()
-        .filter(|c| keep(c))
-        .map(|c| Ok(encode(&c)))
-        .collect();
+    // Encoded as the client reads, as the real server streams a streaming
+    // list's initial events: not all of them before the answer.
+    let first_encode = encode.clone();
+    let first = futures::stream::iter(backlog)
+        .filter(move |c| std::future::ready(keep(c)))
+        .map(move |c| Ok::<_, Infallible>(first_encode(&c)));
     let mut drops = shared.drops.subscribe();
     drops.mark_unchanged();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -1369,7 +1370,7 @@ fn watch_stream(
             }
         }
     });
-    let body = Body::from_stream(futures::stream::iter(first).chain(live));
+    let body = Body::from_stream(first.chain(live));
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")

@@ -214,7 +214,22 @@ fn a_server_without_streaming_lists_is_listed_after_one_refusal() {
         agent.log_text()
     );
 
+    // Dropped watches resume from their resourceVersion: no list, no change lost.
+    let lists = api.counts().list_starts;
+    api.drop_watches();
+    api.apply(Res::Pods, pod("tenant", "late-0", ME, &[ROUTER]));
+    wait_for("late-0 found after the drop", HANG, || {
+        let (_, m) = AgentProc::get(&sim.node, "/metrics").ok()?;
+        (sample(&m, "ipshadow_collision_info", &[("pod", "late-0")]) == Some(1.0)).then_some(())
+    });
+    assert_eq!(
+        api.counts().list_starts,
+        lists,
+        "a dropped watch listed again"
+    );
+
     // A relist of every watch (410 Gone) lists again: the refusal is remembered.
+    let c = api.counts();
     let lists_before = c.list_starts;
     api.gone_next_watches(u32::try_from(WATCHED.len()).unwrap());
     api.drop_watches();

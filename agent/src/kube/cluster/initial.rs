@@ -13,14 +13,15 @@
 //! back by itself: it would ask again forever.
 //!
 //! The **fallback** is a list from the watch cache (`resourceVersion=0`,
-//! whole), as before. It is not paged: the watch cache ignores `limit` for
+//! unpaged) whose body is parsed as it arrives ([`super::listed`]): the
+//! agent holds the lean objects, never the body. It is not paged: the watch cache ignores `limit` for
 //! `resourceVersion=0` (kube-apiserver `computeListLimit`, through 1.36), so
 //! only a consistent read (no resourceVersion) pages, and its pages come from
 //! etcd before 1.31 (all) and until 1.34 (all but the first): after a rollout
 //! or an API server restart, thousands of agents would turn one cached list
-//! each into tens of etcd reads each. Servers without streaming lists keep
-//! the agent's memory as it was; turning their `WatchList` gate on (beta since
-//! 1.32) bounds it.
+//! each into tens of etcd reads each. A streaming list still costs the API
+//! server less (no list object built per request): where the `WatchList` gate
+//! can be turned on (beta since 1.32), turn it on.
 //!
 //! In `auto` one watch asks first while the others wait for its answer, so a
 //! server that refuses is asked once per process; the answer is remembered: no
@@ -51,8 +52,8 @@ pub enum InitialList {
 pub struct Args {
     /// How each watch gets its initial state: `stream` (a streaming list,
     /// `sendInitialEvents`: one object at a time, no list body held whole;
-    /// kube-apiserver 1.32 and 1.34+ by default), `list` (whole, from the watch
-    /// cache), or
+    /// kube-apiserver 1.32 and 1.34+ by default), `list` (from the watch cache,
+    /// its body parsed as it arrives), or
     /// `auto`: streaming lists until the API server first refuses one, then lists.
     #[arg(long, env = "IPSHADOW_INITIAL_LIST", value_enum, default_value_t = InitialList::Auto)]
     pub initial_list: InitialList,
@@ -66,6 +67,16 @@ pub(super) enum Scope {
     /// What a field selector the watch cache indexes picks (one node's pods,
     /// one object by name).
     Selected(String),
+}
+
+impl Scope {
+    /// The field selector, if any.
+    pub(super) fn fields(&self) -> Option<String> {
+        match self {
+            Self::Cluster => None,
+            Self::Selected(f) => Some(f.clone()),
+        }
+    }
 }
 
 /// What `auto` knows of the API server's streaming lists.
@@ -169,21 +180,12 @@ impl Initial {
         });
     }
 
-    /// The watcher configuration for a watch of `scope`.
-    pub(super) fn config(streaming: bool, scope: &Scope) -> watcher::Config {
-        let base = watcher::Config::default();
-        let config = if streaming {
-            base.streaming_lists()
-        } else {
-            // resourceVersion=0 from the watch cache, unpaginated (kube
-            // omits resourceVersion=0 when a page size is set).
-            let mut c = base.any_semantic();
-            c.page_size = None;
-            c
-        };
-        match scope {
-            Scope::Cluster => config,
-            Scope::Selected(fields) => config.fields(fields),
+    /// The watcher configuration for a streaming list of `scope`.
+    pub(super) fn config(scope: &Scope) -> watcher::Config {
+        let config = watcher::Config::default().streaming_lists();
+        match scope.fields() {
+            None => config,
+            Some(fields) => config.fields(&fields),
         }
     }
 
@@ -302,18 +304,14 @@ mod tests {
     }
 
     #[test]
-    fn lists_come_whole_from_the_watch_cache() {
-        let cluster = Initial::config(false, &Scope::Cluster);
-        assert_eq!(cluster.page_size, None);
-        assert_eq!(cluster.list_semantic, watcher::ListSemantic::Any);
-        let one = Initial::config(false, &Scope::Selected("metadata.name=n1".into()));
-        assert_eq!(one.page_size, None);
-        assert_eq!(one.list_semantic, watcher::ListSemantic::Any);
-        assert_eq!(one.field_selector.as_deref(), Some("metadata.name=n1"));
-        let stream = Initial::config(true, &Scope::Cluster);
+    fn streaming_lists_keep_the_scope() {
+        let cluster = Initial::config(&Scope::Cluster);
         assert_eq!(
-            stream.initial_list_strategy,
+            cluster.initial_list_strategy,
             watcher::InitialListStrategy::StreamingList
         );
+        assert_eq!(cluster.field_selector, None);
+        let one = Initial::config(&Scope::Selected("metadata.name=n1".into()));
+        assert_eq!(one.field_selector.as_deref(), Some("metadata.name=n1"));
     }
 }

@@ -65,6 +65,21 @@ fn failure(e: &watcher::Error) -> Failure {
     }
 }
 
+type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
+/// The events of a watch of `scope`: kube-runtime's watcher with a streaming
+/// list, or a list parsed as it arrives ([`super::listed`]).
+fn stream<K>(api: &Api<K>, scope: &Scope, streaming: bool) -> Events<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    if streaming {
+        watcher(api.clone(), Initial::config(scope)).boxed()
+    } else {
+        super::listed::list_then_watch(api.clone(), scope.fields())
+    }
+}
+
 /// Runs one watcher of `scope` until `token` is cancelled, applying its events
 /// to the shared state and calling `on_change` when what detection reads changed.
 pub(super) async fn run<K>(
@@ -87,7 +102,7 @@ pub(super) async fn run<K>(
     };
     let streaming = start != Start::List;
     Watch {
-        stream: watcher(api.clone(), Initial::config(streaming, &scope)).boxed(),
+        stream: stream(&api, &scope, streaming),
         api,
         scope,
         initial,
@@ -107,7 +122,7 @@ pub(super) async fn run<K>(
 
 /// One watcher's stream, where its events go, and its backoffs.
 struct Watch<K, F> {
-    stream: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    stream: Events<K>,
     /// What the stream watches, to start it again with a list.
     api: Api<K>,
     scope: Scope,
@@ -168,7 +183,7 @@ where
         tracing::debug!(source = self.source, "streaming list refused: listing");
         self.streaming = false;
         self.asking = false;
-        self.stream = watcher(self.api.clone(), Initial::config(false, &self.scope)).boxed();
+        self.stream = stream(&self.api, &self.scope, false);
     }
 
     /// Applies one event; a reconcile when what detection reads changed or
