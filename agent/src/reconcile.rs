@@ -151,10 +151,12 @@ impl Reconciler {
             let claimable = claimable(&inventory);
             let leaving = leaving(&inventory);
             let truth = truth_report(&inventory);
+            let foreign_ranges = crate::detect::foreign_bridge_ranges(&inventory);
             Reconciled {
                 findings,
                 claimable,
                 leaving,
+                foreign_ranges,
                 host,
                 truth,
             }
@@ -176,6 +178,9 @@ pub struct Reconciled {
     pub claimable: BTreeSet<IpAddr>,
     /// The uids of the pods being deleted (see [`leaving`]).
     pub leaving: BTreeSet<String>,
+    /// Ranges this node's bridges route that are not its own (see
+    /// [`crate::detect::foreign_bridge_ranges`]).
+    pub foreign_ranges: Vec<ipnet::IpNet>,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
     /// The node's truth table: what the pods' namespaces hold (issue 24).

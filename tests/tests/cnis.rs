@@ -17,9 +17,12 @@
 use std::path::Path;
 
 use ipshadow_tests::{
+    HANG,
+    apiserver::{ApiServer, Res},
     can_run_netns_tests, ipshadow_bin,
+    lab::{self, Lab, ME, OTHER},
     netns::NetNs,
-    objects::{list, pod},
+    objects::{self, list, pod},
 };
 use serde_json::{Map, Value, json};
 
@@ -391,4 +394,67 @@ fn a_bridge_that_kept_its_previous_pod_range_names_the_node_owning_it_and_its_po
             "{foreign}: {message}"
         );
     }
+}
+
+#[test]
+fn the_agent_looks_up_who_owns_the_range_its_bridge_kept_and_names_them() {
+    if !can_run_netns_tests("the_agent_looks_up_who_owns_the_range_its_bridge_kept_and_names_them")
+    {
+        return;
+    }
+    // The same stale cni0 as above, seen by the DaemonSet: it watches only its
+    // own Node, so it looks up the owner of 10.244.1.0/24 and that node's pods.
+    let ns = NetNs::new("bridgeagent");
+    ns.ip(&["link", "add", "cni0", "type", "bridge"]);
+    ns.ip(&["addr", "add", "10.244.1.1/24", "dev", "cni0"]);
+    ns.ip(&["link", "set", "cni0", "up"]);
+    let api = ApiServer::start(Some(&ns));
+    api.apply(Res::Nodes, objects::node(ME, &["10.244.5.0/24"]));
+    api.apply(Res::Nodes, objects::node(OTHER, &["10.244.1.0/24"]));
+    api.apply(Res::Nodes, objects::node("node-c", &["10.244.7.0/24"]));
+    api.apply(Res::Pods, pod("shop", "cart-0", OTHER, &["10.244.1.7"]));
+    api.apply(Res::Pods, pod("shop", "cart-1", OTHER, &["10.244.1.8"]));
+    api.apply(Res::Pods, pod("shop", "far-0", "node-c", &["10.244.7.9"]));
+    let lab = Lab::new("bridgeagent", &api);
+    let agent = lab.agent(&ns, ME);
+    agent.wait_ready(&ns);
+    let e = lab::wait_for("StaleBridgeAddress on the Node", HANG, || {
+        lab::event(&api, "default", ME, "StaleBridgeAddress")
+    });
+    assert_eq!(e["involvedObject"]["kind"], "Node", "{e:#}");
+    let message = e["message"].as_str().unwrap();
+    for words in [
+        "cni0",
+        "10.244.1.1/24",
+        "node node-b's pod range (2 pod(s))",
+        "Fix:",
+    ] {
+        assert!(message.contains(words), "{words:?} not in {message}");
+    }
+    // One Node list from the watch cache, then the owner's pods by its index.
+    let c = api.counts();
+    let gets = |path: &str| -> Vec<String> {
+        c.log
+            .iter()
+            .filter(|(m, u)| {
+                m == "GET" && u.split('?').next() == Some(path) && !u.contains("watch=")
+            })
+            .map(|(_, u)| u.clone())
+            .collect()
+    };
+    let nodes = gets("/api/v1/nodes");
+    assert_eq!(nodes.len(), 1, "{nodes:#?}");
+    assert!(nodes[0].contains("resourceVersion=0"), "{nodes:#?}");
+    let pods = gets("/api/v1/pods");
+    assert!(
+        pods.iter()
+            .any(|u| u.contains("fieldSelector=spec.nodeName%3Dnode-b")),
+        "{pods:#?}"
+    );
+    assert!(
+        !pods.iter().any(|u| u.contains("node-c")),
+        "only the owner's pods: {pods:#?}"
+    );
+    let (status, _) = agent.terminate();
+    assert!(status.success());
 }

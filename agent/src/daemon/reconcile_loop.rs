@@ -229,21 +229,24 @@ impl ReconcileLoop {
         // A change of the cluster alone reuses the host snapshot (netlink would
         // have said if the node's network changed): no dumps, only new lookups.
         let (reconciler, host, pings) = (&self.reconciler, self.host.clone(), &mut self.pings);
-        let work = async {
-            match &host {
-                Some(host) => {
-                    tracing::debug!("a change of the cluster only: reusing the host snapshot");
-                    Ok(reconciler.reconcile_cluster_change(&state, host).await)
+        let read_host = host.is_none();
+        let result = {
+            let work = async {
+                match &host {
+                    Some(host) => {
+                        tracing::debug!("a change of the cluster only: reusing the host snapshot");
+                        Ok(reconciler.reconcile_cluster_change(&state, host).await)
+                    }
+                    None => reconciler.reconcile(&state).await,
                 }
-                None => reconciler.reconcile(&state).await,
-            }
-        };
-        tokio::pin!(work);
-        // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
-        let result = loop {
-            tokio::select! {
-                r = &mut work => break r,
-                Some(reply) = pings.recv() => { let _ = reply.send(()); }
+            };
+            tokio::pin!(work);
+            // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
+            loop {
+                tokio::select! {
+                    r = &mut work => break r,
+                    Some(reply) = pings.recv() => { let _ = reply.send(()); }
+                }
             }
         };
         let elapsed = started.elapsed();
@@ -255,7 +258,24 @@ impl ReconcileLoop {
                 return false;
             }
         };
-        if host.is_none() {
+        self.publish(done, node, read_host);
+        tracing::debug!(
+            findings = self.findings.len(),
+            micros = elapsed.as_micros(),
+            "reconciled"
+        );
+        true
+    }
+
+    /// Keeps what a reconcile found and hands it to the writers; `read_host`:
+    /// it read the host (and maybe namespaces) rather than reusing a snapshot.
+    fn publish(
+        &mut self,
+        done: crate::reconcile::Reconciled,
+        node: Option<crate::inventory::NodeFacts>,
+        read_host: bool,
+    ) {
+        if read_host {
             self.metrics.namespaces_read(done.host.namespaces.reread);
         }
         self.host = Some(Arc::clone(&done.host));
@@ -268,16 +288,11 @@ impl ReconcileLoop {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),
             leaving: Arc::new(done.leaving),
+            foreign_ranges: Arc::new(done.foreign_ranges),
             node,
             ready: true,
         });
         self.ready.store(true, Ordering::Relaxed);
-        tracing::debug!(
-            findings = self.findings.len(),
-            micros = elapsed.as_micros(),
-            "reconciled"
-        );
-        true
     }
 
     /// Counts each distinct malformed object or field once while it lasts, and

@@ -12,6 +12,26 @@ use crate::inventory::{BRIDGE_DEVICES, Inventory, RouteKind, Source, TABLE_MAIN}
 /// This node's bridges whose connected route lies outside its `spec.podCIDRs`.
 pub(super) fn stale_bridges(inv: &Inventory) -> Vec<Finding> {
     let own: &[IpNet] = inv.node_facts.as_ref().map_or(&[], |n| &n.pod_cidrs);
+    foreign(inv)
+        .into_iter()
+        .filter_map(|(bridge, address)| finding(inv, bridge, address, own))
+        .collect()
+}
+
+/// The ranges this node's bridges route that are not its own: whose owner
+/// (a Node's `spec.podCIDRs`) the agent looks up, since it watches no other
+/// Node. Empty on a healthy node, and on every node without a pod bridge.
+pub fn foreign_bridge_ranges(inv: &Inventory) -> Vec<IpNet> {
+    let mut ranges: Vec<IpNet> = foreign(inv).into_iter().map(|(_, a)| a.trunc()).collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    ranges
+}
+
+/// Each bridge with a connected route outside this node's pod range, and its
+/// address in that route.
+fn foreign(inv: &Inventory) -> Vec<(&str, IpNet)> {
+    let own: &[IpNet] = inv.node_facts.as_ref().map_or(&[], |n| &n.pod_cidrs);
     // Without this node's pod range nothing tells a stale bridge from a fresh one.
     if own.is_empty() {
         return Vec::new();
@@ -44,7 +64,7 @@ pub(super) fn stale_bridges(inv: &Inventory) -> Vec<Finding> {
         else {
             continue;
         };
-        out.extend(finding(inv, bridge, address, own));
+        out.push((bridge, address));
     }
     out
 }

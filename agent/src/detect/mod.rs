@@ -29,6 +29,7 @@ mod truth;
 
 use std::{collections::HashSet, net::IpAddr};
 
+pub use bridge::foreign_bridge_ranges;
 pub use finding::{
     Cause, Finding, FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodRef,
     PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,

@@ -52,6 +52,9 @@ pub struct Published {
     pub claimable: Arc<BTreeSet<IpAddr>>,
     /// The uids of pods being deleted: their Event series end quietly.
     pub leaving: Arc<BTreeSet<String>>,
+    /// Ranges this node's bridges route that are not its own: the agent looks
+    /// up which Node owns each (it watches no other Node).
+    pub foreign_ranges: Arc<Vec<ipnet::IpNet>>,
     /// This node's Node (its uid for Events about it, its condition as shown).
     pub node: Option<NodeFacts>,
     /// A reconcile has run.

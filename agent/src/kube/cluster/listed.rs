@@ -154,7 +154,7 @@ fn applied<K: kube::Resource>(o: K, event: fn(K) -> Event<K>, s: Watching<K>) ->
 
 /// The list from the watch cache (`resourceVersion=0`, unpaged as kube's
 /// watcher sends it with `any_semantic`), parsed as it arrives.
-async fn list<K>(api: &Api<K>, fields: Option<&str>) -> Result<(Vec<K>, String), Error>
+pub(super) async fn list<K>(api: &Api<K>, fields: Option<&str>) -> Result<(Vec<K>, String), Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
 {

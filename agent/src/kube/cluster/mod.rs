@@ -19,6 +19,7 @@ pub mod initial;
 mod lean;
 mod listed;
 mod lookup;
+mod ranges;
 mod sandbox;
 mod services;
 mod watch;
@@ -77,6 +78,8 @@ struct State {
     kube_ovn_ips: BTreeMap<String, Vec<std::net::IpAddr>>,
     /// The Services claiming this node's local addresses that pods' IPs equal.
     services: Arc<crate::inventory::ServiceAddresses>,
+    /// The Nodes owning ranges this node's bridges still route, and their pods.
+    range_owners: Arc<ranges::RangeOwners>,
     up: BTreeMap<&'static str, bool>,
     /// Watches whose resource does not exist here (a CRD not installed).
     absent: BTreeSet<&'static str>,
@@ -295,6 +298,13 @@ impl ClusterSource {
             };
             let lookups = services::Lookups::new(self.client.clone(), on(), findings.clone());
             tasks.spawn(lookups.run(token.clone()));
+            let ranges = ranges::Lookups::new(
+                self.client.clone(),
+                on(),
+                self.keys.clone(),
+                findings.clone(),
+            );
+            tasks.spawn(ranges.run(token.clone()));
             let confirmations = confirm::Confirmations::new(self.client.clone(), on(), findings);
             tasks.spawn(confirmations.run(token.clone()));
         }
@@ -322,6 +332,7 @@ impl ClusterView {
             .pods_here
             .values()
             .chain(st.pods_at.values().flat_map(Cache::values))
+            .chain(st.range_owners.pods.iter())
         {
             if seen.insert((p.namespace.clone(), p.name.clone(), p.uid.clone())) {
                 pods.push(p.clone());
@@ -345,7 +356,12 @@ impl ClusterView {
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),
             subnets: st.subnets.shared(),
-            nodes: Arc::new(node.iter().cloned().collect()),
+            nodes: Arc::new(
+                node.iter()
+                    .chain(st.range_owners.nodes.iter())
+                    .cloned()
+                    .collect(),
+            ),
             sandbox: Arc::new(st.sandbox.values().flatten().cloned().collect()),
             cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
             services: Arc::clone(&st.services),
