@@ -5,10 +5,11 @@
 //! kube's `Api::list` reads the whole body before parsing it: at 10,000 ENI
 //! CiliumNodes (~10 KB each) that is ~100 MB per agent at once, and after a
 //! rollout or an API server restart every agent lists together. Here the body
-//! goes through `serde_json::from_reader` on a blocking thread, into the lean
-//! types one item at a time: what an agent holds is its lean objects and a few
-//! buffers, not the body. The list type is our own: kube's `ObjectList`
-//! flattens its `TypeMeta`, and serde buffers a whole map it flattens into.
+//! is parsed on a blocking thread ([`super::list_body`]) and each item handed
+//! to the watch through a bounded channel as soon as it is read: what an agent
+//! holds is its converted objects and a few buffers, not the body nor the
+//! list's items. (kube's `ObjectList` could not serve: it flattens its
+//! `TypeMeta`, and serde buffers a whole map it flattens into.)
 
 use std::{fmt::Debug, time::Duration};
 
@@ -21,33 +22,17 @@ use kube::{
     api::{ListParams, VersionMatch, WatchEvent, WatchParams},
     runtime::watcher::{Error, Event},
 };
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use tokio_util::{compat::FuturesAsyncReadCompatExt as _, io::SyncIoBridge};
+
+use super::list_body::{self, BodyError};
 
 /// A watch is dead when nothing, not even a bookmark, came for its timeout
 /// and this margin (kube-runtime's idle timeout).
 const IDLE: Duration = Duration::from_secs(290 + 5);
 
-/// How much of the body is read from the connection at a time.
-const READ_BUFFER: usize = 64 * 1024;
-
-/// A list as the API server sends it, minus what is not read.
-#[derive(Deserialize)]
-#[serde(bound = "K: DeserializeOwned")]
-struct Listed<K> {
-    #[serde(default)]
-    metadata: ListMeta,
-    /// `null` for an empty list from some servers.
-    #[serde(default)]
-    items: Option<Vec<K>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-}
+/// Items parsed ahead of the watch's cache at most.
+const AHEAD: usize = 16;
 
 type Watching<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
 
@@ -55,6 +40,8 @@ type Watching<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
 enum State<K> {
     /// (Re)start with a list.
     List,
+    /// The list's items as they are parsed, and the parse (its resourceVersion).
+    Listing(Listing<K>),
     /// Listed, or the watch ended: watch from `rv`.
     Watch(String),
     Watching(String, Watching<K>),
@@ -90,15 +77,16 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     match state {
-        State::List => match list(api, fields).await {
-            Ok((items, rv)) => {
-                let mut events = Vec::with_capacity(items.len() + 2);
-                events.push(Ok(Event::Init));
-                events.extend(items.into_iter().map(|o| Ok(Event::InitApply(o))));
-                events.push(Ok(Event::InitDone));
-                (events, State::Watch(rv))
-            }
+        State::List => match open(api, fields).await {
+            Ok(listing) => (vec![Ok(Event::Init)], State::Listing(listing)),
             Err(e) => (vec![Err(e)], State::List),
+        },
+        State::Listing(mut listing) => match listing.items.recv().await {
+            Some(o) => (vec![Ok(Event::InitApply(o))], State::Listing(listing)),
+            None => match finished(listing.parse).await {
+                Ok(rv) => (vec![Ok(Event::InitDone)], State::Watch(rv)),
+                Err(e) => (vec![Err(e)], State::List),
+            },
         },
         State::Watch(rv) => {
             let wp = WatchParams {
@@ -152,24 +140,90 @@ fn applied<K: kube::Resource>(o: K, event: fn(K) -> Event<K>, s: Watching<K>) ->
     }
 }
 
-/// The list from the watch cache (`resourceVersion=0`, unpaged as kube's
-/// watcher sends it with `any_semantic`), parsed as it arrives.
-pub(super) async fn list<K>(api: &Api<K>, fields: Option<&str>) -> Result<(Vec<K>, String), Error>
+/// A list being read: its items as they are parsed, and the parse.
+struct Listing<K> {
+    items: tokio::sync::mpsc::Receiver<K>,
+    parse: tokio::task::JoinHandle<Result<String, Error>>,
+}
+
+/// Starts the list from the watch cache (`resourceVersion=0`, unpaged as
+/// kube's watcher sends it with `any_semantic`): its items come as parsed.
+async fn open<K>(api: &Api<K>, fields: Option<&str>) -> Result<Listing<K>, Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
+{
+    let (tx, items) = tokio::sync::mpsc::channel(AHEAD);
+    // A send fails only when the stream was dropped: the read stops.
+    let parse = read(api, fields, move |o| tx.blocking_send(o).is_ok()).await?;
+    Ok(Listing { items, parse })
+}
+
+/// The items `keep` picks of a list from the watch cache, each picked as it
+/// is parsed; and the list's resourceVersion.
+pub(super) async fn list<K, T>(
+    api: &Api<K>,
+    fields: Option<&str>,
+    mut keep: impl FnMut(K) -> Option<T> + Send + 'static,
+) -> Result<(Vec<T>, String), Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
+    T: Send + 'static,
+{
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = std::sync::Arc::clone(&kept);
+    let parse = read(api, fields, move |o| {
+        if let Some(t) = keep(o) {
+            into.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(t);
+        }
+        true
+    })
+    .await?;
+    let rv = finished(parse).await?;
+    let kept = std::mem::take(
+        &mut *kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    Ok((kept, rv))
+}
+
+/// Sends the list request and parses its body on a blocking thread, each
+/// item to `each` as it is read.
+async fn read<K>(
+    api: &Api<K>,
+    fields: Option<&str>,
+    each: impl FnMut(K) -> bool + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<String, Error>>, Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
 {
     let request = request(api.resource_url(), fields)
         .map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
-    let client = api.clone().into_client();
-    let body = client
+    let body = api
+        .clone()
+        .into_client()
         .request_stream(request)
         .await
         .map_err(Error::InitialListFailed)?;
     // The bridge blocks on the runtime it is made in: made here, read there.
     let reader = SyncIoBridge::new(body.compat());
-    tokio::task::spawn_blocking(move || parse(reader))
-        .await
-        .map_err(|e| Error::InitialListFailed(kube::Error::Service(Box::new(e))))?
+    Ok(tokio::task::spawn_blocking(move || {
+        list_body::read_list(reader, each).map_err(|e| match e {
+            BodyError::Json(e) => Error::InitialListFailed(kube::Error::SerdeError(e)),
+            BodyError::NoResourceVersion => Error::NoResourceVersion,
+        })
+    }))
+}
+
+/// The resourceVersion of a list read to its end.
+async fn finished(parse: tokio::task::JoinHandle<Result<String, Error>>) -> Result<String, Error> {
+    match parse.await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::InitialListFailed(kube::Error::Service(Box::new(e)))),
+    }
 }
 
 /// The list request kube's watcher sends with `any_semantic` and no pages.
@@ -186,72 +240,9 @@ fn request(
     kube::core::Request::new(url).list(&lp)
 }
 
-/// A list's items and resourceVersion, read from `reader` one item at a time.
-fn parse<K: DeserializeOwned>(reader: impl std::io::Read) -> Result<(Vec<K>, String), Error> {
-    let reader = std::io::BufReader::with_capacity(READ_BUFFER, reader);
-    let parsed = serde_json::from_reader::<_, Listed<K>>(reader)
-        .map_err(|e| Error::InitialListFailed(kube::Error::SerdeError(e)))?;
-    match parsed.metadata.resource_version.filter(|v| !v.is_empty()) {
-        Some(rv) => Ok((parsed.items.unwrap_or_default(), rv)),
-        None => Err(Error::NoResourceVersion),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug, Deserialize, PartialEq)]
-    struct Item {
-        name: String,
-    }
-
-    /// A reader that hands out one byte per read: a body as slow as it gets.
-    struct Trickle<'a>(&'a [u8]);
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let Some((first, rest)) = self.0.split_first() else {
-                return Ok(0);
-            };
-            let Some(slot) = buf.first_mut() else {
-                return Ok(0);
-            };
-            *slot = *first;
-            self.0 = rest;
-            Ok(1)
-        }
-    }
-
-    #[test]
-    fn a_list_is_read_item_by_item_whatever_its_chunks() {
-        let body = br#"{"apiVersion":"v1","kind":"NodeList","items":[{"name":"a","x":{"deep":[1,2]}},{"name":"b"}],
-            "metadata":{"resourceVersion":"42","continue":""}}"#;
-        let (items, rv) = parse::<Item>(Trickle(body)).expect("parses");
-        assert_eq!(rv, "42");
-        assert_eq!(
-            items,
-            [Item { name: "a".into() }, Item { name: "b".into() }]
-        );
-    }
-
-    #[test]
-    fn odd_lists_are_told_apart() {
-        let (none, rv) =
-            parse::<Item>(&br#"{"metadata":{"resourceVersion":"7"},"items":null}"#[..])
-                .expect("null items");
-        assert!(none.is_empty());
-        assert_eq!(rv, "7");
-        assert!(matches!(
-            parse::<Item>(&br#"{"items":[]}"#[..]),
-            Err(Error::NoResourceVersion)
-        ));
-        let cut = parse::<Item>(&br#"{"metadata":{"resourceVersion":"7"},"items":[{"name":"#[..]);
-        assert!(matches!(
-            cut,
-            Err(Error::InitialListFailed(kube::Error::SerdeError(_)))
-        ));
-    }
 
     #[test]
     fn the_list_comes_whole_from_the_watch_cache() {

@@ -17,6 +17,7 @@ mod confirm;
 mod convert;
 pub mod initial;
 mod lean;
+mod list_body;
 mod listed;
 mod lookup;
 mod ranges;

@@ -206,17 +206,26 @@ async fn owners(
     keys: &[String],
     wanted: &[IpNet],
 ) -> Result<RangeOwners, kube::runtime::watcher::Error> {
-    let (nodes, _) = listed::list(&Api::<LeanNode>::all(client.clone()), None).await?;
-    let nodes: Vec<NodeFacts> = nodes
-        .iter()
-        .filter_map(|n| convert_node(n).1.ok())
-        .filter(|n| n.name != me && overlaps(&n.pod_cidrs, wanted))
-        .collect();
+    // Only the owners are kept, each Node dropped as soon as it is read.
+    let (me, ranges) = (me.to_owned(), wanted.to_vec());
+    let (nodes, _) = listed::list(&Api::<LeanNode>::all(client.clone()), None, move |n| {
+        convert_node(&n)
+            .1
+            .ok()
+            .filter(|n| n.name != me && overlaps(&n.pod_cidrs, &ranges))
+    })
+    .await?;
     let mut pods = Vec::new();
     for n in &nodes {
         let fields = format!("spec.nodeName={}", n.name);
-        let (items, _) = listed::list(&Api::<K8sPod>::all(client.clone()), Some(&fields)).await?;
-        pods.extend(items.iter().filter_map(|p| convert_pod(p, keys).1.ok()));
+        let keys = keys.to_vec();
+        let (items, _) = listed::list(
+            &Api::<K8sPod>::all(client.clone()),
+            Some(&fields),
+            move |p| convert_pod(&p, &keys).1.ok(),
+        )
+        .await?;
+        pods.extend(items);
     }
     Ok(RangeOwners {
         ranges: wanted.to_vec(),
