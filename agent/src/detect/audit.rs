@@ -97,8 +97,9 @@ pub fn rank(f: &Finding) -> u8 {
         .site()
         .is_some_and(|s| s.ip_source == IpSource::Annotation);
     let base = match (f.kind, f.scope) {
-        // A running pod its own node cannot reach: probes and webhooks fail now.
-        (FindingKind::HostRouteBlackhole, _)
+        // A running pod its own node cannot reach: probes and webhooks fail now;
+        // or a node the others cannot reach.
+        (FindingKind::HostRouteBlackhole | FindingKind::NodeAddressShadowed, _)
         | (
             FindingKind::RouterIpCollision
             | FindingKind::HealthIpCollision
@@ -147,6 +148,10 @@ pub fn audit(
         progress(done + 1, total);
     }
     add_duplicates(&mut found, &holders);
+    // A Service claiming a Node's address: under the node it cuts off.
+    for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
+        found.entry(f.owner.node.clone()).or_default().push(f);
+    }
     Audit {
         nodes: ranked(found),
         nodes_checked: total,

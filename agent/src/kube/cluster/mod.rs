@@ -45,7 +45,7 @@ use self::{
 };
 pub use self::{
     lookup::pods_holding,
-    services::{local_collisions, services_claiming},
+    services::{every_service_claim, local_collisions, services_claiming},
     watch::{Failure, backoff},
 };
 use crate::{

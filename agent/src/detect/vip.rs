@@ -1,0 +1,129 @@
+//! A node's own address held by other nodes: kube-proxy in IPVS mode binds
+//! every Service's cluster, external and load-balancer IPs on `kube-ipvs0` of
+//! every node, each a `local` route, so a Service whose external IP is a
+//! node's InternalIP makes every other node deliver that node's traffic to
+//! itself (kubernetes#127410, #104679, #93175, #75290); kube-vip has put
+//! other nodes' IPs on the uplink as /32s (kube-vip#1288).
+//!
+//! Two views, one finding kind: a node's kernel holding another Node's
+//! `status.addresses` entry (`check`, or any inventory that has every Node),
+//! and, from the API alone, a Service claiming a Node's address (`audit`). The
+//! agent reads only its own Node, so it has no other node's address to compare
+//! and adds no watch for one.
+
+use std::net::IpAddr;
+
+use super::{Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust};
+use crate::inventory::{
+    Inventory, NodeFacts, ServiceAddress, ServiceAddresses, Source, VIP_DEVICES,
+};
+
+/// Another node's address, claimed or held where it must not be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAddressClaim {
+    /// The address.
+    pub ip: IpAddr,
+    /// The node whose address it is: the one other nodes cannot reach.
+    pub node: String,
+    /// Its `status.addresses` type (`InternalIP`, `ExternalIP`).
+    pub address_type: &'static str,
+    /// The Services claiming it, as far as they were read.
+    pub services: Vec<ServiceAddress>,
+    /// The node and device the kernel shows holding it; `None` from the API alone.
+    pub held: Option<(String, String)>,
+}
+
+impl NodeAddressClaim {
+    /// Whether it sits on a device that holds Services' addresses only.
+    #[must_use]
+    pub fn on_vip_device(&self) -> bool {
+        self.held
+            .as_ref()
+            .is_some_and(|(_, d)| VIP_DEVICES.contains(&d.as_str()))
+    }
+}
+
+/// The addresses of `inv`'s kernel that are another Node's own.
+pub(super) fn held_node_addresses(inv: &Inventory) -> Vec<Finding> {
+    let own: Vec<IpAddr> = inv
+        .node_facts
+        .iter()
+        .flat_map(|n| n.addresses.iter().map(|a| a.ip))
+        .collect();
+    let mut out = Vec::new();
+    for a in inv.host.addresses.iter().filter(|a| !own.contains(&a.ip)) {
+        let Some((node, kind)) = owner_of(&inv.nodes, &inv.node, a.ip) else {
+            continue;
+        };
+        let claim = NodeAddressClaim {
+            ip: a.ip,
+            node: node.to_owned(),
+            address_type: kind,
+            services: inv.services.holders(a.ip).unwrap_or_default().to_vec(),
+            held: Some((inv.node.clone(), a.device.clone())),
+        };
+        let trust = if claim.services.is_empty() && !claim.on_vip_device() {
+            Trust::Kernel
+        } else {
+            Trust::TenantAddress
+        };
+        let owner = Owner {
+            node: inv.node.clone(),
+            role: Role::Node,
+            device: Some(a.device.clone()),
+            source: Source::Kernel,
+        };
+        out.push(finding(claim, owner, trust));
+    }
+    out
+}
+
+/// Every Node address a Service claims, from the API alone (`audit`): each
+/// under the node made unreachable.
+#[must_use]
+pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for n in nodes {
+        for a in &n.addresses {
+            let Some(claims) = services.holders(a.ip).filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            let claim = NodeAddressClaim {
+                ip: a.ip,
+                node: n.name.clone(),
+                address_type: a.kind,
+                services: claims.to_vec(),
+                held: None,
+            };
+            let owner = Owner {
+                node: n.name.clone(),
+                role: Role::Node,
+                device: None,
+                source: Source::Services,
+            };
+            out.push(finding(claim, owner, Trust::TenantAddress));
+        }
+    }
+    out
+}
+
+/// The node other than `me` whose `status.addresses` holds `ip`, and the type.
+fn owner_of<'a>(nodes: &'a [NodeFacts], me: &str, ip: IpAddr) -> Option<(&'a str, &'static str)> {
+    nodes.iter().filter(|n| n.name != me).find_map(|n| {
+        let a = n.addresses.iter().find(|a| a.ip == ip)?;
+        Some((n.name.as_str(), a.kind))
+    })
+}
+
+fn finding(claim: NodeAddressClaim, owner: Owner, trust: Trust) -> Finding {
+    let claim = Box::new(claim);
+    Finding {
+        kind: FindingKind::NodeAddressShadowed,
+        scope: Scope::CrossNode,
+        ip: Some(claim.ip),
+        owner,
+        cause: Cause::Node(NodeProblem::NodeAddressShadowed(claim.clone())),
+        remedy: Remedy::FreeNodeAddress(claim),
+        trust,
+    }
+}
