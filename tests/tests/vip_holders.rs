@@ -17,12 +17,19 @@
 use std::{
     path::Path,
     process::{Command, Output},
+    time::Duration,
 };
 
 use ipshadow_tests::{
+    HANG,
+    agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests, ipshadow_bin,
+    can_run_netns_tests,
+    http::sample,
+    ipshadow_bin,
+    lab::{Lab, ME, OTHER, ROUTER, cozystack, event, wait_for},
     netns::NetNs,
+    node::SimNode,
     objects::{list, pod},
 };
 use serde_json::{Value, json};
@@ -472,4 +479,69 @@ fn a_kube_ipvs0_vip_a_pod_holds_is_found_on_the_pods_node_and_on_the_node_holdin
         ],
         "{v:#}"
     );
+}
+
+#[test]
+fn the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_traffic() {
+    if !can_run_netns_tests(
+        "the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_traffic",
+    ) {
+        return;
+    }
+    // A Service's external IP inside node-b's pod range (its CiliumNode says
+    // 10.244.1.0/24), bound on node-a's kube-ipvs0 (a veth here), and a pod on
+    // node-b given that address. node-a's agent watches only its own pods: it
+    // learns of the pod from its host's traffic to the address.
+    let vip = "10.244.1.50";
+    let sim = SimNode::kube_ovn("vipa", ROUTER);
+    sim.add_vips(&["10.96.0.10", vip]);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(
+        Res::Services,
+        service("tenant-b", "mitm", "10.96.0.20", &[vip]),
+    );
+    api.apply(Res::Pods, pod("shop", "cart-0", OTHER, &[vip]));
+    let lab = Lab::new("vipa", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    {
+        let _inside = sim.node.enter();
+        for _ in 0..3 {
+            let _ = std::net::TcpStream::connect_timeout(
+                &format!("{vip}:8080").parse().unwrap(),
+                Duration::from_secs(1),
+            );
+        }
+    }
+    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("kind", "LocalAddressCollision"),
+                ("pod", "cart-0"),
+                ("scope", "cross-node"),
+                ("owner_node", ME),
+                ("device", "kube-ipvs0"),
+            ],
+        ) == Some(1.0)
+    });
+    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    let e = wait_for("node-a's Event on the pod", HANG, || {
+        event(&api, "shop", "cart-0", "HostTrafficBlackholed")
+            .or_else(|| event(&api, "shop", "cart-0", "LocalAddressCollision"))
+    });
+    assert_eq!(e["reportingInstance"], ME, "{e:#}");
+    let note = e["message"].as_str().unwrap();
+    for foreign in ["cilium", "calico", "kube-ovn", "ovn-kubernetes"] {
+        assert!(!note.to_lowercase().contains(foreign), "{foreign}: {note}");
+    }
+    for words in [
+        "to this pod's IP 10.244.1.50; node-a delivered them to itself",
+        "Fix: remove 10.244.1.50 from the Service",
+        "deleting the pod does not help",
+    ] {
+        assert!(note.contains(words), "{words:?} not in {note}");
+    }
 }
