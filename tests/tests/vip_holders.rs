@@ -1,13 +1,17 @@
-//! Node-held addresses seen from every side: `audit` (the API alone) for a pod
-//! on Calico's tunnel address and on ovn-kubernetes' management port, of its
-//! own node and of another; the node holding a kube-ipvs0 VIP that a pod on
-//! another node has; and a Service address equal to another node's own
-//! (kubernetes#127410, #104679, #75290: kube-proxy in IPVS mode binds it on
-//! `kube-ipvs0` of every node, which then cannot reach that node).
+//! Node-held addresses seen from every side. For Calico's tunnel address,
+//! ovn-kubernetes' management port and a kube-ipvs0 VIP: the real agent of
+//! the node holding the address (its own pod; a pod elsewhere, from its
+//! host's traffic), the real agent of the pod's node (from the holder's Node
+//! annotations; for a VIP, its own kube-ipvs0), and `audit` (the API alone).
+//! And a Service address equal to another node's own (kubernetes#127410,
+//! #104679, #75290: kube-proxy in IPVS mode binds it on `kube-ipvs0` of every
+//! node, which then cannot reach that node), from `audit` and `check`.
 //!
 //! Real objects: tests/corpus/realworld (calico/, ovn-kubernetes/,
-//! kube-proxy-ipvs/, PROVENANCE.md). This kernel has no dummy device, so a veth
-//! named `kube-ipvs0` stands in for kube-proxy's.
+//! kube-proxy-ipvs/, PROVENANCE.md). Calico's `vxlan.calico` is a real vxlan
+//! device; this kernel has no dummy device and OVS is not here, so veths named
+//! `kube-ipvs0` and `ovn-k8s-mp0` stand in for kube-proxy's and
+//! ovn-kubernetes' devices.
 #![allow(
     clippy::unwrap_used,
     clippy::too_many_lines,
@@ -544,4 +548,218 @@ fn the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_tra
     ] {
         assert!(note.contains(words), "{words:?} not in {note}");
     }
+}
+
+/// Two nodes, each a namespace running the real agent against the test API
+/// server (in `a`, reached from `b` over a shared link), with `nodes` and
+/// `pods` applied; `lay_out` lays node `a`'s CNI device holding `held`.
+/// `want` is the kind both agents must report for a pod on `held`: on node
+/// `there` (on `b`), then on node `here` (on `a`). `a`'s agent learns of the
+/// pod on `b` from its host's traffic to `held`; `b`'s from `a`'s Node
+/// annotations. One pod holds the address at a time: with two, the holder's
+/// traffic is explained by its own pod's finding and it asks for no other.
+struct TwoAgents<'a> {
+    tag: &'a str,
+    here: &'a str,
+    there: &'a str,
+    held: &'a str,
+    want: &'a str,
+    fix: &'a str,
+}
+
+impl TwoAgents<'_> {
+    /// The two namespaces, linked, with `a`'s CNI device laid out.
+    fn nodes(&self, lay_out: impl Fn(&NetNs)) -> (NetNs, NetNs) {
+        let a = NetNs::new(&format!("{}a", self.tag));
+        let b = NetNs::new(&format!("{}b", self.tag));
+        a.ip(&[
+            "link", "add", "mgmt", "type", "veth", "peer", "name", "mgmt", "netns", &b.name,
+        ]);
+        for (ns, ip) in [(&a, "192.168.100.1/24"), (&b, "192.168.100.2/24")] {
+            ns.ip(&["addr", "add", ip, "dev", "mgmt"]);
+            ns.ip(&["link", "set", "mgmt", "up"]);
+        }
+        lay_out(&a);
+        (a, b)
+    }
+
+    /// A wait for `pod`'s finding of the wanted kind, in `scope`, owned by `here`.
+    fn found(&self, pod: &'static str, scope: &'static str) -> impl Fn(&str) -> bool + '_ {
+        move |m: &str| {
+            sample(
+                m,
+                "ipshadow_collision_info",
+                &[
+                    ("kind", self.want),
+                    ("pod", pod),
+                    ("scope", scope),
+                    ("owner_node", self.here),
+                ],
+            ) == Some(1.0)
+        }
+    }
+
+    /// `pod`'s Event of `reason` by `reporter`, naming `words` and no other CNI.
+    fn event(api: &ApiServer, pod: &str, reason: &str, reporter: &str, words: &str) {
+        let e = wait_for(&format!("{pod}'s {reason}"), HANG, || {
+            event(api, "tenant", pod, reason)
+        });
+        assert_eq!(e["reportingInstance"], reporter, "{e:#}");
+        let note = e["message"].as_str().unwrap();
+        assert!(note.contains(words), "{words:?} not in {note}");
+        for foreign in ["cilium", "kube-ovn", "kube-ipvs0"] {
+            assert!(!note.to_lowercase().contains(foreign), "{foreign}: {note}");
+        }
+    }
+
+    fn run(&self, nodes: &[Value], lay_out: impl Fn(&NetNs)) {
+        let (a, b) = self.nodes(lay_out);
+        let api = ApiServer::start_on(Some(&a), "0.0.0.0:0");
+        for n in nodes {
+            api.apply(Res::Nodes, n.clone());
+        }
+        // First a pod on another node holds the address.
+        api.apply(
+            Res::Pods,
+            pod("tenant", "on-it-there", self.there, &[self.held]),
+        );
+        let lab = Lab::new(self.tag, &api);
+        let kube_b = lab.dir.join("kubeconfig-b");
+        api.write_kubeconfig_via(&kube_b, &format!("192.168.100.1:{}", api.addr.port()));
+        let agent_a = lab.agent(&a, self.here);
+        let agent_b = AgentProc::spawn_env(
+            &b,
+            &["--node", self.there],
+            &[("KUBECONFIG", kube_b.to_str().unwrap())],
+        );
+        agent_a.wait_ready(&a);
+        agent_b.wait_ready(&b);
+        // The pod's node knows the owner from its Node annotations.
+        let cross = AgentProc::wait_metrics(&b, HANG, self.found("on-it-there", "cross-node"));
+        assert!(cross.is_some(), "pod's node; log:\n{}", agent_b.log_text());
+        Self::event(&api, "on-it-there", self.want, self.there, self.fix);
+        // The holder, once its host's traffic to the address is seen.
+        {
+            let _inside = a.enter();
+            for _ in 0..3 {
+                let _ = std::net::TcpStream::connect_timeout(
+                    &format!("{}:8080", self.held).parse().unwrap(),
+                    Duration::from_secs(1),
+                );
+            }
+        }
+        let seen = AgentProc::wait_metrics(&a, HANG, self.found("on-it-there", "cross-node"));
+        assert!(
+            seen.is_some(),
+            "holder, pod elsewhere; log:\n{}",
+            agent_a.log_text()
+        );
+        Self::event(
+            &api,
+            "on-it-there",
+            "HostTrafficBlackholed",
+            self.here,
+            "delivered them to itself",
+        );
+        // Then the pod goes, and one on the holder's own node is given the address.
+        api.delete(Res::Pods, "tenant", "on-it-there");
+        api.apply(
+            Res::Pods,
+            pod("tenant", "on-it-here", self.here, &[self.held]),
+        );
+        let same = AgentProc::wait_metrics(&a, HANG, self.found("on-it-here", "same-node"));
+        assert!(
+            same.is_some(),
+            "holder, own pod; log:\n{}",
+            agent_a.log_text()
+        );
+        Self::event(&api, "on-it-here", self.want, self.here, self.fix);
+    }
+}
+
+#[test]
+fn the_agents_of_both_nodes_find_pods_on_a_calico_tunnel_address() {
+    if !can_run_netns_tests("the_agents_of_both_nodes_find_pods_on_a_calico_tunnel_address") {
+        return;
+    }
+    // calico#9086's node (VXLAN) holds its tunnel address on a real vxlan
+    // device; calico#5705's (IPIP) is the other node.
+    let vxlan = real("calico/node-calicoctl-issue9086-vxlan-partial.json");
+    let ipip = real("calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json");
+    let tunnel = vxlan["spec"]["ipv4VXLANTunnelAddr"].as_str().unwrap();
+    let annotation = |key: &str, v: &Value| json!({ format!("projectcalico.org/{key}"): v });
+    let nodes = [
+        node(
+            "master",
+            &annotation("IPv4VXLANTunnelAddr", &vxlan["spec"]["ipv4VXLANTunnelAddr"]),
+            None,
+        ),
+        node(
+            "k3s-master",
+            &annotation(
+                "IPv4IPIPTunnelAddr",
+                &ipip["spec"]["bgp"]["ipv4IPIPTunnelAddr"],
+            ),
+            None,
+        ),
+    ];
+    TwoAgents {
+        tag: "calx",
+        here: "master",
+        there: "k3s-master",
+        held: tunnel,
+        want: "TunnelIPCollision",
+        fix: "calicoctl ipam check",
+    }
+    .run(&nodes, |a| {
+        a.ip(&[
+            "link",
+            "add",
+            "vxlan.calico",
+            "type",
+            "vxlan",
+            "id",
+            "4096",
+            "dstport",
+            "4789",
+        ]);
+        a.ip(&[
+            "addr",
+            "add",
+            &format!("{tunnel}/32"),
+            "dev",
+            "vxlan.calico",
+        ]);
+        a.ip(&["link", "set", "vxlan.calico", "up"]);
+    });
+}
+
+#[test]
+fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
+    if !can_run_netns_tests("the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port")
+    {
+        return;
+    }
+    // OKEP-5521's kind worker: node subnet 10.244.2.0/24, management port .2
+    // on ovn-k8s-mp0 (an OVS internal port; a veth of that name stands in).
+    let worker = real("ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json");
+    let masters = real("ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json");
+    let there = masters["metadata"]["name"].as_str().unwrap();
+    let nodes = [
+        node("ovn-worker", &worker["metadata"]["annotations"], None),
+        node(there, &masters["metadata"]["annotations"], None),
+    ];
+    TwoAgents {
+        tag: "ovnx",
+        here: "ovn-worker",
+        there,
+        held: "10.244.2.2",
+        want: "GatewayIPCollision",
+        fix: "ovn-kubernetes keeps the first two addresses",
+    }
+    .run(&nodes, |a| {
+        a.add_veth("ovn-k8s-mp0", "mp0-peer");
+        a.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
+        a.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
+    });
 }
