@@ -161,10 +161,13 @@ fn cluster() -> Cluster {
         pod("tenant", "on-own-mp0", ovn_node, &["10.244.2.2"]),
         pod("tenant", "on-other-mp0", ovn_node, &["10.129.0.2"]),
         pod("tenant", "clean", ovn_node, &["10.244.2.9"]),
+        // A tenant's Service sets another pod's address as an external IP.
+        pod("shop", "cart-0", "mudit-cks-worker1", &["10.244.7.7"]),
     ];
     let services = vec![
         service("default", "kubernetes", "10.96.0.1", &[]),
         service("default", "nginx", cols[2], &external),
+        service("tenant-b", "mitm", "10.96.0.30", &["10.244.7.7"]),
     ];
     Cluster {
         nodes,
@@ -184,6 +187,13 @@ fn assert_audit(v: &Value) {
             "GatewayIPCollision" => {
                 assert!(text.contains("ovn-kubernetes keeps"), "{text}");
                 assert!(!text.to_lowercase().contains("calico"), "{text}");
+            }
+            "LocalAddressCollision" => {
+                assert!(
+                    text.contains("Service tenant-b/mitm sets in spec.externalIPs"),
+                    "{text}"
+                );
+                assert!(text.contains("Deleting the pod does not help"), "{text}");
             }
             "NodeAddressShadowed" => {
                 assert!(text.contains("of Service default/nginx"), "{text}");
@@ -227,6 +237,13 @@ fn assert_audit(v: &Value) {
             "cross-node",
             "on-other-mp0",
             ovn_master,
+        ),
+        row(
+            "mudit-cks-worker1",
+            "LocalAddressCollision",
+            "same-node",
+            "cart-0",
+            "mudit-cks-worker1",
         ),
         row(
             "mudit-cks-worker1",

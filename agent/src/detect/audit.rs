@@ -152,6 +152,13 @@ pub fn audit(
     for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
         found.entry(f.owner.node.clone()).or_default().push(f);
     }
+    // A Service claiming a pod's address: under the pod's node, once per (pod, IP).
+    for f in super::vip::pods_on_service_addresses(&state.pods, &state.services) {
+        let list = found.entry(f.owner.node.clone()).or_default();
+        if !list.iter().any(|g| g.pod() == f.pod() && g.ip == f.ip) {
+            list.push(f);
+        }
+    }
     Audit {
         nodes: ranked(found),
         nodes_checked: total,

@@ -13,9 +13,12 @@
 
 use std::net::IpAddr;
 
-use super::{Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust};
+use super::{
+    Cause, Finding, FindingKind, NodeProblem, Owner, PodSite, Remedy, Role, Scope, Trust,
+    refused::pod_ref,
+};
 use crate::inventory::{
-    Inventory, NodeFacts, ServiceAddress, ServiceAddresses, Source, VIP_DEVICES,
+    Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, Source, VIP_DEVICES,
 };
 
 /// Another node's address, claimed or held where it must not be.
@@ -102,6 +105,51 @@ pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) 
                 source: Source::Services,
             };
             out.push(finding(claim, owner, Trust::TenantAddress));
+        }
+    }
+    out
+}
+
+/// Every live pod whose status IP a Service claims, from the API alone
+/// (`audit`): kube-proxy binds the address on every node (in IPVS mode on
+/// `kube-ipvs0`, a local route; in iptables mode the Service's ports are
+/// DNATed), the pod's own node's too. The fix is the Service's, never the pod's.
+#[must_use]
+pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let live = pods.iter().filter(|p| p.reportable() && !p.terminating);
+    for p in live {
+        let Some(node) = p.node.as_deref() else {
+            continue;
+        };
+        for i in p.ips.iter().filter(|i| i.source == IpSource::Status) {
+            let Some(a) = services.holders(i.ip).and_then(<[ServiceAddress]>::first) else {
+                continue;
+            };
+            let owner = Owner {
+                node: node.to_owned(),
+                role: Role::Local,
+                device: None,
+                source: Source::Services,
+            };
+            let site = PodSite {
+                pod: pod_ref(p),
+                node: node.to_owned(),
+                ip_source: IpSource::Status,
+                created: p.created,
+                controller: p.controller.clone(),
+            };
+            let remedy = Remedy::RemoveServiceAddress {
+                ip: i.ip,
+                service: Some(a.clone()),
+                device: None,
+            };
+            let mut f =
+                Finding::collision(Scope::SameNode, i.ip, owner, site, (None, None), remedy);
+            if let Cause::Collision { service, .. } = &mut f.cause {
+                *service = Some(a.clone());
+            }
+            out.push(f);
         }
     }
     out

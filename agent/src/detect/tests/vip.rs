@@ -143,3 +143,36 @@ fn from_the_api_alone_a_service_claiming_a_node_address_is_found_under_that_node
     let none = crate::detect::vip::claimed_node_addresses(&nodes, &ServiceAddresses::default());
     assert!(none.is_empty());
 }
+
+#[test]
+fn from_the_api_alone_a_pod_on_a_services_address_is_found_with_the_service_to_fix() {
+    use crate::inventory::fixtures::pod;
+    let services = ServiceAddresses::whole([external_ip("mitm", "10.244.1.50")]);
+    let mut gone = pod("gone-0", OTHER, &["10.244.1.50"]);
+    gone.terminating = true;
+    let pods = [
+        pod("cart-0", OTHER, &["10.244.1.50"]),
+        pod("clean-0", OTHER, &["10.244.1.51"]),
+        gone,
+    ];
+    let found = crate::detect::vip::pods_on_service_addresses(&pods, &services);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let f = &found[0];
+    assert_eq!(
+        (f.kind, f.scope, f.trust, f.owner.source),
+        (
+            FindingKind::LocalAddressCollision,
+            Scope::SameNode,
+            Trust::TenantAddress,
+            Source::Services
+        )
+    );
+    assert_eq!(f.pod().map(|p| p.name.as_str()), Some("cart-0"));
+    let Remedy::RemoveServiceAddress {
+        service: Some(s), ..
+    } = &f.remedy
+    else {
+        panic!("{f:#?}");
+    };
+    assert_eq!(s.service.name, "mitm");
+}
