@@ -18,7 +18,8 @@ use super::{
     refused::pod_ref,
 };
 use crate::inventory::{
-    Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, Source, VIP_DEVICES,
+    Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, ServiceField, Source,
+    VIP_DEVICES,
 };
 
 /// Another node's address, claimed or held where it must not be.
@@ -82,20 +83,30 @@ pub(super) fn held_node_addresses(inv: &Inventory) -> Vec<Finding> {
 }
 
 /// Every Node address a Service claims, from the API alone (`audit`): each
-/// under the node made unreachable.
+/// under the node made unreachable. Not a load balancer's published ingress
+/// alone: k3s' ServiceLB publishes the nodes' own addresses there by design,
+/// harmless unless kube-proxy binds them (IPVS mode), which only the node's
+/// kernel shows (`check`).
 #[must_use]
 pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) -> Vec<Finding> {
     let mut out = Vec::new();
     for n in nodes {
         for a in &n.addresses {
-            let Some(claims) = services.holders(a.ip).filter(|c| !c.is_empty()) else {
+            let claims: Vec<ServiceAddress> = services
+                .holders(a.ip)
+                .unwrap_or_default()
+                .iter()
+                .filter(|c| c.field != ServiceField::LoadBalancerIngress)
+                .cloned()
+                .collect();
+            if claims.is_empty() {
                 continue;
-            };
+            }
             let claim = NodeAddressClaim {
                 ip: a.ip,
                 node: n.name.clone(),
                 address_type: a.kind,
-                services: claims.to_vec(),
+                services: claims,
                 held: None,
             };
             let owner = Owner {

@@ -139,6 +139,12 @@ fn from_the_api_alone_a_service_claiming_a_node_address_is_found_under_that_node
         (OTHER, Source::Services, None)
     );
     assert_eq!(claim(f).held, None);
+    // k3s' ServiceLB publishes node addresses as the load balancer's ingress by
+    // design: from the API alone, not a finding (the kernel shows when it binds).
+    let mut lb = external_ip("traefik", "192.168.100.12");
+    lb.1.field = ServiceField::LoadBalancerIngress;
+    let published = ServiceAddresses::whole([lb]);
+    assert!(crate::detect::vip::claimed_node_addresses(&nodes, &published).is_empty());
     // Services not read: nothing claimed, nothing found.
     let none = crate::detect::vip::claimed_node_addresses(&nodes, &ServiceAddresses::default());
     assert!(none.is_empty());
