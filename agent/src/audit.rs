@@ -112,7 +112,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         (files.state().clone(), None)
     } else {
         let client = client(args).await?;
-        let state = cluster_state(
+        let mut state = cluster_state(
             &client,
             Scope::Cluster,
             ListOptions {
@@ -122,6 +122,15 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;
+        // Which Node addresses a Service claims (kube-proxy in IPVS mode binds them everywhere).
+        let services = kube::cluster::every_service_claim(&client)
+            .await
+            .map_err(|source| ListError {
+                what: "services",
+                source,
+            })?;
+        progress.listed("Service addresses", services.by_ip.len(), true);
+        state.services = std::sync::Arc::new(services);
         (state, Some(client))
     };
     let mut result = audit(&state, &args.read.router_device, &mut |done, total| {

@@ -253,6 +253,61 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
                 || (cni_device(&a.device) && !link_local(&a.ip))
         })
         .map(|a| a.ip)
+        .chain(vips_in_pod_ranges(inv))
+        .collect()
+}
+
+/// The addresses on a device that holds Services' addresses only (kube-proxy's
+/// `kube-ipvs0`, which binds every Service address on every node) inside any
+/// pod range of the cluster the agent knows — every CiliumNode's and annotated
+/// Node's, kube-ovn's primary Subnets, Cilium's cluster pool, this Node's: a
+/// pod on another node may hold one, which this host then cannot reach. Not
+/// the Service addresses outside every pod range (a healthy cluster's
+/// ClusterIPs): host traffic to them is normal, and would cost lookups.
+fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
+    let vips: Vec<IpAddr> = inv
+        .host
+        .addresses
+        .iter()
+        .filter(|a| crate::inventory::VIP_DEVICES.contains(&a.device.as_str()))
+        .map(|a| a.ip)
+        .collect();
+    if vips.is_empty() {
+        return vips;
+    }
+    let ranges: Vec<ipnet::IpNet> = inv
+        .cilium_nodes
+        .iter()
+        .chain(inv.annotated_nodes.iter())
+        .flat_map(|c| {
+            c.ranges()
+                .map(|(r, _)| r)
+                .chain(c.ovn_subnets.iter().copied())
+        })
+        .chain(
+            inv.subnets
+                .iter()
+                .filter(|s| s.primary)
+                .flat_map(|s| s.cidrs.iter().copied()),
+        )
+        .chain(
+            inv.cilium_config
+                .iter()
+                .flat_map(|c| c.cluster_pool.iter().copied()),
+        )
+        .chain(
+            inv.node_facts
+                .iter()
+                .flat_map(|n| n.pod_cidrs.iter().copied()),
+        )
+        .collect();
+    // Disjoint and in order: one binary search per address, however many nodes.
+    let ranges = ipnet::IpNet::aggregate(&ranges);
+    vips.into_iter()
+        .filter(|ip| {
+            let after = ranges.partition_point(|r| r.network() <= *ip);
+            after > 0 && ranges[after - 1].contains(ip)
+        })
         .collect()
 }
 

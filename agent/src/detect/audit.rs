@@ -97,8 +97,9 @@ pub fn rank(f: &Finding) -> u8 {
         .site()
         .is_some_and(|s| s.ip_source == IpSource::Annotation);
     let base = match (f.kind, f.scope) {
-        // A running pod its own node cannot reach: probes and webhooks fail now.
-        (FindingKind::HostRouteBlackhole, _)
+        // A running pod its own node cannot reach: probes and webhooks fail now;
+        // or a node the others cannot reach.
+        (FindingKind::HostRouteBlackhole | FindingKind::NodeAddressShadowed, _)
         | (
             FindingKind::RouterIpCollision
             | FindingKind::HealthIpCollision
@@ -147,6 +148,17 @@ pub fn audit(
         progress(done + 1, total);
     }
     add_duplicates(&mut found, &holders);
+    // A Service claiming a Node's address: under the node it cuts off.
+    for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
+        found.entry(f.owner.node.clone()).or_default().push(f);
+    }
+    // A Service claiming a pod's address: under the pod's node, once per (pod, IP).
+    for f in super::vip::pods_on_service_addresses(&state.pods, &state.services) {
+        let list = found.entry(f.owner.node.clone()).or_default();
+        if !list.iter().any(|g| g.pod() == f.pod() && g.ip == f.ip) {
+            list.push(f);
+        }
+    }
     Audit {
         nodes: ranked(found),
         nodes_checked: total,

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::finding::{PodRef, PodSite};
+use super::finding::{PodRef, PodSite, Reserver};
 use crate::inventory::{DeadEnd, InfraAddress, IpRange, ServiceAddress};
 
 /// What detection found, beyond kind, IP and owner.
@@ -172,6 +172,8 @@ pub enum NodeProblem {
         /// The masqueraded Subnets and their blocks.
         subnets: Vec<(String, Vec<IpNet>)>,
     },
+    /// Another node's address is held here (or claimed by a Service every node binds).
+    NodeAddressShadowed(Box<super::vip::NodeAddressClaim>),
 }
 
 impl NodeProblem {
@@ -385,13 +387,6 @@ pub enum Remedy {
         /// A masqueraded Subnet and the block to carve from, when one is known.
         subnet: Option<(String, IpNet)>,
     },
-}
-
-/// A CNI that keeps addresses of the node's pod subnet for itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reserver {
-    /// ovn-kubernetes: `.1` (gateway) and `.2` (management port) of each node subnet.
-    OvnKubernetes,
-    /// The bridge plugin: the bridge's address, which host-local never hands out.
-    Bridge,
+    /// Free the node's address: remove it from the Service, or from the device.
+    FreeNodeAddress(Box<super::vip::NodeAddressClaim>),
 }

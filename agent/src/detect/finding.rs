@@ -7,7 +7,8 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 use serde::Serialize;
 
-pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy, Reserver};
+pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
+pub use super::remedy::Reserver;
 pub use super::trust::Trust;
 pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
@@ -104,6 +105,9 @@ pub enum FindingKind {
     LeakedSandboxAddress,
     /// No namespace on the pod's node holds its address.
     PodAddressNotHeld,
+    /// Another node's own address (a Node's InternalIP or ExternalIP) is held
+    /// here or claimed by a Service every node binds: that node is unreachable.
+    NodeAddressShadowed,
 }
 
 impl FindingKind {
@@ -145,6 +149,7 @@ impl FindingKind {
                 | Self::ClusterPoolNearlyFull
                 | Self::StaleBridgeAddress
                 | Self::LeakedSandboxAddress
+                | Self::NodeAddressShadowed
         )
     }
 }

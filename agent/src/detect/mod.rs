@@ -26,6 +26,7 @@ mod refused;
 mod remedy;
 mod trust;
 mod truth;
+pub mod vip;
 
 use std::{collections::HashSet, net::IpAddr};
 
@@ -109,6 +110,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
     findings.extend(leftover::leftovers(inv));
+    findings.extend(vip::held_node_addresses(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }

@@ -2,7 +2,7 @@
 
 use ipnet::IpNet;
 
-use super::{Owner, Remedy, Reserver, Role};
+use super::{Owner, Remedy, Role};
 use crate::inventory::{Inventory, IpSource, PodIp, Source};
 
 /// Whether kube-ovn gave the pod its address: it came from kube-ovn's
@@ -58,4 +58,13 @@ fn pool_at_end(block: IpNet) -> IpNet {
         .min(block.max_prefix_len().saturating_sub(3))
         .max(block.prefix_len());
     IpNet::new(block.broadcast(), len).map_or(block, |n| n.trunc())
+}
+
+/// A CNI that keeps addresses of the node's pod subnet for itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserver {
+    /// ovn-kubernetes: `.1` (gateway) and `.2` (management port) of each node subnet.
+    OvnKubernetes,
+    /// The bridge plugin: the bridge's address, which host-local never hands out.
+    Bridge,
 }

@@ -92,6 +92,8 @@ impl Trust {
             | Source::CiliumConfig
             | Source::NodeStatus
             | Source::Subnets => Self::Cluster,
+            // Any user who may create a Service sets its external IPs.
+            Source::Services => Self::TenantAddress,
         }
     }
 }

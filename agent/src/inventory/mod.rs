@@ -31,8 +31,8 @@ pub use namespaces::{
     PodRoute, TruthRow, TruthTable, Unread,
 };
 pub use node::{
-    CiliumConfig, ConditionSeen, NodeFacts, SandboxCni, SandboxFailure, SandboxRefusal,
-    with_refused_addresses,
+    CiliumConfig, ConditionSeen, NodeAddress, NodeFacts, SandboxCni, SandboxFailure,
+    SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};

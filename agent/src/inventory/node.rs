@@ -157,6 +157,18 @@ pub struct NodeFacts {
     pub allocatable_pods: Option<u64>,
     /// ipshadow's own condition on it, as last written (`PodIPsShadowed`).
     pub shadowed: Option<ConditionSeen>,
+    /// `status.addresses` of type InternalIP and ExternalIP, where read: every
+    /// Node of a list or a file (`audit`, `check`), never the agent's own watch.
+    pub addresses: Vec<NodeAddress>,
+}
+
+/// One of a Node's own addresses (`status.addresses`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeAddress {
+    /// The address.
+    pub ip: IpAddr,
+    /// Its `type`: `InternalIP` or `ExternalIP`.
+    pub kind: &'static str,
 }
 
 /// A Node condition as the Node shows it.

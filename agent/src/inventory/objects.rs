@@ -244,6 +244,10 @@ pub enum Source {
     #[serde(rename = "subnets")]
     #[strum(serialize = "kube-ovn's Subnets")]
     Subnets,
+    /// The Services' addresses (`spec.externalIPs`, `spec.clusterIPs`, load-balancer IPs).
+    #[serde(rename = "services")]
+    #[strum(serialize = "the Services' addresses")]
+    Services,
 }
 
 impl Source {

@@ -199,7 +199,11 @@ pub fn nodes(
             .unwrap_or_default();
         out.extend(objects::node_annotations(&name, &annotations, problems));
         match serde_json::from_value::<Node>(item) {
-            Ok(n) => facts.push(objects::node_facts(&n, problems)),
+            Ok(n) => facts.push(objects::with_addresses(
+                objects::node_facts(&n, problems),
+                &n,
+                problems,
+            )),
             Err(e) => problems.push(Invalid {
                 resource: "nodes",
                 object: name,

@@ -251,7 +251,8 @@ async fn nodes(
         let name = n.metadata.name.clone().unwrap_or_default();
         let annotations = n.metadata.annotations.clone().unwrap_or_default();
         annotated.extend(objects::node_annotations(&name, &annotations, invalid));
-        facts.push(objects::node_facts(&n, invalid));
+        let node = objects::node_facts(&n, invalid);
+        facts.push(objects::with_addresses(node, &n, invalid));
     })
     .await?;
     if let Scope::Node(node) = scope

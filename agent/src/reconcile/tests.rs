@@ -166,6 +166,40 @@ fn annotation_cases() -> Vec<Case> {
             vec!["10.42.0.1"],
         ),
         (
+            "kube-ipvs0: a Service address in another node's pod range (a pod there may hold \
+         it), not a ClusterIP outside every pod range",
+            vec![
+                ("10.244.9.50", "kube-ipvs0"),
+                ("10.96.0.10", "kube-ipvs0"),
+                ("10.244.9.51", "eth4"),
+            ],
+            |inv| {
+                let mut other =
+                    annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
+                other.name = OTHER.into();
+                inv.annotated_nodes = Arc::new(vec![other]);
+            },
+            vec!["10.244.9.50"],
+        ),
+        (
+            "kube-ipvs0: inside Cilium's cluster pool, which holds every node's range",
+            vec![("10.0.200.7", "kube-ipvs0"), ("172.20.0.10", "kube-ipvs0")],
+            |inv| {
+                let mut other = CiliumNode {
+                    name: OTHER.into(),
+                    pod_cidrs: vec![net("10.0.1.0/24")],
+                    ..CiliumNode::default()
+                };
+                other.add(ip("10.0.1.1"), Role::Router, Source::SpecAddresses);
+                inv.cilium_nodes = Arc::new(vec![other]);
+                inv.cilium_config = Some(Arc::new(crate::inventory::CiliumConfig {
+                    cluster_pool: vec![net("10.0.0.0/8")],
+                    ..crate::inventory::CiliumConfig::default()
+                }));
+            },
+            vec!["10.0.200.7"],
+        ),
+        (
             "another node's annotations say nothing of this node's addresses",
             vec![("10.244.9.2", "eth4")],
             |inv| {

@@ -15,7 +15,8 @@ use crate::detect::{FindingKind, audit::Audit};
 pub const NOT_CHECKED: [(&str, &str); 8] = [
     (
         "LocalAddressCollision",
-        "addresses on the node's other devices live only in its kernel",
+        "addresses on the node's other devices live only in its kernel (a pod on a Service's \
+         address is reported: kube-proxy binds those on every node)",
     ),
     (
         "HostRouteBlackhole",

@@ -9,6 +9,7 @@ mod leftover;
 mod names;
 mod overlap;
 mod pool;
+mod vip;
 
 use std::net::IpAddr;
 

@@ -48,7 +48,7 @@ use self::{
 };
 pub use self::{
     lookup::pods_holding,
-    services::{local_collisions, services_claiming},
+    services::{every_service_claim, local_collisions, services_claiming},
     watch::{Failure, backoff},
 };
 use crate::{

@@ -95,6 +95,15 @@ pub async fn services_claiming(
     claims(&services_api(client.clone()), Some(ips)).await
 }
 
+/// Every Service's claims, from one list of the watch cache (`ipshadow
+/// audit`: which Node addresses a Service claims).
+///
+/// # Errors
+/// The list failed.
+pub async fn every_service_claim(client: &Client) -> kube::Result<ServiceAddresses> {
+    claims(&services_api(client.clone()), None).await
+}
+
 impl Lookups {
     /// The Service lookups for the addresses `findings` name, answers into `sink`.
     pub(super) fn new(client: Client, sink: Sink, findings: channel::Receiver<Published>) -> Self {

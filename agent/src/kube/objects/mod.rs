@@ -15,7 +15,7 @@ mod subnet;
 mod wordings;
 
 pub use crds::{cilium_node, node_annotation_read, node_annotations};
-pub use node::{cilium_config, node_facts};
+pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::service_addresses;

@@ -74,7 +74,42 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
         pod_cidrs,
         allocatable_pods,
         shadowed,
+        addresses: Vec::new(),
     }
+}
+
+/// Most addresses read from one Node's `status.addresses`: a real Node has a few.
+const ADDRESSES_MAX: usize = 32;
+
+/// `n` with its `status.addresses` of type InternalIP and ExternalIP (what a
+/// Service's address must not equal); an entry that is not an IP is named in
+/// `problems`. Kept apart from [`node_facts`]: the agent's own-Node watch does
+/// not keep the field, and reads none.
+pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
+    let entries = n.status.as_ref().and_then(|s| s.addresses.as_ref());
+    for a in entries.into_iter().flatten().take(ADDRESSES_MAX) {
+        let kind = match a.type_.as_str() {
+            "InternalIP" => "InternalIP",
+            "ExternalIP" => "ExternalIP",
+            _ => continue,
+        };
+        match a.address.trim().parse() {
+            Ok(ip) => facts
+                .addresses
+                .push(crate::inventory::NodeAddress { ip, kind }),
+            Err(_) => problems.push(Invalid {
+                resource: "nodes",
+                object: facts.name.clone(),
+                problem: format!(
+                    "status.addresses {kind} {} is not an IP address; ignored",
+                    quote(&a.address)
+                ),
+            }),
+        }
+    }
+    facts.addresses.sort();
+    facts.addresses.dedup();
+    facts
 }
 
 /// The `data` of Cilium's `cilium-config` ConfigMap as [`CiliumConfig`].

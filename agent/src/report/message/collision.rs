@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{NOT_DISJOINT, Reader, pod_name, remedy_for};
 use crate::{
     detect::{Finding, Remedy, Reserver, Role, Scope},
-    inventory::{IpRange, ServiceAddress, ServiceField, VIP_DEVICES},
+    inventory::{IpRange, ServiceAddress, ServiceField, Source, VIP_DEVICES},
 };
 
 /// What usually puts an address on a device, for the fix.
@@ -200,6 +200,13 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
                 .as_deref()
                 .is_some_and(|d| VIP_DEVICES.contains(&d));
             match service {
+                // From the API alone (`audit`): no kernel says where it is bound.
+                Some(a) if source == Source::Services => format!(
+                    "an address {} sets in {}, which kube-proxy binds on every node, node \
+                     {node}'s too (in IPVS mode on kube-ipvs0, a local route)",
+                    reader.service(&a.service),
+                    a.field
+                ),
                 Some(a) => format!(
                     "a local address of node {node}{dev}, set by {} in {}",
                     reader.service(&a.service),

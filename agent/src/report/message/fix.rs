@@ -35,15 +35,9 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
             super::collision::reserver(*by)
         ),
         Remedy::RemoveLocalAddress { device, subnet } => {
-            let from = device
-                .as_deref()
-                .map_or_else(String::new, |d| format!(" from {d}"));
-            let or = subnet.as_deref().map_or_else(
-                || " or keep the pod allocator off it".to_owned(),
-                |s| format!(" or exclude it in Subnet {s}"),
-            );
-            format!("Fix: remove the address{from}{or}, then delete the pod.")
+            local_address(device.as_deref(), subnet.as_deref())
         }
+        Remedy::FreeNodeAddress(c) => super::vip::fix(c, reader, true),
         Remedy::RemoveServiceAddress { ip, service, .. } => {
             service_address(*ip, service.as_ref(), reader)
         }
@@ -69,6 +63,16 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::KeepOldPoolOrReallocate { .. }
         | Remedy::GrowClusterPool { .. } => super::pool::fix(r),
     }
+}
+
+/// Remove a local address of the node (from `device`), or keep the allocator off it.
+fn local_address(device: Option<&str>, subnet: Option<&str>) -> String {
+    let from = device.map_or_else(String::new, |d| format!(" from {d}"));
+    let or = subnet.map_or_else(
+        || " or keep the pod allocator off it".to_owned(),
+        |s| format!(" or exclude it in Subnet {s}"),
+    );
+    format!("Fix: remove the address{from}{or}, then delete the pod.")
 }
 
 /// The fixes of the node's routes and addresses.

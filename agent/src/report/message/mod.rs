@@ -9,6 +9,7 @@ mod kernel;
 mod leftover;
 mod note;
 mod pool;
+mod vip;
 
 pub use fix::fix;
 pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, impact_short, note, traffic};
@@ -311,6 +312,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
             };
             format!("Fix: restore the pod network's route on {node} ({layout}).")
         }
+        Remedy::FreeNodeAddress(c) => vip::fix(c, reader, false),
         Remedy::DeleteStaleRoute { node, dead_end } => format!(
             "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
         ),

@@ -276,29 +276,43 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             pools,
             operator_error,
             pool_change,
-        } => {
-            let says = operator_error.as_deref().map_or_else(String::new, |e| {
-                format!(" (cilium-operator: \"{}\")", super::words(e, 60))
-            });
-            let what = if *pool_change {
-                "The cluster pool changed"
-            } else {
-                "Cilium switched to cluster-pool"
-            };
-            format!(
-                "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its \
-                 agent keeps allocating from the old range.",
-                list(pod_cidrs),
-                list(pools)
-            )
-        }
+        } => migration_stuck(
+            node,
+            (pod_cidrs, pools),
+            operator_error.as_deref(),
+            *pool_change,
+        ),
         NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
+        NodeProblem::NodeAddressShadowed(c) => super::vip::note(c),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
              API and Ingress requests to backends on other nodes time out.",
             f.ip_text()
         ),
     }
+}
+
+/// A switch to cluster-pool (or a new pool) that never took on `node`.
+fn migration_stuck(
+    node: &str,
+    (pod_cidrs, pools): (&[IpNet], &[IpNet]),
+    operator_error: Option<&str>,
+    pool_change: bool,
+) -> String {
+    let says = operator_error.map_or_else(String::new, |e| {
+        format!(" (cilium-operator: \"{}\")", super::words(e, 60))
+    });
+    let what = if pool_change {
+        "The cluster pool changed"
+    } else {
+        "Cilium switched to cluster-pool"
+    };
+    format!(
+        "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its agent \
+         keeps allocating from the old range.",
+        list(pod_cidrs),
+        list(pools)
+    )
 }
 
 fn stale_bridge(node: &str, problem: &NodeProblem) -> String {

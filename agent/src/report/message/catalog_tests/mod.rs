@@ -5,6 +5,7 @@ mod cases;
 mod cni_cases;
 mod kernel;
 mod modes;
+mod vip;
 
 use cases::{Mode, carve, catalog, collision};
 

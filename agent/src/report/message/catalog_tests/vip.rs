@@ -1,0 +1,71 @@
+//! The cases of a node's address held elsewhere (`NodeAddressShadowed`): a
+//! Service's external IP on kube-ipvs0 (from the kernel, and from the API
+//! alone), a Service in another namespace, and a /32 no Service claims.
+
+use super::cases::{Mode, ip};
+use crate::{
+    detect::{Cause, Finding, NodeProblem, Owner, Remedy, Role, Scope, vip::NodeAddressClaim},
+    inventory::{ServiceAddress, ServiceField, ServiceRef, Source},
+};
+
+fn service(namespace: &str, field: ServiceField) -> ServiceAddress {
+    ServiceAddress {
+        service: ServiceRef {
+            namespace: namespace.into(),
+            name: "nginx".into(),
+        },
+        field,
+    }
+}
+
+fn case(services: Vec<ServiceAddress>, held: Option<(&str, &str)>) -> Finding {
+    let claim = Box::new(NodeAddressClaim {
+        ip: ip("10.128.149.177"),
+        node: "mudit-cks-worker1".into(),
+        address_type: "InternalIP",
+        services,
+        held: held.map(|(n, d)| (n.to_owned(), d.to_owned())),
+    });
+    Finding {
+        kind: crate::detect::FindingKind::NodeAddressShadowed,
+        scope: Scope::CrossNode,
+        ip: Some(claim.ip),
+        owner: Owner {
+            node: held.map_or("mudit-cks-worker1", |(n, _)| n).into(),
+            role: Role::Node,
+            device: held.map(|(_, d)| d.to_owned()),
+            source: if held.is_some() {
+                Source::Kernel
+            } else {
+                Source::Services
+            },
+        },
+        cause: Cause::Node(NodeProblem::NodeAddressShadowed(claim.clone())),
+        remedy: Remedy::FreeNodeAddress(claim),
+        trust: crate::detect::Trust::TenantAddress,
+    }
+}
+
+/// Every shape, under each CNI's mode: the finding names no CNI.
+pub(super) fn cases() -> Vec<(Mode, Finding)> {
+    let shapes = [
+        case(
+            vec![service("tenant", ServiceField::ExternalIps)],
+            Some(("mudit-cks-master", "kube-ipvs0")),
+        ),
+        case(
+            vec![
+                service("other", ServiceField::LoadBalancerIngress),
+                service("tenant", ServiceField::ExternalIps),
+            ],
+            None,
+        ),
+        case(vec![service("tenant", ServiceField::ClusterIps)], None),
+        case(vec![], Some(("mudit-cks-master", "kube-ipvs0"))),
+        case(vec![], Some(("mudit-cks-master", "eth0"))),
+    ];
+    [Mode::Calico, Mode::OvnOrBridge, Mode::CiliumOnly]
+        .into_iter()
+        .flat_map(|m| shapes.iter().cloned().map(move |f| (m, f)))
+        .collect()
+}
