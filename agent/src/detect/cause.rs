@@ -1,5 +1,4 @@
-//! What a finding is about beyond its kind and address, and the remedy that
-//! fits: typed, so the reporting layer renders them and never parses text.
+//! What a finding is about beyond its kind and address, and the remedy that fits, typed.
 
 use std::net::IpAddr;
 
@@ -172,6 +171,8 @@ pub enum NodeProblem {
         /// The masqueraded Subnets and their blocks.
         subnets: Vec<(String, Vec<IpNet>)>,
     },
+    /// A node's Calico tunnel address that IPAM does not allocate to its tunnel.
+    Calico(super::calico::TunnelAllocation),
 }
 
 impl NodeProblem {
@@ -385,6 +386,8 @@ pub enum Remedy {
         /// A masqueraded Subnet and the block to carve from, when one is known.
         subnet: Option<(String, IpNet)>,
     },
+    /// A fix in Calico's terms.
+    Calico(super::calico::CalicoFix),
 }
 
 /// A CNI that keeps addresses of the node's pod subnet for itself.

@@ -104,6 +104,8 @@ pub enum FindingKind {
     LeakedSandboxAddress,
     /// No namespace on the pod's node holds its address.
     PodAddressNotHeld,
+    /// A node's Calico tunnel address that no IPAMBlock allocates to its tunnel.
+    UnallocatedTunnelAddress,
 }
 
 impl FindingKind {
@@ -145,6 +147,7 @@ impl FindingKind {
                 | Self::ClusterPoolNearlyFull
                 | Self::StaleBridgeAddress
                 | Self::LeakedSandboxAddress
+                | Self::UnallocatedTunnelAddress
         )
     }
 }

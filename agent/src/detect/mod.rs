@@ -12,6 +12,7 @@
 
 pub mod audit;
 mod bridge;
+mod calico;
 mod cause;
 mod finding;
 mod forged;
@@ -29,6 +30,7 @@ mod truth;
 
 use std::{collections::HashSet, net::IpAddr};
 
+pub use calico::{CalicoFix, TunnelAllocation};
 pub use finding::{
     Cause, Finding, FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodRef,
     PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,
@@ -108,6 +110,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
     findings.extend(leftover::leftovers(inv));
+    findings.extend(calico::unallocated_tunnels(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }

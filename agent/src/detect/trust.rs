@@ -91,7 +91,8 @@ impl Trust {
             | Source::OperatorStatus
             | Source::CiliumConfig
             | Source::NodeStatus
-            | Source::Subnets => Self::Cluster,
+            | Source::Subnets
+            | Source::CalicoIpamBlock => Self::Cluster,
         }
     }
 }

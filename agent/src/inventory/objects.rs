@@ -244,6 +244,10 @@ pub enum Source {
     #[serde(rename = "subnets")]
     #[strum(serialize = "kube-ovn's Subnets")]
     Subnets,
+    /// An allocation of a Calico IPAMBlock to a node's tunnel handle.
+    #[serde(rename = "ipamblock.calico")]
+    #[strum(serialize = "Calico's IPAMBlocks")]
+    CalicoIpamBlock,
 }
 
 impl Source {

@@ -3,6 +3,7 @@
 
 mod bridge;
 mod calico;
+mod calico_ipam;
 mod fib;
 mod ipam;
 mod leftover;

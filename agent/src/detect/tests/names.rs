@@ -61,15 +61,16 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::PodAddressHeldTwice => "PodAddressHeldTwice",
             FindingKind::LeakedSandboxAddress => "LeakedSandboxAddress",
             FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
+            FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 23);
+    assert_eq!(all.len(), 24);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"PodAddressNotHeld"));
+    assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
 }
 
 #[test]
@@ -153,6 +154,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::CiliumConfig => "the cilium-config ConfigMap",
             Source::NodeStatus => "the Node's status.allocatable",
             Source::Subnets => "kube-ovn's Subnets",
+            Source::CalicoIpamBlock => "Calico's IPAMBlocks",
         },
         Some(|s| s.as_str()),
         None,
@@ -175,6 +177,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::CiliumConfig => "cilium-config",
             Source::NodeStatus => "node.status.allocatable",
             Source::Subnets => "subnets",
+            Source::CalicoIpamBlock => "ipamblock.calico",
         };
         assert_eq!(json(&s), format!("\"{want}\""), "JSON of {s:?}");
     }

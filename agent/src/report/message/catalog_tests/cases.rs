@@ -375,5 +375,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     all.extend(super::kernel::cases());
     all.extend(super::cni_cases::host_local());
     all.extend(super::cni_cases::leftovers());
+    all.extend(super::calico_ipam::cases());
     all
 }
