@@ -33,9 +33,12 @@ fn calico(prefix: &str) -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_real_ipamblock_and_ippool_is_read_without_a_warning() {
+fn every_real_ipamblock_and_ippool_is_read_and_only_the_elided_attributes_warn() {
     let mut problems = Vec::new();
-    let blocks: Vec<_> = calico("ipamblock-")
+    let (partial, whole): (Vec<_>, Vec<_>) = calico("ipamblock-")
+        .into_iter()
+        .partition(|p| p.to_str().unwrap().ends_with("-partial.json"));
+    let blocks: Vec<_> = whole
         .iter()
         .flat_map(|p| files::ipam_blocks(p, &mut problems).unwrap())
         .collect();
@@ -60,9 +63,56 @@ fn every_real_ipamblock_and_ippool_is_read_without_a_warning() {
             );
         }
     }
-    for p in &pools {
-        assert_eq!(p.block_size, Some(26), "{}", p.name);
-        assert!(!p.disabled, "{}", p.name);
+    let sizes: Vec<_> = pools.iter().map(|p| p.block_size).collect();
+    assert_eq!(sizes, [Some(26), Some(24), Some(26)], "{pools:?}");
+    assert!(pools.iter().all(|p| !p.disabled));
+
+    // calico#3589's pod block, its 62 attributes elided by the reporter: read,
+    // each allocation kept with an unknown owner, one warning saying so.
+    let mut problems = Vec::new();
+    let elided: Vec<_> = partial
+        .iter()
+        .flat_map(|p| files::ipam_blocks(p, &mut problems).unwrap())
+        .collect();
+    assert_eq!(elided.len(), 1);
+    assert_eq!(elided[0].allocated.len(), 62);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].to_string().starts_with(
+            "ipamblocks 100-65-42-0-26: 62 of spec.allocations (the first at ordinal 0) point at \
+             no entry of spec.attributes (0 entries)"
+        ),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn calico_3589s_pod_block_holds_no_tunnel_so_a_node_announcing_one_of_its_addresses_is_stale() {
+    let path = calico("ipamblock-issue3589").pop().unwrap();
+    let blocks = files::ipam_blocks(&path, &mut Vec::new()).unwrap();
+    for (announced, want) in [
+        // Allocated (to one of the elided pod handles): not the tunnel's.
+        ("100.65.42.0", "Other"),
+        // Ordinal 9 is unallocated.
+        ("100.65.42.9", "Free"),
+    ] {
+        let mut inv = inventory(announced, vec![]);
+        inv.node = "kworker-fe-intg-iz2-bap002".into();
+        Arc::make_mut(&mut inv.annotated_nodes)[0].name = inv.node.clone();
+        inv.calico = Arc::new(CalicoIpam::new(blocks.clone(), vec![]));
+        let found = detect(&inv);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let ipshadow::detect::Cause::Node(ipshadow::detect::NodeProblem::Calico(a)) =
+            &found[0].cause
+        else {
+            panic!("{found:#?}")
+        };
+        let got = match a {
+            TunnelAllocation::Other { handle: None, .. } => "Other",
+            TunnelAllocation::Free { .. } => "Free",
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(got, want, "{announced}");
     }
 }
 

@@ -30,9 +30,10 @@ struct LeanBlock {
 struct BlockSpec {
     cidr: Option<String>,
     affinity: Option<String>,
-    /// Per ordinal, the index of its attribute; null when free.
-    allocations: Vec<Option<u64>>,
-    attributes: Vec<Attribute>,
+    /// Per ordinal, the index of its attribute; null when free. The lists
+    /// may be null in pastes that elide them.
+    allocations: Option<Vec<Option<u64>>>,
+    attributes: Option<Vec<Attribute>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -57,8 +58,9 @@ struct PoolSpec {
     disabled: bool,
 }
 
-/// The name of an object of `resource` (read apart: `T` keeps no metadata), and the object as `T`; `Err` when
-/// unusable (no name, a field of the wrong JSON type).
+/// The name of an object of `resource` (read apart: `T` keeps no metadata),
+/// and the object as `T`; `Err` when unusable (no name, a field of the wrong
+/// JSON type).
 fn lean<T: for<'de> Deserialize<'de>>(
     v: &Value,
     resource: &'static str,
@@ -103,35 +105,40 @@ pub fn ipam_block(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpamBlock, I
         .and_then(|a| a.strip_prefix("host:"))
         .filter(|n| !n.is_empty())
         .map(cleaned);
-    if spec.allocations.len() > BLOCK_ADDRESSES {
+    let allocations = spec.allocations.unwrap_or_default();
+    let attributes = spec.attributes.unwrap_or_default();
+    let mut bad = |problem: String| {
         problems.push(Invalid {
             resource: "ipamblocks",
             object: name.clone(),
-            problem: format!(
-                "spec.allocations has {} entries; only the first {BLOCK_ADDRESSES} are read",
-                spec.allocations.len()
-            ),
+            problem,
         });
+    };
+    if allocations.len() > BLOCK_ADDRESSES {
+        bad(format!(
+            "spec.allocations has {} entries; only the first {BLOCK_ADDRESSES} are read",
+            allocations.len()
+        ));
     }
     let mut allocated = Vec::new();
-    for (ordinal, index) in spec.allocations.iter().enumerate().take(BLOCK_ADDRESSES) {
+    let mut dangling: Vec<u32> = Vec::new();
+    for (ordinal, index) in allocations.iter().enumerate().take(BLOCK_ADDRESSES) {
         let (Some(index), Ok(ordinal)) = (index, u32::try_from(ordinal)) else {
             continue;
         };
-        let attribute = usize::try_from(*index)
-            .ok()
-            .and_then(|i| spec.attributes.get(i));
+        let attribute = usize::try_from(*index).ok().and_then(|i| attributes.get(i));
         if attribute.is_none() {
-            problems.push(Invalid {
-                resource: "ipamblocks",
-                object: name.clone(),
-                problem: format!(
-                    "spec.allocations[{ordinal}] points at attribute {index}, which does not \
-                     exist; its owner is unknown"
-                ),
-            });
+            dangling.push(ordinal);
         }
         allocated.push((ordinal, owner(attribute, node.as_deref())));
+    }
+    if let Some(first) = dangling.first() {
+        bad(format!(
+            "{} of spec.allocations (the first at ordinal {first}) point at no entry of \
+             spec.attributes ({} entries); their owners are unknown",
+            dangling.len(),
+            attributes.len()
+        ));
     }
     Ok(IpamBlock {
         name,

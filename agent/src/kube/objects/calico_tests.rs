@@ -120,8 +120,12 @@ fn broken_blocks_are_named_and_skipped_or_kept_with_what_is_known() {
     assert!(
         problems[0]
             .problem
-            .contains("spec.allocations[0] points at attribute 7")
+            .starts_with("1 of spec.allocations (the first at ordinal 0) point at no entry"),
+        "{problems:?}"
     );
+    let (b, problems) =
+        block(&json!({"cidr": "10.1.0.0/30", "allocations": null, "attributes": null}));
+    assert!(b.expect("usable").allocated.is_empty() && problems.is_empty());
     let mut problems = Vec::new();
     let unnamed = ipam_block(&json!({"spec": {"cidr": "10.1.0.0/30"}}), &mut problems);
     assert_eq!(unnamed.expect_err("unusable").object, "(unnamed)");
