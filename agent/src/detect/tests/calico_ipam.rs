@@ -20,7 +20,7 @@ use crate::{
     },
 };
 
-fn tunnel(node: &str, kind: TunnelKind) -> IpamOwner {
+pub(super) fn tunnel(node: &str, kind: TunnelKind) -> IpamOwner {
     IpamOwner::Tunnel {
         node: node.into(),
         kind,
@@ -34,7 +34,7 @@ fn web() -> IpamOwner {
     }
 }
 
-fn block(cidr: &str, node: &str, allocated: Vec<(u32, IpamOwner)>) -> IpamBlock {
+pub(super) fn block(cidr: &str, node: &str, allocated: Vec<(u32, IpamOwner)>) -> IpamBlock {
     IpamBlock {
         name: cidr.replace(['.', '/'], "-"),
         cidr: net(cidr),
@@ -43,7 +43,7 @@ fn block(cidr: &str, node: &str, allocated: Vec<(u32, IpamOwner)>) -> IpamBlock 
     }
 }
 
-fn pool() -> IpPool {
+pub(super) fn pool() -> IpPool {
     IpPool {
         name: "default-ipv4-ippool".into(),
         cidr: net("192.168.0.0/16"),
