@@ -102,6 +102,8 @@ pub fn rank(f: &Finding) -> u8 {
         | (
             FindingKind::RouterIpCollision
             | FindingKind::HealthIpCollision
+            | FindingKind::TunnelIpCollision
+            | FindingKind::GatewayIpCollision
             | FindingKind::LocalAddressCollision,
             Scope::SameNode,
         ) => 0,

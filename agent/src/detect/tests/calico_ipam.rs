@@ -298,6 +298,8 @@ fn the_audit_finds_the_blocks_collisions_and_stale_addresses_under_each_pods_nod
         ..ClusterState::default()
     };
     let result = audit(&state, "cilium_host", &mut |_, _| {});
+    // A pod on its own node's tunnel address is as urgent as on Cilium's router IP.
+    assert_eq!(crate::detect::audit::rank(&result.nodes[0].findings[0]), 0);
     let mut got: Vec<_> = result
         .nodes
         .iter()

@@ -57,7 +57,7 @@ pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
 pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
     let node = &f.owner.node;
     format!(
-        "Calico's tunnel address {} of node {node} (as {} says) is {}: calico-node keeps a \
+        "Calico's tunnel address {} of node {node} (according to {}) is {}: calico-node keeps a \
          tunnel address only while IPAM allocates it to this node's tunnel (a reinstall that \
          kept the Node's annotations, or a handle collected while the node kept using the \
          address, leaves it so). {}",
