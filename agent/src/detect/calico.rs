@@ -19,7 +19,7 @@
 use std::net::IpAddr;
 
 use super::{Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust};
-use crate::inventory::{Allocation, Inventory, IpamOwner, Source};
+use crate::inventory::{Allocation, CALICO_TUNNEL_DEVICES, Inventory, IpamOwner, Source};
 
 /// What Calico's IPAM says of a node's announced tunnel address.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +78,8 @@ pub enum CalicoFix {
     },
 }
 
-/// `UnallocatedTunnelAddress` for each tunnel address `inv.node` announces that
+/// `UnallocatedTunnelAddress` for each tunnel address `inv.node` announces (or,
+/// for `check`, its tunnel devices hold: the kernel names the device) that
 /// the IPAMBlocks do not allocate to one of its tunnels. Nothing without
 /// blocks, and nothing for an address outside every block and pool, or in
 /// the node's `spec.podCIDRs` with no block (host-local IPAM: Calico derives
@@ -89,33 +90,46 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         return Vec::new();
     }
     let node = inv.node.as_str();
+    let held = inv
+        .host
+        .addresses
+        .iter()
+        .filter(|a| CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
+        .map(|a| (a.ip, Some(a.device.as_str()), Source::Kernel));
     let announced = inv
         .annotated_nodes
         .iter()
         .filter(|n| n.name == node)
         .flat_map(|n| n.addresses.iter())
-        .filter(|a| a.role == Role::Tunnel && a.source == Source::CalicoNodeAnnotation);
+        .filter(|a| a.role == Role::Tunnel && a.source == Source::CalicoNodeAnnotation)
+        .map(|a| (a.ip, None, a.source));
+    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for a in announced {
-        let Some(allocation) = judge(inv, a.ip) else {
+    // The kernel first: it names the device; one finding per address.
+    for (ip, device, source) in held.chain(announced) {
+        if !seen.insert(ip) {
+            continue;
+        }
+        let Some(allocation) = judge(inv, ip) else {
             continue;
         };
         out.push(Finding {
             kind: FindingKind::UnallocatedTunnelAddress,
             scope: Scope::SameNode,
-            ip: Some(a.ip),
+            ip: Some(ip),
             owner: Owner {
                 node: node.to_owned(),
                 role: Role::Tunnel,
-                device: None,
-                source: Source::CalicoNodeAnnotation,
+                device: device.map(str::to_owned),
+                source,
             },
             cause: Cause::Node(NodeProblem::Calico(allocation)),
             remedy: Remedy::Calico(CalicoFix::ReallocateTunnel {
                 node: node.to_owned(),
-                ip: a.ip,
+                ip,
             }),
-            // The Node's annotations and Calico's blocks: only Calico writes them.
+            // The node's kernel, its Node's annotations and Calico's blocks:
+            // no tenant writes them.
             trust: Trust::Cluster,
         });
     }
