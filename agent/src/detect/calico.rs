@@ -59,13 +59,6 @@ pub enum TunnelAllocation {
     },
 }
 
-impl TunnelAllocation {
-    /// Whether a pod or another tunnel holds the address in IPAM.
-    pub fn taken(&self) -> bool {
-        !matches!(self, Self::Free { .. } | Self::NoBlock { .. })
-    }
-}
-
 /// The fixes in Calico's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CalicoFix {
