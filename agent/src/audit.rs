@@ -8,7 +8,7 @@ use crate::{
     detect::audit::{Audit, audit},
     inventory::Invalid,
     kube::{
-        self, SourceArgs,
+        self, CalicoFiles, SourceArgs,
         list::{ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
@@ -21,6 +21,9 @@ pub struct Args {
     /// Files, or the cluster (`--pods` and the rest as `check` takes them).
     #[command(flatten)]
     pub sources: SourceArgs,
+    /// Calico's IPAM objects, from files.
+    #[command(flatten)]
+    pub calico: CalicoFiles,
     /// How addresses are read.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -105,7 +108,8 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         last_tenth: 0,
     };
     let keys = &args.read.pod_ip_annotations;
-    let (state, client) = if let Some(mut files) = FileSources::new(&args.sources, keys) {
+    let (state, client) = if let Some(files) = FileSources::new(&args.sources, keys) {
+        let mut files = files.with_calico(&args.calico);
         if let Some(e) = files.refresh().into_iter().next() {
             return Err(e.into());
         }

@@ -30,7 +30,7 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 }
 
 async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
-    let mut report = check::run(&args.node, &args.sources)
+    let mut report = check::run(&args.node, (&args.sources, &args.calico))
         .await
         .context("ipshadow check failed")?;
     if args.watch_seconds > 0 {

@@ -145,6 +145,7 @@ impl Reconciler {
             nodes: Arc::clone(&kube.nodes),
             cilium_config: kube.cilium_config.clone(),
             services: Arc::clone(&kube.services),
+            calico: Arc::clone(&kube.calico),
         };
         let run = move || {
             let findings = detect(&inventory);

@@ -64,6 +64,10 @@ pub enum Res {
     ApiServices,
     /// v1 Services.
     Services,
+    /// crd.projectcalico.org/v1 IPAMBlocks.
+    IpamBlocks,
+    /// crd.projectcalico.org/v1 IPPools.
+    IpPools,
 }
 
 impl Res {
@@ -88,6 +92,7 @@ impl Res {
             Self::EndpointSlices => "discovery.k8s.io/v1",
             Self::ValidatingWebhooks | Self::MutatingWebhooks => "admissionregistration.k8s.io/v1",
             Self::ApiServices => "apiregistration.k8s.io/v1",
+            Self::IpamBlocks | Self::IpPools => "crd.projectcalico.org/v1",
         }
     }
     fn kind(self) -> &'static str {
@@ -105,6 +110,8 @@ impl Res {
             Self::MutatingWebhooks => "MutatingWebhookConfiguration",
             Self::ApiServices => "APIService",
             Self::Services => "Service",
+            Self::IpamBlocks => "IPAMBlock",
+            Self::IpPools => "IPPool",
         }
     }
     fn plural(self) -> &'static str {
@@ -122,11 +129,16 @@ impl Res {
             Self::MutatingWebhooks => "mutatingwebhookconfigurations",
             Self::ApiServices => "apiservices",
             Self::Services => "services",
+            Self::IpamBlocks => "ipamblocks",
+            Self::IpPools => "ippools",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
     fn is_crd(self) -> bool {
-        matches!(self, Self::CiliumNodes | Self::Subnets | Self::KubeOvnIps)
+        matches!(
+            self,
+            Self::CiliumNodes | Self::Subnets | Self::KubeOvnIps | Self::IpamBlocks | Self::IpPools
+        )
     }
 }
 
@@ -475,15 +487,16 @@ impl ApiServer {
     }
 
     /// Installs or removes a custom resource's "CRD" (404 for its paths while absent).
-    /// Installs or removes a CRD; kube-ovn's Subnets and IPs come and go together.
+    /// Installs or removes a CRD; kube-ovn's Subnets and IPs come and go
+    /// together, and so do Calico's IPAMBlocks and IPPools.
     pub fn set_crd(&self, res: Res, installed: bool) {
         let mut st = self.shared.store.lock().unwrap();
-        let both = [res, Res::KubeOvnIps];
-        let all: &[Res] = if res == Res::Subnets {
-            &both
-        } else {
-            &both[..1]
+        let pair = match res {
+            Res::Subnets => [res, Res::KubeOvnIps],
+            Res::IpamBlocks => [res, Res::IpPools],
+            _ => [res, res],
         };
+        let all: &[Res] = &pair;
         for r in all {
             if installed {
                 st.crds.insert(*r);
@@ -768,7 +781,8 @@ fn parse_path(path: &str) -> Option<Target> {
             | "events.k8s.io"
             | "discovery.k8s.io"
             | "admissionregistration.k8s.io"
-            | "apiregistration.k8s.io",
+            | "apiregistration.k8s.io"
+            | "crd.projectcalico.org",
             "v1",
             rest @ ..,
         ] => (3, rest),
@@ -800,6 +814,8 @@ fn parse_path(path: &str) -> Option<Target> {
         }
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => Res::MutatingWebhooks,
         ("apiregistration.k8s.io", "apiservices") => Res::ApiServices,
+        ("crd.projectcalico.org", "ipamblocks") => Res::IpamBlocks,
+        ("crd.projectcalico.org", "ippools") => Res::IpPools,
         _ => return None,
     };
     Some(Target {
@@ -880,7 +896,9 @@ fn field_label_supported(res: Res, label: &str) -> bool {
         | Res::EndpointSlices
         | Res::ValidatingWebhooks
         | Res::MutatingWebhooks
-        | Res::ApiServices => meta,
+        | Res::ApiServices
+        | Res::IpamBlocks
+        | Res::IpPools => meta,
         Res::Events => {
             meta || matches!(
                 label,
@@ -1167,6 +1185,9 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
             if crds.contains(&Res::Subnets) {
                 groups.push(group("kubeovn.io", "v1"));
             }
+            if crds.contains(&Res::IpamBlocks) {
+                groups.push(group("crd.projectcalico.org", "v1"));
+            }
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
         "/api/v1" => {
@@ -1192,6 +1213,10 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
         "/apis/kubeovn.io/v1" if crds.contains(&Res::Subnets) => resources(
             "kubeovn.io/v1",
             &[(Res::Subnets, false), (Res::KubeOvnIps, false)],
+        ),
+        "/apis/crd.projectcalico.org/v1" if crds.contains(&Res::IpamBlocks) => resources(
+            "crd.projectcalico.org/v1",
+            &[(Res::IpamBlocks, false), (Res::IpPools, false)],
         ),
         _ => return None,
     };
@@ -1343,12 +1368,14 @@ fn watch_stream(
             if metadata_only { "-metadata" } else { "" }
         ),
     );
-    // Encoded as the client reads, as the real server streams a streaming
-    // list's initial events: not all of them before the answer.
-    let first_encode = encode.clone();
-    let first = futures::stream::iter(backlog)
-        .filter(move |c| std::future::ready(keep(c)))
-        .map(move |c| Ok::<_, Infallible>(first_encode(&c)));
+    // Encoded before the answer: held lazily, the copies of 10,000 objects
+    // per streaming list (JSON trees, several times their bytes) for 50
+    // agents at once outgrow the bench machine.
+    let first: Vec<Result<Bytes, Infallible>> = backlog
+        .into_iter()
+        .filter(|c| keep(c))
+        .map(|c| Ok(encode(&c)))
+        .collect();
     let mut drops = shared.drops.subscribe();
     drops.mark_unchanged();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -1370,7 +1397,7 @@ fn watch_stream(
             }
         }
     });
-    let body = Body::from_stream(first.chain(live));
+    let body = Body::from_stream(futures::stream::iter(first).chain(live));
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")

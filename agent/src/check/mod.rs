@@ -10,7 +10,7 @@ use crate::{
     detect::impact,
     ebpf,
     kube::{
-        self, SourceArgs,
+        self, CalicoFiles, SourceArgs,
         cluster::{local_collisions, pods_holding, services_claiming},
         list::{ListError, ListOptions, Scope, cluster_state},
         sources::FileSources,
@@ -28,6 +28,9 @@ pub struct Args {
     /// Files, or the cluster.
     #[command(flatten)]
     pub sources: SourceArgs,
+    /// Calico's IPAM objects, from files.
+    #[command(flatten)]
+    pub calico: CalicoFiles,
     /// The eBPF observer for `--watch-seconds`.
     #[command(flatten)]
     pub ebpf: ebpf::Args,
@@ -91,11 +94,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Reads the sources and this node's netlink state, and detects. Any file that
 /// cannot be read is an error: a one-shot check has no earlier state to fall back on.
-pub async fn run(node: &NodeArgs, sources: &SourceArgs) -> Result<Report> {
+pub async fn run(
+    node: &NodeArgs,
+    (sources, calico): (&SourceArgs, &CalicoFiles),
+) -> Result<Report> {
     let reconciler = Reconciler::new(node)?;
-    let Some(mut files) = FileSources::new(sources, &node.read.pod_ip_annotations) else {
+    let Some(files) = FileSources::new(sources, &node.read.pod_ip_annotations) else {
         return from_cluster(&reconciler, node, sources).await;
     };
+    let mut files = files.with_calico(calico);
     if let Some(e) = files.refresh().into_iter().next() {
         return Err(e.into());
     }

@@ -103,6 +103,8 @@ pub fn rank(f: &Finding) -> u8 {
         | (
             FindingKind::RouterIpCollision
             | FindingKind::HealthIpCollision
+            | FindingKind::TunnelIpCollision
+            | FindingKind::GatewayIpCollision
             | FindingKind::LocalAddressCollision,
             Scope::SameNode,
         ) => 0,
@@ -132,7 +134,14 @@ pub fn audit(
     router_device: &str,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
-    let index = Index::new(&state.cilium_nodes, &state.annotated_nodes, router_device);
+    let index = Index::new(
+        (
+            &state.cilium_nodes,
+            &state.annotated_nodes,
+            &state.calico.tunnels,
+        ),
+        router_device,
+    );
     let Roster { names, mut by_node } = Roster::of(state);
     let holders = status_holders(&state.pods);
     let check = NodeCheck::new(state, router_device, &index);
@@ -242,6 +251,7 @@ impl<'a> NodeCheck<'a> {
             nodes: Arc::clone(&state.nodes),
             cilium_config: state.cilium_config.clone(),
             services: Arc::clone(&state.services),
+            calico: Arc::clone(&state.calico),
         };
         detect_with(&inv, self.index, Pods::Own)
     }

@@ -1,5 +1,4 @@
-//! What a finding is about beyond its kind and address, and the remedy that
-//! fits: typed, so the reporting layer renders them and never parses text.
+//! What a finding is about beyond its kind and address, and the remedy that fits, typed.
 
 use std::net::IpAddr;
 
@@ -174,6 +173,8 @@ pub enum NodeProblem {
     },
     /// Another node's address is held here (or claimed by a Service every node binds).
     NodeAddressShadowed(Box<super::vip::NodeAddressClaim>),
+    /// A node's Calico tunnel address that IPAM does not allocate to its tunnel.
+    Calico(super::calico::TunnelAllocation),
 }
 
 impl NodeProblem {
@@ -389,4 +390,6 @@ pub enum Remedy {
     },
     /// Free the node's address: remove it from the Service, or from the device.
     FreeNodeAddress(Box<super::vip::NodeAddressClaim>),
+    /// A fix in Calico's terms.
+    Calico(super::calico::CalicoFix),
 }

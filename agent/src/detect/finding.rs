@@ -59,9 +59,8 @@ pub enum FindingKind {
     StaleBridgeAddress,
     /// The node's route to its own pod goes nowhere.
     HostRouteBlackhole,
-    /// The CNI refused the pod: the host already routes the address it was
-    /// given through another interface (Calico's "route … already exists for
-    /// an interface other than").
+    /// The CNI refused the pod: the host routes its address through another
+    /// interface (Calico's "route … already exists for an interface other than").
     PodRouteTaken,
     /// Latent: Cilium's infrastructure addresses (or the range it takes them
     /// from) lie in a range another allocator hands to pods.
@@ -105,9 +104,10 @@ pub enum FindingKind {
     LeakedSandboxAddress,
     /// No namespace on the pod's node holds its address.
     PodAddressNotHeld,
-    /// Another node's own address (a Node's InternalIP or ExternalIP) is held
-    /// here or claimed by a Service every node binds: that node is unreachable.
+    /// Another node's InternalIP/ExternalIP held here or claimed by a Service.
     NodeAddressShadowed,
+    /// A node's Calico tunnel address that no IPAMBlock allocates to its tunnel.
+    UnallocatedTunnelAddress,
 }
 
 impl FindingKind {
@@ -150,6 +150,7 @@ impl FindingKind {
                 | Self::StaleBridgeAddress
                 | Self::LeakedSandboxAddress
                 | Self::NodeAddressShadowed
+                | Self::UnallocatedTunnelAddress
         )
     }
 }

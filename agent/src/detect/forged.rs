@@ -48,8 +48,9 @@ pub(super) fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
 /// The ranges the cluster's pods get addresses from, as far as the inventory
 /// shows them: Cilium's for every node (podCIDRs, multi-pool; a pod may hold an
 /// address of another node's range, which is a finding, not a forgery), its
-/// cluster pools, kube-ovn's primary Subnets. Node.spec.podCIDRs is not one of
-/// them: in ENI or kube-ovn clusters pods get addresses outside it.
+/// cluster pools, kube-ovn's primary Subnets, Calico's enabled IPPools.
+/// Node.spec.podCIDRs is not one of them: in ENI or kube-ovn clusters pods get
+/// addresses outside it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
     inv.cilium_nodes
         .iter()
@@ -66,4 +67,5 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
                 .filter(|s| s.primary)
                 .flat_map(|s| s.cidrs.iter().copied()),
         )
+        .chain(inv.calico.enabled_pools().map(|p| p.cidr))
 }

@@ -12,6 +12,7 @@
 
 pub mod audit;
 mod bridge;
+mod calico;
 mod cause;
 mod finding;
 mod forged;
@@ -31,6 +32,7 @@ pub mod vip;
 use std::{collections::HashSet, net::IpAddr};
 
 pub use bridge::foreign_bridge_ranges;
+pub use calico::{CalicoFix, TunnelAllocation};
 pub use finding::{
     Cause, Finding, FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodRef,
     PodSite, PoolFit, Remedy, Reserver, Role, Scope, Trust,
@@ -111,6 +113,7 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(bridge::stale_bridges(inv));
     findings.extend(leftover::leftovers(inv));
     findings.extend(vip::held_node_addresses(inv));
+    findings.extend(calico::unallocated_tunnels(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     findings
 }

@@ -45,10 +45,14 @@ pub struct Index<'a> {
 }
 
 impl<'a> Index<'a> {
-    /// Indexes `cilium_nodes` and `annotated_nodes` (Cilium's addresses from Node annotations).
+    /// Indexes `cilium_nodes`, `annotated_nodes` (addresses from Node
+    /// annotations) and `calico_tunnels` (tunnel addresses Calico's IPAMBlocks allocate).
     pub fn new(
-        cilium_nodes: &'a [CiliumNode],
-        annotated_nodes: &'a [CiliumNode],
+        (cilium_nodes, annotated_nodes, calico_tunnels): (
+            &'a [CiliumNode],
+            &'a [CiliumNode],
+            &'a [CiliumNode],
+        ),
         router_device: &'a str,
     ) -> Self {
         // Every Cilium address of every node, from every source, in an order that
@@ -56,6 +60,7 @@ impl<'a> Index<'a> {
         let mut infra: Vec<(&'a str, &'a InfraAddress)> = cilium_nodes
             .iter()
             .chain(annotated_nodes.iter())
+            .chain(calico_tunnels.iter())
             .flat_map(|cn| cn.addresses.iter().map(move |a| (cn.name.as_str(), a)))
             .collect();
         infra.sort_by_key(|(node, a)| (*node, a.role, a.source, a.ip));
@@ -75,7 +80,10 @@ impl<'a> Index<'a> {
 
     /// The index of `inv`'s Cilium addresses.
     pub fn of(inv: &'a Inventory) -> Self {
-        Self::new(&inv.cilium_nodes, &inv.annotated_nodes, &inv.router_device)
+        Self::new(
+            (&inv.cilium_nodes, &inv.annotated_nodes, &inv.calico.tunnels),
+            &inv.router_device,
+        )
     }
 
     fn default_device(&self, role: Role) -> Option<&'a str> {

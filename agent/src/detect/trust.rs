@@ -91,7 +91,8 @@ impl Trust {
             | Source::OperatorStatus
             | Source::CiliumConfig
             | Source::NodeStatus
-            | Source::Subnets => Self::Cluster,
+            | Source::Subnets
+            | Source::CalicoIpamBlock => Self::Cluster,
             // Any user who may create a Service sets its external IPs.
             Source::Services => Self::TenantAddress,
         }

@@ -28,6 +28,8 @@ pub struct ClusterState {
     pub routes: Arc<super::Routes>,
     /// The addresses Services claim, as far as they were read.
     pub services: Arc<super::ServiceAddresses>,
+    /// Calico's IPAMBlocks and IPPools, when read (never by the agent's watches).
+    pub calico: Arc<super::CalicoIpam>,
     /// Objects (or fields) skipped as malformed in the last read.
     pub invalid: Vec<Invalid>,
 }
@@ -55,6 +57,8 @@ pub struct ClusterReads {
     pub routes: Arc<super::Routes>,
     /// The addresses Services claim.
     pub services: Arc<super::ServiceAddresses>,
+    /// Calico's IPAMBlocks and IPPools.
+    pub calico: Arc<super::CalicoIpam>,
     /// Objects (or fields) skipped as malformed.
     pub invalid: Vec<Invalid>,
 }
@@ -79,6 +83,7 @@ impl From<ClusterReads> for ClusterState {
             cilium_config: read.cilium_config,
             routes: read.routes,
             services: read.services,
+            calico: read.calico,
             invalid: read.invalid,
         }
     }

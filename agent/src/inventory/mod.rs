@@ -4,6 +4,7 @@
 //! These are plain data; the adapters in `netlink/` and `kube/` fill them in and
 //! `detect` reads them. Nothing here does I/O.
 
+mod calico;
 mod cluster;
 mod devices;
 #[cfg(test)]
@@ -20,6 +21,7 @@ pub mod text;
 
 use std::sync::Arc;
 
+pub use calico::{Allocation, CalicoIpam, IpPool, IpamBlock, IpamOwner, TunnelKind};
 pub use cluster::{ClusterReads, ClusterState, Invalid, SourceStatus};
 pub use devices::{BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, OVN_MANAGEMENT_PORT};
 pub use host::{
@@ -71,4 +73,6 @@ pub struct Inventory {
     pub cilium_config: Option<Arc<CiliumConfig>>,
     /// The addresses Services claim, as far as they were read.
     pub services: Arc<ServiceAddresses>,
+    /// Calico's IPAMBlocks and IPPools (`audit`, `check` with files; empty otherwise).
+    pub calico: Arc<CalicoIpam>,
 }

@@ -248,6 +248,10 @@ pub enum Source {
     #[serde(rename = "services")]
     #[strum(serialize = "the Services' addresses")]
     Services,
+    /// An allocation of a Calico IPAMBlock to a node's tunnel handle.
+    #[serde(rename = "ipamblock.calico")]
+    #[strum(serialize = "Calico's IPAMBlocks")]
+    CalicoIpamBlock,
 }
 
 impl Source {

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use serde_json::{Value, value::RawValue};
 
 use super::objects;
-use crate::inventory::{CiliumConfig, CiliumNode, Invalid, NodeFacts, Pod, SandboxFailure, Subnet};
+use crate::inventory::{
+    CiliumConfig, CiliumNode, Invalid, IpPool, IpamBlock, NodeFacts, Pod, SandboxFailure, Subnet,
+};
 
 /// An input file that cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -54,9 +56,8 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Calls `each` with every object of a `kubectl get -o json` file (a List's
-/// `items`, or one object). The items are borrowed slices of the file until
-/// each is parsed: one object's JSON tree is alive at a time, not the whole
-/// file's (5,000 CiliumNodes are ~20 MiB as trees).
+/// `items`, or one object), each a borrowed slice until parsed: one object's
+/// JSON tree alive at a time (5,000 CiliumNodes are ~20 MiB as trees).
 pub fn for_each_item(
     path: &Path,
     resource: &'static str,
@@ -155,6 +156,26 @@ pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Cili
 /// The Subnets of a `kubectl get subnets.kubeovn.io -o json` file.
 pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
     named(path, "subnets.kubeovn.io", problems, objects::subnet)
+}
+
+/// The IPAMBlocks of a `kubectl get ipamblocks.crd.projectcalico.org -o json` file.
+pub fn ipam_blocks(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpamBlock>> {
+    named(
+        path,
+        "ipamblocks.crd.projectcalico.org",
+        problems,
+        objects::ipam_block,
+    )
+}
+
+/// The IPPools of a `kubectl get ippools.crd.projectcalico.org -o json` file.
+pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>> {
+    named(
+        path,
+        "ippools.crd.projectcalico.org",
+        problems,
+        objects::ip_pool,
+    )
 }
 
 /// The addresses Services claim, from `kubectl get services -A -o json`: the

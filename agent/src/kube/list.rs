@@ -9,6 +9,8 @@
 //! objects, never a cluster's worth of JSON. The agent's impact lookups
 //! ([`routes`] with [`Read::Cache`]) read the watch cache whole instead.
 
+mod calico;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
@@ -182,6 +184,7 @@ pub async fn cluster_state(
     .await?;
     let sandbox = refusals(client, scope, &pods, progress).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
+    let calico = calico::ipam(client, scope, progress, &mut invalid).await?;
     Ok(ClusterReads {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
@@ -190,6 +193,7 @@ pub async fn cluster_state(
         nodes: Arc::new(facts),
         sandbox: Arc::new(sandbox),
         cilium_config: config,
+        calico,
         invalid,
         // Asked for afterwards, only for the local addresses that shadow a pod.
         ..ClusterReads::default()

@@ -81,6 +81,22 @@ pub struct SourceArgs {
     pub sync_timeout_seconds: u64,
 }
 
+/// Calico's IPAM objects from files, for `check` and `audit` (never the agent:
+/// they are cluster-wide, and `audit` lists them from the cluster).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CalicoFiles {
+    /// With --pods: Calico's IPAMBlocks as `kubectl get ipamblocks.crd.projectcalico.org -o
+    /// json` prints them: a Node's Calico tunnel address no block allocates to its tunnel
+    /// (`UnallocatedTunnelAddress`), and a pod on a block address allocated to a tunnel
+    /// (`TunnelIPCollision`) even where no annotation names it.
+    #[arg(long, env = "IPSHADOW_IPAMBLOCKS_FILE", requires = "pods")]
+    pub ipamblocks: Option<PathBuf>,
+    /// With --pods: Calico's IPPools as `kubectl get ippools.crd.projectcalico.org -o json`
+    /// prints them: the ranges Calico gives pods addresses from.
+    #[arg(long, env = "IPSHADOW_IPPOOLS_FILE", requires = "pods")]
+    pub ippools: Option<PathBuf>,
+}
+
 /// A namespace name: a DNS label (RFC 1123), at most 63 characters.
 fn dns_label(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()

@@ -7,7 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use super::{SourceArgs, files};
+use super::{CalicoFiles, SourceArgs, files};
 use crate::inventory::{ClusterReads, ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
@@ -20,13 +20,15 @@ pub struct FileSources {
     events: Option<PathBuf>,
     cilium_config: Option<PathBuf>,
     services: Option<PathBuf>,
+    /// Calico's IPAMBlocks and IPPools.
+    calico: [Option<PathBuf>; 2],
     /// EndpointSlices, webhook configurations, APIServices.
     routes: [Option<PathBuf>; 3],
     annotation_keys: Vec<String>,
     /// What the files held at their last good read.
     read: ClusterReads,
     state: ClusterState,
-    invalid: [Vec<Invalid>; 5],
+    invalid: [Vec<Invalid>; 7],
     status: Vec<SourceStatus>,
 }
 
@@ -72,6 +74,7 @@ impl FileSources {
             events: args.events.clone(),
             cilium_config: args.cilium_config.clone(),
             services: args.services.clone(),
+            calico: [None, None],
             routes: [
                 args.endpointslices.clone(),
                 args.webhooks.clone(),
@@ -85,6 +88,13 @@ impl FileSources {
         })
     }
 
+    /// Also reads Calico's IPAMBlocks and IPPools from the files `calico` names.
+    #[must_use]
+    pub fn with_calico(mut self, calico: &CalicoFiles) -> Self {
+        self.calico = [calico.ipamblocks.clone(), calico.ippools.clone()];
+        self
+    }
+
     /// The files to watch for changes.
     pub fn paths(&self) -> Vec<&Path> {
         std::iter::once(self.pods.as_path())
@@ -94,6 +104,7 @@ impl FileSources {
             .chain(self.events.as_deref())
             .chain(self.cilium_config.as_deref())
             .chain(self.services.as_deref())
+            .chain(self.calico.iter().filter_map(Option::as_deref))
             .chain(self.routes.iter().filter_map(Option::as_deref))
             .collect()
     }
@@ -109,6 +120,7 @@ impl FileSources {
         };
         self.read_objects(&mut out);
         self.read_nodes(&mut out);
+        self.read_calico(&mut out);
         self.read_context(&mut out);
         self.read.invalid = self.invalid.concat();
         self.state = self.read.clone().into();
@@ -140,7 +152,7 @@ impl FileSources {
 
     /// Nodes (their facts and Cilium's annotations) and `cilium-config`.
     fn read_nodes(&mut self, out: &mut Outcome<'_>) {
-        let [.., nodes_invalid, config_invalid] = &mut self.invalid;
+        let [_, _, _, nodes_invalid, config_invalid, ..] = &mut self.invalid;
         if let Some(path) = &self.nodes {
             let mut read = (
                 Arc::clone(&self.read.annotated_nodes),
@@ -158,6 +170,28 @@ impl FileSources {
                 files::cilium_config(path, bad).map(|c| Some(Arc::new(c)))
             });
             self.read.cilium_config = config;
+        }
+    }
+
+    /// Calico's IPAMBlocks and IPPools: indexed together, each file keeping
+    /// its last good content.
+    fn read_calico(&mut self, out: &mut Outcome<'_>) {
+        let [.., blocks_invalid, pools_invalid] = &mut self.invalid;
+        let [blocks_path, pools_path] = &self.calico;
+        let mut blocks = self.read.calico.blocks().to_vec();
+        let mut pools = self.read.calico.pools.clone();
+        if let Some(path) = blocks_path {
+            out.read("ipamblocks", &mut blocks, blocks_invalid, |bad| {
+                files::ipam_blocks(path, bad)
+            });
+        }
+        if let Some(path) = pools_path {
+            out.read("ippools", &mut pools, pools_invalid, |bad| {
+                files::ip_pools(path, bad)
+            });
+        }
+        if blocks_path.is_some() || pools_path.is_some() {
+            self.read.calico = Arc::new(crate::inventory::CalicoIpam::new(blocks, pools));
         }
     }
 

@@ -275,7 +275,7 @@ fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
 
 /// The ranges this node's pods are given addresses from: its Node's podCIDRs,
 /// kube-ovn's primary Subnets, its CiliumNode's ranges (cluster-pool leaves the
-/// Node's empty), ovn-kubernetes' node subnets.
+/// Node's empty), ovn-kubernetes' node subnets, Calico's IPAMBlocks affine to it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
     let mine = inv
         .cilium_nodes
@@ -296,6 +296,13 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
                 .map(|(r, _)| r)
                 .chain(c.ovn_subnets.iter().copied())
         }))
+        .chain(
+            inv.calico
+                .blocks()
+                .iter()
+                .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))
+                .map(|b| b.cidr),
+        )
 }
 
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.

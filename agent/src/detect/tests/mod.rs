@@ -3,6 +3,8 @@
 
 mod bridge;
 mod calico;
+mod calico_ipam;
+mod calico_pools;
 mod fib;
 mod ipam;
 mod leftover;

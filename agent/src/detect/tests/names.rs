@@ -62,15 +62,16 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::LeakedSandboxAddress => "LeakedSandboxAddress",
             FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
+            FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 24);
+    assert_eq!(all.len(), 25);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"NodeAddressShadowed"));
+    assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
 }
 
 #[test]
@@ -155,6 +156,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::NodeStatus => "the Node's status.allocatable",
             Source::Subnets => "kube-ovn's Subnets",
             Source::Services => "the Services' addresses",
+            Source::CalicoIpamBlock => "Calico's IPAMBlocks",
         },
         Some(|s| s.as_str()),
         None,
@@ -178,6 +180,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::NodeStatus => "node.status.allocatable",
             Source::Subnets => "subnets",
             Source::Services => "services",
+            Source::CalicoIpamBlock => "ipamblock.calico",
         };
         assert_eq!(json(&s), format!("\"{want}\""), "JSON of {s:?}");
     }

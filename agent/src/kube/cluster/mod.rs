@@ -367,6 +367,8 @@ impl ClusterView {
             cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
             services: Arc::clone(&st.services),
             routes: Arc::default(),
+            // Calico's IPAM objects are cluster-wide: `audit` reads them, no agent watches them.
+            calico: Arc::default(),
             invalid,
         }
         .into();

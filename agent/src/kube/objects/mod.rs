@@ -4,6 +4,7 @@
 //! reported as an [`Invalid`] naming the object and field, and the rest of the
 //! object is still used where it makes sense.
 
+mod calico;
 mod crds;
 pub mod impact;
 mod node;
@@ -14,6 +15,7 @@ mod service;
 mod subnet;
 mod wordings;
 
+pub use calico::{ip_pool, ipam_block};
 pub use crds::{cilium_node, node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};

@@ -27,9 +27,7 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::ReallocatePod { .. } => "Fix: delete the pod so it is given another address \
              (Cilium's allocator handed out its own address, cilium#46799)."
             .to_owned(),
-        Remedy::CheckCalicoIpam { .. } => "Fix: find the double allocation with `calicoctl ipam \
-             check --show-problem-ips`, then delete the pod so Calico gives it another address."
-            .to_owned(),
+        Remedy::CheckCalicoIpam { .. } | Remedy::Calico(_) => super::calico::fix(r),
         Remedy::ReservedAddress { by } => format!(
             "Fix: {} never hands it out: remove the pod's other allocator, then delete the pod.",
             super::collision::reserver(*by)

@@ -2,6 +2,7 @@
 //! Operators read these in `kubectl describe pod` and in `check`'s output.
 //! Rendered from the typed finding; nothing ever parses it back.
 
+mod calico;
 mod collision;
 mod fix;
 mod ipam;
@@ -301,6 +302,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::PoolInMasqueradedSubnet { .. }
         | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
         Remedy::Kernel(k) => kernel::fix(k, reader),
+        Remedy::Calico(c) => calico::remedy(c),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
             leftover::remedy(r, reader)
         }

@@ -164,10 +164,10 @@ fn rests_on(f: &Finding) -> String {
 }
 
 /// Where the owner's address was read, when not from its CiliumNode (Node
-/// annotations are the place to look then).
+/// annotations or Calico's IPAMBlocks are the place to look then).
 fn read_from(f: &Finding) -> String {
     match f.owner.source {
-        Source::NodeAnnotation | Source::LegacyNodeAnnotation => {
+        Source::NodeAnnotation | Source::LegacyNodeAnnotation | Source::CalicoIpamBlock => {
             format!(", per {}", f.owner.source)
         }
         _ => String::new(),
@@ -282,7 +282,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             operator_error.as_deref(),
             *pool_change,
         ),
-        NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
+        NodeProblem::StaleBridge { .. } | NodeProblem::Calico(_) => cni_problem(f, problem),
         NodeProblem::NodeAddressShadowed(c) => super::vip::note(c),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
@@ -313,6 +313,14 @@ fn migration_stuck(
         list(pod_cidrs),
         list(pools)
     )
+}
+
+/// The node problems of CNIs other than Cilium.
+fn cni_problem(f: &Finding, problem: &NodeProblem) -> String {
+    match problem {
+        NodeProblem::Calico(a) => super::calico::what(f, a),
+        _ => stale_bridge(&f.owner.node, problem),
+    }
 }
 
 fn stale_bridge(node: &str, problem: &NodeProblem) -> String {

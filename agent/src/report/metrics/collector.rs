@@ -75,7 +75,7 @@ impl FindingsCollector {
 
 /// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
 /// and Cilium report, and the allocator problems behind them.
-const IPAM_KINDS: [FindingKind; 10] = [
+const IPAM_KINDS: [FindingKind; 11] = [
     FindingKind::DuplicatePodIp,
     FindingKind::StaleCiliumEndpoint,
     FindingKind::PodRouteTaken,
@@ -87,6 +87,8 @@ const IPAM_KINDS: [FindingKind; 10] = [
     FindingKind::ClusterPoolNearlyFull,
     // The node's finding (the kernel shows it); each refused pod's is a hint.
     FindingKind::StaleBridgeAddress,
+    // Calico's IPAM may hand the node's tunnel address to a pod.
+    FindingKind::UnallocatedTunnelAddress,
 ];
 
 #[derive(EncodeLabelSet)]

@@ -376,5 +376,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     all.extend(super::cni_cases::host_local());
     all.extend(super::cni_cases::leftovers());
     all.extend(super::vip::cases());
+    all.extend(super::calico_ipam::cases());
     all
 }

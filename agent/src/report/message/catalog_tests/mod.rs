@@ -1,6 +1,7 @@
 //! Every message of every kind, for every reader, read by a test: Event notes
 //! within their bounds, one `Fix:` each, no doubled whitespace, no advice for
 //! a CNI or feature the case does not have; the long messages clean as well.
+mod calico_ipam;
 mod cases;
 mod cni_cases;
 mod kernel;

@@ -1,0 +1,88 @@
+//! Calico's enabled IPPools as pod ranges: what a tenant can write (kubelet's
+//! Event naming an address) outside every range a pod allocator hands out is
+//! refused outright, a forgery finding nothing.
+
+use std::sync::Arc;
+
+use super::{
+    calico_ipam::{block, pool, tunnel},
+    row, rows,
+};
+use crate::{
+    detect::{FindingKind::TunnelIpCollision, Scope::*, Trust, detect},
+    inventory::{
+        CalicoIpam, Inventory, IpSource, Pod, PodIp,
+        Role::Tunnel,
+        TunnelKind,
+        fixtures::{ME, OTHER, ip, pod},
+    },
+};
+
+/// A pod waiting for an address, kubelet's Event naming `a`.
+fn refused(a: &str) -> Pod {
+    Pod {
+        ips: vec![PodIp {
+            ip: ip(a),
+            source: IpSource::Event,
+        }],
+        phase: Some("Pending".into()),
+        ..pod("waiting", ME, &[])
+    }
+}
+
+#[test]
+fn calicos_pools_are_pod_ranges_so_a_refusal_naming_an_address_outside_them_is_forged() {
+    // A block left outside every pool (its pool deleted) still names a tunnel there.
+    let blocks = || {
+        vec![
+            block(
+                "192.168.185.0/26",
+                ME,
+                vec![(0, tunnel(ME, TunnelKind::Vxlan))],
+            ),
+            block(
+                "172.16.0.0/26",
+                OTHER,
+                vec![(9, tunnel(OTHER, TunnelKind::Vxlan))],
+            ),
+        ]
+    };
+    let with_pool = |a: &str| Inventory {
+        node: ME.into(),
+        pods: Arc::new(vec![refused(a)]),
+        calico: Arc::new(CalicoIpam::new(blocks(), vec![pool()])),
+        ..Inventory::default()
+    };
+    // Outside every pool: refused outright, whatever it names.
+    assert_eq!(detect(&with_pool("172.16.0.9")), []);
+    // No pool known: the same Event is looked into, and collides.
+    let mut no_pool = with_pool("172.16.0.9");
+    no_pool.calico = Arc::new(CalicoIpam::new(blocks(), vec![]));
+    assert_eq!(
+        rows(&detect(&no_pool)),
+        [row(
+            TunnelIpCollision,
+            CrossNode,
+            "172.16.0.9",
+            "waiting",
+            OTHER,
+            Tunnel,
+            None
+        )]
+    );
+    // Inside the pool, on the block's tunnel address: the collision, as a hint.
+    let found = detect(&with_pool("192.168.185.0"));
+    assert_eq!(
+        rows(&found),
+        [row(
+            TunnelIpCollision,
+            SameNode,
+            "192.168.185.0",
+            "waiting",
+            ME,
+            Tunnel,
+            None
+        )]
+    );
+    assert_eq!(found[0].trust, Trust::Hint);
+}

@@ -1,0 +1,51 @@
+//! Calico's IPAMBlocks and IPPools (`crd.projectcalico.org/v1`), listed for
+//! `audit` only: cluster-wide objects, read once, never watched by the agent
+//! (a watch per agent is multiplied by every node). An absent CRD is a
+//! cluster without Calico's IPAM: nothing is read, nothing said.
+
+use std::sync::Arc;
+
+use super::{ListError, Progress, Read, Scope, custom};
+use crate::{
+    inventory::{CalicoIpam, Invalid},
+    kube::objects,
+};
+
+/// Every IPAMBlock and IPPool for `Scope::Cluster`, in the audit's pages
+/// (bounded memory: a 5,000-node cluster has thousands of blocks of up to 64
+/// allocations each); nothing for one node's `check`.
+pub(super) async fn ipam(
+    client: &kube::Client,
+    scope: Scope<'_>,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Result<Arc<CalicoIpam>, ListError> {
+    if scope != Scope::Cluster {
+        return Ok(Arc::default());
+    }
+    let mut blocks = Vec::new();
+    custom(
+        client,
+        ("crd.projectcalico.org", "v1", "IPAMBlock", "ipamblocks"),
+        Read::Pages,
+        progress,
+        |v| match objects::ipam_block(v, invalid) {
+            Ok(b) => blocks.push(b),
+            Err(e) => invalid.push(e),
+        },
+    )
+    .await?;
+    let mut pools = Vec::new();
+    custom(
+        client,
+        ("crd.projectcalico.org", "v1", "IPPool", "ippools"),
+        Read::Pages,
+        progress,
+        |v| match objects::ip_pool(v, invalid) {
+            Ok(p) => pools.push(p),
+            Err(e) => invalid.push(e),
+        },
+    )
+    .await?;
+    Ok(Arc::new(CalicoIpam::new(blocks, pools)))
+}

@@ -1,0 +1,150 @@
+use serde_json::json;
+
+use super::*;
+
+fn block(spec: &Value) -> (Result<IpamBlock, Invalid>, Vec<Invalid>) {
+    let mut problems = Vec::new();
+    let v = json!({"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMBlock",
+                   "metadata": {"name": "10-1-0-0-30"}, "spec": spec});
+    (ipam_block(&v, &mut problems), problems)
+}
+
+#[test]
+fn each_allocation_is_read_with_its_owner_and_free_ordinals_are_not() {
+    let (b, problems) = block(&json!({
+        "cidr": "10.1.0.0/30",
+        "affinity": "host:node-a",
+        "allocations": [null, 0, 1, 2],
+        "unallocated": [0],
+        "attributes": [
+            {"handle_id": "k8s-pod-network.abc", "secondary":
+                {"namespace": "ns", "pod": "web", "node": "node-a", "timestamp": "2022-07-23 12:04:45 +0000 UTC"}},
+            {"handle_id": "wireguard-tunnel-addr-node-a", "secondary":
+                {"node": "node-a", "type": "wireguardTunnelAddress"}},
+            {"handle_id": "lb-1", "secondary": null}
+        ]
+    }));
+    let b = b.expect("usable");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(b.cidr.to_string(), "10.1.0.0/30");
+    assert_eq!(b.node.as_deref(), Some("node-a"));
+    assert_eq!(
+        b.allocated,
+        [
+            (
+                1,
+                IpamOwner::Pod {
+                    namespace: "ns".into(),
+                    name: "web".into()
+                }
+            ),
+            (
+                2,
+                IpamOwner::Tunnel {
+                    node: "node-a".into(),
+                    kind: TunnelKind::Wireguard
+                }
+            ),
+            (
+                3,
+                IpamOwner::Other {
+                    handle: Some("lb-1".into())
+                }
+            ),
+        ]
+    );
+    assert_eq!(b.address(2), Some("10.1.0.2".parse().expect("usable")));
+    assert_eq!(b.address(4), None);
+}
+
+#[test]
+fn a_tunnel_is_known_by_its_handle_where_no_attribute_names_it_and_ip_named_nodes_stay_whole() {
+    for (handle, kind, node) in [
+        ("ipip-tunnel-addr-node-a", TunnelKind::Ipip, "node-a"),
+        (
+            "vxlan-tunnel-addr-10.1.154.0",
+            TunnelKind::Vxlan,
+            "10.1.154.0",
+        ),
+        ("vxlan-v6-tunnel-addr-n-1", TunnelKind::VxlanV6, "n-1"),
+        ("wireguard-v6-tunnel-addr-n", TunnelKind::WireguardV6, "n"),
+    ] {
+        let (b, _) = block(&json!({
+            "cidr": "10.1.0.0/30", "allocations": [0],
+            "attributes": [{"handle_id": handle}]
+        }));
+        assert_eq!(
+            b.expect("usable").allocated,
+            [(
+                0,
+                IpamOwner::Tunnel {
+                    node: node.into(),
+                    kind
+                }
+            )],
+            "{handle}"
+        );
+    }
+    // Look-alikes: a pod handle, a prefix with no node.
+    for handle in ["k8s-pod-network.ipip-tunnel-addr-x", "ipip-tunnel-addr-"] {
+        let (b, _) = block(&json!({
+            "cidr": "10.1.0.0/30", "allocations": [0],
+            "attributes": [{"handle_id": handle}]
+        }));
+        assert!(
+            matches!(b.expect("usable").allocated[0].1, IpamOwner::Other { .. }),
+            "{handle}"
+        );
+    }
+}
+
+#[test]
+fn broken_blocks_are_named_and_skipped_or_kept_with_what_is_known() {
+    let (b, _) = block(&json!({"cidr": "not-a-cidr"}));
+    assert!(
+        b.expect_err("unusable")
+            .problem
+            .contains("spec.cidr \"not-a-cidr\"")
+    );
+    let (b, _) = block(&json!({"cidr": "10.1.0.0/30", "allocations": "all"}));
+    assert!(
+        b.expect_err("unusable")
+            .problem
+            .starts_with("not a valid ipamblocks object")
+    );
+    let (b, problems) = block(&json!({"cidr": "10.1.0.0/30", "allocations": [7]}));
+    assert_eq!(
+        b.expect("usable").allocated,
+        [(0, IpamOwner::Other { handle: None })]
+    );
+    assert!(
+        problems[0]
+            .problem
+            .starts_with("1 of spec.allocations (the first at ordinal 0) point at no entry"),
+        "{problems:?}"
+    );
+    let (b, problems) =
+        block(&json!({"cidr": "10.1.0.0/30", "allocations": null, "attributes": null}));
+    assert!(b.expect("usable").allocated.is_empty() && problems.is_empty());
+    let mut problems = Vec::new();
+    let unnamed = ipam_block(&json!({"spec": {"cidr": "10.1.0.0/30"}}), &mut problems);
+    assert_eq!(unnamed.expect_err("unusable").object, "(unnamed)");
+}
+
+#[test]
+fn pools_keep_cidr_block_size_and_disabled() {
+    let mut problems = Vec::new();
+    let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "fd00::/48", "blockSize": 122,
+                   "disabled": true, "vxlanMode": "Always"}});
+    let p = ip_pool(&v, &mut problems).expect("usable");
+    assert_eq!(
+        (p.cidr.to_string(), p.block_size, p.disabled),
+        ("fd00::/48".to_owned(), Some(122), true)
+    );
+    let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "10.0.0.0/16", "blockSize": 8}});
+    assert_eq!(ip_pool(&v, &mut problems).expect("usable").block_size, None);
+    assert!(
+        problems[0].problem.contains("spec.blockSize 8"),
+        "{problems:?}"
+    );
+}

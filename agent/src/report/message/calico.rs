@@ -1,0 +1,96 @@
+//! The text of Calico's IPAM findings: a node's tunnel address its IPAM
+//! does not allocate to it (`UnallocatedTunnelAddress`), and its fix in
+//! Calico's terms.
+
+use crate::detect::{CalicoFix, Finding, Remedy, TunnelAllocation};
+
+/// Where IPAM has the address, in a few words.
+fn status(a: &TunnelAllocation) -> String {
+    match a {
+        TunnelAllocation::Free { block } => format!("unallocated in IPAM block {block}"),
+        TunnelAllocation::NoBlock { pool } => format!("in no IPAM block (IPPool {pool})"),
+        TunnelAllocation::Pod { block, pod } => {
+            format!("allocated to pod {pod} in IPAM block {block}")
+        }
+        TunnelAllocation::OtherTunnel {
+            block,
+            node,
+            device,
+        } => format!("allocated to node {node}'s {device} in IPAM block {block}"),
+        TunnelAllocation::Other { block, handle } => match handle {
+            Some(h) => format!("allocated to handle {h} in IPAM block {block}"),
+            None => format!("allocated to an unknown owner in IPAM block {block}"),
+        },
+    }
+}
+
+/// What it breaks, in one sentence.
+fn breaks(node: &str, a: &TunnelAllocation) -> String {
+    match a {
+        TunnelAllocation::Free { .. } | TunnelAllocation::NoBlock { .. } => {
+            format!("Calico can give it to a pod, which {node}'s host then cannot reach.")
+        }
+        TunnelAllocation::Pod { .. } => {
+            format!("{node}'s host delivers that pod's traffic to itself.")
+        }
+        TunnelAllocation::OtherTunnel { node: other, .. } => {
+            format!("Traffic to it reaches {node} or {other}, not both.")
+        }
+        TunnelAllocation::Other { .. } => {
+            "Calico can hand it on while the tunnel keeps it.".to_owned()
+        }
+    }
+}
+
+/// The Event note's prose: what is wrong, what breaks.
+pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
+    let node = &f.owner.node;
+    format!(
+        "Node {node}'s Calico tunnel address {} is {}. {}",
+        f.ip_text(),
+        status(a),
+        breaks(node, a)
+    )
+}
+
+/// The long message, without the fix.
+pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
+    let node = &f.owner.node;
+    format!(
+        "Calico's tunnel address {} of node {node} (according to {}) is {}: calico-node keeps a \
+         tunnel address only while IPAM allocates it to this node's tunnel (a reinstall that \
+         kept the Node's annotations, or a handle collected while the node kept using the \
+         address, leaves it so). {}",
+        f.ip_text(),
+        f.owner.source,
+        status(a),
+        breaks(node, a)
+    )
+}
+
+/// The one-sentence fix of Calico's remedies.
+pub(super) fn fix(r: &Remedy) -> String {
+    match r {
+        Remedy::CheckCalicoIpam { .. } => "Fix: find the double allocation with `calicoctl ipam \
+             check --show-problem-ips`, then delete the pod so Calico gives it another address."
+            .to_owned(),
+        Remedy::Calico(CalicoFix::ReallocateTunnel { node, .. }) => format!(
+            "Fix: restart calico-node on {node} so it takes a tunnel address IPAM allocates to \
+             it, then run `calicoctl ipam check --show-problem-ips`."
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The fix for `check`, `audit` and the runbook: the steps.
+pub(super) fn remedy(r: &CalicoFix) -> String {
+    match r {
+        CalicoFix::ReallocateTunnel { node, ip } => format!(
+            "Fix: restart calico-node on {node} (delete its calico-node pod, in calico-system or \
+             kube-system): on start its tunnel allocator finds {ip} is not allocated to this \
+             node's tunnel, takes a new address from IPAM and updates the Node (current \
+             releases also re-check every five minutes). Then `calicoctl ipam check \
+             --show-problem-ips` must name no problem with {ip}."
+        ),
+    }
+}

@@ -1,0 +1,117 @@
+//! The cases of Calico's IPAM: a node's tunnel address no IPAMBlock
+//! allocates to its tunnel, each way IPAM may hold it; a pod on a tunnel
+//! address read from a block.
+
+use super::{
+    super::{Reader, note, render_for},
+    cases::{Mode, collision, ip, node_finding},
+};
+use crate::{
+    detect::{CalicoFix, FindingKind, NodeProblem, Remedy, Role, Scope, TunnelAllocation},
+    inventory::Source,
+};
+
+const NODE: &str = "worker-node-a";
+
+/// Every way IPAM holds a stale tunnel address, and a pod on a block's tunnel address.
+pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
+    let block = || "10-42-0-0-26".to_owned();
+    let mut out: Vec<_> = [
+        TunnelAllocation::Free { block: block() },
+        TunnelAllocation::NoBlock {
+            pool: "default-ipv4-ippool".into(),
+        },
+        TunnelAllocation::Pod {
+            block: block(),
+            pod: "tenant/web-7d9f8b6c5d-x2x4q".into(),
+        },
+        TunnelAllocation::OtherTunnel {
+            block: block(),
+            node: "worker-node-b".into(),
+            device: "vxlan.calico",
+        },
+        TunnelAllocation::Other {
+            block: block(),
+            handle: Some("k8s-pod-network.4bcae222a79b7ef46f048e435d5ab62d".into()),
+        },
+        TunnelAllocation::Other {
+            block: block(),
+            handle: None,
+        },
+    ]
+    .into_iter()
+    .map(|a| {
+        let mut f = node_finding(
+            FindingKind::UnallocatedTunnelAddress,
+            NodeProblem::Calico(a),
+            Remedy::Calico(CalicoFix::ReallocateTunnel {
+                node: NODE.into(),
+                ip: ip("10.42.0.1"),
+            }),
+        );
+        f.ip = Some(ip("10.42.0.1"));
+        f.owner.role = Role::Tunnel;
+        f.owner.source = Source::CalicoNodeAnnotation;
+        (Mode::Calico, f)
+    })
+    .collect();
+    let mut f = collision(
+        Role::Tunnel,
+        Scope::CrossNode,
+        Remedy::CheckCalicoIpam { node: NODE.into() },
+    );
+    f.ip = Some(ip("10.42.0.17"));
+    f.owner.device = None;
+    f.owner.source = Source::CalicoIpamBlock;
+    out.push((Mode::Calico, f));
+    out
+}
+
+#[test]
+fn a_stale_tunnel_address_is_told_with_where_ipam_has_it_and_calicos_own_fix() {
+    for (_, f) in cases()
+        .into_iter()
+        .filter(|(_, f)| f.kind == FindingKind::UnallocatedTunnelAddress)
+    {
+        let n = note(&f, Reader::Node, None);
+        assert!(
+            n.starts_with("Node worker-node-a's Calico tunnel address 10.42.0.1 is "),
+            "{n}"
+        );
+        assert!(n.contains("restart calico-node on worker-node-a"), "{n}");
+        assert!(n.contains("calicoctl ipam check"), "{n}");
+        let m = render_for(&f, Reader::Operator);
+        assert!(
+            m.contains("the Node's projectcalico.org annotations"),
+            "{m}"
+        );
+        assert!(m.contains("takes a new address from IPAM"), "{m}");
+        let NodeProblem::Calico(a) = (match &f.cause {
+            crate::detect::Cause::Node(p) => p,
+            other => panic!("{other:?}"),
+        }) else {
+            panic!("{f:?}")
+        };
+        let says = match a {
+            TunnelAllocation::Free { .. } => "unallocated in IPAM block 10-42-0-0-26",
+            TunnelAllocation::NoBlock { .. } => "in no IPAM block (IPPool default-ipv4-ippool)",
+            TunnelAllocation::Pod { .. } => "allocated to pod tenant/web-7d9f8b6c5d-x2x4q",
+            TunnelAllocation::OtherTunnel { .. } => {
+                "allocated to node worker-node-b's vxlan.calico"
+            }
+            TunnelAllocation::Other {
+                handle: Some(_), ..
+            } => "allocated to handle k8s-pod-network.",
+            TunnelAllocation::Other { handle: None, .. } => "allocated to an unknown owner",
+        };
+        assert!(n.contains(says), "{n}");
+    }
+}
+
+#[test]
+fn a_pod_on_a_blocks_tunnel_address_names_the_block_as_the_source() {
+    let (_, f) = cases().pop().expect("a case");
+    let m = render_for(&f, Reader::Operator);
+    assert!(m.contains("Calico's IPAMBlocks"), "{m}");
+    assert!(note(&f, Reader::Node, None).contains("calicoctl ipam check"));
+}
