@@ -126,15 +126,20 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;
-        // Which Node addresses a Service claims (kube-proxy in IPVS mode binds them everywhere).
-        let services = kube::cluster::every_service_claim(&client)
-            .await
-            .map_err(|source| ListError {
-                what: "services",
-                source,
-            })?;
-        progress.listed("Service addresses", services.by_ip.len(), true);
-        state.services = std::sync::Arc::new(services);
+        // Which Node addresses a Service claims (kube-proxy in IPVS mode binds
+        // them everywhere). Optional, as every source: without `list services`
+        // the rest of the audit stands.
+        match kube::cluster::every_service_claim(&client).await {
+            Ok(services) => {
+                progress.listed("Service addresses", services.by_ip.len(), true);
+                state.services = std::sync::Arc::new(services);
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "listing Services failed: Services claiming node or pod addresses are not checked \
+                 (grant `list services` to check them)"
+            ),
+        }
         (state, Some(client))
     };
     let mut result = audit(&state, &args.read.router_device, &mut |done, total| {

@@ -260,11 +260,13 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
 
 /// The addresses on a device that holds Services' addresses only (kube-proxy's
 /// `kube-ipvs0`, which binds every Service address on every node) inside any
-/// pod range of the cluster the agent knows — every CiliumNode's and annotated
-/// Node's, kube-ovn's primary Subnets, Cilium's cluster pool, this Node's: a
-/// pod on another node may hold one, which this host then cannot reach. Not
-/// the Service addresses outside every pod range (a healthy cluster's
-/// ClusterIPs): host traffic to them is normal, and would cost lookups.
+/// range pods are given that the agent knows — every CiliumNode's and
+/// annotated Node's, kube-ovn's primary Subnets, this Node's: a pod on another
+/// node may hold one, which this host then cannot reach. Not Cilium's cluster
+/// pool (10.0.0.0/8 by default holds kubeadm's Service range 10.96.0.0/12: a
+/// node's range inside it is what a pod is given), nor the Service addresses
+/// outside every such range (a healthy cluster's ClusterIPs): host traffic to
+/// them is normal, and would cost lookups.
 fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
     let vips: Vec<IpAddr> = inv
         .host
@@ -290,11 +292,6 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
                 .iter()
                 .filter(|s| s.primary)
                 .flat_map(|s| s.cidrs.iter().copied()),
-        )
-        .chain(
-            inv.cilium_config
-                .iter()
-                .flat_map(|c| c.cluster_pool.iter().copied()),
         )
         .chain(
             inv.node_facts

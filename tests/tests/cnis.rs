@@ -416,7 +416,8 @@ fn the_agent_looks_up_who_owns_the_range_its_bridge_kept_and_names_them() {
     api.apply(Res::Pods, pod("shop", "cart-1", OTHER, &["10.244.1.8"]));
     api.apply(Res::Pods, pod("shop", "far-0", "node-c", &["10.244.7.9"]));
     let lab = Lab::new("bridgeagent", &api);
-    let agent = lab.agent(&ns, ME);
+    // No spread of the first lookup (300 s by default, for rollouts).
+    let agent = lab.agent_with(&ns, ME, &["--owner-lookup-spread-seconds", "0"]);
     agent.wait_ready(&ns);
     let e = lab::wait_for("StaleBridgeAddress on the Node", HANG, || {
         lab::event(&api, "default", ME, "StaleBridgeAddress")

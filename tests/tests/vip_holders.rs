@@ -526,16 +526,9 @@ fn the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_tra
     let lab = Lab::new("vipa", &api);
     let agent = lab.agent(&sim.node, ME);
     agent.wait_ready(&sim.node);
-    {
-        let _inside = sim.node.enter();
-        for _ in 0..3 {
-            let _ = std::net::TcpStream::connect_timeout(
-                &format!("{vip}:8080").parse().unwrap(),
-                Duration::from_secs(1),
-            );
-        }
-    }
+    // Traffic at every poll: the observer may load the address after ready.
     let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        poke(&sim.node, vip);
         sample(
             m,
             "ipshadow_collision_info",
@@ -656,16 +649,12 @@ impl TwoAgents<'_> {
         assert!(cross.is_some(), "pod's node; log:\n{}", agent_b.log_text());
         Self::event(&api, "on-it-there", self.want, self.there, self.fix);
         // The holder, once its host's traffic to the address is seen.
-        {
-            let _inside = a.enter();
-            for _ in 0..3 {
-                let _ = std::net::TcpStream::connect_timeout(
-                    &format!("{}:8080", self.held).parse().unwrap(),
-                    Duration::from_secs(1),
-                );
-            }
-        }
-        let seen = AgentProc::wait_metrics(&a, HANG, self.found("on-it-there", "cross-node"));
+        // Traffic at every poll: the observer may load the address after ready.
+        let found = self.found("on-it-there", "cross-node");
+        let seen = AgentProc::wait_metrics(&a, HANG, |m| {
+            poke(&a, self.held);
+            found(m)
+        });
         assert!(
             seen.is_some(),
             "holder, pod elsewhere; log:\n{}",
@@ -779,4 +768,14 @@ fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
         a.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
         a.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
     });
+}
+
+/// One connection attempt from inside `ns` to `ip`:8080 (host traffic the
+/// observer sees), bounded by a short timeout.
+fn poke(ns: &NetNs, ip: &str) {
+    let _inside = ns.enter();
+    let _ = std::net::TcpStream::connect_timeout(
+        &format!("{ip}:8080").parse().unwrap(),
+        Duration::from_millis(200),
+    );
 }

@@ -85,6 +85,9 @@ impl Parts {
         let watches = source
             .with_cilium_namespace(&args.sources.cilium_namespace)
             .with_initial_list(args.watches.initial_list)
+            .with_owner_lookup_spread(std::time::Duration::from_secs(
+                args.watches.owner_lookup_spread_seconds,
+            ))
             .with_confirmations(published.clone())
             .with_lookups(unexplained);
         let (condition, remediation) = acting(args, &client, node, registry, &published).await?;

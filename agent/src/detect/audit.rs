@@ -99,7 +99,8 @@ pub fn rank(f: &Finding) -> u8 {
     let base = match (f.kind, f.scope) {
         // A running pod its own node cannot reach: probes and webhooks fail now;
         // or a node the others cannot reach.
-        (FindingKind::HostRouteBlackhole | FindingKind::NodeAddressShadowed, _)
+        (FindingKind::NodeAddressShadowed, _) if held_by_a_kernel(f) => 0,
+        (FindingKind::HostRouteBlackhole, _)
         | (
             FindingKind::RouterIpCollision
             | FindingKind::HealthIpCollision
@@ -118,6 +119,8 @@ pub fn rank(f: &Finding) -> u8 {
         ) => 1,
         // A pod the bridge refused: it cannot start.
         (FindingKind::StaleBridgeAddress, _) if !f.is_node_level() => 1,
+        // A Service's claim alone: harmless unless the proxy binds it (IPVS).
+        (FindingKind::NodeAddressShadowed, _) => 4,
         (_, Scope::CrossNode) => 2,
         // The node's allocator or configuration: more pods will fail.
         _ if f.is_node_level() => 3,
@@ -125,6 +128,18 @@ pub fn rank(f: &Finding) -> u8 {
         _ => 4,
     };
     base + if unconfirmed { 5 } else { 0 }
+}
+
+/// Whether a `NodeAddressShadowed` was seen held on a node (`check`), not only
+/// claimed by a Service (`audit`): only kube-proxy in IPVS mode and kube-router
+/// bind a Service's whole address; in iptables or nftables mode (the default)
+/// a node's address as a Service's externalIP is a documented pattern. Such a
+/// claim alone ranks as latent.
+fn held_by_a_kernel(f: &Finding) -> bool {
+    match &f.cause {
+        super::Cause::Node(super::NodeProblem::NodeAddressShadowed(c)) => c.held.is_some(),
+        _ => true,
+    }
 }
 
 /// Audits every node of `state` (whose pods are all the cluster's), calling

@@ -182,8 +182,9 @@ fn annotation_cases() -> Vec<Case> {
             vec!["10.244.9.50"],
         ),
         (
-            "kube-ipvs0: inside Cilium's cluster pool, which holds every node's range",
-            vec![("10.0.200.7", "kube-ipvs0"), ("172.20.0.10", "kube-ipvs0")],
+            "kube-ipvs0: not a ClusterIP inside Cilium's default 10.0.0.0/8 pool that no \
+             node's range covers (kubeadm's 10.96.0.0/12): only what pods are given counts",
+            vec![("10.0.1.7", "kube-ipvs0"), ("10.96.0.10", "kube-ipvs0")],
             |inv| {
                 let mut other = CiliumNode {
                     name: OTHER.into(),
@@ -197,7 +198,7 @@ fn annotation_cases() -> Vec<Case> {
                     ..crate::inventory::CiliumConfig::default()
                 }));
             },
-            vec!["10.0.200.7"],
+            vec!["10.0.1.7"],
         ),
         (
             "another node's annotations say nothing of this node's addresses",

@@ -57,6 +57,12 @@ pub struct Args {
     /// `auto`: streaming lists until the API server first refuses one, then lists.
     #[arg(long, env = "IPSHADOW_INITIAL_LIST", value_enum, default_value_t = InitialList::Auto)]
     pub initial_list: InitialList,
+    /// Seconds after the agent starts within which its first lookup of who owns
+    /// a range its bridge still routes falls, at random: after a rollout the
+    /// nodes with such a bridge do not list the Nodes all at once.
+    #[arg(long, env = "IPSHADOW_OWNER_LOOKUP_SPREAD_SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub owner_lookup_spread_seconds: u64,
 }
 
 /// What bounds a watch's initial state.

@@ -141,6 +141,37 @@ impl<'de, K: Deserialize<'de>, F: FnMut(K) -> bool> Visitor<'de> for Items<'_, K
     }
 }
 
+/// A body that ends with an error once `stop` is cancelled, whether or not
+/// the connection sends anything: the parsing thread is never left waiting.
+pub(super) struct Stoppable<R> {
+    inner: R,
+    stopped: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl<R> Stoppable<R> {
+    pub(super) fn new(inner: R, stop: &tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            inner,
+            stopped: Box::pin(stop.clone().cancelled_owned()),
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Stoppable<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.stopped.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(Err(std::io::Error::other(
+                "the list's reader was dropped",
+            )));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +196,45 @@ mod tests {
             self.0 = rest;
             Ok(1)
         }
+    }
+
+    /// A trickle that tells how much of the body has been read.
+    struct Counted<'a>(Trickle<'a>, std::rc::Rc<std::cell::Cell<usize>>);
+
+    impl Read for Counted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.set(self.1.get() + n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn each_item_is_handed_on_before_the_rest_of_the_body_is_read() {
+        let body = br#"{"metadata":{"resourceVersion":"3"},"items":[{"name":"a"},{"name":"b"},{"name":"c"}],"kind":"List"}"#;
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut at = Vec::new();
+        let rv = read_list::<Item>(Counted(Trickle(body), read.clone()), |i| {
+            at.push((i.name, read.get()));
+            true
+        })
+        .expect("parses");
+        assert_eq!(rv, "3");
+        let end_of = |item: &str| {
+            let needle = format!(r#"{{"name":"{item}"}}"#);
+            body.windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+                .map(|p| p + needle.len())
+        };
+        for (name, read) in &at {
+            // Handed on once its closing brace is read, at most one byte later.
+            let end = end_of(name).expect("item in body");
+            assert!(
+                *read <= end + 1,
+                "{name} handed on after {read} bytes, ends at {end}"
+            );
+        }
+        assert_eq!(at.len(), 3);
     }
 
     fn all(body: &[u8]) -> Result<(Vec<Item>, String), BodyError> {

@@ -81,12 +81,18 @@ where
             Ok(listing) => (vec![Ok(Event::Init)], State::Listing(listing)),
             Err(e) => (vec![Err(e)], State::List),
         },
-        State::Listing(mut listing) => match listing.items.recv().await {
-            Some(o) => (vec![Ok(Event::InitApply(o))], State::Listing(listing)),
-            None => match finished(listing.parse).await {
+        State::Listing(mut listing) => match tokio::time::timeout(IDLE, listing.items.recv()).await
+        {
+            Ok(Some(o)) => (vec![Ok(Event::InitApply(o))], State::Listing(listing)),
+            Ok(None) => match finished(listing.parse).await {
                 Ok(rv) => (vec![Ok(Event::InitDone)], State::Watch(rv)),
                 Err(e) => (vec![Err(e)], State::List),
             },
+            // A connection gone quiet mid-list: list again (the reader stops on drop).
+            Err(_) => (
+                vec![Err(failed(std::io::ErrorKind::TimedOut.into()))],
+                State::List,
+            ),
         },
         State::Watch(rv) => {
             let wp = WatchParams {
@@ -95,6 +101,11 @@ where
             };
             match api.watch(&wp, &rv).await {
                 Ok(s) => (Vec::new(), State::Watching(rv, s.boxed())),
+                // The resourceVersion left the watch cache before the watch began.
+                Err(kube::Error::Api(e)) if e.code == 410 => (
+                    vec![Err(Error::WatchStartFailed(kube::Error::Api(e)))],
+                    State::List,
+                ),
                 Err(e) => (vec![Err(Error::WatchStartFailed(e))], State::Watch(rv)),
             }
         }
@@ -143,7 +154,14 @@ fn applied<K: kube::Resource>(o: K, event: fn(K) -> Event<K>, s: Watching<K>) ->
 /// A list being read: its items as they are parsed, and the parse.
 struct Listing<K> {
     items: tokio::sync::mpsc::Receiver<K>,
-    parse: tokio::task::JoinHandle<Result<String, Error>>,
+    parse: Parse,
+}
+
+/// The parse of a list's body on a blocking thread; dropped, it stops the
+/// read even while the connection is quiet.
+struct Parse {
+    thread: tokio::task::JoinHandle<Result<String, Error>>,
+    _stop: tokio_util::sync::DropGuard,
 }
 
 /// Starts the list from the watch cache (`resourceVersion=0`, unpaged as
@@ -171,6 +189,7 @@ where
 {
     let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let into = std::sync::Arc::clone(&kept);
+    // Dropped (a cancelled lookup), `parse` stops the read.
     let parse = read(api, fields, move |o| {
         if let Some(t) = keep(o) {
             into.lock()
@@ -195,7 +214,7 @@ async fn read<K>(
     api: &Api<K>,
     fields: Option<&str>,
     each: impl FnMut(K) -> bool + Send + 'static,
-) -> Result<tokio::task::JoinHandle<Result<String, Error>>, Error>
+) -> Result<Parse, Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
 {
@@ -207,22 +226,36 @@ where
         .request_stream(request)
         .await
         .map_err(Error::InitialListFailed)?;
+    let stop = tokio_util::sync::CancellationToken::new();
     // The bridge blocks on the runtime it is made in: made here, read there.
-    let reader = SyncIoBridge::new(body.compat());
-    Ok(tokio::task::spawn_blocking(move || {
+    let reader = SyncIoBridge::new(list_body::Stoppable::new(body.compat(), &stop));
+    let thread = tokio::task::spawn_blocking(move || {
         list_body::read_list(reader, each).map_err(|e| match e {
+            BodyError::Json(e) if e.is_io() => failed(e.into()),
             BodyError::Json(e) => Error::InitialListFailed(kube::Error::SerdeError(e)),
             BodyError::NoResourceVersion => Error::NoResourceVersion,
         })
-    }))
+    });
+    Ok(Parse {
+        thread,
+        _stop: stop.drop_guard(),
+    })
+}
+
+/// A list that failed on the wire (not a body that is no list).
+fn failed(e: std::io::Error) -> Error {
+    Error::InitialListFailed(kube::Error::Service(Box::new(e)))
 }
 
 /// The resourceVersion of a list read to its end.
-async fn finished(parse: tokio::task::JoinHandle<Result<String, Error>>) -> Result<String, Error> {
-    match parse.await {
+async fn finished(parse: Parse) -> Result<String, Error> {
+    match parse.thread.await {
         Ok(r) => r,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => Err(Error::InitialListFailed(kube::Error::Service(Box::new(e)))),
+        Err(e) => {
+            // A panic of the parse (or of a caller's `keep`): this list failed.
+            tracing::error!(error = %e, "reading a list's body failed");
+            Err(Error::InitialListFailed(kube::Error::Service(Box::new(e))))
+        }
     }
 }
 
@@ -242,7 +275,106 @@ fn request(
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
     use super::*;
+
+    type Next = Option<kube::Result<WatchEvent<ConfigMap>>>;
+
+    fn event(v: serde_json::Value) -> WatchEvent<ConfigMap> {
+        serde_json::from_value(v).expect("a watch event")
+    }
+
+    fn cm(kind: &str, rv: &str) -> WatchEvent<ConfigMap> {
+        event(
+            json!({"type": kind, "object": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "resourceVersion": rv}}}),
+        )
+    }
+
+    fn status(code: u16) -> WatchEvent<ConfigMap> {
+        event(
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+            "status": "Failure", "message": "m", "reason": "r", "code": code}}),
+        )
+    }
+
+    /// What a step yields and where it goes, in words.
+    fn told(step: Step<ConfigMap>) -> (Vec<&'static str>, String) {
+        let (events, next) = step;
+        let events = events
+            .iter()
+            .map(|e| match e {
+                Ok(Event::Apply(_)) => "apply",
+                Ok(Event::Delete(_)) => "delete",
+                Ok(_) => "init",
+                Err(Error::NoResourceVersion) => "no rv",
+                Err(Error::WatchError(_)) => "watch error",
+                Err(Error::WatchFailed(_)) => "watch failed",
+                Err(_) => "other error",
+            })
+            .collect();
+        let next = match next {
+            State::List => "list".to_owned(),
+            State::Listing(_) => "listing".to_owned(),
+            State::Watch(rv) => format!("watch from {rv}"),
+            State::Watching(rv, _) => format!("watching at {rv}"),
+        };
+        (events, next)
+    }
+
+    #[test]
+    fn each_watch_event_moves_the_stream_as_kube_runtime_does() {
+        let ev = |e: WatchEvent<ConfigMap>| -> Next { Some(Ok(e)) };
+        let gone: Next = Some(Err(kube::Error::Service("connection reset".into())));
+        for (what, next, want) in [
+            (
+                "added",
+                ev(cm("ADDED", "5")),
+                (vec!["apply"], "watching at 5"),
+            ),
+            (
+                "modified",
+                ev(cm("MODIFIED", "6")),
+                (vec!["apply"], "watching at 6"),
+            ),
+            (
+                "deleted",
+                ev(cm("DELETED", "7")),
+                (vec!["delete"], "watching at 7"),
+            ),
+            (
+                "no rv: relist",
+                ev(cm("ADDED", "")),
+                (vec!["no rv"], "list"),
+            ),
+            (
+                "bookmark",
+                ev(cm("BOOKMARK", "9")),
+                (vec![], "watching at 9"),
+            ),
+            (
+                "410: relist",
+                ev(status(410)),
+                (vec!["watch error"], "list"),
+            ),
+            (
+                "500: go on",
+                ev(status(500)),
+                (vec!["watch error"], "watching at 1"),
+            ),
+            (
+                "stream error",
+                gone,
+                (vec!["watch failed"], "watching at 1"),
+            ),
+            ("ended: watch again", None, (vec![], "watch from 1")),
+        ] {
+            let (events, state) = told(watched(next, "1".into(), stream::empty().boxed()));
+            assert_eq!((events, state.as_str()), want, "{what}");
+        }
+    }
 
     #[test]
     fn the_list_comes_whole_from_the_watch_cache() {

@@ -1,15 +1,11 @@
-//! The cluster as a source: kube-runtime watchers (list + watch, no polling)
-//! feeding converted caches. Watches per agent: pods on this node, all
-//! CiliumNodes, kube-ovn Subnets, this node's Node, every Node's metadata —
-//! each with a selector the API server indexes, or none. A pod elsewhere that
-//! holds one of this node's addresses is looked up only when host traffic to
-//! the address shows it ([`lookup`]), then watched by name.
-//!
-//! [`ClusterSource`] runs the watches until cancelled; the [`ClusterView`] it
-//! hands out reads snapshots.
-//!
-//! Every watch starts with a streaming list where the API server offers one,
-//! else with a list from the watch cache (`resourceVersion=0`, [`initial`]).
+//! The cluster as a source: watches (list + watch, no polling) feeding
+//! converted caches — pods on this node, all CiliumNodes, kube-ovn Subnets,
+//! this node's Node, every Node's metadata — each with a selector the API
+//! server indexes, or none; each started with a streaming list where the API
+//! server offers one, else a list from the watch cache ([`initial`]). A pod
+//! elsewhere holding one of this node's addresses is looked up only when host
+//! traffic to the address shows it ([`lookup`]), then watched by name.
+//! [`ClusterSource`] runs them until cancelled; [`ClusterView`] reads snapshots.
 
 mod annotations;
 mod cache;
@@ -135,6 +131,7 @@ pub struct ClusterSource {
     on_change: OnChange,
     unexplained: Option<channel::Receiver<Arc<Unexplained>>>,
     findings: Option<channel::Receiver<Published>>,
+    owner_lookup_spread: std::time::Duration,
 }
 
 /// Reads what the watches have seen.
@@ -161,6 +158,7 @@ impl ClusterSource {
             on_change,
             unexplained: None,
             findings: None,
+            owner_lookup_spread: std::time::Duration::ZERO,
         };
         let view = ClusterView {
             node: node.to_owned(),
@@ -174,6 +172,13 @@ impl ClusterSource {
     #[must_use]
     pub fn with_initial_list(self, mode: InitialList) -> Self {
         lock(&self.state).initial = Arc::new(Initial::new(mode));
+        self
+    }
+
+    /// Spreads the first lookup of a bridge range's owner over `spread`.
+    #[must_use]
+    pub fn with_owner_lookup_spread(mut self, spread: std::time::Duration) -> Self {
+        self.owner_lookup_spread = spread;
         self
     }
 
@@ -304,6 +309,7 @@ impl ClusterSource {
                 on(),
                 self.keys.clone(),
                 findings.clone(),
+                self.owner_lookup_spread,
             );
             tasks.spawn(ranges.run(token.clone()));
             let confirmations = confirm::Confirmations::new(self.client.clone(), on(), findings);

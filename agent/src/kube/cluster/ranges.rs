@@ -35,8 +35,11 @@ use crate::{
 const REFRESH: Duration = Duration::from_mins(10);
 /// A range nobody owns (containerd's default `cni0`, 10.88.0.0/16, left on a
 /// node of another CNI) is asked about again ever less often: the wait doubles
-/// this many times, to 160 minutes.
-const QUIET_DOUBLINGS: u32 = 4;
+/// this many times, to ~21 hours.
+const QUIET_DOUBLINGS: u32 = 7;
+/// After a failed round the wait doubles from [`MIN_GAP`] this many times, to
+/// 32 minutes: an overloaded API server is not asked every minute.
+const FAILURE_DOUBLINGS: u32 = 5;
 /// One round (a Node list, a pod list per owner) at most this often.
 const MIN_GAP: Duration = Duration::from_mins(1);
 
@@ -65,6 +68,10 @@ pub(super) struct Lookups {
     failing: bool,
     /// Rounds in a row that found no owner.
     quiet: u32,
+    /// Rounds in a row that failed.
+    failures: u32,
+    /// No round before this (the start's spread).
+    not_before: Instant,
 }
 
 impl Lookups {
@@ -73,6 +80,7 @@ impl Lookups {
         sink: Sink,
         keys: Arc<Vec<String>>,
         published: channel::Receiver<Published>,
+        spread: Duration,
     ) -> Self {
         Self {
             client,
@@ -84,6 +92,10 @@ impl Lookups {
             asked: None,
             failing: false,
             quiet: 0,
+            failures: 0,
+            // The first round at a random point of `spread`: a rollout does not
+            // make every node with such a bridge list the Nodes at once.
+            not_before: Instant::now() + spread.mul_f64(fastrand::f64()),
         }
     }
 
@@ -91,27 +103,27 @@ impl Lookups {
         loop {
             let wanted = Arc::clone(&self.published.borrow_and_update().foreign_ranges);
             let now = Instant::now();
-            let covered = lock(&self.state).range_owners.ranges == *wanted;
-            let plan = Plan {
-                asked: self.asked,
-                quiet: self.quiet,
-                covered,
+            let plan = |me: &Self| Plan {
+                asked: me.asked,
+                quiet: me.quiet,
+                failures: me.failures,
+                covered: lock(&me.state).range_owners.ranges == *wanted,
+                not_before: me.not_before,
             };
             if wanted.is_empty() {
                 self.quiet = 0;
                 self.store(RangeOwners::default());
-            } else if plan.due(now) {
+            } else if plan(&self).due(now) {
                 self.asked = Some(now);
-                self.round(&wanted).await;
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = self.round(&wanted) => {}
+                }
             }
             let wake = if wanted.is_empty() {
                 now + REFRESH
             } else {
-                Plan {
-                    asked: self.asked,
-                    ..plan
-                }
-                .wake(now)
+                plan(&self).wake()
             };
             tokio::select! {
                 () = token.cancelled() => return,
@@ -129,6 +141,7 @@ impl Lookups {
                     tracing::info!("looking up the owners of the bridge's ranges works again");
                 }
                 self.failing = false;
+                self.failures = 0;
                 self.quiet = if found.nodes.is_empty() {
                     self.quiet.saturating_add(1)
                 } else {
@@ -146,6 +159,7 @@ impl Lookups {
                     tracing::warn!(ranges = ?wanted, error = %e, "listing Nodes to find who owns the range this node's bridge still routes failed; the stale bridge stays unreported until it works; retrying");
                 }
                 self.failing = true;
+                self.failures = self.failures.saturating_add(1);
             }
         }
     }
@@ -173,29 +187,33 @@ struct Plan {
     asked: Option<Instant>,
     /// Rounds in a row that found no owner.
     quiet: u32,
+    /// Rounds in a row that failed.
+    failures: u32,
     /// The answers kept are for the ranges wanted now.
     covered: bool,
+    /// The first round not before this.
+    not_before: Instant,
 }
 
 impl Plan {
-    fn refresh(self) -> Duration {
-        REFRESH * 2u32.pow(self.quiet.min(QUIET_DOUBLINGS))
-    }
-
-    /// A round now: the wanted ranges changed or the answer is stale, and the
-    /// last round is a gap ago.
-    fn due(self, now: Instant) -> bool {
-        let Some(t) = self.asked else { return true };
-        now >= t + MIN_GAP && (!self.covered || now >= t + self.refresh())
-    }
-
-    /// When to look again (a change of the wanted ranges wakes sooner).
-    fn wake(self, now: Instant) -> Instant {
-        match self.asked {
-            None => now,
-            Some(t) if !self.covered => t + MIN_GAP,
-            Some(t) => t + self.refresh(),
+    /// How long after the last round the next one comes.
+    fn wait(self) -> Duration {
+        if self.failures > 0 {
+            MIN_GAP * 2u32.pow((self.failures - 1).min(FAILURE_DOUBLINGS))
+        } else if !self.covered {
+            MIN_GAP
+        } else {
+            REFRESH * 2u32.pow(self.quiet.min(QUIET_DOUBLINGS))
         }
+    }
+
+    fn due(self, now: Instant) -> bool {
+        now >= self.wake()
+    }
+
+    /// When the next round is due (a change of the wanted ranges wakes sooner).
+    fn wake(self) -> Instant {
+        self.asked.map_or(self.not_before, |t| t + self.wait())
     }
 }
 
@@ -206,15 +224,26 @@ async fn owners(
     keys: &[String],
     wanted: &[IpNet],
 ) -> Result<RangeOwners, kube::runtime::watcher::Error> {
-    // Only the owners are kept, each Node dropped as soon as it is read.
+    // Only the Nodes overlapping a range are kept, each dropped once read.
     let (me, ranges) = (me.to_owned(), wanted.to_vec());
-    let (nodes, _) = listed::list(&Api::<LeanNode>::all(client.clone()), None, move |n| {
+    let (overlapping, _) = listed::list(&Api::<LeanNode>::all(client.clone()), None, move |n| {
         convert_node(&n)
             .1
             .ok()
             .filter(|n| n.name != me && overlaps(&n.pod_cidrs, &ranges))
     })
     .await?;
+    // One owner per range, the first listed, as the finding names it: a wide
+    // range over many nodes' podCIDRs costs one pod list, not one per node.
+    let mut nodes: Vec<NodeFacts> = Vec::new();
+    for range in wanted {
+        let first = overlapping
+            .iter()
+            .find(|n| overlaps(&n.pod_cidrs, std::slice::from_ref(range)));
+        if let Some(n) = first.filter(|n| !nodes.iter().any(|k| k.name == n.name)) {
+            nodes.push(n.clone());
+        }
+    }
     let mut pods = Vec::new();
     for n in &nodes {
         let fields = format!("spec.nodeName={}", n.name);
@@ -249,14 +278,17 @@ mod tests {
     }
 
     #[test]
-    fn a_range_is_asked_again_after_the_refresh_and_less_often_while_nobody_owns_it() {
+    fn a_range_is_asked_again_after_the_refresh_and_less_often_while_nobody_owns_it_or_it_fails() {
         let t = Instant::now();
         let first = Plan {
             asked: None,
             quiet: 0,
+            failures: 0,
             covered: false,
+            not_before: t + Duration::from_secs(90),
         };
-        assert!(first.due(t));
+        assert!(!first.due(t), "the start's spread");
+        assert!(first.due(t + Duration::from_secs(90)));
         let kept = Plan {
             asked: Some(t),
             covered: true,
@@ -264,7 +296,7 @@ mod tests {
         };
         assert!(!kept.due(t + REFRESH - Duration::from_secs(1)));
         assert!(kept.due(t + REFRESH));
-        assert_eq!(kept.wake(t), t + REFRESH);
+        assert_eq!(kept.wake(), t + REFRESH);
         // New ranges wanted: asked again, but not within a minute of the last round.
         let changed = Plan {
             covered: false,
@@ -272,12 +304,24 @@ mod tests {
         };
         assert!(!changed.due(t + Duration::from_secs(30)));
         assert!(changed.due(t + MIN_GAP));
-        assert_eq!(changed.wake(t), t + MIN_GAP);
-        // Nobody owns it: 10, 20, 40, 80, then 160 minutes at most.
-        let waits: Vec<u64> = (0..7)
-            .map(|quiet| Plan { quiet, ..kept }.refresh().as_secs() / 60)
+        // Nobody owns it: 10, 20, 40 … minutes, to 1,280 at most.
+        let quiet: Vec<u64> = (0..9)
+            .map(|quiet| Plan { quiet, ..kept }.wait().as_secs() / 60)
             .collect();
-        assert_eq!(waits, [10, 20, 40, 80, 160, 160, 160]);
+        assert_eq!(quiet, [10, 20, 40, 80, 160, 320, 640, 1280, 1280]);
+        // Failing: 1, 2, 4 … minutes, to 32, whatever else holds.
+        let failing: Vec<u64> = (1..9)
+            .map(|failures| {
+                Plan {
+                    failures,
+                    ..changed
+                }
+                .wait()
+                .as_secs()
+                    / 60
+            })
+            .collect();
+        assert_eq!(failing, [1, 2, 4, 8, 16, 32, 32, 32]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! One kube-runtime watcher run until cancelled, with a backoff that grows
-//! while it fails, started with a streaming list or a list ([`super::initial`]).
+//! One watch run until cancelled, with a backoff that grows while it fails:
+//! kube-runtime's watcher started with a streaming list, or our own list then
+//! watch ([`super::listed`]) where the server has none ([`super::initial`]).
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
@@ -93,7 +94,7 @@ pub(super) async fn run<K>(
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    // Our own backoff rather than kube's default_backoff: the watcher yields
+    // Our own backoff rather than kube's default_backoff: kube's watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
     let initial = lock(&state).initial.clone();
