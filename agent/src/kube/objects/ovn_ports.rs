@@ -51,7 +51,7 @@ pub(super) fn add_router_ports(
         match serde_json::from_str::<Value>(raw) {
             Ok(Value::Object(nets)) => match nets.get("default") {
                 Some(Value::Object(ips)) => {
-                    add_ifaddr(ips, LRP_IFADDRS, Source::OvnJoinAnnotation, node, bad)
+                    add_ifaddr(ips, LRP_IFADDRS, Source::OvnJoinAnnotation, node, bad);
                 }
                 // Other networks' join addresses are not the default network's.
                 None => {}
