@@ -74,15 +74,7 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
         ),
         Remedy::ReservedAddress {
             by: Reserver::OvnRouterPort,
-        } => "Fix: ovn-kubernetes gives this address to a node's router port (its gateway router \
-             on the join switch, 100.64.0.0/16 by default, or its transit switch port, \
-             100.88.0.0/16), never to a pod: the pod got it from a second allocator or from a pod \
-             range overlapping that subnet. Remove that assignment, or move the pod range \
-             (--cluster-subnets) or the join subnet (--gateway-v4-join-subnet, \
-             --gateway-v6-join-subnet) or the transit subnet (--cluster-manager-v4-transit-subnet; \
-             --cluster-manager-v4-transit-switch-subnet before late 2025) off it; then delete the \
-             pod so it is given another IP."
-            .to_owned(),
+        } => ROUTER_PORT_FIX.to_owned(),
         Remedy::ReservedAddress { by } => format!(
             "Fix: {} never hands this address out, so the pod got it from a second allocator (a \
              static-IP annotation, another IPAM or CNI): remove that assignment, then delete the \
@@ -101,6 +93,20 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
         _ => String::new(),
     }
 }
+
+/// The fix when a pod holds an ovn-kubernetes router port's address.
+const ROUTER_PORT_FIX: &str = "Fix: ovn-kubernetes gives this address to a node's router \
+             port (its gateway router on the join switch, 100.64.0.0/16 by default, or its \
+             transit switch port, 100.88.0.0/16), never to a pod: the pod got it from a second allocator or from a pod \
+             range overlapping that subnet. Remove that assignment, or move the pod range \
+             (--cluster-subnets) or the join subnet (--gateway-v4-join-subnet, \
+             --gateway-v6-join-subnet) or the transit subnet (--cluster-manager-v4-transit-subnet; \
+             --cluster-manager-v4-transit-switch-subnet before late 2025) off it; then delete the \
+             pod so it is given another IP.";
+
+/// What an ovn-kubernetes router port is.
+const ROUTER_PORT: &str = "ovn-kubernetes' router port address (its gateway router on the join \
+                           switch, or its transit switch port)";
 
 /// Who reserves an address, and which.
 pub(super) fn reserver(by: Reserver) -> &'static str {
@@ -207,10 +213,7 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
         Role::ManagementPort => format!(
             "ovn-kubernetes' management port address of node {node}{dev}, according to {source}"
         ),
-        Role::OvnRouterPort => format!(
-            "ovn-kubernetes' router port address of node {node} (its gateway router on the join \
-             switch, or its transit switch port), according to {source}"
-        ),
+        Role::OvnRouterPort => format!("{ROUTER_PORT} of node {node}, according to {source}"),
         Role::Local | Role::Node => {
             let vip = f
                 .owner
