@@ -94,7 +94,9 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
     }
 }
 
-/// The fix when a pod holds an ovn-kubernetes router port's address.
+/// The fix when a pod holds an ovn-kubernetes router port's address. Flags
+/// from ovn-kubernetes' go-controller/pkg/config/config.go (the transit one
+/// renamed from `…-transit-switch-subnet` by commit e14c4edfd, 2025-10-17).
 const ROUTER_PORT_FIX: &str = "Fix: ovn-kubernetes gives this address to a node's router \
              port (its gateway router on the join switch, 100.64.0.0/16 by default, or its \
              transit switch port, 100.88.0.0/16), never to a pod: the pod got it from a second allocator or from a pod \
