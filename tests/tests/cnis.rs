@@ -291,13 +291,18 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
             pod("tenant", "on-their-mp0", here, &["10.129.0.2"]),
             pod("tenant", "elsewhere-on-my-gateway", there, &["10.244.2.1"]),
             pod("tenant", "clean", here, &["10.244.2.9"]),
+            // The join and transit addresses: OVN's router ports, not the host's.
+            pod("tenant", "on-my-join", here, &["100.64.0.3"]),
+            pod("tenant", "on-their-join", here, &["100.64.0.4"]),
+            pod("tenant", "elsewhere-on-my-transit", there, &["100.88.0.3"]),
         ]))
         .unwrap(),
     )
     .unwrap();
     let got = findings(&ns, here, &pods, &nodes, |text| {
         assert!(
-            text.contains("ovn-kubernetes keeps the first two addresses"),
+            text.contains("ovn-kubernetes keeps the first two addresses")
+                || text.contains("--gateway-v4-join-subnet"),
             "{text}"
         );
         for foreign in ["cilium", "calico", "kube-ovn"] {
@@ -315,7 +320,17 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
         )
     };
     let ovn = "node.annotations.ovn-kubernetes";
+    // The worker publishes no join address: derived from its node-id (3) in
+    // the default join subnet; the master's is its lrp-ifaddrs annotation.
+    let (node_id, join, transit) = (
+        "node.annotations.ovn-kubernetes.node-id",
+        "node.annotations.ovn-kubernetes.join",
+        "node.annotations.ovn-kubernetes.transit",
+    );
     let mut want = vec![
+        row("on-my-join", "same-node", here, "-", node_id),
+        row("on-their-join", "cross-node", there, "-", join),
+        row("elsewhere-on-my-transit", "cross-node", here, "-", transit),
         row("elsewhere-on-my-gateway", "cross-node", here, "-", ovn),
         row("on-my-mp0", "same-node", here, "ovn-k8s-mp0", ovn),
         row("on-their-mp0", "cross-node", there, "-", ovn),

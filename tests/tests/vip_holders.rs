@@ -161,6 +161,10 @@ fn cluster() -> Cluster {
         pod("tenant", "on-own-mp0", ovn_node, &["10.244.2.2"]),
         pod("tenant", "on-other-mp0", ovn_node, &["10.129.0.2"]),
         pod("tenant", "clean", ovn_node, &["10.244.2.9"]),
+        // ovn-kubernetes' join addresses: the worker's derived from its
+        // node-id (3), the master's in its lrp-ifaddrs annotation.
+        pod("tenant", "on-own-join", ovn_node, &["100.64.0.3"]),
+        pod("tenant", "on-other-join", ovn_node, &["100.64.0.4"]),
         // A tenant's Service sets another pod's address as an external IP.
         pod("shop", "cart-0", "mudit-cks-worker1", &["10.244.7.7"]),
     ];
@@ -185,7 +189,11 @@ fn assert_audit(v: &Value) {
         match kind {
             "TunnelIPCollision" => assert!(text.contains("calicoctl ipam check"), "{text}"),
             "GatewayIPCollision" => {
-                assert!(text.contains("ovn-kubernetes keeps"), "{text}");
+                assert!(
+                    text.contains("ovn-kubernetes keeps")
+                        || text.contains("--gateway-v4-join-subnet"),
+                    "{text}"
+                );
                 assert!(!text.to_lowercase().contains("calico"), "{text}");
             }
             "LocalAddressCollision" => {
@@ -231,6 +239,14 @@ fn assert_audit(v: &Value) {
             cal_b,
         ),
         row(ovn, "GatewayIPCollision", "same-node", "on-own-mp0", ovn),
+        row(ovn, "GatewayIPCollision", "same-node", "on-own-join", ovn),
+        row(
+            ovn,
+            "GatewayIPCollision",
+            "cross-node",
+            "on-other-join",
+            ovn_master,
+        ),
         row(
             ovn,
             "GatewayIPCollision",

@@ -128,7 +128,7 @@ impl FindingKind {
             Role::Ingress => Self::IngressIpCollision,
             Role::Health => Self::HealthIpCollision,
             Role::Tunnel => Self::TunnelIpCollision,
-            Role::Gateway | Role::ManagementPort => Self::GatewayIpCollision,
+            Role::Gateway | Role::ManagementPort | Role::OvnRouterPort => Self::GatewayIpCollision,
             Role::Local | Role::Node => Self::LocalAddressCollision,
             Role::Pod => Self::DuplicatePodIp,
             Role::Endpoint => Self::StaleCiliumEndpoint,

@@ -94,6 +94,7 @@ impl<'a> Index<'a> {
             | Role::Tunnel
             | Role::Gateway
             | Role::ManagementPort
+            | Role::OvnRouterPort
             | Role::Local
             | Role::Pod
             | Role::Endpoint

@@ -33,6 +33,9 @@ pub(super) fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> R
                 Reserver::Bridge
             },
         },
+        (Role::OvnRouterPort, _) => Remedy::ReservedAddress {
+            by: Reserver::OvnRouterPort,
+        },
         (Role::Local, subnet) => Remedy::RemoveLocalAddress {
             device: owner.device.clone(),
             subnet: subnet.map(|(name, _)| name),
@@ -67,4 +70,7 @@ pub enum Reserver {
     OvnKubernetes,
     /// The bridge plugin: the bridge's address, which host-local never hands out.
     Bridge,
+    /// ovn-kubernetes: a node's join or transit router port, in the join
+    /// (100.64.0.0/16) or transit (100.88.0.0/16) subnet, not a pod range.
+    OvnRouterPort,
 }

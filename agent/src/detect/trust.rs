@@ -87,6 +87,9 @@ impl Trust {
             | Source::LegacyNodeAnnotation
             | Source::CalicoNodeAnnotation
             | Source::OvnNodeAnnotation
+            | Source::OvnJoinAnnotation
+            | Source::OvnTransitAnnotation
+            | Source::OvnNodeId
             | Source::PodStatus
             | Source::OperatorStatus
             | Source::CiliumConfig

@@ -11,6 +11,7 @@ mod devices;
 pub(crate) mod fixtures;
 mod host;
 mod impact;
+mod ip_range;
 mod namespaces;
 mod node;
 mod objects;
@@ -28,6 +29,7 @@ pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
 pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
+pub use ip_range::IpRange;
 pub use namespaces::{
     Holder, HostIface, NsAddress, NsLink, OperState, PeerNamespace, PlacedPod, PodNamespaces,
     PodRoute, TruthRow, TruthTable, Unread,
@@ -36,7 +38,7 @@ pub use node::{
     CiliumConfig, ConditionSeen, NodeAddress, NodeFacts, SandboxCni, SandboxFailure,
     SandboxRefusal, with_refused_addresses,
 };
-pub use objects::{CiliumNode, InfraAddress, IpRange, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
 
 /// Device name Cilium puts its router IP on.

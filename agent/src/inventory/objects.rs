@@ -1,8 +1,9 @@
 //! The cluster objects detection reads: pods, Cilium's own addresses per
 //! node, kube-ovn Subnets.
 
-use std::{fmt, net::IpAddr};
+use std::net::IpAddr;
 
+use super::IpRange;
 use ipnet::IpNet;
 use serde::Serialize;
 
@@ -143,6 +144,11 @@ pub enum Role {
     #[serde(rename = "management-port")]
     #[strum(serialize = "management-port")]
     ManagementPort,
+    /// An ovn-kubernetes router port of the node: its gateway router's on the
+    /// join switch (100.64.0.0/16 by default) or its transit switch port.
+    #[serde(rename = "ovn-router-port")]
+    #[strum(serialize = "ovn-router-port")]
+    OvnRouterPort,
     /// Any other address of the node.
     Local,
     /// Another pod's address (`DuplicatePodIP`).
@@ -211,6 +217,20 @@ pub enum Source {
     #[serde(rename = "node.annotations.ovn-kubernetes")]
     #[strum(serialize = "the Node's k8s.ovn.org/node-subnets annotation")]
     OvnNodeAnnotation,
+    /// `k8s.ovn.org/node-gateway-router-lrp-ifaddr(s)`: the gateway router's
+    /// join switch port (releases before ovn-kubernetes PR#6772).
+    #[serde(rename = "node.annotations.ovn-kubernetes.join")]
+    #[strum(serialize = "the Node's k8s.ovn.org/node-gateway-router-lrp-ifaddr(s) annotation")]
+    OvnJoinAnnotation,
+    /// `k8s.ovn.org/node-transit-switch-port-ifaddr` (interconnect).
+    #[serde(rename = "node.annotations.ovn-kubernetes.transit")]
+    #[strum(serialize = "the Node's k8s.ovn.org/node-transit-switch-port-ifaddr annotation")]
+    OvnTransitAnnotation,
+    /// The join address derived from `k8s.ovn.org/node-id` in the default
+    /// join subnet, as ovn-kubernetes derives it since PR#6772.
+    #[serde(rename = "node.annotations.ovn-kubernetes.node-id")]
+    #[strum(serialize = "the Node's k8s.ovn.org/node-id in ovn-kubernetes' default join subnet")]
+    OvnNodeId,
     /// A `projectcalico.org/*TunnelAddr` or `*WireguardInterfaceAddr`
     /// annotation calico-node writes on its Node.
     #[serde(rename = "node.annotations.calico")]
@@ -355,43 +375,5 @@ impl Subnet {
     /// Whether kube-ovn may hand `ip` to a pod: inside the block and not excluded.
     pub fn allocates(&self, ip: IpAddr) -> bool {
         self.cidrs.iter().any(|c| c.contains(&ip)) && !self.exclude.iter().any(|r| r.contains(ip))
-    }
-}
-
-/// An inclusive range of addresses, as kube-ovn writes `first..last`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpRange {
-    /// The first address.
-    pub first: IpAddr,
-    /// The last address (inclusive).
-    pub last: IpAddr,
-}
-
-impl IpRange {
-    /// Whether `ip` lies in the range (same family only).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.first, self.last, ip) {
-            (IpAddr::V4(a), IpAddr::V4(b), IpAddr::V4(x)) => a <= x && x <= b,
-            (IpAddr::V6(a), IpAddr::V6(b), IpAddr::V6(x)) => a <= x && x <= b,
-            _ => false,
-        }
-    }
-
-    /// The whole of `net` as a range.
-    pub fn of(net: &IpNet) -> Self {
-        Self {
-            first: net.network(),
-            last: net.broadcast(),
-        }
-    }
-}
-
-impl fmt::Display for IpRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.first == self.last {
-            write!(f, "{}", self.first)
-        } else {
-            write!(f, "{}..{}", self.first, self.last)
-        }
     }
 }

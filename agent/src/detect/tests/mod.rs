@@ -10,6 +10,7 @@ mod ipam;
 mod leftover;
 mod names;
 mod overlap;
+mod ovn_ports;
 mod pool;
 mod vip;
 

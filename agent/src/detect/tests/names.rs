@@ -116,6 +116,7 @@ fn roles_and_ip_sources_keep_their_names() {
             Role::Tunnel => "tunnel",
             Role::Gateway => "gateway",
             Role::ManagementPort => "management-port",
+            Role::OvnRouterPort => "ovn-router-port",
             Role::Local => "local",
             Role::Pod => "pod",
             Role::Endpoint => "endpoint",
@@ -147,6 +148,15 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::NodeAnnotation => "the Node's network.cilium.io annotations",
             Source::LegacyNodeAnnotation => "the Node's legacy io.cilium.network annotations",
             Source::OvnNodeAnnotation => "the Node's k8s.ovn.org/node-subnets annotation",
+            Source::OvnJoinAnnotation => {
+                "the Node's k8s.ovn.org/node-gateway-router-lrp-ifaddr(s) annotation"
+            }
+            Source::OvnTransitAnnotation => {
+                "the Node's k8s.ovn.org/node-transit-switch-port-ifaddr annotation"
+            }
+            Source::OvnNodeId => {
+                "the Node's k8s.ovn.org/node-id in ovn-kubernetes' default join subnet"
+            }
             Source::CalicoNodeAnnotation => "the Node's projectcalico.org annotations",
             Source::Kernel => "the node's kernel",
             Source::PodStatus => "the other pod's status.podIPs",
@@ -171,6 +181,9 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::NodeAnnotation => "node.annotations",
             Source::LegacyNodeAnnotation => "node.annotations.legacy",
             Source::OvnNodeAnnotation => "node.annotations.ovn-kubernetes",
+            Source::OvnJoinAnnotation => "node.annotations.ovn-kubernetes.join",
+            Source::OvnTransitAnnotation => "node.annotations.ovn-kubernetes.transit",
+            Source::OvnNodeId => "node.annotations.ovn-kubernetes.node-id",
             Source::CalicoNodeAnnotation => "node.annotations.calico",
             Source::Kernel => "kernel",
             Source::PodStatus => "pod.status.podIPs",

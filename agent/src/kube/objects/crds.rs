@@ -234,11 +234,14 @@ pub fn node_annotation_read(key: &str) -> bool {
         key.strip_prefix(prefix)
             .is_some_and(|suffix| NODE_ANNOTATIONS.iter().any(|(s, ..)| *s == suffix))
     });
-    cilium || CALICO_ANNOTATIONS.iter().any(|(k, _)| *k == key) || key == super::ovn::NODE_SUBNETS
+    cilium
+        || CALICO_ANNOTATIONS.iter().any(|(k, _)| *k == key)
+        || key == super::ovn::NODE_SUBNETS
+        || super::ovn_ports::KEYS.contains(&key)
 }
 
 /// The node-held addresses a Node's annotations publish (Cilium's, Calico's
-/// tunnel addresses, ovn-kubernetes' gateway and management port); `None` when it has none. Bad values are named in
+/// tunnel addresses, ovn-kubernetes' gateway, management port and router ports); `None` when it has none. Bad values are named in
 /// `problems` (resource `nodes`).
 pub fn node_annotations(
     name: &str,
@@ -284,6 +287,7 @@ pub fn node_annotations(
         }
     }
     super::ovn::add_node_subnets(annotations, &mut node, &mut bad);
+    super::ovn_ports::add_router_ports(annotations, &mut node, &mut bad);
     (!node.addresses.is_empty()).then_some(node)
 }
 

@@ -9,6 +9,7 @@ mod crds;
 pub mod impact;
 mod node;
 mod ovn;
+mod ovn_ports;
 mod pod;
 mod sandbox;
 mod service;

@@ -72,6 +72,9 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
              Releasing the address with `calicoctl ipam release` alone moves nothing: the pod \
              keeps it."
         ),
+        Remedy::ReservedAddress {
+            by: Reserver::OvnRouterPort,
+        } => ROUTER_PORT_FIX.to_owned(),
         Remedy::ReservedAddress { by } => format!(
             "Fix: {} never hands this address out, so the pod got it from a second allocator (a \
              static-IP annotation, another IPAM or CNI): remove that assignment, then delete the \
@@ -91,6 +94,22 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
     }
 }
 
+/// The fix when a pod holds an ovn-kubernetes router port's address. Flags
+/// from ovn-kubernetes' go-controller/pkg/config/config.go (the transit one
+/// renamed from `…-transit-switch-subnet` by commit e14c4edfd, 2025-10-17).
+const ROUTER_PORT_FIX: &str = "Fix: ovn-kubernetes gives this address to a node's router \
+             port (its gateway router on the join switch, 100.64.0.0/16 by default, or its \
+             transit switch port, 100.88.0.0/16), never to a pod: the pod got it from a second allocator or from a pod \
+             range overlapping that subnet. Remove that assignment, or move the pod range \
+             (--cluster-subnets) or the join subnet (--gateway-v4-join-subnet, \
+             --gateway-v6-join-subnet) or the transit subnet (--cluster-manager-v4-transit-subnet; \
+             --cluster-manager-v4-transit-switch-subnet before late 2025) off it; then delete the \
+             pod so it is given another IP.";
+
+/// What an ovn-kubernetes router port is.
+const ROUTER_PORT: &str = "ovn-kubernetes' router port address (its gateway router on the join \
+                           switch, or its transit switch port)";
+
 /// Who reserves an address, and which.
 pub(super) fn reserver(by: Reserver) -> &'static str {
     match by {
@@ -99,6 +118,9 @@ pub(super) fn reserver(by: Reserver) -> &'static str {
              management port) and"
         }
         Reserver::Bridge => "host-local gives the bridge its gateway address and",
+        Reserver::OvnRouterPort => {
+            "ovn-kubernetes gives it to a node's join or transit router port and"
+        }
     }
 }
 
@@ -193,6 +215,7 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
         Role::ManagementPort => format!(
             "ovn-kubernetes' management port address of node {node}{dev}, according to {source}"
         ),
+        Role::OvnRouterPort => format!("{ROUTER_PORT} of node {node}, according to {source}"),
         Role::Local | Role::Node => {
             let vip = f
                 .owner
@@ -236,6 +259,10 @@ fn impact(f: &Finding) -> String {
         (Role::Ingress, Scope::CrossNode) => format!(
             "The pod can run, but on node {owner} traffic to {ip} goes to Cilium's ingress \
              endpoint, not this pod."
+        ),
+        (Role::OvnRouterPort, _) => format!(
+            "{ip} is an OVN router port of node {owner}: traffic from {owner}'s host and from OVN \
+             to {ip} goes to that router, not to this pod."
         ),
         (Role::Gateway, _) => format!(
             "{ip} is the gateway of node {owner}'s pods: their traffic, and {owner}'s own to \

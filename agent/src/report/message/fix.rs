@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use super::Reader;
+use crate::detect::Reserver;
 use crate::{
     detect::Remedy,
     inventory::{IpRange, ServiceAddress},
@@ -28,6 +29,12 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
              (Cilium's allocator handed out its own address, cilium#46799)."
             .to_owned(),
         Remedy::CheckCalicoIpam { .. } | Remedy::Calico(_) => super::calico::fix(r),
+        Remedy::ReservedAddress {
+            by: Reserver::OvnRouterPort,
+        } => "Fix: remove the pod's second allocator, or move the pod range (--cluster-subnets) \
+             or ovn-kubernetes' join (--gateway-v4-join-subnet) or transit subnet \
+             (--cluster-manager-v4-transit-subnet) off it; then delete the pod."
+            .to_owned(),
         Remedy::ReservedAddress { by } => format!(
             "Fix: {} never hands it out: remove the pod's other allocator, then delete the pod.",
             super::collision::reserver(*by)

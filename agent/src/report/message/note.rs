@@ -143,6 +143,7 @@ fn held_as(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>) ->
         (Role::Tunnel, _) => format!("Calico's tunnel address{dev}"),
         (Role::Gateway, _) => format!("the node's pod gateway{dev}"),
         (Role::ManagementPort, _) => format!("ovn-kubernetes' management port{dev}"),
+        (Role::OvnRouterPort, _) => "ovn-kubernetes' join or transit router port".to_owned(),
         (Role::Local | Role::Node, Some(a)) => {
             format!("set by {} ({}){dev}", reader.service(&a.service), a.field)
         }
@@ -167,7 +168,12 @@ fn rests_on(f: &Finding) -> String {
 /// annotations or Calico's IPAMBlocks are the place to look then).
 fn read_from(f: &Finding) -> String {
     match f.owner.source {
-        Source::NodeAnnotation | Source::LegacyNodeAnnotation | Source::CalicoIpamBlock => {
+        Source::NodeAnnotation
+        | Source::LegacyNodeAnnotation
+        | Source::CalicoIpamBlock
+        | Source::OvnJoinAnnotation
+        | Source::OvnTransitAnnotation
+        | Source::OvnNodeId => {
             format!(", per {}", f.owner.source)
         }
         _ => String::new(),
@@ -191,6 +197,9 @@ fn breaks(f: &Finding, refusals: Option<u64>, behind: Option<&str>) -> String {
         }
         (Role::Ingress, Scope::CrossNode) => {
             format!("On {owner}, traffic to it goes to Cilium's ingress endpoint, not this pod.")
+        }
+        (Role::OvnRouterPort, _) => {
+            format!("Traffic to it from {owner}'s host and OVN goes to that router, not this pod.")
         }
         (_, Scope::SameNode) => {
             let pod =

@@ -110,7 +110,25 @@ pub(super) fn gateways() -> Vec<(Mode, Finding)> {
         f.owner.source = source;
         (Mode::OvnOrBridge, f)
     })
+    .chain(router_ports())
     .collect()
+}
+
+/// A pod on an ovn-kubernetes node's join or transit address, each source.
+fn router_ports() -> impl Iterator<Item = (Mode, Finding)> {
+    [
+        ("100.64.0.4", Scope::SameNode, Source::OvnJoinAnnotation),
+        ("100.64.0.3", Scope::CrossNode, Source::OvnNodeId),
+        ("100.88.0.3", Scope::CrossNode, Source::OvnTransitAnnotation),
+    ]
+    .into_iter()
+    .map(|(a, scope, source)| {
+        let by = Reserver::OvnRouterPort;
+        let mut f = collision(Role::OvnRouterPort, scope, Remedy::ReservedAddress { by });
+        f.ip = Some(ip(a));
+        f.owner.source = source;
+        (Mode::OvnOrBridge, f)
+    })
 }
 
 /// host-local's range full on a flannel node (aks-engine#4435's wording).

@@ -1,0 +1,43 @@
+//! An inclusive range of addresses (kube-ovn's `first..last`).
+
+use std::{fmt, net::IpAddr};
+
+use ipnet::IpNet;
+
+/// An inclusive range of addresses, as kube-ovn writes `first..last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    /// The first address.
+    pub first: IpAddr,
+    /// The last address (inclusive).
+    pub last: IpAddr,
+}
+
+impl IpRange {
+    /// Whether `ip` lies in the range (same family only).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.first, self.last, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b), IpAddr::V4(x)) => a <= x && x <= b,
+            (IpAddr::V6(a), IpAddr::V6(b), IpAddr::V6(x)) => a <= x && x <= b,
+            _ => false,
+        }
+    }
+
+    /// The whole of `net` as a range.
+    pub fn of(net: &IpNet) -> Self {
+        Self {
+            first: net.network(),
+            last: net.broadcast(),
+        }
+    }
+}
+
+impl fmt::Display for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}..{}", self.first, self.last)
+        }
+    }
+}
