@@ -67,5 +67,7 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
                 .filter(|s| s.primary)
                 .flat_map(|s| s.cidrs.iter().copied()),
         )
-        .chain(inv.calico.enabled_pools().map(|p| p.cidr))
+        // Every pool, disabled too (pods stay on one through Calico's pool
+        // migration), and every block: where pods are given addresses.
+        .chain(inv.calico.pod_ranges())
 }

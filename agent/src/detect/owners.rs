@@ -57,11 +57,13 @@ impl<'a> Index<'a> {
     ) -> Self {
         // Every Cilium address of every node, from every source, in an order that
         // does not depend on the lists': (node, role, source, ip).
+        let moved = join_moved(annotated_nodes);
         let mut infra: Vec<(&'a str, &'a InfraAddress)> = cilium_nodes
             .iter()
             .chain(annotated_nodes.iter())
             .chain(calico_tunnels.iter())
             .flat_map(|cn| cn.addresses.iter().map(move |a| (cn.name.as_str(), a)))
+            .filter(|(_, a)| !(moved && a.source == Source::OvnNodeId))
             .collect();
         infra.sort_by_key(|(node, a)| (*node, a.role, a.source, a.ip));
         let mut by_ip: HashMap<IpAddr, Vec<(&'a str, &'a InfraAddress)>> =
@@ -164,4 +166,27 @@ impl<'a> Owners<'a> {
             source: a.source,
         })
     }
+}
+
+/// Whether ovn-kubernetes' join subnet is not its default anywhere in the
+/// cluster: a node's subnet overlaps the default (ovn-kubernetes refuses that
+/// overlap, so the join subnet was moved), or a node publishes a join address
+/// outside it. Then no node's join address is derived from its node-id: the
+/// default subnet would name an address ovn-kubernetes never uses there.
+fn join_moved(annotated_nodes: &[CiliumNode]) -> bool {
+    let defaults: Vec<ipnet::IpNet> = crate::inventory::OVN_DEFAULT_JOIN
+        .iter()
+        .filter_map(|j| j.parse().ok())
+        .collect();
+    let in_default = |ip: &IpAddr| defaults.iter().any(|j| j.contains(ip));
+    annotated_nodes.iter().any(|n| {
+        n.ovn_subnets.iter().any(|s| {
+            defaults
+                .iter()
+                .any(|j| s.contains(&j.network()) || j.contains(&s.network()))
+        }) || n
+            .addresses
+            .iter()
+            .any(|a| a.source == Source::OvnJoinAnnotation && !in_default(&a.ip))
+    })
 }

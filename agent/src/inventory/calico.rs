@@ -240,4 +240,13 @@ impl CalicoIpam {
     pub fn enabled_pools(&self) -> impl Iterator<Item = &IpPool> {
         self.pools.iter().filter(|p| !p.disabled)
     }
+
+    /// Where Calico's pods may hold addresses: every pool, disabled ones too
+    /// (pods stay on one through a pool migration), and every block.
+    pub fn pod_ranges(&self) -> impl Iterator<Item = ipnet::IpNet> + '_ {
+        self.pools
+            .iter()
+            .map(|p| p.cidr)
+            .chain(self.blocks.iter().map(|b| b.cidr))
+    }
 }

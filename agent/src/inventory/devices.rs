@@ -21,6 +21,9 @@ pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw
 /// (named `k8s-<node>` before 2020: [`is_legacy_management_port`]).
 pub const OVN_MANAGEMENT_PORT: &str = "ovn-k8s-mp0";
 
+/// ovn-kubernetes' default join subnets (config.go `V4JoinSubnet`, `V6JoinSubnet`).
+pub const OVN_DEFAULT_JOIN: [&str; 2] = ["100.64.0.0/16", "fd98::/64"];
+
 /// Whether `device` is ovn-kubernetes' management port as releases before
 /// `ovn-k8s-mp0` named it on `node` (ovn-kubernetes#698): `k8s-` and the
 /// node's name lower-cased, cut to 11 bytes to fit IFNAMSIZ

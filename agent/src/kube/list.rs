@@ -184,7 +184,7 @@ pub async fn cluster_state(
     .await?;
     let sandbox = refusals(client, scope, &pods, progress).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
-    let calico = calico::ipam(client, scope, progress, &mut invalid).await?;
+    let calico = calico::ipam(client, scope, progress, &mut invalid).await;
     Ok(ClusterReads {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),

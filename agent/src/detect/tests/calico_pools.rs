@@ -53,13 +53,12 @@ fn calicos_pools_are_pod_ranges_so_a_refusal_naming_an_address_outside_them_is_f
         calico: Arc::new(CalicoIpam::new(blocks(), vec![pool()])),
         ..Inventory::default()
     };
-    // Outside every pool: refused outright, whatever it names.
-    assert_eq!(detect(&with_pool("172.16.0.9")), []);
-    // No pool known: the same Event is looked into, and collides.
-    let mut no_pool = with_pool("172.16.0.9");
-    no_pool.calico = Arc::new(CalicoIpam::new(blocks(), vec![]));
+    // Outside every pool and block: refused outright, whatever it names.
+    assert_eq!(detect(&with_pool("172.31.0.9")), []);
+    // In a live block outside every pool (its pool deleted, pods still there):
+    // looked into, and it collides.
     assert_eq!(
-        rows(&detect(&no_pool)),
+        rows(&detect(&with_pool("172.16.0.9"))),
         [row(
             TunnelIpCollision,
             CrossNode,

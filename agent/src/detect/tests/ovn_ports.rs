@@ -130,3 +130,26 @@ fn a_healthy_ovn_kubernetes_node_gives_nothing() {
     ]);
     assert_eq!(rows(&detect(&inv)), []);
 }
+
+#[test]
+fn no_join_address_is_derived_where_the_cluster_moved_its_join_subnet() {
+    // A healthy cluster whose pod ranges overlap 100.64.0.0/16 must move the
+    // join subnet: node-b's subnet shows it, so node-a's node-id names nothing.
+    let mut inv = ovn_nodes(vec![pod("web", OTHER, &["100.64.0.3"])]);
+    let mut nodes = (*inv.annotated_nodes).clone();
+    nodes[1].ovn_subnets = vec!["100.64.2.0/23".parse().expect("CIDR")];
+    inv.annotated_nodes = Arc::new(nodes.clone());
+    assert!(
+        !detect(&inv).iter().any(|f| f.kind == GatewayIpCollision),
+        "a derived join address on a cluster that moved its join subnet"
+    );
+    // Or a node publishes its join address outside the default.
+    nodes[1].ovn_subnets.clear();
+    nodes[1].addresses.clear();
+    nodes[1].add(ip("100.99.0.4"), OvnRouterPort, Source::OvnJoinAnnotation);
+    inv.annotated_nodes = Arc::new(nodes);
+    assert!(!detect(&inv).iter().any(|f| f.kind == GatewayIpCollision));
+    // The default everywhere: derived, and found.
+    let inv = ovn_nodes(vec![pod("web", OTHER, &["100.64.0.3"])]);
+    assert!(detect(&inv).iter().any(|f| f.kind == GatewayIpCollision));
+}

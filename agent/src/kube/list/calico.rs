@@ -14,7 +14,28 @@ use crate::{
 /// Every IPAMBlock and IPPool for `Scope::Cluster`, in the audit's pages
 /// (bounded memory: a 5,000-node cluster has thousands of blocks of up to 64
 /// allocations each); nothing for one node's `check`.
+///
+/// Optional, as every source: a failed list (no `list` on Calico's CRDs) is
+/// warned about and the rest of the audit stands.
 pub(super) async fn ipam(
+    client: &kube::Client,
+    scope: Scope<'_>,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Arc<CalicoIpam> {
+    read(client, scope, progress, invalid)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(
+                error = %e,
+                "listing Calico's IPAMBlocks and IPPools failed: tunnel addresses are not checked \
+                 against Calico's IPAM (`kubectl auth can-i list ipamblocks.crd.projectcalico.org`)"
+            );
+            Arc::default()
+        })
+}
+
+async fn read(
     client: &kube::Client,
     scope: Scope<'_>,
     progress: Progress<'_>,
