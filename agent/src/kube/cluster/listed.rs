@@ -177,35 +177,23 @@ where
 }
 
 /// The items `keep` picks of a list from the watch cache, each picked as it
-/// is parsed; and the list's resourceVersion.
+/// is parsed (the same read as a watch's list: [`open`]).
 pub(super) async fn list<K, T>(
     api: &Api<K>,
     fields: Option<&str>,
-    mut keep: impl FnMut(K) -> Option<T> + Send + 'static,
-) -> Result<(Vec<T>, String), Error>
+    mut keep: impl FnMut(K) -> Option<T>,
+) -> Result<Vec<T>, Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
-    T: Send + 'static,
 {
-    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let into = std::sync::Arc::clone(&kept);
-    // Dropped (a cancelled lookup), `parse` stops the read.
-    let parse = read(api, fields, move |o| {
-        if let Some(t) = keep(o) {
-            into.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(t);
-        }
-        true
-    })
-    .await?;
-    let rv = finished(parse).await?;
-    let kept = std::mem::take(
-        &mut *kept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    Ok((kept, rv))
+    // Dropped (a cancelled lookup), the listing stops the read.
+    let mut listing = open(api, fields).await?;
+    let mut kept = Vec::new();
+    while let Some(o) = listing.items.recv().await {
+        kept.extend(keep(o));
+    }
+    finished(listing.parse).await?;
+    Ok(kept)
 }
 
 /// Sends the list request and parses its body on a blocking thread, each

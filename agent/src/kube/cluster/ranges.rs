@@ -225,12 +225,11 @@ async fn owners(
     wanted: &[IpNet],
 ) -> Result<RangeOwners, kube::runtime::watcher::Error> {
     // Only the Nodes overlapping a range are kept, each dropped once read.
-    let (me, ranges) = (me.to_owned(), wanted.to_vec());
-    let (overlapping, _) = listed::list(&Api::<LeanNode>::all(client.clone()), None, move |n| {
+    let overlapping = listed::list(&Api::<LeanNode>::all(client.clone()), None, |n| {
         convert_node(&n)
             .1
             .ok()
-            .filter(|n| n.name != me && overlaps(&n.pod_cidrs, &ranges))
+            .filter(|n| n.name != me && overlaps(&n.pod_cidrs, wanted))
     })
     .await?;
     // One owner per range, the first listed, as the finding names it: a wide
@@ -247,12 +246,9 @@ async fn owners(
     let mut pods = Vec::new();
     for n in &nodes {
         let fields = format!("spec.nodeName={}", n.name);
-        let keys = keys.to_vec();
-        let (items, _) = listed::list(
-            &Api::<K8sPod>::all(client.clone()),
-            Some(&fields),
-            move |p| convert_pod(&p, &keys).1.ok(),
-        )
+        let items = listed::list(&Api::<K8sPod>::all(client.clone()), Some(&fields), |p| {
+            convert_pod(&p, keys).1.ok()
+        })
         .await?;
         pods.extend(items);
     }
