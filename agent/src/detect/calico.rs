@@ -69,6 +69,19 @@ pub enum CalicoFix {
         /// The address it announces now.
         ip: IpAddr,
     },
+    /// The kernel holds a tunnel address the node's Node does not announce
+    /// (a tunnel mode switched off, an address left by a reinstall): Felix
+    /// removes the addresses of a tunnel mode that is off when it starts
+    /// (felix/dataplane/linux/ipip_mgr.go `cleanUpIPIPAddrs`, @87c15906);
+    /// older Felix leaves them, and then the address must go by hand.
+    RemoveLeftover {
+        /// The node.
+        node: String,
+        /// The address.
+        ip: IpAddr,
+        /// The tunnel device holding it.
+        device: String,
+    },
 }
 
 /// `UnallocatedTunnelAddress` for each tunnel address `inv.node` announces (or,
@@ -96,6 +109,10 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         .flat_map(|n| n.addresses.iter())
         .filter(|a| a.role == Role::Tunnel && a.source == Source::CalicoNodeAnnotation)
         .map(|a| (a.ip, None, a.source));
+    let in_annotations: std::collections::HashSet<IpAddr> =
+        announced.clone().map(|(ip, _, _)| ip).collect();
+    // Only where this node's Node was read is "not announced" known.
+    let node_read = inv.node_facts.iter().any(|n| n.name == node);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     // The kernel first: it names the device; one finding per address.
@@ -106,6 +123,7 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         let Some(allocation) = judge(inv, ip) else {
             continue;
         };
+        let leftover = device.filter(|_| node_read && !in_annotations.contains(&ip));
         out.push(Finding {
             kind: FindingKind::UnallocatedTunnelAddress,
             scope: Scope::SameNode,
@@ -117,10 +135,7 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
                 source,
             },
             cause: Cause::Node(NodeProblem::Calico(allocation)),
-            remedy: Remedy::Calico(CalicoFix::ReallocateTunnel {
-                node: node.to_owned(),
-                ip,
-            }),
+            remedy: Remedy::Calico(fix(node, ip, leftover)),
             // The node's kernel, its Node's annotations and Calico's blocks:
             // no tenant writes them.
             trust: Trust::Cluster,
@@ -129,12 +144,29 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
     out
 }
 
+/// Re-take the announced address from IPAM, or remove the one on `leftover`
+/// (the device of an address only the kernel holds).
+fn fix(node: &str, ip: IpAddr, leftover: Option<&str>) -> CalicoFix {
+    let node = node.to_owned();
+    match leftover {
+        Some(device) => CalicoFix::RemoveLeftover {
+            node,
+            ip,
+            device: device.to_owned(),
+        },
+        None => CalicoFix::ReallocateTunnel { node, ip },
+    }
+}
+
 /// What is wrong with `ip` as `inv.node`'s tunnel address; `None` when IPAM
 /// allocates it to one of the node's tunnels, or does not judge it.
 fn judge(inv: &Inventory, ip: IpAddr) -> Option<TunnelAllocation> {
     let node = inv.node.as_str();
     Some(match inv.calico.allocation(ip)? {
         Allocation::To(_, IpamOwner::Tunnel { node: n, .. }) if n == node => return None,
+        // An old tunnel address Calico marks as this node's when calico-node
+        // next starts: the annotation names whose it is.
+        Allocation::To(_, IpamOwner::Unmarked) => return None,
         Allocation::To(b, IpamOwner::Tunnel { node: n, kind }) => TunnelAllocation::OtherTunnel {
             block: b.name.clone(),
             node: n.clone(),

@@ -26,8 +26,14 @@ pub enum IpamOwner {
         /// `secondary.pod`.
         name: String,
     },
-    /// Anything else (a LoadBalancer IP, an old allocation without
-    /// attributes), by its handle when it has one.
+    /// An allocation with neither handle nor attributes: a tunnel address
+    /// from before Calico wrote either (workload addresses always had a
+    /// handle); calico-node takes its own back under a handle when it next
+    /// starts (node/pkg/allocateip/allocateip.go, "just an old tunnel
+    /// address", @87c15906). Whose tunnel is not written down.
+    Unmarked,
+    /// Anything else (a LoadBalancer IP, an allocation whose attribute is
+    /// missing), by its handle when it has one.
     Other {
         /// `handle_id`.
         handle: Option<String>,
@@ -153,6 +159,10 @@ pub struct IpPool {
     pub block_size: Option<u8>,
     /// `spec.disabled`: no new allocations from it.
     pub disabled: bool,
+    /// `spec.allowedUses` holds `Workload` (Calico's default when the list
+    /// is absent or empty, with `Tunnel`): pods get addresses from it. A
+    /// `LoadBalancer` or `Tunnel`-only pool gives pods none.
+    pub workloads: bool,
 }
 
 /// What an address is to Calico's IPAM.
@@ -241,12 +251,25 @@ impl CalicoIpam {
         self.pools.iter().filter(|p| !p.disabled)
     }
 
-    /// Where Calico's pods may hold addresses: every pool, disabled ones too
-    /// (pods stay on one through a pool migration), and every block.
+    /// Where Calico's pods may hold addresses: every pool for workloads,
+    /// disabled ones too (pods stay on one through a pool migration), and
+    /// every block but those of a pool for no workload (a LoadBalancer
+    /// pool's blocks hold Services' addresses).
     pub fn pod_ranges(&self) -> impl Iterator<Item = ipnet::IpNet> + '_ {
+        let not_pods = |cidr: &IpNet| {
+            self.pools
+                .iter()
+                .any(|p| !p.workloads && p.cidr.contains(cidr))
+        };
         self.pools
             .iter()
+            .filter(|p| p.workloads)
             .map(|p| p.cidr)
-            .chain(self.blocks.iter().map(|b| b.cidr))
+            .chain(
+                self.blocks
+                    .iter()
+                    .map(|b| b.cidr)
+                    .filter(move |c| !not_pods(c)),
+            )
     }
 }

@@ -85,3 +85,22 @@ fn calicos_pools_are_pod_ranges_so_a_refusal_naming_an_address_outside_them_is_f
     );
     assert_eq!(found[0].trust, Trust::Hint);
 }
+
+#[test]
+fn a_pool_for_no_workload_and_its_blocks_are_no_pod_range() {
+    // A LoadBalancer pool (Calico's LB IPAM) with a block: Services'
+    // addresses, never a pod's.
+    let lb = crate::inventory::IpPool {
+        name: "lb-pool".into(),
+        cidr: crate::inventory::fixtures::net("172.20.0.0/24"),
+        workloads: false,
+        ..pool()
+    };
+    let blocks = vec![
+        block("172.20.0.0/26", OTHER, vec![]),
+        block("192.168.185.0/26", ME, vec![]),
+    ];
+    let ipam = CalicoIpam::new(blocks, vec![pool(), lb]);
+    let ranges: Vec<String> = ipam.pod_ranges().map(|r| r.to_string()).collect();
+    assert_eq!(ranges, ["192.168.0.0/16", "192.168.185.0/26"]);
+}

@@ -56,6 +56,7 @@ struct PoolSpec {
     cidr: Option<String>,
     block_size: Option<u8>,
     disabled: bool,
+    allowed_uses: Vec<String>,
 }
 
 /// The name of an object of `resource` (read apart: `T` keeps no metadata),
@@ -162,6 +163,13 @@ fn owner(attribute: Option<&Attribute>, block_node: Option<&str>) -> IpamOwner {
             .map(String::as_str)
             .filter(|v| !v.is_empty())
     };
+    let attributes_empty = a
+        .secondary
+        .as_ref()
+        .is_none_or(|s| s.values().all(String::is_empty));
+    if a.handle_id.as_deref().is_none_or(str::is_empty) && attributes_empty {
+        return IpamOwner::Unmarked;
+    }
     let by_handle = a.handle_id.as_deref().and_then(TunnelKind::of_handle);
     let kind = secondary("type")
         .and_then(TunnelKind::of_attribute)
@@ -208,6 +216,9 @@ pub fn ip_pool(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpPool, Invalid
         cidr,
         block_size,
         disabled: pool.spec.disabled,
+        // Calico defaults an absent or empty list to Workload and Tunnel.
+        workloads: pool.spec.allowed_uses.is_empty()
+            || pool.spec.allowed_uses.iter().any(|u| u == "Workload"),
     })
 }
 

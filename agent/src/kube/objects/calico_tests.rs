@@ -99,6 +99,39 @@ fn a_tunnel_is_known_by_its_handle_where_no_attribute_names_it_and_ip_named_node
 }
 
 #[test]
+fn an_allocation_with_neither_handle_nor_attributes_is_unmarked_and_one_with_either_is_not() {
+    for attribute in [
+        json!({}),
+        json!({"handle_id": null, "secondary": null}),
+        json!({"handle_id": "", "secondary": {"node": ""}}),
+    ] {
+        let (b, problems) = block(&json!({
+            "cidr": "10.1.0.0/30", "allocations": [0], "attributes": [attribute]
+        }));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            b.expect("usable").allocated,
+            [(0, IpamOwner::Unmarked)],
+            "{attribute}"
+        );
+    }
+    // A handle alone is a workload's (they always had one), never unmarked.
+    let (b, _) = block(&json!({
+        "cidr": "10.1.0.0/30", "allocations": [0],
+        "attributes": [{"handle_id": "k8s-pod-network.abc"}]
+    }));
+    assert_eq!(
+        b.expect("usable").allocated,
+        [(
+            0,
+            IpamOwner::Other {
+                handle: Some("k8s-pod-network.abc".into())
+            }
+        )]
+    );
+}
+
+#[test]
 fn broken_blocks_are_named_and_skipped_or_kept_with_what_is_known() {
     let (b, _) = block(&json!({"cidr": "not-a-cidr"}));
     assert!(
@@ -132,7 +165,7 @@ fn broken_blocks_are_named_and_skipped_or_kept_with_what_is_known() {
 }
 
 #[test]
-fn pools_keep_cidr_block_size_and_disabled() {
+fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them() {
     let mut problems = Vec::new();
     let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "fd00::/48", "blockSize": 122,
                    "disabled": true, "vxlanMode": "Always"}});
@@ -141,6 +174,21 @@ fn pools_keep_cidr_block_size_and_disabled() {
         (p.cidr.to_string(), p.block_size, p.disabled),
         ("fd00::/48".to_owned(), Some(122), true)
     );
+    assert!(
+        p.workloads,
+        "no allowedUses: Calico's default, Workload and Tunnel"
+    );
+    for (uses, workloads) in [
+        (json!([]), true),
+        (json!(["Workload", "Tunnel"]), true),
+        (json!(["Tunnel"]), false),
+        (json!(["LoadBalancer"]), false),
+    ] {
+        let v = json!({"metadata": {"name": "p"},
+                       "spec": {"cidr": "10.0.0.0/16", "allowedUses": uses}});
+        let p = ip_pool(&v, &mut problems).expect("usable");
+        assert_eq!(p.workloads, workloads, "{uses}");
+    }
     let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "10.0.0.0/16", "blockSize": 8}});
     assert_eq!(ip_pool(&v, &mut problems).expect("usable").block_size, None);
     assert!(

@@ -78,8 +78,18 @@ pub(super) fn fix(r: &Remedy) -> String {
             "Fix: restart calico-node on {node} so it takes a tunnel address IPAM allocates to \
              it, then run `calicoctl ipam check --show-problem-ips`."
         ),
+        Remedy::Calico(CalicoFix::RemoveLeftover { node, ip, device }) => format!(
+            "Fix: restart calico-node on {node} so Felix removes {ip} from {device}; if it stays, \
+             `ip addr del {ip}/{} dev {device}` on {node}.",
+            host_prefix(*ip)
+        ),
         _ => String::new(),
     }
+}
+
+/// Calico's tunnel addresses are host addresses: /32, /128.
+fn host_prefix(ip: std::net::IpAddr) -> u8 {
+    if ip.is_ipv4() { 32 } else { 128 }
 }
 
 /// The fix for `check`, `audit` and the runbook: the steps.
@@ -91,6 +101,15 @@ pub(super) fn remedy(r: &CalicoFix) -> String {
              node's tunnel, takes a new address from IPAM and updates the Node (current \
              releases also re-check every five minutes). Then `calicoctl ipam check \
              --show-problem-ips` must name no problem with {ip}."
+        ),
+        CalicoFix::RemoveLeftover { node, ip, device } => format!(
+            "Fix: node {node}'s Node announces no tunnel address {ip}, but {device} holds it: a \
+             tunnel mode switched off or a reinstall left it. Restart calico-node on {node} \
+             (delete its calico-node pod, in calico-system or kube-system): Felix removes the \
+             addresses of a tunnel mode that is off when it starts, and re-applies the \
+             announced address of one that is on. If {ip} stays on {device}, remove it on \
+             {node}: `ip addr del {ip}/{} dev {device}`.",
+            host_prefix(*ip)
         ),
     }
 }

@@ -55,6 +55,21 @@ pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
         (Mode::Calico, f)
     })
     .collect();
+    // The kernel's tunnel address the Node does not announce.
+    let mut f = node_finding(
+        FindingKind::UnallocatedTunnelAddress,
+        NodeProblem::Calico(TunnelAllocation::Free { block: block() }),
+        Remedy::Calico(CalicoFix::RemoveLeftover {
+            node: NODE.into(),
+            ip: ip("10.42.0.5"),
+            device: "tunl0".into(),
+        }),
+    );
+    f.ip = Some(ip("10.42.0.5"));
+    f.owner.role = Role::Tunnel;
+    f.owner.device = Some("tunl0".into());
+    f.owner.source = Source::Kernel;
+    out.push((Mode::Calico, f));
     let mut f = collision(
         Role::Tunnel,
         Scope::CrossNode,
@@ -69,10 +84,10 @@ pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
 
 #[test]
 fn a_stale_tunnel_address_is_told_with_where_ipam_has_it_and_calicos_own_fix() {
-    for (_, f) in cases()
-        .into_iter()
-        .filter(|(_, f)| f.kind == FindingKind::UnallocatedTunnelAddress)
-    {
+    for (_, f) in cases().into_iter().filter(|(_, f)| {
+        f.kind == FindingKind::UnallocatedTunnelAddress
+            && matches!(f.remedy, Remedy::Calico(CalicoFix::ReallocateTunnel { .. }))
+    }) {
         let n = note(&f, Reader::Node, None);
         assert!(
             n.starts_with("Node worker-node-a's Calico tunnel address 10.42.0.1 is "),
@@ -114,4 +129,18 @@ fn a_pod_on_a_blocks_tunnel_address_names_the_block_as_the_source() {
     let m = render_for(&f, Reader::Operator);
     assert!(m.contains("Calico's IPAMBlocks"), "{m}");
     assert!(note(&f, Reader::Node, None).contains("calicoctl ipam check"));
+}
+
+#[test]
+fn a_tunnel_address_only_the_kernel_holds_is_told_to_go_and_how_by_hand() {
+    let (_, f) = cases()
+        .into_iter()
+        .find(|(_, f)| matches!(f.remedy, Remedy::Calico(CalicoFix::RemoveLeftover { .. })))
+        .expect("a leftover case");
+    let n = note(&f, Reader::Node, None);
+    assert!(n.contains("restart calico-node on worker-node-a"), "{n}");
+    assert!(n.contains("`ip addr del 10.42.0.5/32 dev tunl0`"), "{n}");
+    let m = render_for(&f, Reader::Operator);
+    assert!(m.contains("announces no tunnel address 10.42.0.5"), "{m}");
+    assert!(m.contains("`ip addr del 10.42.0.5/32 dev tunl0`"), "{m}");
 }
