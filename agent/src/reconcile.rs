@@ -153,11 +153,13 @@ impl Reconciler {
             let leaving = leaving(&inventory);
             let truth = truth_report(&inventory);
             let foreign_ranges = crate::detect::foreign_bridge_ranges(&inventory);
+            let calico = crate::inventory::calico_runs_here(&inventory.host.links);
             Reconciled {
                 findings,
                 claimable,
                 leaving,
                 foreign_ranges,
+                calico,
                 host,
                 truth,
             }
@@ -182,6 +184,8 @@ pub struct Reconciled {
     /// Ranges this node's bridges route that are not its own (see
     /// [`crate::detect::foreign_bridge_ranges`]).
     pub foreign_ranges: Vec<ipnet::IpNet>,
+    /// Calico runs on this node (see [`crate::inventory::calico_runs_here`]).
+    pub calico: bool,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,
     /// The node's truth table: what the pods' namespaces hold (issue 24).
@@ -261,7 +265,8 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
 /// The addresses on a device that holds Services' addresses only (kube-proxy's
 /// `kube-ipvs0`, which binds every Service address on every node) inside any
 /// range pods are given that the agent knows — every CiliumNode's and
-/// annotated Node's, kube-ovn's primary Subnets, this Node's: a pod on another
+/// annotated Node's, kube-ovn's primary Subnets, Calico's IPPools for
+/// workloads, this Node's: a pod on another
 /// node may hold one, which this host then cannot reach. Not Cilium's cluster
 /// pool (10.0.0.0/8 by default holds kubeadm's Service range 10.96.0.0/12: a
 /// node's range inside it is what a pod is given), nor the Service addresses
@@ -298,6 +303,7 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
                 .iter()
                 .flat_map(|n| n.pod_cidrs.iter().copied()),
         )
+        .chain(inv.calico.pod_ranges())
         .collect();
     // Disjoint and in order: one binary search per address, however many nodes.
     let ranges = ipnet::IpNet::aggregate(&ranges);

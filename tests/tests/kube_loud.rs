@@ -58,6 +58,9 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     );
     // kube-ovn's CRD is installed but holds no Subnet: still Cilium-only.
     api.set_crd(Res::Subnets, true);
+    // Chained on Calico (a `cali…` veth): the agent watches Calico's IPPools.
+    sim.node.add_veth("cali05ad595351c", "calip0");
+    api.set_crd(Res::IpPools, true);
     // Refused with this node's Ingress IP; refused with an address nobody holds;
     // a pod elsewhere with a refusal (not this node's to read); a running pod.
     for (name, node, ip, count) in [
@@ -254,7 +257,15 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     );
 
     // deploy/rbac.yaml grants exactly what the agent used: every request allowed,
-    // every rule used.
+    // every rule used. The restarted agent lists Calico's IPPools once its
+    // first reconcile has seen the `cali…` veth.
+    wait_for("the restarted agent's list of IPPools", HANG, || {
+        api.counts()
+            .log
+            .iter()
+            .any(|(m, u)| m == "GET" && u.contains("/ippools?") && !u.contains("watch=true"))
+            .then_some(())
+    });
     let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
     let used = deploy::used_and_allowed(&api.counts().log, &rules);
     let granted = deploy::granted(&rules);

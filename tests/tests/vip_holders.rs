@@ -28,7 +28,7 @@ use ipshadow_tests::{
     HANG,
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests,
+    can_run_netns_tests, deploy,
     http::sample,
     ipshadow_bin,
     lab::{Lab, ME, OTHER, ROUTER, cozystack, event, wait_for},
@@ -576,6 +576,87 @@ fn the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_tra
     }
 }
 
+#[test]
+fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_inside_one() {
+    if !can_run_netns_tests(
+        "the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_inside_one",
+    ) {
+        return;
+    }
+    // A real IPPool (10.233.64.0/18, for workloads and tunnels); no Node's
+    // podCIDR nor CiliumNode covers it. A Service's external IP inside it,
+    // bound on node-a's kube-ipvs0, and a pod on node-b given that address.
+    let vip = "10.233.70.50";
+    let sim = SimNode::kube_ovn("vipc", ROUTER);
+    sim.add_vips(&[vip]);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.set_crd(Res::IpPools, true);
+    api.apply(
+        Res::IpPools,
+        real("calico/ippool-danny-blog-crd-v1-vxlan.json"),
+    );
+    api.apply(
+        Res::Services,
+        service("tenant-b", "lb", "10.96.0.20", &[vip]),
+    );
+    api.apply(Res::Pods, pod("shop", "cart-0", OTHER, &[vip]));
+    let lab = Lab::new("vipc", &api);
+    let agent = lab.agent(&sim.node, ME);
+    agent.wait_ready(&sim.node);
+    let asked_for_pools = || {
+        api.counts()
+            .log
+            .iter()
+            .any(|(_, u)| u.starts_with("/apis/crd.projectcalico.org/v1/ippools"))
+    };
+    // No Calico in this node's kernel yet: its agent never asks for IPPools,
+    // and the address outside every range it knows is not watched.
+    let mut first = None;
+    AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        first = reconciles(m);
+        first >= Some(1.0)
+    })
+    .unwrap();
+    sim.node.ip(&["link", "set", "kube-ipvs0", "down"]);
+    AgentProc::wait_metrics(&sim.node, HANG, |m| reconciles(m) > first).unwrap();
+    assert!(!asked_for_pools(), "{:?}", api.counts().log);
+    // Calico's veth appears: the next reconcile sees Calico, the agent
+    // watches the IPPools, and the VIP inside one is watched.
+    sim.node.add_veth("cali05ad595351c", "calip0");
+    sim.node.ip(&["link", "set", "kube-ipvs0", "up"]);
+    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        poke(&sim.node, vip);
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("kind", "LocalAddressCollision"),
+                ("pod", "cart-0"),
+                ("scope", "cross-node"),
+                ("owner_node", ME),
+                ("device", "kube-ipvs0"),
+            ],
+        ) == Some(1.0)
+    });
+    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    assert!(asked_for_pools());
+    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
+    assert_eq!(
+        sample(&m, "ipshadow_source_up", &[("source", "ippools")]),
+        Some(1.0),
+        "{m}"
+    );
+    // deploy/rbac.yaml allows what it asked.
+    let rules = deploy::cluster_role_rules(&deploy::manifests(), "ipshadow");
+    let used = deploy::used_and_allowed(&api.counts().log, &rules);
+    assert!(
+        used.iter()
+            .any(|(g, r, _)| g == "crd.projectcalico.org" && r == "ippools"),
+        "{used:?}"
+    );
+}
+
 /// Two nodes, each a namespace running the real agent against the test API
 /// server (in `a`, reached from `b` over a shared link), with `nodes` and
 /// `pods` applied; `lay_out` lays node `a`'s CNI device holding `held`.
@@ -784,6 +865,11 @@ fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
         a.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
         a.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
     });
+}
+
+/// The agent's successful reconciles so far.
+fn reconciles(m: &str) -> Option<f64> {
+    sample(m, "ipshadow_reconciles_total", &[("result", "ok")])
 }
 
 /// One connection attempt from inside `ns` to `ip`:8080 (host traffic the

@@ -289,6 +289,7 @@ impl ReconcileLoop {
             claimable: Arc::new(done.claimable),
             leaving: Arc::new(done.leaving),
             foreign_ranges: Arc::new(done.foreign_ranges),
+            calico: done.calico,
             node,
             ready: true,
         });

@@ -13,6 +13,18 @@ pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
     "wg-v6.cali",
 ];
 
+/// Whether Calico runs on the node whose devices are `links`: a Calico
+/// tunnel device, or a pod veth named as Calico names them (`cali` and 11
+/// hex digits of a hash; BGP mode has no tunnel device).
+pub fn calico_runs_here(links: &[super::Link]) -> bool {
+    links.iter().any(|l| {
+        CALICO_TUNNEL_DEVICES.contains(&l.name.as_str())
+            || l.name
+                .strip_prefix("cali")
+                .is_some_and(|h| h.len() == 11 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
 /// Devices whose address is the pods' gateway: the bridge plugin's (flannel's
 /// `cni0`), kube-router's, kubenet's bridges, Antrea's OVS gateway port.
 pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw0"];
@@ -93,6 +105,34 @@ mod tests {
                 role,
                 "{device} on {node}"
             );
+        }
+    }
+
+    #[test]
+    fn calico_runs_where_its_tunnel_or_a_veth_named_as_it_names_them_is() {
+        let links = |names: &[&str]| -> Vec<crate::inventory::Link> {
+            names
+                .iter()
+                .zip(1..)
+                .map(|(n, index)| crate::inventory::Link {
+                    index,
+                    name: (*n).to_owned(),
+                })
+                .collect()
+        };
+        // BGP mode: only pods' veths (a real one, from the corpus's
+        // sandbox/event-messages-other-cnis.json).
+        assert!(calico_runs_here(&links(&["eth0", "cali05ad595351c"])));
+        assert!(calico_runs_here(&links(&["eth0", "vxlan.calico"])));
+        assert!(calico_runs_here(&links(&["tunl0"])));
+        for other in [
+            &["eth0", "cilium_host", "lxc1234567890a"][..],
+            &["calico"],
+            &["cali1c5b2b6e4a9x"],
+            &["caliXYZ5b2b6e4a"],
+            &["cni0", "veth1c5b2b6e"],
+        ] {
+            assert!(!calico_runs_here(&links(other)), "{other:?}");
         }
     }
 }

@@ -214,9 +214,43 @@ fn annotation_cases() -> Vec<Case> {
     ]
 }
 
+/// Services' addresses in Calico's pools.
+fn calico_cases() -> Vec<Case> {
+    vec![(
+        "kube-ipvs0: a LoadBalancer IP in Calico's pool for workloads (Calico may give it to \
+             a pod), not one in a LoadBalancer pool; nor the uplink's address in the pool",
+        vec![
+            ("192.168.1.240", "kube-ipvs0"),
+            ("172.20.0.5", "kube-ipvs0"),
+            ("192.168.7.3", "eth4"),
+        ],
+        |inv| {
+            let pool = |name: &str, cidr: &str, workloads| crate::inventory::IpPool {
+                name: name.into(),
+                cidr: net(cidr),
+                block_size: None,
+                disabled: false,
+                workloads,
+            };
+            inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
+                vec![],
+                vec![
+                    pool("default-ipv4-ippool", "192.168.0.0/16", true),
+                    pool("lb", "172.20.0.0/24", false),
+                ],
+            ));
+        },
+        vec!["192.168.1.240"],
+    )]
+}
+
 #[test]
 fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
-    for (what, addresses, set_up, want) in range_cases().into_iter().chain(annotation_cases()) {
+    let cases = range_cases()
+        .into_iter()
+        .chain(annotation_cases())
+        .chain(calico_cases());
+    for (what, addresses, set_up, want) in cases {
         let mut all: Vec<(&str, &str)> = BASE.to_vec();
         all.extend(addresses);
         let mut inv = node(&all);

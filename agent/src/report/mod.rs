@@ -55,6 +55,8 @@ pub struct Published {
     /// Ranges this node's bridges route that are not its own: the agent looks
     /// up which Node owns each (it watches no other Node).
     pub foreign_ranges: Arc<Vec<ipnet::IpNet>>,
+    /// Calico runs on this node: the agent watches its IPPools.
+    pub calico: bool,
     /// This node's Node (its uid for Events about it, its condition as shown).
     pub node: Option<NodeFacts>,
     /// A reconcile has run.

@@ -4,10 +4,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 
 use super::{
     cache::Converted,
-    lean::{LeanCiliumNode, LeanNode, LeanNodeMeta, LeanSubnet},
+    lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanNodeMeta, LeanSubnet},
 };
 use crate::{
-    inventory::{CiliumConfig, CiliumNode, NodeFacts, Pod, Subnet},
+    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, Subnet},
     kube::objects,
 };
 
@@ -36,6 +36,12 @@ pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
 pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
     let mut problems = Vec::new();
     let r = objects::subnet(&o.json, &mut problems);
+    (o.metadata.name.clone().unwrap_or_default(), r, problems)
+}
+
+pub(super) fn convert_ip_pool(o: &LeanIpPool) -> Converted<IpPool> {
+    let mut problems = Vec::new();
+    let r = objects::ip_pool(&o.json, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 

@@ -1,6 +1,6 @@
 //! The cluster as a source: watches (list + watch, no polling) feeding
 //! converted caches — pods on this node, all CiliumNodes, kube-ovn Subnets,
-//! this node's Node, every Node's metadata — each with a selector the API
+//! Calico's IPPools, this node's Node, every Node's metadata — each with a selector the API
 //! server indexes, or none; each started with a streaming list where the API
 //! server offers one, else a list from the watch cache ([`initial`]). A pod
 //! elsewhere holding one of this node's addresses is looked up only when host
@@ -19,6 +19,7 @@ mod lookup;
 mod ranges;
 mod sandbox;
 mod services;
+mod view;
 mod watch;
 
 use std::{
@@ -36,10 +37,11 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use self::{
     cache::Cache,
     convert::{
-        convert_cilium_config, convert_cilium_node, convert_node, convert_pod, convert_subnet,
+        convert_cilium_config, convert_cilium_node, convert_ip_pool, convert_node, convert_pod,
+        convert_subnet,
     },
     initial::{Initial, InitialList, Scope},
-    lean::{LeanCiliumNode, LeanNode, LeanSubnet},
+    lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanSubnet},
     lookup::Followed,
 };
 pub use self::{
@@ -48,10 +50,7 @@ pub use self::{
     watch::{Failure, backoff},
 };
 use crate::{
-    inventory::{
-        CiliumConfig, CiliumNode, ClusterReads, ClusterState, NodeFacts, Pod, SandboxFailure,
-        SourceStatus, Subnet,
-    },
+    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet},
     report::traffic::Unexplained,
 };
 
@@ -62,6 +61,9 @@ struct State {
     pods_at: BTreeMap<Followed, Cache<Pod>>,
     cilium_nodes: Cache<CiliumNode>,
     subnets: Cache<Subnet>,
+    /// Calico's IPPools: where its pods get addresses (its IPAMBlocks, one
+    /// or more per node, are not watched: every agent would hold them all).
+    ip_pools: Cache<IpPool>,
     node: Cache<NodeFacts>,
     /// Cilium's addresses in every Node's annotations (metadata-only watch,
     /// run only while there are no CiliumNodes: see [`wants_annotations`]).
@@ -312,6 +314,7 @@ impl ClusterSource {
                 self.owner_lookup_spread,
             );
             tasks.spawn(ranges.run(token.clone()));
+            tasks.spawn(self.ip_pools_once_calico_runs(findings.clone(), token.clone()));
             let confirmations = confirm::Confirmations::new(self.client.clone(), on(), findings);
             tasks.spawn(confirmations.run(token.clone()));
         }
@@ -322,79 +325,36 @@ impl ClusterSource {
         );
         tasks.spawn(refusals.run(token.clone()));
     }
-}
 
-impl ClusterView {
-    /// Whether this node's pods have been listed once: enough to reconcile.
-    pub fn pods_listed(&self) -> bool {
-        lock(&self.state).pods_here.synced
-    }
-
-    /// The current picture, for one reconcile, and this node's Node.
-    pub fn snapshot(&self) -> (ClusterState, Option<NodeFacts>) {
-        let mut st = lock(&self.state);
-        let mut seen = BTreeSet::new();
-        let mut pods = Vec::new();
-        for p in st
-            .pods_here
-            .values()
-            .chain(st.pods_at.values().flat_map(Cache::values))
-            .chain(st.range_owners.pods.iter())
-        {
-            if seen.insert((p.namespace.clone(), p.name.clone(), p.uid.clone())) {
-                pods.push(p.clone());
+    /// Watches Calico's IPPools from the first reconcile that finds Calico on
+    /// this node ([`crate::inventory::calico_runs_here`]), until `token` is
+    /// cancelled: on a cluster without Calico no agent asks for a resource
+    /// that is not there.
+    fn ip_pools_once_calico_runs(
+        &self,
+        mut published: channel::Receiver<Published>,
+        token: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let api = Api::<LeanIpPool>::all(self.client.clone());
+        let (state, on_change) = (self.state.clone(), self.on_change.clone());
+        async move {
+            let seen = tokio::select! {
+                () = token.cancelled() => return,
+                seen = published.wait_for(|p| p.calico) => seen.is_ok(),
+            };
+            if seen {
+                let apply = |st: &mut State, ev| st.ip_pools.apply(ev, convert_ip_pool);
+                watch::run(
+                    api,
+                    Scope::Cluster,
+                    "ippools",
+                    state,
+                    on_change,
+                    apply,
+                    token,
+                )
+                .await;
             }
         }
-        let invalid = st
-            .pods_here
-            .problems()
-            .chain(st.pods_at.values().flat_map(Cache::problems))
-            .chain(st.cilium_nodes.problems())
-            .chain(st.subnets.problems())
-            .chain(st.node.problems())
-            .chain(st.annotated.problems())
-            .chain(st.cilium_config.problems())
-            .cloned()
-            .collect();
-        let node = st.node.values().find(|n| n.name == self.node).cloned();
-        confirm::confirmed(&mut pods, &st.kube_ovn_ips);
-        let state = ClusterReads {
-            pods: Arc::new(pods),
-            cilium_nodes: st.cilium_nodes.shared(),
-            annotated_nodes: st.annotated.shared(),
-            subnets: st.subnets.shared(),
-            nodes: Arc::new(
-                node.iter()
-                    .chain(st.range_owners.nodes.iter())
-                    .cloned()
-                    .collect(),
-            ),
-            sandbox: Arc::new(st.sandbox.values().flatten().cloned().collect()),
-            cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
-            services: Arc::clone(&st.services),
-            routes: Arc::default(),
-            // Calico's IPAM objects are cluster-wide: `audit` reads them, no agent watches them.
-            calico: Arc::default(),
-            invalid,
-        }
-        .into();
-        (state, node)
-    }
-
-    /// Whether each watch's last request worked.
-    pub fn status(&self) -> Vec<SourceStatus> {
-        let st = lock(&self.state);
-        [
-            "pods",
-            "ciliumnodes",
-            "subnets",
-            "nodes",
-            "node-annotations",
-            "cilium-config",
-            "events",
-        ]
-        .into_iter()
-        .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))
-        .collect()
     }
 }

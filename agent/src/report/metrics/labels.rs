@@ -8,7 +8,8 @@ pub(super) struct BuildLabels {
     pub(super) version: &'static str,
 }
 
-/// `ipshadow_source_up`'s labels: `netlink`, `pods`, `ciliumnodes`, `subnets`, `nodes`.
+/// `ipshadow_source_up`'s labels: `netlink`, `pods`, `ciliumnodes`, `subnets`, `ippools`,
+/// `nodes`, …
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
     /// The source.

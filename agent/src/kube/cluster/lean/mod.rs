@@ -10,9 +10,10 @@
 //! (an object where one is expected, any JSON at the leaves, which the
 //! converter checks and names) and is reported, never failing the list.
 //!
-//! Subnets ([`subnet`]) and Nodes ([`node`]) are read the same way: one object
+//! Subnets ([`subnet`]), Nodes ([`node`]) and Calico's IPPools ([`ippool`]) are read the same way: one object
 //! at a time, only what their converters read kept, the rest skipped unparsed.
 
+mod ippool;
 mod node;
 mod shape;
 mod subnet;
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use self::shape::{Shape, Skipped};
 pub(super) use self::{
+    ippool::LeanIpPool,
     node::{LeanNode, LeanNodeMeta},
     subnet::LeanSubnet,
 };

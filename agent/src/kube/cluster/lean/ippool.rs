@@ -1,0 +1,141 @@
+//! Calico's IPPools as the watch holds them: what [`objects::ip_pool`] reads.
+//!
+//! A cluster has a few; the agent reads them for the ranges Calico gives pods
+//! addresses from (a Service's address on `kube-ipvs0` inside one may be a
+//! pod's elsewhere). Read as Subnets are, the rest skipped unparsed.
+//!
+//! [`objects::ip_pool`]: crate::kube::objects::ip_pool
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer, Serialize, de};
+use serde_json::Value;
+
+use super::{Meta, Shape, cluster_resource};
+
+/// An IPPool cut to its name and the spec fields the converter reads.
+#[derive(Clone, Debug, Default)]
+pub(in super::super) struct LeanIpPool {
+    /// Name, uid and resourceVersion only.
+    pub(in super::super) metadata: ObjectMeta,
+    /// `{"metadata": {"name"}, "spec": {…}}`: [`Lean`] as JSON.
+    pub(in super::super) json: Value,
+}
+
+cluster_resource!(
+    LeanIpPool,
+    "IPPool",
+    "crd.projectcalico.org",
+    "v1",
+    "ippools"
+);
+
+impl<'de> Deserialize<'de> for LeanIpPool {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let lean = Shape::<Lean>::deserialize(d)?.or_default();
+        let metadata = lean.metadata.object_meta();
+        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
+        Ok(Self { metadata, json })
+    }
+}
+
+/// The fields of an IPPool the converter reads; the leaves are any JSON.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Lean {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<Meta>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    spec: Shape<Spec>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Spec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cidr: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block_size: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disabled: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_uses: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::objects;
+
+    /// The real IPPools of the corpus: the same pool (or refusal) lean as whole.
+    #[test]
+    fn real_ippools_read_the_same_lean_as_whole() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/realworld/calico"
+        );
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).expect("corpus") {
+            let path = entry.expect("entry").path();
+            let name = path.display().to_string();
+            if !path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ippool-"))
+            {
+                continue;
+            }
+            let list: Value =
+                serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+            let items = list["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| vec![list]);
+            for item in items {
+                let bytes = serde_json::to_vec(&item).expect("bytes");
+                let lean: LeanIpPool = serde_json::from_slice(&bytes).expect("lean");
+                assert_eq!(
+                    lean.metadata.name.as_deref(),
+                    item.pointer("/metadata/name").and_then(Value::as_str),
+                    "{name}"
+                );
+                let (mut p1, mut p2) = (Vec::new(), Vec::new());
+                let whole = objects::ip_pool(&item, &mut p1);
+                let pruned = objects::ip_pool(&lean.json, &mut p2);
+                assert!(whole.is_ok(), "{name}: {whole:?}");
+                assert_eq!(whole, pruned, "{name}");
+                assert_eq!(p1, p2, "{name}");
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "only {seen} IPPools in the corpus");
+    }
+
+    #[test]
+    fn wrong_types_parse_and_are_named_as_the_whole_object_names_them() {
+        for junk in [
+            serde_json::json!({"metadata": {"name": "p"}, "spec": "x"}),
+            serde_json::json!({"metadata": {"name": 5}, "spec": {"cidr": "10.0.0.0/16"}}),
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"cidr": 7, "blockSize": "x",
+                "disabled": "no", "allowedUses": "Workload"}}),
+        ] {
+            let bytes = serde_json::to_vec(&junk).expect("bytes");
+            let lean: LeanIpPool = serde_json::from_slice(&bytes).expect("never fails");
+            let (mut p1, mut p2) = (Vec::new(), Vec::new());
+            // Refused both ways, naming the same object (a spec of the wrong
+            // type reads as `[]` lean, so serde names another type).
+            match (
+                objects::ip_pool(&junk, &mut p1),
+                objects::ip_pool(&lean.json, &mut p2),
+            ) {
+                (Err(whole), Err(pruned)) => {
+                    assert_eq!(
+                        (whole.resource, &whole.object),
+                        (pruned.resource, &pruned.object)
+                    );
+                }
+                other => panic!("{junk}: {other:?}"),
+            }
+            assert_eq!(p1, p2, "{junk}");
+        }
+    }
+}
