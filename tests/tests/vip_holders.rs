@@ -542,22 +542,11 @@ fn the_agent_holding_a_kube_ipvs0_vip_finds_the_pod_on_another_node_from_its_tra
     let lab = Lab::new("vipa", &api);
     let agent = lab.agent(&sim.node, ME);
     agent.wait_ready(&sim.node);
-    // Traffic at every poll: the observer may load the address after ready.
-    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
-        poke(&sim.node, vip);
-        sample(
-            m,
-            "ipshadow_collision_info",
-            &[
-                ("kind", "LocalAddressCollision"),
-                ("pod", "cart-0"),
-                ("scope", "cross-node"),
-                ("owner_node", ME),
-                ("device", "kube-ipvs0"),
-            ],
-        ) == Some(1.0)
-    });
-    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    assert!(
+        found_from_traffic(&sim.node, vip, "cart-0"),
+        "log:\n{}",
+        agent.log_text()
+    );
     let e = wait_for("node-a's Event on the pod", HANG, || {
         event(&api, "shop", "cart-0", "HostTrafficBlackholed")
             .or_else(|| event(&api, "shop", "cart-0", "LocalAddressCollision"))
@@ -625,21 +614,11 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
     // watches the IPPools, and the VIP inside one is watched.
     sim.node.add_veth("cali05ad595351c", "calip0");
     sim.node.ip(&["link", "set", "kube-ipvs0", "up"]);
-    let found = AgentProc::wait_metrics(&sim.node, HANG, |m| {
-        poke(&sim.node, vip);
-        sample(
-            m,
-            "ipshadow_collision_info",
-            &[
-                ("kind", "LocalAddressCollision"),
-                ("pod", "cart-0"),
-                ("scope", "cross-node"),
-                ("owner_node", ME),
-                ("device", "kube-ipvs0"),
-            ],
-        ) == Some(1.0)
-    });
-    assert!(found.is_some(), "log:\n{}", agent.log_text());
+    assert!(
+        found_from_traffic(&sim.node, vip, "cart-0"),
+        "log:\n{}",
+        agent.log_text()
+    );
     assert!(asked_for_pools());
     let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
     assert_eq!(
@@ -865,6 +844,27 @@ fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
         a.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
         a.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
     });
+}
+
+/// Whether `ns`'s agent reports `pod` (on another node) on its kube-ipvs0
+/// address `vip`, learnt from its host's traffic: sent at every poll, as
+/// the observer may load the address after the agent is ready.
+fn found_from_traffic(ns: &NetNs, vip: &str, pod: &str) -> bool {
+    AgentProc::wait_metrics(ns, HANG, |m| {
+        poke(ns, vip);
+        sample(
+            m,
+            "ipshadow_collision_info",
+            &[
+                ("kind", "LocalAddressCollision"),
+                ("pod", pod),
+                ("scope", "cross-node"),
+                ("owner_node", ME),
+                ("device", "kube-ipvs0"),
+            ],
+        ) == Some(1.0)
+    })
+    .is_some()
 }
 
 /// The agent's successful reconciles so far.
