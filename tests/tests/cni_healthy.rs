@@ -1,0 +1,252 @@
+//! Healthy nodes of each CNI, laid out in a network namespace from real
+//! objects (tests/corpus/realworld, PROVENANCE.md), give `check` nothing to
+//! report: Calico's VXLAN node with its IPAMBlock and IPPool, an
+//! ovn-kubernetes worker with its management port, kube-proxy's `kube-ipvs0`
+//! holding a healthy cluster's Service addresses. The bridge plugin's healthy
+//! node is `cni_layouts.rs`'s, laid out by the real plugin. This kernel has no
+//! dummy device: veths named as the devices stand in for `kube-ipvs0` and
+//! `ovn-k8s-mp0`; `vxlan.calico` is a real vxlan device.
+#![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
+
+use std::path::Path;
+
+use ipshadow_tests::{
+    can_run_netns_tests, ipshadow_bin,
+    netns::NetNs,
+    objects::{list, node, pod},
+};
+use serde_json::{Value, json};
+
+fn real(rel: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus/realworld")
+        .join(rel);
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The first object of a List, or the object.
+fn first(v: Value) -> Value {
+    if v["items"].is_array() {
+        v["items"][0].clone()
+    } else {
+        v
+    }
+}
+
+/// `ipshadow check` of `me` in `ns`, each `(flag, objects)` written as a
+/// List file: its exit code and JSON report.
+fn check(ns: &NetNs, me: &str, files: &[(&str, Vec<Value>)]) -> (Option<i32>, Value) {
+    let dir = ipshadow_tests::TempDir::new("healthy");
+    let mut args: Vec<String> = ["check", "--node", me, "--output", "json", "--ebpf", "off"]
+        .map(str::to_owned)
+        .to_vec();
+    for (flag, items) in files {
+        let path = dir.join(&flag[2..]);
+        std::fs::write(&path, serde_json::to_vec(&list(items.clone())).unwrap()).unwrap();
+        args.extend([(*flag).to_owned(), path.to_str().unwrap().to_owned()]);
+    }
+    let out = ns
+        .command(ipshadow_bin().to_str().unwrap())
+        .args(&args)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), v)
+}
+
+/// Nothing found, and `check` says so with its exit code.
+fn assert_nothing(what: &str, (code, v): (Option<i32>, Value)) {
+    assert_eq!(v["findings"], json!([]), "{what}: {v:#}");
+    assert_eq!(code, Some(0), "{what}: {v:#}");
+}
+
+/// A route to each of `addresses` through its own veth named `prefix` and a
+/// number, as Calico and kube-proxy's CNIs reach pods (the peers stay here:
+/// no pod namespace).
+fn pod_routes(ns: &NetNs, prefix: &str, addresses: &[String]) {
+    for (i, ip) in addresses.iter().enumerate() {
+        let veth = format!("{prefix}{i:011x}");
+        ns.add_veth(&veth, &format!("peer{i}"));
+        ns.ip(&["link", "set", &veth, "up"]);
+        ns.ip(&["route", "add", &format!("{ip}/32"), "dev", &veth]);
+    }
+}
+
+#[test]
+fn a_healthy_calico_node_with_its_block_and_pool_gives_nothing() {
+    if !can_run_netns_tests("a_healthy_calico_node_with_its_block_and_pool_gives_nothing") {
+        return;
+    }
+    // zhongmingmao's mac-k8s: VXLAN tunnel at the block's ordinal 0 and seven
+    // pods in 192.168.185.0/26, from the default 192.168.0.0/16 pool.
+    let block = first(real(
+        "calico/ipamblock-zhongmingmao-blog-vxlan-mac-k8s-after-nginx.json",
+    ));
+    let pool = first(real(
+        "calico/ippool-zhongmingmao-blog-v3-vxlan-crosssubnet.json",
+    ));
+    let me = "mac-k8s";
+    let attributes = block["spec"]["attributes"].as_array().unwrap();
+    let mut pods = Vec::new();
+    let mut addresses = Vec::new();
+    let mut tunnel = None;
+    for (ordinal, index) in block["spec"]["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let Some(index) = index.as_u64() else {
+            continue;
+        };
+        let a = &attributes[usize::try_from(index).unwrap()]["secondary"];
+        let ip = format!("192.168.185.{ordinal}");
+        match (a["pod"].as_str(), a["type"].as_str()) {
+            (Some(name), _) => {
+                let namespace = a["namespace"].as_str().unwrap();
+                pods.push(pod(namespace, name, me, &[&ip]));
+                addresses.push(ip);
+            }
+            (None, Some("vxlanTunnelAddress")) => tunnel = Some(ip),
+            other => panic!("unexpected allocation {other:?}"),
+        }
+    }
+    let tunnel = tunnel.unwrap();
+    assert_eq!(tunnel, "192.168.185.0");
+    assert!(pods.len() >= 5, "{pods:?}");
+
+    let ns = NetNs::new("calhealthy");
+    ns.ip(&[
+        "link",
+        "add",
+        "vxlan.calico",
+        "type",
+        "vxlan",
+        "id",
+        "4096",
+        "dstport",
+        "4789",
+    ]);
+    ns.ip(&[
+        "addr",
+        "add",
+        &format!("{tunnel}/32"),
+        "dev",
+        "vxlan.calico",
+    ]);
+    ns.ip(&["link", "set", "vxlan.calico", "up"]);
+    pod_routes(&ns, "cali", &addresses);
+    let mut n = node(me, &[]);
+    n["metadata"]["annotations"] = json!({"projectcalico.org/IPv4VXLANTunnelAddr": tunnel});
+    assert_nothing(
+        "Calico",
+        check(
+            &ns,
+            me,
+            &[
+                ("--nodes", vec![n]),
+                ("--pods", pods),
+                ("--ipamblocks", vec![block]),
+                ("--ippools", vec![pool]),
+            ],
+        ),
+    );
+}
+
+#[test]
+fn a_healthy_ovn_kubernetes_worker_gives_nothing() {
+    if !can_run_netns_tests("a_healthy_ovn_kubernetes_worker_gives_nothing") {
+        return;
+    }
+    // OKEP-5521's kind worker (10.244.2.0/24, node-id 3) and an OpenShift
+    // master, each as its Node has it; pods on neither's reserved addresses.
+    let worker = first(real(
+        "ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json",
+    ));
+    let master = first(real(
+        "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    ));
+    let me = worker["metadata"]["name"].as_str().unwrap().to_owned();
+    let there = master["metadata"]["name"].as_str().unwrap().to_owned();
+    let ns = NetNs::new("ovnhealthy");
+    ns.add_veth("ovn-k8s-mp0", "mp0-peer");
+    ns.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
+    ns.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
+    ns.ip(&[
+        "route",
+        "add",
+        "10.128.0.0/14",
+        "via",
+        "10.244.2.1",
+        "dev",
+        "ovn-k8s-mp0",
+    ]);
+    let pods = vec![
+        pod("tenant", "web-0", &me, &["10.244.2.3"]),
+        pod("tenant", "web-1", &me, &["10.244.2.9"]),
+        pod("tenant", "api-0", &there, &["10.129.0.5"]),
+    ];
+    assert_nothing(
+        "ovn-kubernetes",
+        check(
+            &ns,
+            &me,
+            &[("--nodes", vec![worker, master]), ("--pods", pods)],
+        ),
+    );
+}
+
+#[test]
+fn kube_ipvs0_holding_a_healthy_clusters_service_addresses_gives_nothing() {
+    if !can_run_netns_tests("kube_ipvs0_holding_a_healthy_clusters_service_addresses_gives_nothing")
+    {
+        return;
+    }
+    // kubeadm's defaults: Services in 10.96.0.0/12, pods in 10.244.0.0/16;
+    // a LoadBalancer IP from the node network's pool, no node's address.
+    let ns = NetNs::new("ipvshealthy");
+    ns.add_veth("kube-ipvs0", "ipvs-peer");
+    for vip in ["10.96.0.1", "10.96.0.10", "10.103.44.7", "172.18.255.200"] {
+        ns.ip(&["addr", "add", &format!("{vip}/32"), "dev", "kube-ipvs0"]);
+    }
+    pod_routes(&ns, "veth", &["10.244.1.5".to_owned()]);
+    let services = vec![
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": "default", "name": "kubernetes"},
+               "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"]}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": "kube-system", "name": "kube-dns"},
+               "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"]}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"namespace": "shop", "name": "front"},
+               "spec": {"type": "LoadBalancer", "clusterIP": "10.103.44.7",
+                        "clusterIPs": ["10.103.44.7"]},
+               "status": {"loadBalancer": {"ingress": [{"ip": "172.18.255.200"}]}}}),
+    ];
+    let mut me = node("worker-1", &["10.244.1.0/24"]);
+    me["status"] = json!({"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]});
+    let mut other = node("worker-2", &["10.244.2.0/24"]);
+    other["status"] = json!({"addresses": [{"type": "InternalIP", "address": "172.18.0.4"}]});
+    let pods = vec![
+        pod("shop", "front-0", "worker-1", &["10.244.1.5"]),
+        pod("shop", "front-1", "worker-2", &["10.244.2.5"]),
+    ];
+    assert_nothing(
+        "kube-ipvs0",
+        check(
+            &ns,
+            "worker-1",
+            &[
+                ("--nodes", vec![me, other]),
+                ("--pods", pods),
+                ("--services", services),
+            ],
+        ),
+    );
+}
