@@ -263,7 +263,8 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
 }
 
 /// The addresses on a device that holds Services' addresses only (kube-proxy's
-/// `kube-ipvs0`, which binds every Service address on every node) inside any
+/// `kube-ipvs0`, which binds every Service address on every node), or
+/// NodeLocal DNSCache's (`nodelocaldns`, the same address on every node), inside any
 /// range pods are given that the agent knows — every CiliumNode's and
 /// annotated Node's, kube-ovn's primary Subnets, Calico's IPPools for
 /// workloads, this Node's: a pod on another
@@ -277,7 +278,10 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
         .host
         .addresses
         .iter()
-        .filter(|a| crate::inventory::VIP_DEVICES.contains(&a.device.as_str()))
+        .filter(|a| {
+            crate::inventory::VIP_DEVICES.contains(&a.device.as_str())
+                || a.device == crate::inventory::NODE_LOCAL_DNS
+        })
         .map(|a| a.ip)
         .collect();
     if vips.is_empty() {

@@ -25,6 +25,12 @@ pub fn calico_runs_here(links: &[super::Link]) -> bool {
     })
 }
 
+/// NodeLocal DNSCache's dummy device: on every node it holds the cache's
+/// listen address (`-localip`, 169.254.20.10 by default) and, with
+/// kube-proxy in iptables mode, the kube-dns ClusterIP
+/// (kubernetes/website PR#18716).
+pub const NODE_LOCAL_DNS: &str = "nodelocaldns";
+
 /// Devices whose address is the pods' gateway: the bridge plugin's (flannel's
 /// `cni0`), kube-router's, kubenet's bridges, Antrea's OVS gateway port.
 pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw0"];

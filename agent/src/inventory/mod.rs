@@ -25,7 +25,8 @@ use std::sync::Arc;
 pub use calico::{Allocation, CalicoIpam, IpPool, IpamBlock, IpamOwner, TunnelKind};
 pub use cluster::{ClusterReads, ClusterState, Invalid, SourceStatus};
 pub use devices::{
-    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, OVN_DEFAULT_JOIN, OVN_MANAGEMENT_PORT, calico_runs_here,
+    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, NODE_LOCAL_DNS, OVN_DEFAULT_JOIN, OVN_MANAGEMENT_PORT,
+    calico_runs_here,
 };
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,

@@ -214,34 +214,51 @@ fn annotation_cases() -> Vec<Case> {
     ]
 }
 
-/// Services' addresses in Calico's pools.
-fn calico_cases() -> Vec<Case> {
-    vec![(
-        "kube-ipvs0: a LoadBalancer IP in Calico's pool for workloads (Calico may give it to \
+/// Services' addresses in Calico's pools; NodeLocal DNSCache's.
+fn vip_cases() -> Vec<Case> {
+    vec![
+        (
+            "nodelocaldns: a listen address set inside another node's pod range (a pod there may \
+             hold it), not the link-local default",
+            vec![
+                ("10.244.9.60", "nodelocaldns"),
+                ("169.254.20.10", "nodelocaldns"),
+            ],
+            |inv| {
+                let mut other =
+                    annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
+                other.name = OTHER.into();
+                inv.annotated_nodes = Arc::new(vec![other]);
+            },
+            vec!["10.244.9.60"],
+        ),
+        (
+            "kube-ipvs0: a LoadBalancer IP in Calico's pool for workloads (Calico may give it to \
              a pod), not one in a LoadBalancer pool; nor the uplink's address in the pool",
-        vec![
-            ("192.168.1.240", "kube-ipvs0"),
-            ("172.20.0.5", "kube-ipvs0"),
-            ("192.168.7.3", "eth4"),
-        ],
-        |inv| {
-            let pool = |name: &str, cidr: &str, workloads| crate::inventory::IpPool {
-                name: name.into(),
-                cidr: net(cidr),
-                block_size: None,
-                disabled: false,
-                workloads,
-            };
-            inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
-                vec![],
-                vec![
-                    pool("default-ipv4-ippool", "192.168.0.0/16", true),
-                    pool("lb", "172.20.0.0/24", false),
-                ],
-            ));
-        },
-        vec!["192.168.1.240"],
-    )]
+            vec![
+                ("192.168.1.240", "kube-ipvs0"),
+                ("172.20.0.5", "kube-ipvs0"),
+                ("192.168.7.3", "eth4"),
+            ],
+            |inv| {
+                let pool = |name: &str, cidr: &str, workloads| crate::inventory::IpPool {
+                    name: name.into(),
+                    cidr: net(cidr),
+                    block_size: None,
+                    disabled: false,
+                    workloads,
+                };
+                inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
+                    vec![],
+                    vec![
+                        pool("default-ipv4-ippool", "192.168.0.0/16", true),
+                        pool("lb", "172.20.0.0/24", false),
+                    ],
+                ));
+            },
+            vec!["192.168.1.240"],
+        ),
+    ]
 }
 
 #[test]
@@ -249,7 +266,7 @@ fn claimable_covers_every_cnis_pod_ranges_and_node_held_addresses() {
     let cases = range_cases()
         .into_iter()
         .chain(annotation_cases())
-        .chain(calico_cases());
+        .chain(vip_cases());
     for (what, addresses, set_up, want) in cases {
         let mut all: Vec<(&str, &str)> = BASE.to_vec();
         all.extend(addresses);

@@ -14,6 +14,10 @@ fn device_hint(device: &str) -> &'static str {
     if device == "kube-ipvs0" {
         " (kube-proxy in IPVS mode puts every Service's ClusterIP and external IPs there: the \
          pod range and the Service range overlap)"
+    } else if device == crate::inventory::NODE_LOCAL_DNS {
+        " (NodeLocal DNSCache binds it on every node: give node-local-dns a link-local \
+         -localip, 169.254.20.10 by default, outside every pod range; for the kube-dns ClusterIP, \
+         the Service range overlaps the pod range)"
     } else if device == "lo" || device.starts_with("dummy") {
         " (a virtual IP manager, e.g. kube-vip, keepalived or a load balancer's agent)"
     } else if [
@@ -216,34 +220,43 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
             "ovn-kubernetes' management port address of node {node}{dev}, according to {source}"
         ),
         Role::OvnRouterPort => format!("{ROUTER_PORT} of node {node}, according to {source}"),
-        Role::Local | Role::Node => {
-            let vip = f
-                .owner
-                .device
-                .as_deref()
-                .is_some_and(|d| VIP_DEVICES.contains(&d));
-            match service {
-                // From the API alone (`audit`): no kernel says where it is bound.
-                Some(a) if source == Source::Services => format!(
-                    "an address {} sets in {}, which kube-proxy binds on every node, node \
-                     {node}'s too (in IPVS mode on kube-ipvs0, a local route)",
-                    reader.service(&a.service),
-                    a.field
-                ),
-                Some(a) => format!(
-                    "a local address of node {node}{dev}, set by {} in {}",
-                    reader.service(&a.service),
-                    a.field
-                ),
-                None if vip => format!(
-                    "a local address of node {node}{dev}, where kube-proxy binds Services' \
-                     cluster, external and load-balancer IPs"
-                ),
-                None => format!("a local address of node {node}{dev}"),
-            }
-        }
+        Role::Local | Role::Node => local_address(f, service, &dev, reader),
         Role::Pod => format!("another pod's address on node {node}"),
         Role::Endpoint => format!("an endpoint Cilium keeps on node {node}"),
+    }
+}
+
+/// What a plain local address of the owner node is: a Service's, on a VIP
+/// device, NodeLocal DNSCache's, or just an address of the node.
+fn local_address(
+    f: &Finding,
+    service: Option<&ServiceAddress>,
+    dev: &str,
+    reader: Reader<'_>,
+) -> String {
+    let node = &f.owner.node;
+    let device = f.owner.device.as_deref();
+    match service {
+        // From the API alone (`audit`): no kernel says where it is bound.
+        Some(a) if f.owner.source == Source::Services => format!(
+            "an address {} sets in {}, which kube-proxy binds on every node, node \
+             {node}'s too (in IPVS mode on kube-ipvs0, a local route)",
+            reader.service(&a.service),
+            a.field
+        ),
+        Some(a) => format!(
+            "a local address of node {node}{dev}, set by {} in {}",
+            reader.service(&a.service),
+            a.field
+        ),
+        None if device.is_some_and(|d| VIP_DEVICES.contains(&d)) => format!(
+            "a local address of node {node}{dev}, where kube-proxy binds Services' \
+             cluster, external and load-balancer IPs"
+        ),
+        None if device == Some(crate::inventory::NODE_LOCAL_DNS) => {
+            format!("NodeLocal DNSCache's address on node {node}{dev}, held on every node")
+        }
+        None => format!("a local address of node {node}{dev}"),
     }
 }
 

@@ -144,6 +144,13 @@ fn collisions() -> Vec<(Mode, Finding)> {
         collision(Role::Local, Scope::SameNode, local),
     ));
     let local = Remedy::RemoveLocalAddress {
+        device: Some(crate::inventory::NODE_LOCAL_DNS.into()),
+        subnet: None,
+    };
+    let mut f = collision(Role::Local, Scope::CrossNode, local);
+    f.owner.device = Some(crate::inventory::NODE_LOCAL_DNS.into());
+    out.push((Mode::CiliumOnly, f));
+    let local = Remedy::RemoveLocalAddress {
         device: Some("dummy0".into()),
         subnet: Some("ovn-default".into()),
     };

@@ -1,6 +1,7 @@
 //! The cases of a node's address held elsewhere (`NodeAddressShadowed`): a
 //! Service's external IP on kube-ipvs0 (from the kernel, and from the API
-//! alone), a Service in another namespace, and a /32 no Service claims.
+//! alone), a Service in another namespace, and a /32 no Service claims; a
+//! pod on NodeLocal DNSCache's address.
 
 use super::cases::{Mode, ip};
 use crate::{
@@ -68,4 +69,20 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         .into_iter()
         .flat_map(|m| shapes.iter().cloned().map(move |f| (m, f)))
         .collect()
+}
+
+#[test]
+fn a_pod_on_node_local_dnss_address_is_told_whose_it_is_and_how_to_move_it() {
+    let (_, f) = super::cases::catalog()
+        .into_iter()
+        .find(|(_, f)| f.owner.device.as_deref() == Some(crate::inventory::NODE_LOCAL_DNS))
+        .expect("a NodeLocal DNSCache case");
+    let m = super::super::render_for(&f, super::super::Reader::Operator);
+    assert!(
+        m.contains("NodeLocal DNSCache's address on node worker-node-a on device nodelocaldns"),
+        "{m}"
+    );
+    assert!(m.contains("link-local -localip, 169.254.20.10"), "{m}");
+    let n = super::super::note(&f, super::super::Reader::Node, None);
+    assert!(n.contains("nodelocaldns"), "{n}");
 }
