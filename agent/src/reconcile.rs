@@ -267,7 +267,7 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
 /// NodeLocal DNSCache's (`nodelocaldns`, the same address on every node), inside any
 /// range pods are given that the agent knows — every CiliumNode's and
 /// annotated Node's, kube-ovn's primary Subnets, Calico's IPPools for
-/// workloads, this Node's: a pod on another
+/// workloads where this node's pods have addresses from them, this Node's: a pod on another
 /// node may hold one, which this host then cannot reach. Not Cilium's cluster
 /// pool (10.0.0.0/8 by default holds kubeadm's Service range 10.96.0.0/12: a
 /// node's range inside it is what a pod is given), nor the Service addresses
@@ -307,7 +307,7 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
                 .iter()
                 .flat_map(|n| n.pod_cidrs.iter().copied()),
         )
-        .chain(inv.calico.pod_ranges())
+        .chain(inv.calico.ranges_in_use(given_by_calico(inv)))
         .collect();
     // Disjoint and in order: one binary search per address, however many nodes.
     let ranges = ipnet::IpNet::aggregate(&ranges);
@@ -317,6 +317,26 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
             after > 0 && ranges[after - 1].contains(ip)
         })
         .collect()
+}
+
+/// The addresses of this node that Calico's IPAM may have given: its pods'
+/// `status.podIPs` (not host-network pods'), what the CNI gave them, and its
+/// Calico tunnel devices' addresses (in IPIP and VXLAN modes, from a pool
+/// even on a node with no pod).
+fn given_by_calico(inv: &Inventory) -> impl Iterator<Item = IpAddr> + '_ {
+    inv.pods
+        .iter()
+        .filter(|p| !p.host_network && p.node.as_deref() == Some(inv.node.as_str()))
+        .flat_map(|p| p.ips.iter())
+        .filter(|i| i.source == crate::inventory::IpSource::Status)
+        .map(|i| i.ip)
+        .chain(
+            inv.host
+                .addresses
+                .iter()
+                .filter(|a| crate::inventory::CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
+                .map(|a| a.ip),
+        )
 }
 
 #[cfg(test)]

@@ -257,9 +257,10 @@ fn the_agent_reports_the_loud_failures_once_and_resolves_them() {
     );
 
     // deploy/rbac.yaml grants exactly what the agent used: every request allowed,
-    // every rule used. The restarted agent lists Calico's IPPools once its
-    // first reconcile has seen the `cali…` veth.
-    wait_for("the restarted agent's list of IPPools", HANG, || {
+    // every rule used. An agent lists Calico's IPPools once its first
+    // reconcile has seen the `cali…` veth (the restarted one, without
+    // streaming lists, with a list request).
+    wait_for("a list of IPPools", HANG, || {
         api.counts()
             .log
             .iter()

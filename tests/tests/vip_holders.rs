@@ -573,8 +573,9 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
         return;
     }
     // A real IPPool (10.233.64.0/18, for workloads and tunnels); no Node's
-    // podCIDR nor CiliumNode covers it. A Service's external IP inside it,
-    // bound on node-a's kube-ipvs0, and a pod on node-b given that address.
+    // podCIDR nor CiliumNode covers it, and node-a has a pod from it. A
+    // Service's external IP inside it, bound on node-a's kube-ipvs0, and a
+    // pod on node-b given that address.
     let vip = "10.233.70.50";
     let sim = SimNode::kube_ovn("vipc", ROUTER);
     sim.add_vips(&[vip]);
@@ -590,6 +591,7 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
         service("tenant-b", "lb", "10.96.0.20", &[vip]),
     );
     api.apply(Res::Pods, pod("shop", "cart-0", OTHER, &[vip]));
+    api.apply(Res::Pods, pod("shop", "web-0", ME, &["10.233.66.5"]));
     let lab = Lab::new("vipc", &api);
     let agent = lab.agent(&sim.node, ME);
     agent.wait_ready(&sim.node);
@@ -607,9 +609,16 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
         first >= Some(1.0)
     })
     .unwrap();
+    poke(&sim.node, vip);
     sim.node.ip(&["link", "set", "kube-ipvs0", "down"]);
     AgentProc::wait_metrics(&sim.node, HANG, |m| reconciles(m) > first).unwrap();
-    assert!(!asked_for_pools(), "{:?}", api.counts().log);
+    let log = api.counts().log;
+    assert!(!asked_for_pools(), "{log:?}");
+    // Its traffic made no lookup: the address was not watched.
+    assert!(
+        !log.iter().any(|(_, u)| u.contains("status.podIP")),
+        "{log:?}"
+    );
     // Calico's veth appears: the next reconcile sees Calico, the agent
     // watches the IPPools, and the VIP inside one is watched.
     sim.node.add_veth("cali05ad595351c", "calip0");

@@ -120,10 +120,10 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         if !seen.insert(ip) {
             continue;
         }
-        let Some(allocation) = judge(inv, ip) else {
+        let leftover = device.filter(|_| node_read && !in_annotations.contains(&ip));
+        let Some(allocation) = judge(inv, ip, leftover.is_some()) else {
             continue;
         };
-        let leftover = device.filter(|_| node_read && !in_annotations.contains(&ip));
         out.push(Finding {
             kind: FindingKind::UnallocatedTunnelAddress,
             scope: Scope::SameNode,
@@ -158,15 +158,21 @@ fn fix(node: &str, ip: IpAddr, leftover: Option<&str>) -> CalicoFix {
     }
 }
 
-/// What is wrong with `ip` as `inv.node`'s tunnel address; `None` when IPAM
+/// What is wrong with `ip` as `inv.node`'s tunnel address (`leftover`: one
+/// the kernel holds and the Node does not announce); `None` when IPAM
 /// allocates it to one of the node's tunnels, or does not judge it.
-fn judge(inv: &Inventory, ip: IpAddr) -> Option<TunnelAllocation> {
+fn judge(inv: &Inventory, ip: IpAddr, leftover: bool) -> Option<TunnelAllocation> {
     let node = inv.node.as_str();
     Some(match inv.calico.allocation(ip)? {
         Allocation::To(_, IpamOwner::Tunnel { node: n, .. }) if n == node => return None,
-        // An old tunnel address Calico marks as this node's when calico-node
-        // next starts: the annotation names whose it is.
-        Allocation::To(_, IpamOwner::Unmarked) => return None,
+        // An old tunnel address, which calico-node marks as its own when it
+        // next starts: the node announcing it is whose it is. Not a leftover,
+        // which may be another node's.
+        Allocation::To(_, IpamOwner::Unmarked) if !leftover => return None,
+        Allocation::To(b, IpamOwner::Unmarked) => TunnelAllocation::Other {
+            block: b.name.clone(),
+            handle: None,
+        },
         Allocation::To(b, IpamOwner::Tunnel { node: n, kind }) => TunnelAllocation::OtherTunnel {
             block: b.name.clone(),
             node: n.clone(),

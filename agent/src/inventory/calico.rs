@@ -251,6 +251,17 @@ impl CalicoIpam {
         self.pools.iter().filter(|p| !p.disabled)
     }
 
+    /// [`Self::pod_ranges`] where Calico's IPAM evidently gives addresses:
+    /// its blocks were read, or one of `given` (pods' `status.podIPs`, a
+    /// tunnel device's address) lies in one. Pools alone prove nothing:
+    /// Canal creates the default pool and gives pods host-local addresses
+    /// (rancher/rke2#3726).
+    pub fn ranges_in_use(&self, mut given: impl Iterator<Item = IpAddr>) -> Vec<IpNet> {
+        let ranges: Vec<IpNet> = self.pod_ranges().collect();
+        let in_use = self.has_blocks() || given.any(|ip| ranges.iter().any(|r| r.contains(&ip)));
+        if in_use { ranges } else { Vec::new() }
+    }
+
     /// Where Calico's pods may hold addresses: every pool for workloads,
     /// disabled ones too (pods stay on one through a pool migration), and
     /// every block but those of a pool for no workload (a LoadBalancer

@@ -113,4 +113,7 @@ pub struct SourceStatus {
     pub source: &'static str,
     /// Whether the last read worked.
     pub up: bool,
+    /// The resource does not exist here (its CRD is not installed): nothing
+    /// to read, so no series.
+    pub absent: bool,
 }

@@ -59,7 +59,11 @@ impl Outcome<'_> {
                 false
             }
         };
-        self.status.push(SourceStatus { source, up });
+        self.status.push(SourceStatus {
+            source,
+            up,
+            absent: false,
+        });
     }
 }
 

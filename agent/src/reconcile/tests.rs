@@ -214,6 +214,35 @@ fn annotation_cases() -> Vec<Case> {
     ]
 }
 
+/// Service addresses on kube-ipvs0, one in Calico's default pool, one in a
+/// LoadBalancer pool, and the uplink's address in the default pool.
+fn calico_vips() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("192.168.1.240", "kube-ipvs0"),
+        ("172.20.0.5", "kube-ipvs0"),
+        ("192.168.7.3", "eth4"),
+    ]
+}
+
+/// Calico's default pool and a LoadBalancer pool; a pod of this node on `pod_ip`.
+fn calico_pools(inv: &mut Inventory, pod_ip: &str) {
+    let pool = |name: &str, cidr: &str, workloads| crate::inventory::IpPool {
+        name: name.into(),
+        cidr: net(cidr),
+        block_size: None,
+        disabled: false,
+        workloads,
+    };
+    inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
+        vec![],
+        vec![
+            pool("default-ipv4-ippool", "192.168.0.0/16", true),
+            pool("lb", "172.20.0.0/24", false),
+        ],
+    ));
+    inv.pods = Arc::new(vec![crate::inventory::fixtures::pod("web", ME, &[pod_ip])]);
+}
+
 /// Services' addresses in Calico's pools; NodeLocal DNSCache's.
 fn vip_cases() -> Vec<Case> {
     vec![
@@ -233,30 +262,29 @@ fn vip_cases() -> Vec<Case> {
             vec!["10.244.9.60"],
         ),
         (
-            "kube-ipvs0: a LoadBalancer IP in Calico's pool for workloads (Calico may give it to \
-             a pod), not one in a LoadBalancer pool; nor the uplink's address in the pool",
+            "kube-ipvs0: a LoadBalancer IP in Calico's pool for workloads, where this node's pods \
+             have addresses from it (Calico may give it to a pod); not one in a LoadBalancer \
+             pool; nor the uplink's address in the pool",
+            calico_vips(),
+            |inv| calico_pools(inv, "192.168.185.7"),
+            vec!["192.168.1.240"],
+        ),
+        (
+            "kube-ipvs0: Calico's pool where this node has no pod but a VXLAN tunnel address \
+             from it (a control-plane node)",
             vec![
                 ("192.168.1.240", "kube-ipvs0"),
-                ("172.20.0.5", "kube-ipvs0"),
-                ("192.168.7.3", "eth4"),
+                ("192.168.200.0", "vxlan.calico"),
             ],
-            |inv| {
-                let pool = |name: &str, cidr: &str, workloads| crate::inventory::IpPool {
-                    name: name.into(),
-                    cidr: net(cidr),
-                    block_size: None,
-                    disabled: false,
-                    workloads,
-                };
-                inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
-                    vec![],
-                    vec![
-                        pool("default-ipv4-ippool", "192.168.0.0/16", true),
-                        pool("lb", "172.20.0.0/24", false),
-                    ],
-                ));
-            },
-            vec!["192.168.1.240"],
+            |inv| calico_pools(inv, "172.18.0.3"),
+            vec!["192.168.1.240", "192.168.200.0"],
+        ),
+        (
+            "kube-ipvs0: nothing of Calico's pools where this node's pods have host-local \
+             addresses (Canal: Calico's default pool, flannel's podCIDR)",
+            calico_vips(),
+            |inv| calico_pools(inv, "10.42.3.7"),
+            vec![],
         ),
     ]
 }

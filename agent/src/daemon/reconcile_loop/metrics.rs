@@ -16,7 +16,7 @@ use crate::{
 
 /// The resources whose malformed objects are counted, at zero from the start
 /// so increase() and alerts see 0, not "no data".
-const RESOURCES: [&str; 4] = ["pods", "ciliumnodes", "subnets", "nodes"];
+const RESOURCES: [&str; 5] = ["pods", "ciliumnodes", "subnets", "ippools", "nodes"];
 
 /// What the loop counts.
 #[derive(Clone, Debug)]
@@ -118,10 +118,15 @@ impl LoopMetrics {
         m
     }
 
-    /// Whether each cluster source's last read worked.
+    /// Whether each cluster source's last read worked; no series for one
+    /// whose resource is not installed (a down before the 404 included).
     pub(crate) fn sources(&self, status: &[SourceStatus]) {
         for s in status {
-            self.source_up(s.source, s.up);
+            if s.absent {
+                self.source_up.remove(&SourceLabels { source: s.source });
+            } else {
+                self.source_up(s.source, s.up);
+            }
         }
     }
 
@@ -176,5 +181,46 @@ impl LoopMetrics {
                 .map_or(0.0, |d| d.as_secs_f64());
             self.last.set(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source_lines(registry: &Registry) -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+        text.lines()
+            .filter(|l| l.starts_with("ipshadow_source_up{"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn a_source_not_installed_has_no_series_even_after_it_was_down() {
+        let mut registry = Registry::default();
+        let m = LoopMetrics::register(&mut registry);
+        let status = |up, absent| {
+            [SourceStatus {
+                source: "ippools",
+                up,
+                absent,
+            }]
+        };
+        // A 503 at start, then the 404 of a CRD that is not there.
+        m.sources(&status(false, false));
+        assert_eq!(
+            source_lines(&registry),
+            ["ipshadow_source_up{source=\"ippools\"} 0"]
+        );
+        m.sources(&status(false, true));
+        assert_eq!(source_lines(&registry), Vec::<String>::new());
+        // Installed later: read, up.
+        m.sources(&status(true, false));
+        assert_eq!(
+            source_lines(&registry),
+            ["ipshadow_source_up{source=\"ippools\"} 1"]
+        );
     }
 }

@@ -104,3 +104,38 @@ fn a_pool_for_no_workload_and_its_blocks_are_no_pod_range() {
     let ranges: Vec<String> = ipam.pod_ranges().map(|r| r.to_string()).collect();
     assert_eq!(ranges, ["192.168.0.0/16", "192.168.185.0/26"]);
 }
+
+#[test]
+fn pools_without_blocks_refuse_nothing_outright() {
+    // The agent's view (IPPools, no blocks) of a Canal node: Calico's default
+    // pool exists, pods get flannel's host-local addresses. A refusal naming
+    // another node's tunnel address outside the pool is still looked into.
+    let mut other = crate::inventory::CiliumNode {
+        name: OTHER.into(),
+        ..crate::inventory::CiliumNode::default()
+    };
+    other.add(
+        ip("10.42.7.1"),
+        Tunnel,
+        crate::inventory::Source::CalicoNodeAnnotation,
+    );
+    let inv = Inventory {
+        node: ME.into(),
+        pods: Arc::new(vec![refused("10.42.7.1")]),
+        annotated_nodes: Arc::new(vec![other]),
+        calico: Arc::new(CalicoIpam::new(vec![], vec![pool()])),
+        ..Inventory::default()
+    };
+    assert_eq!(
+        rows(&detect(&inv)),
+        [row(
+            TunnelIpCollision,
+            CrossNode,
+            "10.42.7.1",
+            "waiting",
+            OTHER,
+            Tunnel,
+            None
+        )]
+    );
+}

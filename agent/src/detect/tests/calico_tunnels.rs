@@ -24,8 +24,40 @@ fn a_tunnel_address_from_before_calico_wrote_handles_is_not_stale() {
         vec![(0, IpamOwner::Unmarked)],
     )];
     assert_eq!(
-        stale(&inventory("192.168.185.0", blocks, vec![])),
+        stale(&inventory("192.168.185.0", blocks.clone(), vec![])),
         Vec::<TunnelAllocation>::new()
+    );
+    // Held by the kernel, announced by no annotation of this node: maybe
+    // another node's old tunnel address, reported as of unknown owner.
+    let mut inv = inventory("192.168.185.9", blocks, vec![]);
+    let mut host = crate::inventory::HostNetwork::default();
+    host.addresses.push(crate::inventory::LocalAddress {
+        ip: ip("192.168.185.0"),
+        device: "tunl0".into(),
+    });
+    inv.host = Arc::new(host);
+    let found = detect(&inv);
+    let leftover: Vec<_> = found
+        .iter()
+        .filter(|f| f.ip == Some(ip("192.168.185.0")))
+        .map(|f| (&f.cause, &f.remedy))
+        .collect();
+    assert_eq!(
+        leftover,
+        [(
+            &crate::detect::Cause::Node(crate::detect::NodeProblem::Calico(
+                TunnelAllocation::Other {
+                    block: "192-168-185-0-26".into(),
+                    handle: None
+                }
+            )),
+            &Remedy::Calico(CalicoFix::RemoveLeftover {
+                node: ME.into(),
+                ip: ip("192.168.185.0"),
+                device: "tunl0".into()
+            })
+        )],
+        "{found:#?}"
     );
 }
 
@@ -81,8 +113,10 @@ fn check_judges_the_tunnel_devices_address_too_once_per_address_naming_the_devic
     );
     // Without the Node, nothing says the address is not announced.
     inv.node_facts = None;
+    let found = detect(&inv);
+    assert_eq!(found.len(), 2, "{found:#?}");
     assert!(
-        detect(&inv)
+        found
             .iter()
             .all(|f| matches!(f.remedy, Remedy::Calico(CalicoFix::ReallocateTunnel { .. }))),
     );

@@ -192,7 +192,10 @@ impl ClusterSource {
     }
 
     /// Asks kube-ovn's IP record of a pod of this node whose finding rests on
-    /// its annotation alone (see [`confirm`]).
+    /// its annotation alone (see [`confirm`]); with the same findings, looks
+    /// up the owners of a bridge's foreign range and the Services behind
+    /// local addresses, and watches Calico's IPPools once Calico runs here.
+    /// Without it, none of these runs.
     #[must_use]
     pub fn with_confirmations(mut self, findings: channel::Receiver<Published>) -> Self {
         self.findings = Some(findings);

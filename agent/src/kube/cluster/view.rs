@@ -67,9 +67,9 @@ impl ClusterView {
     }
 
     /// Whether each watch's last request worked.
-    /// Not a resource whose CRD is not installed (kube-ovn's Subnets on a
-    /// Cilium cluster, Calico's IPPools on any other): there is nothing to
-    /// read, and a source down would be an alert on every such cluster.
+    /// A resource whose CRD is not installed (kube-ovn's Subnets on a Cilium
+    /// cluster, Calico's IPPools on any other) is `absent`: there is nothing
+    /// to read, and a source down would be an alert on every such cluster.
     pub fn status(&self) -> Vec<SourceStatus> {
         let st = lock(&self.state);
         [
@@ -83,8 +83,13 @@ impl ClusterView {
             "events",
         ]
         .into_iter()
-        .filter(|s| !st.absent.contains(s))
-        .filter_map(|s| st.up.get(s).map(|up| SourceStatus { source: s, up: *up }))
+        .filter_map(|s| {
+            st.up.get(s).map(|up| SourceStatus {
+                source: s,
+                up: *up,
+                absent: st.absent.contains(s),
+            })
+        })
         .collect()
     }
 }

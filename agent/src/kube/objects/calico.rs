@@ -56,7 +56,8 @@ struct PoolSpec {
     cidr: Option<String>,
     block_size: Option<u8>,
     disabled: bool,
-    allowed_uses: Vec<String>,
+    /// `null` as absent: Calico's default, Workload and Tunnel.
+    allowed_uses: Option<Vec<String>>,
 }
 
 /// The name of an object of `resource` (read apart: `T` keeps no metadata),
@@ -163,11 +164,8 @@ fn owner(attribute: Option<&Attribute>, block_node: Option<&str>) -> IpamOwner {
             .map(String::as_str)
             .filter(|v| !v.is_empty())
     };
-    let attributes_empty = a
-        .secondary
-        .as_ref()
-        .is_none_or(|s| s.values().all(String::is_empty));
-    if a.handle_id.as_deref().is_none_or(str::is_empty) && attributes_empty {
+    // Calico's own test: no handle (nil, not "") and no attributes.
+    if a.handle_id.is_none() && a.secondary.as_ref().is_none_or(BTreeMap::is_empty) {
         return IpamOwner::Unmarked;
     }
     let by_handle = a.handle_id.as_deref().and_then(TunnelKind::of_handle);
@@ -217,8 +215,11 @@ pub fn ip_pool(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpPool, Invalid
         block_size,
         disabled: pool.spec.disabled,
         // Calico defaults an absent or empty list to Workload and Tunnel.
-        workloads: pool.spec.allowed_uses.is_empty()
-            || pool.spec.allowed_uses.iter().any(|u| u == "Workload"),
+        workloads: pool
+            .spec
+            .allowed_uses
+            .as_ref()
+            .is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
     })
 }
 

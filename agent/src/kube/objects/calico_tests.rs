@@ -103,7 +103,7 @@ fn an_allocation_with_neither_handle_nor_attributes_is_unmarked_and_one_with_eit
     for attribute in [
         json!({}),
         json!({"handle_id": null, "secondary": null}),
-        json!({"handle_id": "", "secondary": {"node": ""}}),
+        json!({"secondary": {}}),
     ] {
         let (b, problems) = block(&json!({
             "cidr": "10.1.0.0/30", "allocations": [0], "attributes": [attribute]
@@ -115,7 +115,18 @@ fn an_allocation_with_neither_handle_nor_attributes_is_unmarked_and_one_with_eit
             "{attribute}"
         );
     }
-    // A handle alone is a workload's (they always had one), never unmarked.
+    // An empty handle or an attribute, even empty, is something else's to
+    // Calico (node/pkg/allocateip: "occupied"), as is a handle alone (a
+    // workload's: they always had one).
+    for attribute in [json!({"handle_id": ""}), json!({"secondary": {"node": ""}})] {
+        let (b, _) = block(&json!({
+            "cidr": "10.1.0.0/30", "allocations": [0], "attributes": [attribute]
+        }));
+        assert!(
+            matches!(b.expect("usable").allocated[0].1, IpamOwner::Other { .. }),
+            "{attribute}"
+        );
+    }
     let (b, _) = block(&json!({
         "cidr": "10.1.0.0/30", "allocations": [0],
         "attributes": [{"handle_id": "k8s-pod-network.abc"}]
@@ -180,6 +191,7 @@ fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them(
     );
     for (uses, workloads) in [
         (json!([]), true),
+        (json!(null), true),
         (json!(["Workload", "Tunnel"]), true),
         (json!(["Tunnel"]), false),
         (json!(["LoadBalancer"]), false),

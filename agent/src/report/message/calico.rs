@@ -42,9 +42,26 @@ fn breaks(node: &str, a: &TunnelAllocation) -> String {
     }
 }
 
+/// The device of a tunnel address only the kernel holds (the Node does not
+/// announce it).
+fn leftover(f: &Finding) -> Option<&str> {
+    match &f.remedy {
+        Remedy::Calico(CalicoFix::RemoveLeftover { device, .. }) => Some(device),
+        _ => None,
+    }
+}
+
 /// The Event note's prose: what is wrong, what breaks.
 pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
     let node = &f.owner.node;
+    if let Some(device) = leftover(f) {
+        return format!(
+            "Node {node}'s {device} holds {}, which its Node does not announce; IPAM has it {}. {}",
+            f.ip_text(),
+            status(a),
+            breaks(node, a)
+        );
+    }
     format!(
         "Node {node}'s Calico tunnel address {} is {}. {}",
         f.ip_text(),
@@ -56,6 +73,16 @@ pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
 /// The long message, without the fix.
 pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
     let node = &f.owner.node;
+    if let Some(device) = leftover(f) {
+        return format!(
+            "Calico's tunnel device {device} on node {node} holds {}, which no \
+             projectcalico.org annotation of the Node announces (a tunnel mode switched off, or \
+             a reinstall, left it): IPAM has it {}. {}",
+            f.ip_text(),
+            status(a),
+            breaks(node, a)
+        );
+    }
     format!(
         "Calico's tunnel address {} of node {node} (according to {}) is {}: calico-node keeps a \
          tunnel address only while IPAM allocates it to this node's tunnel (a reinstall that \

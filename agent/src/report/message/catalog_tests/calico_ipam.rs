@@ -140,7 +140,17 @@ fn a_tunnel_address_only_the_kernel_holds_is_told_to_go_and_how_by_hand() {
     let n = note(&f, Reader::Node, None);
     assert!(n.contains("restart calico-node on worker-node-a"), "{n}");
     assert!(n.contains("`ip addr del 10.42.0.5/32 dev tunl0`"), "{n}");
+    assert!(
+        n.starts_with(
+            "Node worker-node-a's tunl0 holds 10.42.0.5, which its Node does not announce"
+        ),
+        "{n}"
+    );
     let m = render_for(&f, Reader::Operator);
     assert!(m.contains("announces no tunnel address 10.42.0.5"), "{m}");
+    assert!(
+        m.contains("tunnel device tunl0 on node worker-node-a holds 10.42.0.5"),
+        "{m}"
+    );
     assert!(m.contains("`ip addr del 10.42.0.5/32 dev tunl0`"), "{m}");
 }
