@@ -45,6 +45,30 @@ impl NetNs {
         self.ip(&["link", "add", name, "type", "veth", "peer", "name", peer]);
     }
 
+    /// Calico's VXLAN device as calico-node lays it: a real `vxlan` device
+    /// named `vxlan.calico` (VNI 4096, port 4789) holding `address`/32, up.
+    pub fn add_calico_vxlan(&self, address: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            "vxlan.calico",
+            "type",
+            "vxlan",
+            "id",
+            "4096",
+            "dstport",
+            "4789",
+        ]);
+        self.ip(&[
+            "addr",
+            "add",
+            &format!("{address}/32"),
+            "dev",
+            "vxlan.calico",
+        ]);
+        self.ip(&["link", "set", "vxlan.calico", "up"]);
+    }
+
     /// `ip -n <ns> -batch -`: many commands in one process, as fast as ip sends them.
     pub fn ip_batch(&self, batch: &str) {
         use std::io::Write as _;

@@ -111,25 +111,7 @@ fn a_tunnel_address_ipam_gave_a_pod_is_stale_on_the_node_and_a_collision_for_the
     }
     let (node, tunnel) = calico_9086();
     let ns = NetNs::new("calico-ipam");
-    ns.ip(&[
-        "link",
-        "add",
-        "vxlan.calico",
-        "type",
-        "vxlan",
-        "id",
-        "4096",
-        "dstport",
-        "4789",
-    ]);
-    ns.ip(&[
-        "addr",
-        "add",
-        &format!("{tunnel}/32"),
-        "dev",
-        "vxlan.calico",
-    ]);
-    ns.ip(&["link", "set", "vxlan.calico", "up"]);
+    ns.add_calico_vxlan(&tunnel);
     let dir = ipshadow_tests::TempDir::new("calico-ipam-check");
 
     let to_pod = json!({"handle_id": "k8s-pod-network.4bcae222a79b7ef46f048e435d5ab62d",

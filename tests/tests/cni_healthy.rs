@@ -122,25 +122,7 @@ fn a_healthy_calico_node_with_its_block_and_pool_gives_nothing() {
     assert!(pods.len() >= 5, "{pods:?}");
 
     let ns = NetNs::new("calhealthy");
-    ns.ip(&[
-        "link",
-        "add",
-        "vxlan.calico",
-        "type",
-        "vxlan",
-        "id",
-        "4096",
-        "dstport",
-        "4789",
-    ]);
-    ns.ip(&[
-        "addr",
-        "add",
-        &format!("{tunnel}/32"),
-        "dev",
-        "vxlan.calico",
-    ]);
-    ns.ip(&["link", "set", "vxlan.calico", "up"]);
+    ns.add_calico_vxlan(&tunnel);
     pod_routes(&ns, "cali", &addresses);
     let mut n = node(me, &[]);
     n["metadata"]["annotations"] = json!({"projectcalico.org/IPv4VXLANTunnelAddr": tunnel});

@@ -81,25 +81,7 @@ fn a_pod_on_a_calico_tunnel_address_is_found_from_both_nodes_with_calicos_fix_on
     let their_tunnel = ipip["spec"]["bgp"]["ipv4IPIPTunnelAddr"].as_str().unwrap();
 
     let ns = NetNs::new("calico");
-    ns.ip(&[
-        "link",
-        "add",
-        "vxlan.calico",
-        "type",
-        "vxlan",
-        "id",
-        "4096",
-        "dstport",
-        "4789",
-    ]);
-    ns.ip(&[
-        "addr",
-        "add",
-        &format!("{my_tunnel}/32"),
-        "dev",
-        "vxlan.calico",
-    ]);
-    ns.ip(&["link", "set", "vxlan.calico", "up"]);
+    ns.add_calico_vxlan(my_tunnel);
     // IPIP's device on this node too, as the kernel alone shows it (no annotation).
     ns.add_veth("tunl0", "tunl0-peer");
     ns.ip(&["addr", "add", "10.100.219.65/32", "dev", "tunl0"]);
