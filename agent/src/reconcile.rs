@@ -307,7 +307,7 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
                 .iter()
                 .flat_map(|n| n.pod_cidrs.iter().copied()),
         )
-        .chain(inv.calico.ranges_in_use(given_by_calico(inv)))
+        .chain(inv.calico_pod_ranges())
         .collect();
     // Disjoint and in order: one binary search per address, however many nodes.
     let ranges = ipnet::IpNet::aggregate(&ranges);
@@ -317,26 +317,6 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
             after > 0 && ranges[after - 1].contains(ip)
         })
         .collect()
-}
-
-/// The addresses of this node that Calico's IPAM may have given: its pods'
-/// `status.podIPs` (not host-network pods'), what the CNI gave them, and its
-/// Calico tunnel devices' addresses (in IPIP and VXLAN modes, from a pool
-/// even on a node with no pod).
-fn given_by_calico(inv: &Inventory) -> impl Iterator<Item = IpAddr> + '_ {
-    inv.pods
-        .iter()
-        .filter(|p| !p.host_network && p.node.as_deref() == Some(inv.node.as_str()))
-        .flat_map(|p| p.ips.iter())
-        .filter(|i| i.source == crate::inventory::IpSource::Status)
-        .map(|i| i.ip)
-        .chain(
-            inv.host
-                .addresses
-                .iter()
-                .filter(|a| crate::inventory::CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
-                .map(|a| a.ip),
-        )
 }
 
 #[cfg(test)]

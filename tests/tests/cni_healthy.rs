@@ -66,6 +66,22 @@ fn assert_nothing(what: &str, (code, v): (Option<i32>, Value)) {
     assert_eq!(code, Some(0), "{what}: {v:#}");
 }
 
+/// The control: one pod added on a node-held address is found, as `kind`
+/// with `words` in its message, so the layout and objects were read.
+fn assert_found(what: &str, (code, v): (Option<i32>, Value), kind: &str, words: &str) {
+    let found: Vec<(&str, &str)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["message"].as_str().unwrap()))
+        .collect();
+    assert!(
+        found.iter().any(|(k, m)| *k == kind && m.contains(words)),
+        "{what}: {found:#?}"
+    );
+    assert_eq!(code, Some(1), "{what}");
+}
+
 /// A route to each of `addresses` through its own veth named `prefix` and a
 /// number, as Calico and kube-proxy's CNIs reach pods (the peers stay here:
 /// no pod namespace).
@@ -126,18 +142,21 @@ fn a_healthy_calico_node_with_its_block_and_pool_gives_nothing() {
     pod_routes(&ns, "cali", &addresses);
     let mut n = node(me, &[]);
     n["metadata"]["annotations"] = json!({"projectcalico.org/IPv4VXLANTunnelAddr": tunnel});
-    assert_nothing(
-        "Calico",
-        check(
-            &ns,
-            me,
-            &[
-                ("--nodes", vec![n]),
-                ("--pods", pods),
-                ("--ipamblocks", vec![block]),
-                ("--ippools", vec![pool]),
-            ],
-        ),
+    let files = |pods: Vec<Value>| {
+        [
+            ("--nodes", vec![n.clone()]),
+            ("--pods", pods),
+            ("--ipamblocks", vec![block.clone()]),
+            ("--ippools", vec![pool.clone()]),
+        ]
+    };
+    assert_nothing("Calico", check(&ns, me, &files(pods.clone())));
+    pods.push(pod("tenant", "on-tunnel", me, &[&tunnel]));
+    assert_found(
+        "Calico's control",
+        check(&ns, me, &files(pods)),
+        "TunnelIPCollision",
+        "calicoctl ipam check",
     );
 }
 
@@ -169,18 +188,20 @@ fn a_healthy_ovn_kubernetes_worker_gives_nothing() {
         "dev",
         "ovn-k8s-mp0",
     ]);
-    let pods = vec![
+    let mut pods = vec![
         pod("tenant", "web-0", &me, &["10.244.2.3"]),
         pod("tenant", "web-1", &me, &["10.244.2.9"]),
         pod("tenant", "api-0", &there, &["10.129.0.5"]),
     ];
-    assert_nothing(
+    let nodes = vec![worker, master];
+    let files = |pods: Vec<Value>| [("--nodes", nodes.clone()), ("--pods", pods)];
+    assert_nothing("ovn-kubernetes", check(&ns, &me, &files(pods.clone())));
+    pods.push(pod("tenant", "on-mp0", &me, &["10.244.2.2"]));
+    assert_found(
+        "ovn-kubernetes' control",
+        check(&ns, &me, &files(pods)),
+        "GatewayIPCollision",
         "ovn-kubernetes",
-        check(
-            &ns,
-            &me,
-            &[("--nodes", vec![worker, master]), ("--pods", pods)],
-        ),
     );
 }
 
@@ -215,20 +236,24 @@ fn kube_ipvs0_holding_a_healthy_clusters_service_addresses_gives_nothing() {
     me["status"] = json!({"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]});
     let mut other = node("worker-2", &["10.244.2.0/24"]);
     other["status"] = json!({"addresses": [{"type": "InternalIP", "address": "172.18.0.4"}]});
-    let pods = vec![
+    let mut pods = vec![
         pod("shop", "front-0", "worker-1", &["10.244.1.5"]),
         pod("shop", "front-1", "worker-2", &["10.244.2.5"]),
     ];
-    assert_nothing(
-        "kube-ipvs0",
-        check(
-            &ns,
-            "worker-1",
-            &[
-                ("--nodes", vec![me, other]),
-                ("--pods", pods),
-                ("--services", services),
-            ],
-        ),
+    let nodes = vec![me, other];
+    let files = |pods: Vec<Value>| {
+        [
+            ("--nodes", nodes.clone()),
+            ("--pods", pods),
+            ("--services", services.clone()),
+        ]
+    };
+    assert_nothing("kube-ipvs0", check(&ns, "worker-1", &files(pods.clone())));
+    pods.push(pod("shop", "on-dns", "worker-2", &["10.96.0.10"]));
+    assert_found(
+        "kube-ipvs0's control",
+        check(&ns, "worker-1", &files(pods)),
+        "LocalAddressCollision",
+        "cluster IP of Service kube-system/kube-dns",
     );
 }

@@ -50,6 +50,13 @@ pub enum TunnelAllocation {
         /// Its device.
         device: &'static str,
     },
+    /// Allocated with neither handle nor attributes: an older Calico's
+    /// tunnel address, held here though this node does not announce it
+    /// (perhaps another node's).
+    Unmarked {
+        /// The IPAMBlock.
+        block: String,
+    },
     /// Allocated to something else (a handle, or none).
     Other {
         /// The IPAMBlock.
@@ -111,8 +118,10 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         .map(|a| (a.ip, None, a.source));
     let in_annotations: std::collections::HashSet<IpAddr> =
         announced.clone().map(|(ip, _, _)| ip).collect();
-    // Only where this node's Node was read is "not announced" known.
-    let node_read = inv.node_facts.iter().any(|n| n.name == node);
+    // "Not announced" is known only where this node's Node was read and
+    // announces some tunnel address: with an etcd datastore its Kubernetes
+    // Node carries none of Calico's annotations.
+    let node_read = inv.node_facts.iter().any(|n| n.name == node) && !in_annotations.is_empty();
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     // The kernel first: it names the device; one finding per address.
@@ -169,9 +178,8 @@ fn judge(inv: &Inventory, ip: IpAddr, leftover: bool) -> Option<TunnelAllocation
         // next starts: the node announcing it is whose it is. Not a leftover,
         // which may be another node's.
         Allocation::To(_, IpamOwner::Unmarked) if !leftover => return None,
-        Allocation::To(b, IpamOwner::Unmarked) => TunnelAllocation::Other {
+        Allocation::To(b, IpamOwner::Unmarked) => TunnelAllocation::Unmarked {
             block: b.name.clone(),
-            handle: None,
         },
         Allocation::To(b, IpamOwner::Tunnel { node: n, kind }) => TunnelAllocation::OtherTunnel {
             block: b.name.clone(),

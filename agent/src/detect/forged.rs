@@ -49,7 +49,7 @@ pub(super) fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
 /// shows them: Cilium's for every node (podCIDRs, multi-pool; a pod may hold an
 /// address of another node's range, which is a finding, not a forgery), its
 /// cluster pools, kube-ovn's primary Subnets, Calico's IPPools where its
-/// IPAMBlocks were read.
+/// IPAM is seen in use ([`Inventory::calico_pod_ranges`]).
 /// Node.spec.podCIDRs is not one of them: in ENI or kube-ovn clusters pods get
 /// addresses outside it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
@@ -70,14 +70,8 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
         )
         // Every pool for workloads, disabled too (pods stay on one through
         // Calico's pool migration), and every block: where pods are given
-        // addresses, once blocks show Calico's IPAM in use. Pools alone prove
+        // addresses, once Calico's IPAM is seen in use. Pools alone prove
         // nothing: Canal creates the default pool and gives pods host-local
         // addresses.
-        .chain(
-            inv.calico
-                .has_blocks()
-                .then(|| inv.calico.pod_ranges())
-                .into_iter()
-                .flatten(),
-        )
+        .chain(inv.calico_pod_ranges())
 }

@@ -252,13 +252,21 @@ impl CalicoIpam {
     }
 
     /// [`Self::pod_ranges`] where Calico's IPAM evidently gives addresses:
-    /// its blocks were read, or one of `given` (pods' `status.podIPs`, a
-    /// tunnel device's address) lies in one. Pools alone prove nothing:
-    /// Canal creates the default pool and gives pods host-local addresses
-    /// (rancher/rke2#3726).
+    /// a block of a pool for workloads was read, or one of `given` (pods'
+    /// `status.podIPs`, a tunnel device's address) lies in one. Pools alone
+    /// prove nothing: Canal creates the default pool and gives pods
+    /// host-local addresses (rancher/rke2#3726); a LoadBalancer pool's blocks
+    /// hold Services' addresses.
     pub fn ranges_in_use(&self, mut given: impl Iterator<Item = IpAddr>) -> Vec<IpNet> {
         let ranges: Vec<IpNet> = self.pod_ranges().collect();
-        let in_use = self.has_blocks() || given.any(|ip| ranges.iter().any(|r| r.contains(&ip)));
+        if ranges.is_empty() {
+            return ranges;
+        }
+        let blocks = self
+            .blocks
+            .iter()
+            .any(|b| ranges.iter().any(|r| r.contains(&b.cidr)));
+        let in_use = blocks || given.any(|ip| ranges.iter().any(|r| r.contains(&ip)));
         if in_use { ranges } else { Vec::new() }
     }
 
@@ -281,6 +289,39 @@ impl CalicoIpam {
                     .iter()
                     .map(|b| b.cidr)
                     .filter(move |c| !not_pods(c)),
+            )
+    }
+}
+
+impl super::Inventory {
+    /// Calico's pod ranges where its IPAM evidently gives addresses here
+    /// ([`CalicoIpam::ranges_in_use`]), the evidence being this node's.
+    pub fn calico_pod_ranges(&self) -> Vec<IpNet> {
+        self.calico.ranges_in_use(self.given_by_calico())
+    }
+
+    /// The addresses of this node that Calico's IPAM may have given: its
+    /// pods' `status.podIPs` (not host-network pods', nor those of a pod
+    /// whose default network is another plugin's), and its Calico tunnel
+    /// devices' addresses (in IPIP and VXLAN modes, from a pool even on a
+    /// node with no pod).
+    fn given_by_calico(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.pods
+            .iter()
+            .filter(|p| {
+                !p.host_network
+                    && !p.default_network_elsewhere
+                    && p.node.as_deref() == Some(self.node.as_str())
+            })
+            .flat_map(|p| p.ips.iter())
+            .filter(|i| i.source == super::IpSource::Status)
+            .map(|i| i.ip)
+            .chain(
+                self.host
+                    .addresses
+                    .iter()
+                    .filter(|a| super::CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
+                    .map(|a| a.ip),
             )
     }
 }

@@ -92,7 +92,8 @@ pub struct CalicoFiles {
     #[arg(long, env = "IPSHADOW_IPAMBLOCKS_FILE", requires = "pods")]
     pub ipamblocks: Option<PathBuf>,
     /// With --pods: Calico's IPPools as `kubectl get ippools.crd.projectcalico.org -o json`
-    /// prints them: the ranges Calico gives pods addresses from.
+    /// prints them: the ranges Calico gives pods addresses from, once its IPAMBlocks
+    /// (--ipamblocks) or the node's pods show its IPAM in use.
     #[arg(long, env = "IPSHADOW_IPPOOLS_FILE", requires = "pods")]
     pub ippools: Option<PathBuf>,
 }

@@ -106,7 +106,7 @@ fn a_pool_for_no_workload_and_its_blocks_are_no_pod_range() {
 }
 
 #[test]
-fn pools_without_blocks_refuse_nothing_outright() {
+fn pools_refuse_addresses_outside_them_only_where_calicos_ipam_is_seen_in_use() {
     // The agent's view (IPPools, no blocks) of a Canal node: Calico's default
     // pool exists, pods get flannel's host-local addresses. A refusal naming
     // another node's tunnel address outside the pool is still looked into.
@@ -119,9 +119,9 @@ fn pools_without_blocks_refuse_nothing_outright() {
         Tunnel,
         crate::inventory::Source::CalicoNodeAnnotation,
     );
-    let inv = Inventory {
+    let mut inv = Inventory {
         node: ME.into(),
-        pods: Arc::new(vec![refused("10.42.7.1")]),
+        pods: Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["10.42.3.7"])]),
         annotated_nodes: Arc::new(vec![other]),
         calico: Arc::new(CalicoIpam::new(vec![], vec![pool()])),
         ..Inventory::default()
@@ -138,4 +138,8 @@ fn pools_without_blocks_refuse_nothing_outright() {
             None
         )]
     );
+    // This node's pod got its address from the pool: Calico's IPAM is in
+    // use, and an address outside its pools is no pod's.
+    inv.pods = Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["192.168.3.7"])]);
+    assert_eq!(detect(&inv), []);
 }

@@ -46,9 +46,8 @@ fn a_tunnel_address_from_before_calico_wrote_handles_is_not_stale() {
         leftover,
         [(
             &crate::detect::Cause::Node(crate::detect::NodeProblem::Calico(
-                TunnelAllocation::Other {
+                TunnelAllocation::Unmarked {
                     block: "192-168-185-0-26".into(),
-                    handle: None
                 }
             )),
             &Remedy::Calico(CalicoFix::RemoveLeftover {

@@ -55,7 +55,8 @@ impl ClusterSource {
                         {
                             let mut st = lock(&state);
                             st.annotated = Cache::default();
-                            st.up.remove("node-annotations");
+                            // Not read, so no series (a stale 1 or 0 would stay).
+                            st.absent.insert("node-annotations");
                         }
                         on_change();
                     }

@@ -80,7 +80,8 @@ struct State {
     /// The Nodes owning ranges this node's bridges still route, and their pods.
     range_owners: Arc<ranges::RangeOwners>,
     up: BTreeMap<&'static str, bool>,
-    /// Watches whose resource does not exist here (a CRD not installed).
+    /// Watches whose resource does not exist here (a CRD not installed), or
+    /// not read now (every Node's annotations while CiliumNodes exist).
     absent: BTreeSet<&'static str>,
     /// How watches get their initial state.
     initial: Arc<Initial>,

@@ -223,8 +223,12 @@ where
         {
             let mut st = lock(&self.state);
             st.up.insert(source, false);
+            // Absent only while the server says so: a CRD installed since,
+            // then refused (RBAC) or failing, is a source down.
             if kind == Failure::NotFound {
                 st.absent.insert(source);
+            } else {
+                st.absent.remove(source);
             }
         }
         let delay = match kind {

@@ -17,6 +17,10 @@ fn status(a: &TunnelAllocation) -> String {
             node,
             device,
         } => format!("allocated to node {node}'s {device} in IPAM block {block}"),
+        TunnelAllocation::Unmarked { block } => format!(
+            "allocated with neither handle nor attributes (an older Calico's tunnel address) in \
+             IPAM block {block}"
+        ),
         TunnelAllocation::Other { block, handle } => match handle {
             Some(h) => format!("allocated to handle {h} in IPAM block {block}"),
             None => format!("allocated to an unknown owner in IPAM block {block}"),
@@ -35,6 +39,10 @@ fn breaks(node: &str, a: &TunnelAllocation) -> String {
         }
         TunnelAllocation::OtherTunnel { node: other, .. } => {
             format!("Traffic to it reaches {node} or {other}, not both.")
+        }
+        TunnelAllocation::Unmarked { .. } => {
+            "Another node may still announce it as its tunnel: traffic to it reaches one of them."
+                .to_owned()
         }
         TunnelAllocation::Other { .. } => {
             "Calico can hand it on while the tunnel keeps it.".to_owned()

@@ -15,9 +15,9 @@ fn device_hint(device: &str) -> &'static str {
         " (kube-proxy in IPVS mode puts every Service's ClusterIP and external IPs there: the \
          pod range and the Service range overlap)"
     } else if device == crate::inventory::NODE_LOCAL_DNS {
-        " (NodeLocal DNSCache binds it on every node: give node-local-dns a link-local \
-         -localip, 169.254.20.10 by default, outside every pod range; for the kube-dns ClusterIP, \
-         the Service range overlaps the pod range)"
+        " (NodeLocal DNSCache binds it on every node: give node-local-dns a -localip outside \
+         every pod range, 169.254.20.10 by default, fd00::10 for IPv6; for the kube-dns \
+         ClusterIP, the Service range overlaps the pod range)"
     } else if device == "lo" || device.starts_with("dummy") {
         " (a virtual IP manager, e.g. kube-vip, keepalived or a load balancer's agent)"
     } else if [
@@ -179,8 +179,13 @@ fn remove_service_address(
             "the load balancer's address pool overlaps the pod range: take the pod range out of \
              the pool"
         }
+        // A cluster IP cannot be removed, only the Service recreated.
         ServiceField::ClusterIps => {
-            "the Service range overlaps the pod range: give Services and pods disjoint ranges"
+            return format!(
+                "Fix: {ip} is the cluster IP of {}: the Service range overlaps the pod range; \
+                 give Services and pods disjoint ranges. Deleting the pod does not help.",
+                reader.service(&a.service),
+            );
         }
     };
     format!(

@@ -38,6 +38,7 @@ pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
             block: block(),
             handle: None,
         },
+        TunnelAllocation::Unmarked { block: block() },
     ]
     .into_iter()
     .map(|a| {
@@ -118,6 +119,7 @@ fn a_stale_tunnel_address_is_told_with_where_ipam_has_it_and_calicos_own_fix() {
                 handle: Some(_), ..
             } => "allocated to handle k8s-pod-network.",
             TunnelAllocation::Other { handle: None, .. } => "allocated to an unknown owner",
+            TunnelAllocation::Unmarked { .. } => "allocated with neither handle nor attributes",
         };
         assert!(n.contains(says), "{n}");
     }

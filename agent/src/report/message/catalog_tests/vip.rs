@@ -82,7 +82,10 @@ fn a_pod_on_node_local_dnss_address_is_told_whose_it_is_and_how_to_move_it() {
         m.contains("NodeLocal DNSCache's address on node worker-node-a on device nodelocaldns"),
         "{m}"
     );
-    assert!(m.contains("link-local -localip, 169.254.20.10"), "{m}");
+    assert!(
+        m.contains("a -localip outside every pod range, 169.254.20.10 by default"),
+        "{m}"
+    );
     let n = super::super::note(&f, super::super::Reader::Node, None);
     assert!(n.contains("nodelocaldns"), "{n}");
 }
