@@ -69,6 +69,27 @@ impl NetNs {
         self.ip(&["link", "set", "vxlan.calico", "up"]);
     }
 
+    /// ovn-kubernetes' management port (an OVS internal port; a veth named
+    /// `ovn-k8s-mp0` stands in) holding `address` (`.2` of the node subnet,
+    /// with its prefix), up; with `cluster` (the cluster network), routed via
+    /// the node switch's gateway `gateway` as ovn-kubernetes routes it.
+    pub fn add_ovn_management_port(&self, address: &str, cluster: Option<(&str, &str)>) {
+        self.add_veth("ovn-k8s-mp0", "mp0-peer");
+        self.ip(&["addr", "add", address, "dev", "ovn-k8s-mp0"]);
+        self.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
+        if let Some((cluster, gateway)) = cluster {
+            self.ip(&[
+                "route",
+                "add",
+                cluster,
+                "via",
+                gateway,
+                "dev",
+                "ovn-k8s-mp0",
+            ]);
+        }
+    }
+
     /// `ip -n <ns> -batch -`: many commands in one process, as fast as ip sends them.
     pub fn ip_batch(&self, batch: &str) {
         use std::io::Write as _;

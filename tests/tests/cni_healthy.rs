@@ -176,18 +176,7 @@ fn a_healthy_ovn_kubernetes_worker_gives_nothing() {
     let me = worker["metadata"]["name"].as_str().unwrap().to_owned();
     let there = master["metadata"]["name"].as_str().unwrap().to_owned();
     let ns = NetNs::new("ovnhealthy");
-    ns.add_veth("ovn-k8s-mp0", "mp0-peer");
-    ns.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
-    ns.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
-    ns.ip(&[
-        "route",
-        "add",
-        "10.128.0.0/14",
-        "via",
-        "10.244.2.1",
-        "dev",
-        "ovn-k8s-mp0",
-    ]);
+    ns.add_ovn_management_port("10.244.2.2/24", Some(("10.128.0.0/14", "10.244.2.1")));
     let mut pods = vec![
         pod("tenant", "web-0", &me, &["10.244.2.3"]),
         pod("tenant", "web-1", &me, &["10.244.2.9"]),

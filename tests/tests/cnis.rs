@@ -241,19 +241,8 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
 
     // ovn-k8s-mp0 is an OVS internal port; a veth of that name stands in.
     let ns = NetNs::new("ovnk");
-    ns.add_veth("ovn-k8s-mp0", "mp0-peer");
-    ns.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
-    ns.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
     // The cluster network via the node switch's gateway, as ovn-kubernetes routes it.
-    ns.ip(&[
-        "route",
-        "add",
-        "10.128.0.0/14",
-        "via",
-        "10.244.2.1",
-        "dev",
-        "ovn-k8s-mp0",
-    ]);
+    ns.add_ovn_management_port("10.244.2.2/24", Some(("10.128.0.0/14", "10.244.2.1")));
     let dir = ipshadow_tests::TempDir::new("ovnk");
     let pods = dir.join("pods.json");
     let nodes = dir.join("nodes.json");

@@ -795,25 +795,7 @@ fn the_agents_of_both_nodes_find_pods_on_a_calico_tunnel_address() {
         fix: "calicoctl ipam check",
     }
     .run(&nodes, |a| {
-        a.ip(&[
-            "link",
-            "add",
-            "vxlan.calico",
-            "type",
-            "vxlan",
-            "id",
-            "4096",
-            "dstport",
-            "4789",
-        ]);
-        a.ip(&[
-            "addr",
-            "add",
-            &format!("{tunnel}/32"),
-            "dev",
-            "vxlan.calico",
-        ]);
-        a.ip(&["link", "set", "vxlan.calico", "up"]);
+        a.add_calico_vxlan(tunnel);
     });
 }
 
@@ -841,9 +823,7 @@ fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
         fix: "ovn-kubernetes keeps the first two addresses",
     }
     .run(&nodes, |a| {
-        a.add_veth("ovn-k8s-mp0", "mp0-peer");
-        a.ip(&["addr", "add", "10.244.2.2/24", "dev", "ovn-k8s-mp0"]);
-        a.ip(&["link", "set", "ovn-k8s-mp0", "up"]);
+        a.add_ovn_management_port("10.244.2.2/24", None);
     });
 }
 
