@@ -190,7 +190,7 @@ fn a_healthy_ovn_kubernetes_worker_gives_nothing() {
         "ovn-kubernetes' control",
         check(&ns, &me, &files(pods)),
         "GatewayIPCollision",
-        "ovn-kubernetes",
+        "management port",
     );
 }
 

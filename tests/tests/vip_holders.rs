@@ -602,6 +602,8 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
             .any(|(_, u)| u.starts_with("/apis/crd.projectcalico.org/v1/ippools"))
     };
     // No Calico in this node's kernel yet: its agent never asks for IPPools.
+    // (That the VIP is not watched then cannot be shown by traffic: a lookup
+    // that does not happen has no moment to wait for.)
     let mut first = None;
     AgentProc::wait_metrics(&sim.node, HANG, |m| {
         first = reconciles(m);

@@ -119,9 +119,12 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
     let in_annotations: std::collections::HashSet<IpAddr> =
         announced.clone().map(|(ip, _, _)| ip).collect();
     // "Not announced" is known only where this node's Node was read and
-    // announces some tunnel address: with an etcd datastore its Kubernetes
-    // Node carries none of Calico's annotations.
-    let node_read = inv.node_facts.iter().any(|n| n.name == node) && !in_annotations.is_empty();
+    // carries Calico's annotations (the Kubernetes datastore): with an etcd
+    // datastore it carries none.
+    let node_read = inv
+        .node_facts
+        .iter()
+        .any(|n| n.name == node && n.calico_annotated);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     // The kernel first: it names the device; one finding per address.

@@ -186,6 +186,9 @@ pub struct CalicoIpam {
     /// Each node's tunnel addresses as the blocks allocate them, as owners of
     /// role tunnel ([`Source::CalicoIpamBlock`]): what a pod on one collides with.
     pub tunnels: Vec<CiliumNode>,
+    /// A block was read outside every pool for no workload: Calico's IPAM
+    /// gives addresses (computed once: a cluster has thousands of blocks).
+    pod_blocks: bool,
 }
 
 impl CalicoIpam {
@@ -209,10 +212,16 @@ impl CalicoIpam {
             }
         }
         let tunnels = tunnels.into_values().collect();
+        let pod_blocks = blocks.iter().any(|b| {
+            !pools
+                .iter()
+                .any(|p| !p.workloads && p.cidr.contains(&b.cidr))
+        });
         Self {
             blocks,
             pools,
             tunnels,
+            pod_blocks,
         }
     }
 
@@ -251,23 +260,20 @@ impl CalicoIpam {
         self.pools.iter().filter(|p| !p.disabled)
     }
 
-    /// [`Self::pod_ranges`] where Calico's IPAM evidently gives addresses:
-    /// a block of a pool for workloads was read, or one of `given` (pods'
-    /// `status.podIPs`, a tunnel device's address) lies in one. Pools alone
-    /// prove nothing: Canal creates the default pool and gives pods
-    /// host-local addresses (rancher/rke2#3726); a LoadBalancer pool's blocks
-    /// hold Services' addresses.
-    pub fn ranges_in_use(&self, mut given: impl Iterator<Item = IpAddr>) -> Vec<IpNet> {
-        let ranges: Vec<IpNet> = self.pod_ranges().collect();
-        if ranges.is_empty() {
-            return ranges;
-        }
-        let blocks = self
-            .blocks
-            .iter()
-            .any(|b| ranges.iter().any(|r| r.contains(&b.cidr)));
-        let in_use = blocks || given.any(|ip| ranges.iter().any(|r| r.contains(&ip)));
-        if in_use { ranges } else { Vec::new() }
+    /// Whether Calico's IPAM evidently gives addresses: a block was read
+    /// outside every pool for no workload (in a pool for workloads, or in one
+    /// deleted since), or one of `given` (pods' `status.podIPs`, a tunnel
+    /// device's address) lies in a pool for workloads. Pools alone prove
+    /// nothing: Canal creates the default pool and gives pods host-local
+    /// addresses (rancher/rke2#3726); a LoadBalancer pool's blocks hold
+    /// Services' addresses.
+    pub fn in_use(&self, mut given: impl Iterator<Item = IpAddr>) -> bool {
+        self.pod_blocks
+            || given.any(|ip| {
+                self.pools
+                    .iter()
+                    .any(|p| p.workloads && p.cidr.contains(&ip))
+            })
     }
 
     /// Where Calico's pods may hold addresses: every pool for workloads,
@@ -294,10 +300,16 @@ impl CalicoIpam {
 }
 
 impl super::Inventory {
-    /// Calico's pod ranges where its IPAM evidently gives addresses here
-    /// ([`CalicoIpam::ranges_in_use`]), the evidence being this node's.
-    pub fn calico_pod_ranges(&self) -> Vec<IpNet> {
-        self.calico.ranges_in_use(self.given_by_calico())
+    /// Calico's pod ranges ([`CalicoIpam::pod_ranges`]) where its IPAM is
+    /// seen in use ([`CalicoIpam::in_use`]): the blocks read (cluster-wide),
+    /// or this node's addresses. Lazy: a caller that finds its address in the
+    /// first pool reads no block.
+    pub fn calico_pod_ranges(&self) -> impl Iterator<Item = IpNet> + '_ {
+        let no_pools = self.calico.pools.is_empty() && self.calico.blocks.is_empty();
+        (!no_pools && self.calico.in_use(self.given_by_calico()))
+            .then(|| self.calico.pod_ranges())
+            .into_iter()
+            .flatten()
     }
 
     /// The addresses of this node that Calico's IPAM may have given: its

@@ -160,6 +160,11 @@ pub struct NodeFacts {
     /// `status.addresses` of type InternalIP and ExternalIP, where read: every
     /// Node of a list or a file (`audit`, `check`), never the agent's own watch.
     pub addresses: Vec<NodeAddress>,
+    /// It carries a `projectcalico.org/` annotation: Calico keeps its node
+    /// there (the Kubernetes datastore), so a tunnel address it does not
+    /// announce is not Calico's now. Read with `addresses`: never by the
+    /// agent's own watch.
+    pub calico_annotated: bool,
 }
 
 /// One of a Node's own addresses (`status.addresses`).

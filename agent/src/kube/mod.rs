@@ -93,7 +93,7 @@ pub struct CalicoFiles {
     pub ipamblocks: Option<PathBuf>,
     /// With --pods: Calico's IPPools as `kubectl get ippools.crd.projectcalico.org -o json`
     /// prints them: the ranges Calico gives pods addresses from, once its IPAMBlocks
-    /// (--ipamblocks) or the node's pods show its IPAM in use.
+    /// (--ipamblocks) or a node's own pods show its IPAM in use there.
     #[arg(long, env = "IPSHADOW_IPPOOLS_FILE", requires = "pods")]
     pub ippools: Option<PathBuf>,
 }

@@ -71,6 +71,7 @@ pub(super) fn inventory(
         node_facts: Some(NodeFacts {
             name: ME.into(),
             pod_cidrs: vec![net("10.244.4.0/24")],
+            calico_annotated: true,
             ..NodeFacts::default()
         }),
         calico: Arc::new(CalicoIpam::new(blocks, vec![pool()])),

@@ -143,3 +143,67 @@ fn pools_refuse_addresses_outside_them_only_where_calicos_ipam_is_seen_in_use() 
     inv.pods = Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["192.168.3.7"])]);
     assert_eq!(detect(&inv), []);
 }
+
+#[test]
+fn calicos_ipam_is_in_use_by_a_pod_block_this_nodes_pods_or_tunnel_only() {
+    let lb = crate::inventory::IpPool {
+        name: "lb-pool".into(),
+        cidr: crate::inventory::fixtures::net("172.20.0.0/24"),
+        workloads: false,
+        ..pool()
+    };
+    let with = |blocks: Vec<crate::inventory::IpamBlock>, pods: Vec<Pod>, tunnel: Option<&str>| {
+        let mut host = crate::inventory::HostNetwork::default();
+        host.addresses
+            .extend(tunnel.map(|a| crate::inventory::LocalAddress {
+                ip: ip(a),
+                device: "vxlan.calico".into(),
+            }));
+        Inventory {
+            node: ME.into(),
+            pods: Arc::new(pods),
+            host: Arc::new(host),
+            calico: Arc::new(CalicoIpam::new(blocks, vec![pool(), lb.clone()])),
+            ..Inventory::default()
+        }
+        .calico_pod_ranges()
+        .count()
+            > 0
+    };
+    let in_pool = || pod("web", ME, &["192.168.3.7"]);
+    // Evidence.
+    assert!(with(
+        vec![block("192.168.185.0/26", OTHER, vec![])],
+        vec![],
+        None
+    ));
+    assert!(
+        with(vec![block("10.9.0.0/26", OTHER, vec![])], vec![], None),
+        "a deleted pool's block"
+    );
+    assert!(with(vec![], vec![in_pool()], None));
+    assert!(with(vec![], vec![], Some("192.168.200.0")));
+    // No evidence: a LoadBalancer pool's block, pods not given a pool's address here.
+    assert!(!with(
+        vec![block("172.20.0.0/26", OTHER, vec![])],
+        vec![],
+        None
+    ));
+    assert!(!with(vec![], vec![], None));
+    assert!(!with(vec![], vec![pod("web", ME, &["10.42.3.7"])], None));
+    assert!(!with(
+        vec![],
+        vec![pod("web", OTHER, &["192.168.3.7"])],
+        None
+    ));
+    let host_network = Pod {
+        host_network: true,
+        ..in_pool()
+    };
+    let multus = Pod {
+        default_network_elsewhere: true,
+        ..in_pool()
+    };
+    assert!(!with(vec![], vec![host_network], None));
+    assert!(!with(vec![], vec![multus], None));
+}

@@ -120,3 +120,42 @@ fn check_judges_the_tunnel_devices_address_too_once_per_address_naming_the_devic
             .all(|f| matches!(f.remedy, Remedy::Calico(CalicoFix::ReallocateTunnel { .. }))),
     );
 }
+
+#[test]
+fn a_tunnel_mode_switched_off_leaves_a_leftover_and_an_etcd_datastore_says_nothing_of_one() {
+    // VXLAN switched off: calico-node dropped the annotation and released
+    // the address; vxlan.calico keeps it. The Node still carries Calico's
+    // other annotations (the Kubernetes datastore).
+    let blocks = vec![block("192.168.185.0/26", ME, vec![])];
+    let mut inv = inventory("192.168.185.9", blocks, vec![]);
+    inv.annotated_nodes = Arc::new(vec![]);
+    let mut host = crate::inventory::HostNetwork::default();
+    host.addresses.push(crate::inventory::LocalAddress {
+        ip: ip("192.168.185.0"),
+        device: "vxlan.calico".into(),
+    });
+    inv.host = Arc::new(host);
+    let remedies = |inv: &crate::inventory::Inventory| -> Vec<Remedy> {
+        detect(inv).into_iter().map(|f| f.remedy).collect()
+    };
+    assert_eq!(
+        remedies(&inv),
+        [Remedy::Calico(CalicoFix::RemoveLeftover {
+            node: ME.into(),
+            ip: ip("192.168.185.0"),
+            device: "vxlan.calico".into()
+        })]
+    );
+    // An etcd datastore: the Node carries none of Calico's annotations, so
+    // nothing says the address is not announced.
+    if let Some(n) = inv.node_facts.as_mut() {
+        n.calico_annotated = false;
+    }
+    assert_eq!(
+        remedies(&inv),
+        [Remedy::Calico(CalicoFix::ReallocateTunnel {
+            node: ME.into(),
+            ip: ip("192.168.185.0"),
+        })]
+    );
+}

@@ -74,7 +74,7 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
         pod_cidrs,
         allocatable_pods,
         shadowed,
-        addresses: Vec::new(),
+        ..NodeFacts::default()
     }
 }
 
@@ -82,10 +82,19 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
 const ADDRESSES_MAX: usize = 32;
 
 /// `n` with its `status.addresses` of type InternalIP and ExternalIP (what a
-/// Service's address must not equal); an entry that is not an IP is named in
-/// `problems`. Kept apart from [`node_facts`]: the agent's own-Node watch does
-/// not keep the field, and reads none.
+/// Service's address must not equal), and whether Calico keeps its node in
+/// `n`'s annotations; an entry that is not an IP is named in `problems`. Kept
+/// apart from [`node_facts`]: the agent's own-Node watch keeps neither field,
+/// and reads neither.
 pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
+    // calico-node's Kubernetes datastore writes its node's fields as
+    // annotations (libcalico-go k8s/resources/node.go
+    // `mergeCalicoNodeIntoK8sNode`); an etcd datastore writes none.
+    facts.calico_annotated = n
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.keys().any(|k| k.starts_with("projectcalico.org/")));
     let entries = n.status.as_ref().and_then(|s| s.addresses.as_ref());
     for a in entries.into_iter().flatten().take(ADDRESSES_MAX) {
         let kind = match a.type_.as_str() {
@@ -188,6 +197,25 @@ mod tests {
         let f = node_facts(&n, &mut problems);
         assert_eq!(f.allocatable_pods, None);
         assert!(problems[1].problem.contains("\"1k\""), "{problems:?}");
+    }
+
+    #[test]
+    fn a_node_calico_keeps_in_the_kubernetes_datastore_is_known_by_its_annotations() {
+        // The Kubernetes datastore: BGP's IPv4Address, even with no tunnel.
+        let facts = |annotations: serde_json::Value| {
+            let n: Node = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n1", "annotations": annotations}
+            }))
+            .expect("node");
+            with_addresses(node_facts(&n, &mut vec![]), &n, &mut vec![]).calico_annotated
+        };
+        assert!(facts(
+            serde_json::json!({"projectcalico.org/IPv4Address": "10.0.0.5/24"})
+        ));
+        assert!(!facts(
+            serde_json::json!({"flannel.alpha.coreos.com/public-ip": "10.0.0.5"})
+        ));
+        assert!(!facts(serde_json::json!({})));
     }
 
     #[test]

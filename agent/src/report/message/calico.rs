@@ -40,10 +40,10 @@ fn breaks(node: &str, a: &TunnelAllocation) -> String {
         TunnelAllocation::OtherTunnel { node: other, .. } => {
             format!("Traffic to it reaches {node} or {other}, not both.")
         }
-        TunnelAllocation::Unmarked { .. } => {
-            "Another node may still announce it as its tunnel: traffic to it reaches one of them."
-                .to_owned()
-        }
+        TunnelAllocation::Unmarked { .. } => format!(
+            "Another node may still announce it as its tunnel: traffic to it reaches {node} or \
+             that node, not both."
+        ),
         TunnelAllocation::Other { .. } => {
             "Calico can hand it on while the tunnel keeps it.".to_owned()
         }

@@ -162,14 +162,8 @@ fn remove_service_address(
              cluster IP, give Services and pods disjoint ranges; deleting the pod does not help."
         );
     };
-    if !reader.sees(&a.service) {
-        return format!(
-            "Fix: {} sets {ip} as one of its addresses; the cluster's operators must remove it \
-             there (`ipshadow check` on the node names it). Deleting this pod does not help.",
-            reader.service(&a.service)
-        );
-    }
     let why = match a.field {
+        ServiceField::ClusterIps => return cluster_ip_fix(ip, a, reader),
         ServiceField::ExternalIps => {
             "kube-proxy binds a Service's external IPs on every node, so any pod given the \
              address is shadowed (the man-in-the-middle of CVE-2020-8554); restrict who may set \
@@ -179,19 +173,34 @@ fn remove_service_address(
             "the load balancer's address pool overlaps the pod range: take the pod range out of \
              the pool"
         }
-        // A cluster IP cannot be removed, only the Service recreated.
-        ServiceField::ClusterIps => {
-            return format!(
-                "Fix: {ip} is the cluster IP of {}: the Service range overlaps the pod range; \
-                 give Services and pods disjoint ranges. Deleting the pod does not help.",
-                reader.service(&a.service),
-            );
-        }
     };
+    if !reader.sees(&a.service) {
+        return format!(
+            "Fix: {} sets {ip} as one of its addresses; the cluster's operators must remove it \
+             there (`ipshadow check` on the node names it). Deleting this pod does not help.",
+            reader.service(&a.service)
+        );
+    }
     format!(
         "Fix: remove {ip} from {} of {}; {why}. Deleting the pod does not help: the address \
          belongs to the Service.",
         a.field,
+        reader.service(&a.service),
+    )
+}
+
+/// The fix when the pod's address is a Service's cluster IP: it cannot be
+/// removed (only the Service recreated); the ranges overlap.
+fn cluster_ip_fix(ip: std::net::IpAddr, a: &ServiceAddress, reader: Reader<'_>) -> String {
+    let operators = if reader.sees(&a.service) {
+        ""
+    } else {
+        "the cluster's operators must "
+    };
+    format!(
+        "Fix: {ip} is the cluster IP of {}: the Service range overlaps the pod range; \
+         {operators}give Services and pods disjoint ranges. Deleting the pod only moves this \
+         one: the next pod given a cluster IP collides again.",
         reader.service(&a.service),
     )
 }

@@ -150,6 +150,18 @@ fn ipam_fix(r: &Remedy) -> String {
 /// The fix when a Service's address shadows the pod.
 fn service_address(ip: IpAddr, service: Option<&ServiceAddress>, reader: Reader<'_>) -> String {
     match service {
+        // A cluster IP cannot be removed, only its Service recreated.
+        Some(a) if a.field == crate::inventory::ServiceField::ClusterIps => {
+            let who = if reader.sees(&a.service) {
+                ""
+            } else {
+                "the cluster's operators must "
+            };
+            format!(
+                "Fix: {ip} is a Service's cluster IP: {who}give Services and pods disjoint \
+                 ranges; deleting the pod only moves this one."
+            )
+        }
         Some(a) if reader.sees(&a.service) => format!(
             "Fix: remove {ip} from {} of Service {}/{}; deleting the pod does not help.",
             a.field, a.service.namespace, a.service.name

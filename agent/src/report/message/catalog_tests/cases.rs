@@ -158,13 +158,17 @@ fn collisions() -> Vec<(Mode, Finding)> {
         Mode::KubeOvn,
         collision(Role::Local, Scope::CrossNode, local),
     ));
-    for ns in ["tenant", "kube-system"] {
+    for (ns, field) in [
+        ("tenant", ServiceField::ExternalIps),
+        ("kube-system", ServiceField::ExternalIps),
+        ("kube-system", ServiceField::ClusterIps),
+    ] {
         let service = ServiceAddress {
             service: crate::inventory::ServiceRef {
                 namespace: ns.into(),
                 name: "ingress-nginx-controller".into(),
             },
-            field: ServiceField::ExternalIps,
+            field,
         };
         let mut f = collision(
             Role::Local,

@@ -89,3 +89,38 @@ fn a_pod_on_node_local_dnss_address_is_told_whose_it_is_and_how_to_move_it() {
     let n = super::super::note(&f, super::super::Reader::Node, None);
     assert!(n.contains("nodelocaldns"), "{n}");
 }
+
+#[test]
+fn a_pod_on_a_cluster_ip_is_told_the_ranges_overlap_never_to_remove_it() {
+    let (_, f) = super::cases::catalog()
+        .into_iter()
+        .find(|(_, f)| {
+            matches!(
+                &f.remedy,
+                Remedy::RemoveServiceAddress { service: Some(a), .. }
+                    if a.field == ServiceField::ClusterIps
+            )
+        })
+        .expect("a cluster-IP case");
+    for (reader, note, long) in [
+        (
+            super::super::Reader::Operator,
+            "Fix: 10.244.4.251 is a Service's cluster IP: give Services and pods disjoint ranges",
+            "is the cluster IP of Service kube-system/ingress-nginx-controller: the Service range \
+             overlaps the pod range; give Services",
+        ),
+        (
+            super::super::Reader::Namespace("tenant"),
+            "the cluster's operators must give Services and pods disjoint ranges",
+            "the cluster's operators must give Services and pods disjoint ranges",
+        ),
+    ] {
+        let n = super::super::note(&f, reader, None);
+        assert!(n.contains(note), "{reader:?}: {n}");
+        let m = super::super::render_for(&f, reader);
+        assert!(m.contains(long), "{reader:?}: {m}");
+        for text in [&n, &m] {
+            assert!(!text.contains("remove 10.244.4.251"), "{reader:?}: {text}");
+        }
+    }
+}
