@@ -6,20 +6,13 @@
 //!
 //! [`objects::ip_pool`]: crate::kube::objects::ip_pool
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer, Serialize, de};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Meta, Shape, cluster_resource};
+use super::{LeanSpec, cluster_resource};
 
 /// An IPPool cut to its name and the spec fields the converter reads.
-#[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanIpPool {
-    /// Name, uid and resourceVersion only.
-    pub(in super::super) metadata: ObjectMeta,
-    /// `{"metadata": {"name"}, "spec": {…}}`: [`Lean`] as JSON.
-    pub(in super::super) json: Value,
-}
+pub(in super::super) type LeanIpPool = LeanSpec<Spec>;
 
 cluster_resource!(
     LeanIpPool,
@@ -29,28 +22,10 @@ cluster_resource!(
     "ippools"
 );
 
-impl<'de> Deserialize<'de> for LeanIpPool {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let lean = Shape::<Lean>::deserialize(d)?.or_default();
-        let metadata = lean.metadata.object_meta();
-        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
-        Ok(Self { metadata, json })
-    }
-}
-
-/// The fields of an IPPool the converter reads; the leaves are any JSON.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(default)]
-struct Lean {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<Meta>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    spec: Shape<Spec>,
-}
-
-#[derive(Debug, Default, Deserialize, Serialize)]
+/// The fields of an IPPool's `spec` the converter reads.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Spec {
+pub(in super::super) struct Spec {
     #[serde(skip_serializing_if = "Option::is_none")]
     cidr: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -145,6 +145,48 @@ impl Lean {
     }
 }
 
+/// A cluster-scoped object cut to its name and the fields of its `spec` that
+/// `S` names (kube-ovn's Subnets, Calico's IPPools); serde skips the others
+/// unparsed, and the leaves are any JSON: the converter checks their types.
+#[derive(Clone, Debug, Default)]
+pub(super) struct LeanSpec<S> {
+    /// Name, uid and resourceVersion only.
+    pub(super) metadata: ObjectMeta,
+    /// `{"metadata": {"name"}, "spec": {…}}`: what the converter reads, as JSON.
+    pub(super) json: Value,
+    spec: std::marker::PhantomData<S>,
+}
+
+impl<'de, S: Deserialize<'de> + Serialize + Default> Deserialize<'de> for LeanSpec<S> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let lean = Shape::<SpecOnly<S>>::deserialize(d)?.or_default();
+        let metadata = lean.metadata.object_meta();
+        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
+        Ok(Self {
+            metadata,
+            json,
+            spec: std::marker::PhantomData,
+        })
+    }
+}
+
+/// An object's metadata and `spec` as `S`, each a [`Shape`] so that a wrong
+/// type parses.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(
+    default,
+    bound(
+        deserialize = "S: Deserialize<'de> + Default",
+        serialize = "S: Serialize + Default"
+    )
+)]
+struct SpecOnly<S> {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<Meta>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    spec: Shape<S>,
+}
+
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
 struct Meta {

@@ -8,46 +8,20 @@
 //!
 //! [`objects::subnet`]: crate::kube::objects::subnet
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer, Serialize, de};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Meta, Shape, cluster_resource};
+use super::{LeanSpec, cluster_resource};
 
 /// A Subnet cut to its name and the spec fields the converter reads.
-#[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanSubnet {
-    /// Name, uid and resourceVersion only.
-    pub(in super::super) metadata: ObjectMeta,
-    /// `{"metadata": {"name"}, "spec": {…}}`: [`Lean`] as JSON.
-    pub(in super::super) json: Value,
-}
+pub(in super::super) type LeanSubnet = LeanSpec<Spec>;
 
 cluster_resource!(LeanSubnet, "Subnet", "kubeovn.io", "v1", "subnets");
 
-impl<'de> Deserialize<'de> for LeanSubnet {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let lean = Shape::<Lean>::deserialize(d)?.or_default();
-        let metadata = lean.metadata.object_meta();
-        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
-        Ok(Self { metadata, json })
-    }
-}
-
-/// The fields of a Subnet the converter reads; serde skips the others
-/// unparsed. The leaves are any JSON: the converter checks their types.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(default)]
-struct Lean {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<Meta>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    spec: Shape<Spec>,
-}
-
-#[derive(Debug, Default, Deserialize, Serialize)]
+/// The fields of a Subnet's `spec` the converter reads.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Spec {
+pub(in super::super) struct Spec {
     #[serde(skip_serializing_if = "Option::is_none")]
     cidr_block: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
