@@ -10,15 +10,17 @@
 //! ([`routes`] with [`Read::Cache`]) read the watch cache whole instead.
 
 mod calico;
+mod custom;
 
 use std::sync::Arc;
+
+use self::custom::{Gvk, custom, custom_objects};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectList},
+    api::{ApiResource, DynamicObject, ListParams, ObjectList},
 };
-use serde_json::Value;
 
 use super::objects;
 use crate::inventory::{
@@ -96,34 +98,6 @@ where
 }
 
 /// A resource, (group, version, kind, plural); the plural names it in errors.
-type Gvk = (&'static str, &'static str, &'static str, &'static str);
-
-/// A custom resource's pages; an absent CRD (404) is no objects.
-async fn custom(
-    client: &kube::Client,
-    (group, version, kind, plural): Gvk,
-    read: Read,
-    progress: Progress<'_>,
-    mut each: impl FnMut(&Value),
-) -> Result<(), ListError> {
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let listed = pages(&api, (plural, read), None, progress, |o| {
-        if let Ok(v) = serde_json::to_value(&o) {
-            each(&v);
-        }
-    })
-    .await;
-    match listed {
-        Err(ListError {
-            source: kube::Error::Api(s),
-            ..
-        }) if s.code == 404 => Ok(()),
-        other => other.map(|_| ()),
-    }
-}
-
 /// Whose pods a [`cluster_state`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope<'a> {
@@ -208,28 +182,22 @@ async fn crds(
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
 ) -> Result<(Vec<CiliumNode>, Vec<Subnet>), ListError> {
-    let mut cilium_nodes = Vec::new();
-    custom(
+    let cilium_nodes = custom_objects(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
         read,
         progress,
-        |v| match objects::cilium_node(v, invalid) {
-            Ok(c) => cilium_nodes.push(c),
-            Err(e) => invalid.push(e),
-        },
+        invalid,
+        objects::cilium_node,
     )
     .await?;
-    let mut subnets = Vec::new();
-    custom(
+    let subnets = custom_objects(
         client,
         ("kubeovn.io", "v1", "Subnet", "subnets"),
         read,
         progress,
-        |v| match objects::subnet(v, invalid) {
-            Ok(s) => subnets.push(s),
-            Err(e) => invalid.push(e),
-        },
+        invalid,
+        objects::subnet,
     )
     .await?;
     Ok((cilium_nodes, subnets))

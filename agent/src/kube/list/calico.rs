@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{ListError, Progress, Read, Scope, custom};
+use super::{ListError, Progress, Read, Scope, custom::custom_objects};
 use crate::{
     inventory::{CalicoIpam, Invalid},
     kube::objects,
@@ -44,28 +44,22 @@ async fn read(
     if scope != Scope::Cluster {
         return Ok(Arc::default());
     }
-    let mut blocks = Vec::new();
-    custom(
+    let blocks = custom_objects(
         client,
         ("crd.projectcalico.org", "v1", "IPAMBlock", "ipamblocks"),
         Read::Pages,
         progress,
-        |v| match objects::ipam_block(v, invalid) {
-            Ok(b) => blocks.push(b),
-            Err(e) => invalid.push(e),
-        },
+        invalid,
+        objects::ipam_block,
     )
     .await?;
-    let mut pools = Vec::new();
-    custom(
+    let pools = custom_objects(
         client,
         ("crd.projectcalico.org", "v1", "IPPool", "ippools"),
         Read::Pages,
         progress,
-        |v| match objects::ip_pool(v, invalid) {
-            Ok(p) => pools.push(p),
-            Err(e) => invalid.push(e),
-        },
+        invalid,
+        objects::ip_pool,
     )
     .await?;
     Ok(Arc::new(CalicoIpam::new(blocks, pools)))
