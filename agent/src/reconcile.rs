@@ -218,27 +218,9 @@ pub fn leaving(inv: &Inventory) -> BTreeSet<String> {
 /// observer watches their traffic; traffic no finding explains makes the
 /// agent ask once which pod holds the address.
 pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
-    let mine: Vec<_> = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
-        .filter(|c| c.name == inv.node)
-        .collect();
-    let ranges: Vec<ipnet::IpNet> = inv
-        .node_facts
-        .iter()
-        .flat_map(|n| n.pod_cidrs.iter().copied())
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| s.cidrs.iter().copied()),
-        )
-        .chain(mine.iter().flat_map(|c| c.ranges().map(|(r, _)| r)))
-        .chain(mine.iter().flat_map(|c| c.ovn_subnets.iter().copied()))
-        .collect();
-    let infra: BTreeSet<IpAddr> = mine
-        .into_iter()
+    let ranges: Vec<ipnet::IpNet> = inv.own_pod_ranges().collect();
+    let infra: BTreeSet<IpAddr> = inv
+        .own_cni_nodes()
         .flat_map(|c| c.addresses.iter().map(|a| a.ip))
         .collect();
     let cni_device = |device: &str| {
@@ -296,12 +278,7 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
                 .map(|(r, _)| r)
                 .chain(c.ovn_subnets.iter().copied())
         })
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| s.cidrs.iter().copied()),
-        )
+        .chain(inv.primary_subnet_ranges())
         .chain(
             inv.node_facts
                 .iter()

@@ -62,12 +62,7 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
                 .iter()
                 .flat_map(|c| c.cluster_pool.iter().copied()),
         )
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| s.cidrs.iter().copied()),
-        )
+        .chain(inv.primary_subnet_ranges())
         // Every pool for workloads, disabled too (pods stay on one through
         // Calico's pool migration), and every block: where pods are given
         // addresses, once Calico's IPAM is seen in use. Pools alone prove

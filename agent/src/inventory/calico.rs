@@ -100,10 +100,9 @@ impl TunnelKind {
     /// The kind and node of a tunnel handle. Node names may hold `-` (or be
     /// IPs, calico#7192): the known prefix is cut, never split on `-`.
     pub fn of_handle(handle: &str) -> Option<(Self, &str)> {
-        // `vxlan-v6-` before `vxlan-`: the longer prefix first.
-        let mut kinds: Vec<Self> = <Self as strum::IntoEnumIterator>::iter().collect();
-        kinds.sort_by_key(|k| std::cmp::Reverse(k.handle_prefix().len()));
-        kinds.into_iter().find_map(|k| {
+        // No prefix is another's (`vxlan-tunnel-` and `vxlan-v6-` part at
+        // their seventh byte): the first that matches is the kind.
+        <Self as strum::IntoEnumIterator>::iter().find_map(|k| {
             let node = handle.strip_prefix(k.handle_prefix())?;
             (!node.is_empty()).then_some((k, node))
         })
@@ -212,11 +211,7 @@ impl CalicoIpam {
             }
         }
         let tunnels = tunnels.into_values().collect();
-        let pod_blocks = blocks.iter().any(|b| {
-            !pools
-                .iter()
-                .any(|p| !p.workloads && p.cidr.contains(&b.cidr))
-        });
+        let pod_blocks = blocks.iter().any(|b| !for_no_workload(&pools, &b.cidr));
         Self {
             blocks,
             pools,
@@ -281,11 +276,6 @@ impl CalicoIpam {
     /// every block but those of a pool for no workload (a LoadBalancer
     /// pool's blocks hold Services' addresses).
     pub fn pod_ranges(&self) -> impl Iterator<Item = ipnet::IpNet> + '_ {
-        let not_pods = |cidr: &IpNet| {
-            self.pools
-                .iter()
-                .any(|p| !p.workloads && p.cidr.contains(cidr))
-        };
         self.pools
             .iter()
             .filter(|p| p.workloads)
@@ -294,9 +284,15 @@ impl CalicoIpam {
                 self.blocks
                     .iter()
                     .map(|b| b.cidr)
-                    .filter(move |c| !not_pods(c)),
+                    .filter(move |c| !for_no_workload(&self.pools, c)),
             )
     }
+}
+
+/// Whether `cidr` lies in a pool for no workload (a LoadBalancer or
+/// Tunnel-only pool): Services' or tunnels' addresses, never a pod's.
+fn for_no_workload(pools: &[IpPool], cidr: &IpNet) -> bool {
+    pools.iter().any(|p| !p.workloads && p.cidr.contains(cidr))
 }
 
 impl super::Inventory {

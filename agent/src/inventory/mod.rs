@@ -17,6 +17,7 @@ mod node;
 mod objects;
 #[cfg(test)]
 pub(crate) mod ptp_fixtures;
+mod ranges;
 mod services;
 pub mod text;
 

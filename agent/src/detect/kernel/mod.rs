@@ -266,10 +266,7 @@ pub(super) fn sole_pod_holder(inv: &Inventory, ip: IpAddr) -> Option<String> {
 fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
     NODE_IFACES.contains(&iface)
         || inv
-            .cilium_nodes
-            .iter()
-            .chain(inv.annotated_nodes.iter())
-            .filter(|c| c.name == inv.node)
+            .own_cni_nodes()
             .any(|c| c.addresses.iter().any(|a| a.ip == ip))
 }
 
@@ -277,32 +274,13 @@ fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
 /// kube-ovn's primary Subnets, its CiliumNode's ranges (cluster-pool leaves the
 /// Node's empty), ovn-kubernetes' node subnets, Calico's IPAMBlocks affine to it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
-    let mine = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
-        .filter(|c| c.name == inv.node);
-    inv.node_facts
-        .iter()
-        .flat_map(|n| n.pod_cidrs.iter().copied())
-        .chain(
-            inv.subnets
-                .iter()
-                .filter(|s| s.primary)
-                .flat_map(|s| s.cidrs.iter().copied()),
-        )
-        .chain(mine.flat_map(|c| {
-            c.ranges()
-                .map(|(r, _)| r)
-                .chain(c.ovn_subnets.iter().copied())
-        }))
-        .chain(
-            inv.calico
-                .blocks()
-                .iter()
-                .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))
-                .map(|b| b.cidr),
-        )
+    inv.own_pod_ranges().chain(
+        inv.calico
+            .blocks()
+            .iter()
+            .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))
+            .map(|b| b.cidr),
+    )
 }
 
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.

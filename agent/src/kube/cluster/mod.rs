@@ -346,19 +346,20 @@ impl ClusterSource {
                 () = token.cancelled() => return,
                 seen = published.wait_for(|p| p.calico) => seen.is_ok(),
             };
-            if seen {
-                let apply = |st: &mut State, ev| st.ip_pools.apply(ev, convert_ip_pool);
-                watch::run(
-                    api,
-                    Scope::Cluster,
-                    "ippools",
-                    state,
-                    on_change,
-                    apply,
-                    token,
-                )
-                .await;
+            if !seen {
+                return;
             }
+            let apply = |st: &mut State, ev| st.ip_pools.apply(ev, convert_ip_pool);
+            watch::run(
+                api,
+                Scope::Cluster,
+                "ippools",
+                state,
+                on_change,
+                apply,
+                token,
+            )
+            .await;
         }
     }
 }

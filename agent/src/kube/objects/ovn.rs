@@ -63,10 +63,11 @@ pub(super) fn add_node_subnets(
     }
 }
 
-/// The `n`th address of `net` (0 is the network's own), if `net` has it.
-fn nth(net: &IpNet, n: u8) -> Option<IpAddr> {
+/// The `n`th address of `net` (0 is the network's own), if `net` has it
+/// (ovn-kubernetes' ip_generator.go `GenerateIP`).
+pub(super) fn nth(net: &IpNet, n: u32) -> Option<IpAddr> {
     let ip = match net.network() {
-        IpAddr::V4(a) => IpAddr::from(u32::from(a).checked_add(u32::from(n))?.to_be_bytes()),
+        IpAddr::V4(a) => IpAddr::from(u32::from(a).checked_add(n)?.to_be_bytes()),
         IpAddr::V6(a) => IpAddr::from(u128::from(a).checked_add(u128::from(n))?.to_be_bytes()),
     };
     net.contains(&ip).then_some(ip)

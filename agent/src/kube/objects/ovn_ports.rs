@@ -16,7 +16,7 @@
 //!   defaulting to 100.64.0.0/16 and fd98::/64 (go-controller/pkg/config/config.go
 //!   `V4JoinSubnet`, `V6JoinSubnet`).
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 use serde_json::{Map, Value};
@@ -105,19 +105,10 @@ fn derive_join(
             .ovn_subnets
             .iter()
             .any(|s| s.contains(&join.network()) || join.contains(&s.network()));
-        if let Some(ip) = offset(&join, id).filter(|_| family && !moved) {
+        if let Some(ip) = super::ovn::nth(&join, id).filter(|_| family && !moved) {
             node.add(ip, Role::OvnRouterPort, Source::OvnNodeId);
         }
     }
-}
-
-/// `net`'s base plus `n`, if `net` holds it (ip_generator.go `GenerateIP`).
-fn offset(net: &IpNet, n: u32) -> Option<IpAddr> {
-    let ip = match net.network() {
-        IpAddr::V4(a) => IpAddr::from(u32::from(a).checked_add(n)?.to_be_bytes()),
-        IpAddr::V6(a) => IpAddr::from(u128::from(a).checked_add(u128::from(n))?.to_be_bytes()),
-    };
-    net.contains(&ip).then_some(ip)
 }
 
 /// One `{"ipv4":"…/16","ipv6":"…/64"}` value.
