@@ -35,18 +35,19 @@ fn breaks(node: &str, a: &TunnelAllocation) -> String {
             format!("Calico can give it to a pod, which {node}'s host then cannot reach.")
         }
         TunnelAllocation::Pod { .. } => {
-            format!("{node}'s host delivers that pod's traffic to itself.")
+            format!("{node}'s host keeps traffic to that pod for itself: it cannot reach the pod.")
         }
         TunnelAllocation::OtherTunnel { node: other, .. } => {
-            format!("Traffic to it reaches {node} or {other}, not both.")
+            format!("Traffic to it reaches only one of {node} and {other}.")
         }
         TunnelAllocation::Unmarked { .. } => format!(
-            "Another node may still announce it as its tunnel: traffic to it reaches {node} or \
-             that node, not both."
+            "Another node may still announce it as its tunnel: traffic to it reaches only one of \
+             {node} and that node."
         ),
-        TunnelAllocation::Other { .. } => {
-            "Calico can hand it on while the tunnel keeps it.".to_owned()
-        }
+        TunnelAllocation::Other { .. } => format!(
+            "Calico may give it to a pod while {node}'s tunnel still holds it; {node}'s host could \
+             not reach that pod."
+        ),
     }
 }
 
@@ -94,8 +95,8 @@ pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
     format!(
         "Calico's tunnel address {} of node {node} (according to {}) is {}: calico-node keeps a \
          tunnel address only while IPAM allocates it to this node's tunnel (a reinstall that \
-         kept the Node's annotations, or a handle collected while the node kept using the \
-         address, leaves it so). {}",
+         kept the Node's annotations, or Calico's IPAM garbage collection releasing it while the \
+         node still used it, leaves it so). {}",
         f.ip_text(),
         f.owner.source,
         status(a),

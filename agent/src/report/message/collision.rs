@@ -102,13 +102,13 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
 /// from ovn-kubernetes' go-controller/pkg/config/config.go (the transit one
 /// renamed from `…-transit-switch-subnet` by commit e14c4edfd, 2025-10-17).
 const ROUTER_PORT_FIX: &str = "Fix: ovn-kubernetes gives this address to a node's router \
-             port (its gateway router on the join switch, 100.64.0.0/16 by default, or its \
-             transit switch port, 100.88.0.0/16), never to a pod: the pod got it from a second allocator or from a pod \
-             range overlapping that subnet. Remove that assignment, or move the pod range \
-             (--cluster-subnets) or the join subnet (--gateway-v4-join-subnet, \
-             --gateway-v6-join-subnet) or the transit subnet (--cluster-manager-v4-transit-subnet; \
-             --cluster-manager-v4-transit-switch-subnet before late 2025) off it; then delete the \
-             pod so it is given another IP.";
+             port (its gateway router on the join switch, 100.64.0.0/16 and fd98::/64 by default, \
+             or its transit switch port, 100.88.0.0/16), never to a pod: the pod got it from a \
+             second allocator or from a pod range overlapping that subnet. Remove that \
+             assignment, or move the pod range (--cluster-subnets) or the join subnet \
+             (--gateway-v4-join-subnet, --gateway-v6-join-subnet) or the transit subnet \
+             (--cluster-manager-v4-transit-subnet; --cluster-manager-v4-transit-switch-subnet \
+             before late 2025) off it; then delete the pod so it is given another IP.";
 
 /// What an ovn-kubernetes router port is.
 const ROUTER_PORT: &str = "ovn-kubernetes' router port address (its gateway router on the join \
@@ -163,7 +163,7 @@ fn remove_service_address(
         );
     };
     let why = match a.field {
-        ServiceField::ClusterIps => return cluster_ip_fix(ip, a, reader),
+        ServiceField::ClusterIps => return cluster_ip_fix(ip, a, reader, false),
         ServiceField::ExternalIps => {
             "kube-proxy binds a Service's external IPs on every node, so any pod given the \
              address is shadowed (the man-in-the-middle of CVE-2020-8554); restrict who may set \
@@ -190,13 +190,25 @@ fn remove_service_address(
 }
 
 /// The fix when the pod's address is a Service's cluster IP: it cannot be
-/// removed (only the Service recreated); the ranges overlap.
-fn cluster_ip_fix(ip: std::net::IpAddr, a: &ServiceAddress, reader: Reader<'_>) -> String {
+/// removed (only the Service recreated); the ranges overlap. `short`: the
+/// Event note's.
+pub(super) fn cluster_ip_fix(
+    ip: std::net::IpAddr,
+    a: &ServiceAddress,
+    reader: Reader<'_>,
+    short: bool,
+) -> String {
     let operators = if reader.sees(&a.service) {
         ""
     } else {
         "the cluster's operators must "
     };
+    if short {
+        return format!(
+            "Fix: {ip} is a Service's cluster IP: {operators}give Services and pods disjoint \
+             ranges; deleting the pod only moves this one."
+        );
+    }
     format!(
         "Fix: {ip} is the cluster IP of {}: the Service range overlaps the pod range; \
          {operators}give Services and pods disjoint ranges. Deleting the pod only moves this \

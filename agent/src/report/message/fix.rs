@@ -32,7 +32,7 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::ReservedAddress {
             by: Reserver::OvnRouterPort,
         } => "Fix: remove the pod's second allocator, or move the pod range (--cluster-subnets) \
-             or ovn-kubernetes' join (--gateway-v4-join-subnet) or transit subnet \
+             or ovn-kubernetes' join (--gateway-v4/v6-join-subnet) or transit subnet \
              (--cluster-manager-v4-transit-subnet) off it; then delete the pod."
             .to_owned(),
         Remedy::ReservedAddress { by } => format!(
@@ -150,17 +150,8 @@ fn ipam_fix(r: &Remedy) -> String {
 /// The fix when a Service's address shadows the pod.
 fn service_address(ip: IpAddr, service: Option<&ServiceAddress>, reader: Reader<'_>) -> String {
     match service {
-        // A cluster IP cannot be removed, only its Service recreated.
         Some(a) if a.field == crate::inventory::ServiceField::ClusterIps => {
-            let who = if reader.sees(&a.service) {
-                ""
-            } else {
-                "the cluster's operators must "
-            };
-            format!(
-                "Fix: {ip} is a Service's cluster IP: {who}give Services and pods disjoint \
-                 ranges; deleting the pod only moves this one."
-            )
+            super::collision::cluster_ip_fix(ip, a, reader, true)
         }
         Some(a) if reader.sees(&a.service) => format!(
             "Fix: remove {ip} from {} of Service {}/{}; deleting the pod does not help.",

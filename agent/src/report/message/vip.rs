@@ -19,9 +19,9 @@ fn holder(c: &NodeAddressClaim, reader: Reader<'_>) -> String {
         }
         (Some((node, device)), None) => format!("node {node} holds it on {device}"),
         (None, Some(claimed)) => format!(
-            "{claimed}; where kube-proxy runs in IPVS mode (or kube-router is the proxy) every \
-             node binds it whole on kube-ipvs0 (in iptables or nftables mode only the Service's \
-             ports are redirected, and this is harmless)"
+            "{claimed}; where kube-proxy runs in IPVS mode (kube-ipvs0) or kube-router proxies \
+             Services (kube-dummy-if), every node holds the whole address locally (in iptables or \
+             nftables mode only the Service's ports are redirected, and this is harmless)"
         ),
         (None, None) => "another node holds it".to_owned(),
     }
@@ -46,7 +46,7 @@ pub(super) fn message(c: &NodeAddressClaim, reader: Reader<'_>) -> String {
 /// The Event note, without the fix: two sentences.
 pub(super) fn note(c: &NodeAddressClaim) -> String {
     let by = c.held.as_ref().map_or_else(
-        || "a Service IPVS-mode proxies bind on every node".to_owned(),
+        || "a Service's address (IPVS-mode proxies hold it on every node)".to_owned(),
         |(n, d)| format!("{n} on {d}"),
     );
     let host = if c.held.is_some() {
@@ -55,9 +55,9 @@ pub(super) fn note(c: &NodeAddressClaim) -> String {
         "Each such node"
     };
     format!(
-        "{} ({}'s {}) is held by {by}. {host} delivers {}'s traffic to itself: the node is \
+        "{} ({}'s {}) is held by {by}. {host} keeps traffic for {} to itself: {} is \
          unreachable from it.",
-        c.ip, c.node, c.address_type, c.node
+        c.ip, c.node, c.address_type, c.node, c.node
     )
 }
 
