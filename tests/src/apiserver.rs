@@ -486,14 +486,14 @@ impl ApiServer {
             .insert(namespace.to_owned());
     }
 
-    /// Installs or removes a custom resource's "CRD" (404 for its paths while absent).
-    /// Installs or removes a CRD; kube-ovn's Subnets and IPs come and go
-    /// together, and so do Calico's IPAMBlocks and IPPools.
+    /// Installs or removes a custom resource's "CRD" (404 for its paths while
+    /// absent); kube-ovn's Subnets and IPs come and go together, and so do
+    /// Calico's IPAMBlocks and IPPools (one chart installs each pair).
     pub fn set_crd(&self, res: Res, installed: bool) {
         let mut st = self.shared.store.lock().unwrap();
         let pair = match res {
-            Res::Subnets => [res, Res::KubeOvnIps],
-            Res::IpamBlocks => [res, Res::IpPools],
+            Res::Subnets | Res::KubeOvnIps => [Res::Subnets, Res::KubeOvnIps],
+            Res::IpamBlocks | Res::IpPools => [Res::IpamBlocks, Res::IpPools],
             _ => [res, res],
         };
         let all: &[Res] = &pair;

@@ -315,4 +315,12 @@ fn without_annotations_the_block_alone_names_the_tunnel_and_without_the_crd_noth
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // It asked (and was told 404), and still reports the rest: exit 1.
+    let log = api.counts().log;
+    assert!(
+        log.iter()
+            .any(|(m, u)| m == "GET" && u.starts_with("/apis/crd.projectcalico.org/v1/ipamblocks")),
+        "{log:?}"
+    );
+    assert_eq!(out.status.code(), Some(1));
 }
