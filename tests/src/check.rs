@@ -42,13 +42,7 @@ pub fn check(sim: &SimNode, args: &[&str]) -> Output {
 
 /// The findings of `check`'s JSON output (for node ME).
 pub fn findings(out: &Output) -> Vec<Value> {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = crate::json_stdout(out);
     assert_eq!(v["node"], ME);
     v["findings"].as_array().unwrap().clone()
 }

@@ -188,3 +188,14 @@ impl AsRef<std::path::Path> for TempDir {
         self.0.path()
     }
 }
+
+/// A command's standard output as JSON, or a panic showing both streams.
+pub fn json_stdout(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}

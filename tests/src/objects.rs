@@ -3,6 +3,25 @@
 
 use serde_json::{Value, json};
 
+/// The text of `tests/corpus/realworld/<rel>`.
+pub fn realworld_text(rel: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus/realworld")
+        .join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The real object in `tests/corpus/realworld/<rel>`: the object, or the
+/// first item of a List (calicoctl and kubectl print either).
+pub fn realworld(rel: &str) -> Value {
+    let v: Value = serde_json::from_str(&realworld_text(rel)).unwrap();
+    if v["items"].is_array() {
+        v["items"][0].clone()
+    } else {
+        v
+    }
+}
+
 /// A running pod on `node` with `ips` in `status.podIPs`.
 pub fn pod(namespace: &str, name: &str, node: &str, ips: &[&str]) -> Value {
     json!({

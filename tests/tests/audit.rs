@@ -144,16 +144,6 @@ fn audit(args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 /// (node, kind, scope, pod) of every finding.
 fn rows(v: &Value) -> BTreeSet<(String, String, String, String)> {
     let mut out = BTreeSet::new();
@@ -284,7 +274,7 @@ fn an_audit_from_files_finds_every_cilium_address_collision_on_every_node() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_four_node_findings(&json(&out));
+    assert_four_node_findings(&ipshadow_tests::json_stdout(&out));
 
     // The table: grouped by node, the most severe first, and what it could not see.
     let out = audit(&args, &[]);
@@ -351,11 +341,12 @@ fn an_audit_of_the_api_server_finds_what_the_files_show_in_pages() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let from_api = json(&out);
+    let from_api = ipshadow_tests::json_stdout(&out);
     assert_four_node_findings(&from_api);
     let files = write_files(&dir, &c);
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
-    let from_files = json(&audit(&[&files[..], &["-o", "json"]].concat(), &[]));
+    let from_files =
+        ipshadow_tests::json_stdout(&audit(&[&files[..], &["-o", "json"]].concat(), &[]));
     assert_eq!(rows(&from_api), rows(&from_files));
 
     // Lists only, in pages; kubelet's refusals by reason; nothing watched.
@@ -415,7 +406,7 @@ fn kubectl_runs_the_binary_as_its_ipshadow_plugin() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_four_node_findings(&json(&out));
+    assert_four_node_findings(&ipshadow_tests::json_stdout(&out));
 }
 
 #[test]

@@ -106,16 +106,6 @@ fn audit(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 /// (node, kind, scope, ip, pod, owner node, owner source) of every finding.
 fn rows(v: &Value) -> BTreeSet<[String; 7]> {
     let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
@@ -230,7 +220,7 @@ fn an_audit_reads_calicos_ipam_from_the_api_server_and_from_files_alike() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let from_api = json(&out);
+    let from_api = ipshadow_tests::json_stdout(&out);
     assert_eq!(rows(&from_api), want());
     assert_calicos_words(&from_api);
     let log = api.counts().log;
@@ -256,7 +246,7 @@ fn an_audit_reads_calicos_ipam_from_the_api_server_and_from_files_alike() {
     }
     args.extend(["-o".to_owned(), "json".to_owned()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let from_files = json(&audit(&args));
+    let from_files = ipshadow_tests::json_stdout(&audit(&args));
     assert_eq!(rows(&from_files), want());
 }
 
@@ -277,7 +267,7 @@ fn without_annotations_the_block_alone_names_the_tunnel_and_without_the_crd_noth
     }
     args.extend(["-o".to_owned(), "json".to_owned()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let got = rows(&json(&audit(&args)));
+    let got = rows(&ipshadow_tests::json_stdout(&audit(&args)));
     let tunnel: BTreeSet<_> = got
         .iter()
         .filter(|r| r[1] == "TunnelIPCollision")
@@ -305,7 +295,7 @@ fn without_annotations_the_block_alone_names_the_tunnel_and_without_the_crd_noth
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let out = audit(&["--kubeconfig", kubeconfig.to_str().unwrap(), "-o", "json"]);
-    let kinds: BTreeSet<String> = rows(&json(&out))
+    let kinds: BTreeSet<String> = rows(&ipshadow_tests::json_stdout(&out))
         .into_iter()
         .map(|r| r[1].clone())
         .collect();

@@ -16,14 +16,8 @@ use ipshadow_tests::{
 use serde_json::{Value, json};
 
 fn calico_9086() -> (String, String) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus/realworld/calico/node-calicoctl-issue9086-vxlan-partial.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let v = if v["items"].is_array() {
-        v["items"][0].clone()
-    } else {
-        v
-    };
+    let v =
+        ipshadow_tests::objects::realworld("calico/node-calicoctl-issue9086-vxlan-partial.json");
     (
         v["metadata"]["name"].as_str().unwrap().to_owned(),
         v["spec"]["ipv4VXLANTunnelAddr"]
@@ -77,8 +71,7 @@ fn check(ns: &NetNs, node: &str, dir: &Path, attribute: &Value) -> (Vec<[String;
         .args(&args)
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let v = ipshadow_tests::json_stdout(&out);
     let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
     let mut got: Vec<[String; 4]> = v["findings"]
         .as_array()

@@ -11,7 +11,7 @@ use std::{
     io::{BufRead as _, BufReader},
     net::{SocketAddr, TcpStream},
     path::PathBuf,
-    process::{Child, Command, Output, Stdio},
+    process::{Child, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
@@ -23,7 +23,6 @@ use ipshadow_tests::{
     node::SimNode,
     objects::{cilium_node, list, pod, write_list},
 };
-use serde_json::Value;
 
 /// A pods file and a CiliumNodes file for one pod on the router IP.
 fn inputs(tag: &str) -> (ipshadow_tests::TempDir, PathBuf, PathBuf) {
@@ -93,16 +92,6 @@ fn probe(ns: &NetNs, n: usize, port: u16) {
     }
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 #[test]
 fn watched_findings_carry_the_probes_as_evidence() {
     if !can_run_netns_tests("watched_findings_carry_the_probes_as_evidence") {
@@ -117,7 +106,7 @@ fn watched_findings_carry_the_probes_as_evidence() {
     probe(&sim.node, 20, 5432);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let v = json(&out);
+    let v = ipshadow_tests::json_stdout(&out);
     let f = &v["findings"][0];
     assert_eq!(f["kind"], "RouterIPCollision");
     let e = &f["evidence"];
@@ -182,7 +171,7 @@ fn without_ebpf_detection_is_unchanged() {
     let sim = SimNode::kube_ovn("woff", ROUTER);
     let (_dir, pods, cns) = inputs("off");
     let plain = check_cmd(&sim.node, &pods, &cns, &[]).output().unwrap();
-    let plain = json(&plain);
+    let plain = ipshadow_tests::json_stdout(&plain);
     assert_eq!(plain["findings"].as_array().unwrap().len(), 1);
 
     let off = check_cmd(
@@ -194,7 +183,7 @@ fn without_ebpf_detection_is_unchanged() {
     .output()
     .unwrap();
     assert_eq!(off.status.code(), Some(1));
-    assert_eq!(json(&off), plain);
+    assert_eq!(ipshadow_tests::json_stdout(&off), plain);
 
     // A real load failure: the same binary without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN.
     let dropped = |ebpf: &str| {
@@ -214,7 +203,7 @@ fn without_ebpf_detection_is_unchanged() {
         "{}",
         String::from_utf8_lossy(&auto.stderr)
     );
-    assert_eq!(json(&auto), plain);
+    assert_eq!(ipshadow_tests::json_stdout(&auto), plain);
     let err = String::from_utf8_lossy(&auto.stderr);
     assert_eq!(err.matches("eBPF unavailable").count(), 1, "{err}");
     assert!(err.contains("CAP_BPF"), "{err}");
@@ -262,7 +251,13 @@ fn a_running_agents_filter_survives_a_check_that_would_attach_beside_it() {
             "{mode}: {stderr}"
         );
         assert_eq!(out.status.code(), Some(1), "{mode}: {stderr}");
-        assert_eq!(json(&out)["findings"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            ipshadow_tests::json_stdout(&out)["findings"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
         assert_eq!(
             attached_programs(&sim.node, "lo", PROGRAM),
             1,

@@ -8,30 +8,12 @@
 //! `ovn-k8s-mp0`; `vxlan.calico` is a real vxlan device.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
-use std::path::Path;
-
 use ipshadow_tests::{
     can_run_netns_tests, ipshadow_bin,
     netns::NetNs,
     objects::{list, node, pod},
 };
 use serde_json::{Value, json};
-
-fn real(rel: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus/realworld")
-        .join(rel);
-    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
-}
-
-/// The first object of a List, or the object.
-fn first(v: Value) -> Value {
-    if v["items"].is_array() {
-        v["items"][0].clone()
-    } else {
-        v
-    }
-}
 
 /// `ipshadow check` of `me` in `ns`, each `(flag, objects)` written as a
 /// List file: its exit code and JSON report.
@@ -50,13 +32,7 @@ fn check(ns: &NetNs, me: &str, files: &[(&str, Vec<Value>)]) -> (Option<i32>, Va
         .args(&args)
         .output()
         .unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = ipshadow_tests::json_stdout(&out);
     (out.status.code(), v)
 }
 
@@ -101,12 +77,12 @@ fn a_healthy_calico_node_with_its_block_and_pool_gives_nothing() {
     }
     // zhongmingmao's mac-k8s: VXLAN tunnel at the block's ordinal 0 and seven
     // pods in 192.168.185.0/26, from the default 192.168.0.0/16 pool.
-    let block = first(real(
+    let block = ipshadow_tests::objects::realworld(
         "calico/ipamblock-zhongmingmao-blog-vxlan-mac-k8s-after-nginx.json",
-    ));
-    let pool = first(real(
+    );
+    let pool = ipshadow_tests::objects::realworld(
         "calico/ippool-zhongmingmao-blog-v3-vxlan-crosssubnet.json",
-    ));
+    );
     let me = "mac-k8s";
     let attributes = block["spec"]["attributes"].as_array().unwrap();
     let mut pods = Vec::new();
@@ -167,12 +143,12 @@ fn a_healthy_ovn_kubernetes_worker_gives_nothing() {
     }
     // OKEP-5521's kind worker (10.244.2.0/24, node-id 3) and an OpenShift
     // master, each as its Node has it; pods on neither's reserved addresses.
-    let worker = first(real(
+    let worker = ipshadow_tests::objects::realworld(
         "ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json",
-    ));
-    let master = first(real(
+    );
+    let master = ipshadow_tests::objects::realworld(
         "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
-    ));
+    );
     let me = worker["metadata"]["name"].as_str().unwrap().to_owned();
     let there = master["metadata"]["name"].as_str().unwrap().to_owned();
     let ns = NetNs::new("ovnhealthy");

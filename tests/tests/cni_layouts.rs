@@ -125,13 +125,7 @@ impl CniNode {
 
     fn json(&self, names: &[&str]) -> (Option<i32>, Value) {
         let out = self.check(names, "json");
-        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "not JSON ({e}): {}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let v = ipshadow_tests::json_stdout(&out);
         (out.status.code(), v)
     }
 }

@@ -26,20 +26,6 @@ use ipshadow_tests::{
 };
 use serde_json::{Map, Value, json};
 
-fn real(cni: &str, name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus/realworld")
-        .join(cni)
-        .join(name);
-    let v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    // calicoctl prints one object, or a list of them.
-    if v["items"].is_array() {
-        v["items"][0].clone()
-    } else {
-        v
-    }
-}
-
 /// A calicoctl Node's tunnel addresses as the annotations of its Kubernetes Node.
 fn annotations(spec: &Value) -> Map<String, Value> {
     let mut out = Map::new();
@@ -70,10 +56,9 @@ fn a_pod_on_a_calico_tunnel_address_is_found_from_both_nodes_with_calicos_fix_on
         return;
     }
     // calico#9086's node: VXLAN; calico#5705's: IPIP and WireGuard on one address.
-    let vxlan = real("calico", "node-calicoctl-issue9086-vxlan-partial.json");
-    let ipip = real(
-        "calico",
-        "node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json",
+    let vxlan = objects::realworld("calico/node-calicoctl-issue9086-vxlan-partial.json");
+    let ipip = objects::realworld(
+        "calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json",
     );
     let here = vxlan["metadata"]["name"].as_str().unwrap();
     let there = ipip["metadata"]["name"].as_str().unwrap();
@@ -217,13 +202,10 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
     }
     // OKEP-5521's kind worker (list form) and an OpenShift master (list form);
     // the string form of older releases is read the same (kube/objects/ovn.rs).
-    let worker = real(
-        "ovn-kubernetes",
-        "node-okep5521-kind-ovn-worker-interconnect.json",
-    );
-    let masters = real(
-        "ovn-kubernetes",
-        "node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    let worker =
+        objects::realworld("ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json");
+    let masters = objects::realworld(
+        "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
     );
     let here = worker["metadata"]["name"].as_str().unwrap();
     let there = masters["metadata"]["name"].as_str().unwrap();

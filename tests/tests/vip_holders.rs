@@ -18,11 +18,7 @@
     reason = "tests unwrap to keep the stack trace; an end-to-end scenario reads top to bottom"
 )]
 
-use std::{
-    path::Path,
-    process::{Command, Output},
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use ipshadow_tests::{
     HANG,
@@ -37,22 +33,6 @@ use ipshadow_tests::{
     objects::{list, pod},
 };
 use serde_json::{Value, json};
-
-fn corpus(rel: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus/realworld")
-        .join(rel);
-    std::fs::read_to_string(path).unwrap()
-}
-
-fn real(rel: &str) -> Value {
-    let v: Value = serde_json::from_str(&corpus(rel)).unwrap();
-    if v["items"].is_array() {
-        v["items"][0].clone()
-    } else {
-        v
-    }
-}
 
 /// A Node with `annotations` and `InternalIP` in `status.addresses`.
 fn node(name: &str, annotations: &Value, internal: Option<&str>) -> Value {
@@ -93,16 +73,6 @@ fn rows(v: &Value, words: impl Fn(&str, &str)) -> Vec<(String, String, String, S
     out
 }
 
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 /// A cluster of real Nodes: calico#9086's (VXLAN) and calico#5705's (IPIP),
 /// OKEP-5521's ovn-kubernetes worker; kubernetes#104679's workers, whose
 /// addresses its nginx Service sets as external IPs. Pods on each node-held
@@ -114,11 +84,18 @@ struct Cluster {
 }
 
 fn cluster() -> Cluster {
-    let vxlan = real("calico/node-calicoctl-issue9086-vxlan-partial.json");
-    let ipip = real("calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json");
-    let ovn = real("ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json");
+    let vxlan =
+        ipshadow_tests::objects::realworld("calico/node-calicoctl-issue9086-vxlan-partial.json");
+    let ipip = ipshadow_tests::objects::realworld(
+        "calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json",
+    );
+    let ovn = ipshadow_tests::objects::realworld(
+        "ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json",
+    );
     // An OpenShift master: its node subnet 10.129.0.0/23, management port 10.129.0.2.
-    let masters = real("ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json");
+    let masters = ipshadow_tests::objects::realworld(
+        "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    );
     let ovn_master = masters["metadata"]["name"].as_str().unwrap();
     let (cal_a, cal_b) = (
         vxlan["metadata"]["name"].as_str().unwrap(),
@@ -128,8 +105,9 @@ fn cluster() -> Cluster {
     let vxlan_tunnel = vxlan["spec"]["ipv4VXLANTunnelAddr"].as_str().unwrap();
     let ipip_tunnel = ipip["spec"]["bgp"]["ipv4IPIPTunnelAddr"].as_str().unwrap();
     // kubernetes#104679: `nginx  NodePort  10.104.206.115  10.128.149.177,10.128.149.199`.
-    let svc =
-        corpus("kube-proxy-ipvs/kubernetes-issue104679-svc-externalips-on-node-ips-partial.txt");
+    let svc = ipshadow_tests::objects::realworld_text(
+        "kube-proxy-ipvs/kubernetes-issue104679-svc-externalips-on-node-ips-partial.txt",
+    );
     let line = svc.lines().find(|l| l.starts_with("nginx")).unwrap();
     let cols: Vec<&str> = line.split_whitespace().collect();
     let external: Vec<&str> = cols[3].split(',').collect();
@@ -301,7 +279,7 @@ fn audit_finds_each_cnis_node_held_addresses_from_both_sides_and_a_service_on_a_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_audit(&json_of(&out));
+    assert_audit(&ipshadow_tests::json_stdout(&out));
 }
 
 #[test]
@@ -336,7 +314,7 @@ fn audit_of_the_api_server_reads_the_services_and_the_nodes_addresses() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_audit(&json_of(&out));
+    assert_audit(&ipshadow_tests::json_stdout(&out));
     // The Services are listed once, from the watch cache.
     let services: Vec<String> = api
         .counts()
@@ -375,7 +353,7 @@ fn check(ns: &NetNs, me: &str, nodes: &[Value], pods: &[Value], services: &[Valu
         .args(&args)
         .output()
         .unwrap();
-    json_of(&out)
+    ipshadow_tests::json_stdout(&out)
 }
 
 #[test]
@@ -387,7 +365,9 @@ fn the_node_holding_another_nodes_address_on_kube_ipvs0_names_that_node_and_the_
     }
     // kubernetes#75290: "one master (192.168.101.7) and two nodes (192.168.101.4,
     // 192.168.101.6)", nginx-ingress "of type ExternalIPs (with 192.168.101.7)".
-    let text = corpus("kube-proxy-ipvs/kubernetes-issue75290-externalip-is-master-ip-partial.txt");
+    let text = ipshadow_tests::objects::realworld_text(
+        "kube-proxy-ipvs/kubernetes-issue75290-externalip-is-master-ip-partial.txt",
+    );
     for ip in ["192.168.101.7", "192.168.101.4", "192.168.101.6"] {
         assert!(text.contains(ip), "{ip}");
     }
@@ -584,7 +564,7 @@ fn the_agent_on_a_calico_node_watches_its_ippools_and_finds_a_pod_on_a_vip_insid
     api.set_crd(Res::IpPools, true);
     api.apply(
         Res::IpPools,
-        real("calico/ippool-danny-blog-crd-v1-vxlan.json"),
+        ipshadow_tests::objects::realworld("calico/ippool-danny-blog-crd-v1-vxlan.json"),
     );
     api.apply(
         Res::Services,
@@ -769,8 +749,11 @@ fn the_agents_of_both_nodes_find_pods_on_a_calico_tunnel_address() {
     }
     // calico#9086's node (VXLAN) holds its tunnel address on a real vxlan
     // device; calico#5705's (IPIP) is the other node.
-    let vxlan = real("calico/node-calicoctl-issue9086-vxlan-partial.json");
-    let ipip = real("calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json");
+    let vxlan =
+        ipshadow_tests::objects::realworld("calico/node-calicoctl-issue9086-vxlan-partial.json");
+    let ipip = ipshadow_tests::objects::realworld(
+        "calico/node-calicoctl-issue5705-ipip-and-wireguard-same-addr-partial.json",
+    );
     let tunnel = vxlan["spec"]["ipv4VXLANTunnelAddr"].as_str().unwrap();
     let annotation = |key: &str, v: &Value| json!({ format!("projectcalico.org/{key}"): v });
     let nodes = [
@@ -809,8 +792,12 @@ fn the_agents_of_both_nodes_find_pods_on_ovn_kubernetes_management_port() {
     }
     // OKEP-5521's kind worker: node subnet 10.244.2.0/24, management port .2
     // on ovn-k8s-mp0 (an OVS internal port; a veth of that name stands in).
-    let worker = real("ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json");
-    let masters = real("ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json");
+    let worker = ipshadow_tests::objects::realworld(
+        "ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json",
+    );
+    let masters = ipshadow_tests::objects::realworld(
+        "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    );
     let there = masters["metadata"]["name"].as_str().unwrap();
     let nodes = [
         node("ovn-worker", &worker["metadata"]["annotations"], None),
