@@ -60,6 +60,14 @@ const BASE: [(&str, &str); 3] = [
     ("fe80::1", "tunl0"),
 ];
 
+/// Another node whose ovn-kubernetes subnet, 10.244.9.0/24, its Node's
+/// annotation names.
+fn other_ovn_node(inv: &mut Inventory) {
+    let mut other = annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
+    other.name = OTHER.into();
+    inv.annotated_nodes = Arc::new(vec![other]);
+}
+
 /// Ranges from the Node, kube-ovn and Cilium.
 fn range_cases() -> Vec<Case> {
     vec![
@@ -173,12 +181,7 @@ fn annotation_cases() -> Vec<Case> {
                 ("10.96.0.10", "kube-ipvs0"),
                 ("10.244.9.51", "eth4"),
             ],
-            |inv| {
-                let mut other =
-                    annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
-                other.name = OTHER.into();
-                inv.annotated_nodes = Arc::new(vec![other]);
-            },
+            other_ovn_node,
             vec!["10.244.9.50"],
         ),
         (
@@ -203,12 +206,7 @@ fn annotation_cases() -> Vec<Case> {
         (
             "another node's annotations say nothing of this node's addresses",
             vec![("10.244.9.2", "eth4")],
-            |inv| {
-                let mut other =
-                    annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
-                other.name = OTHER.into();
-                inv.annotated_nodes = Arc::new(vec![other]);
-            },
+            other_ovn_node,
             vec![],
         ),
     ]
@@ -253,12 +251,7 @@ fn vip_cases() -> Vec<Case> {
                 ("10.244.9.60", "nodelocaldns"),
                 ("169.254.20.10", "nodelocaldns"),
             ],
-            |inv| {
-                let mut other =
-                    annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
-                other.name = OTHER.into();
-                inv.annotated_nodes = Arc::new(vec![other]);
-            },
+            other_ovn_node,
             vec!["10.244.9.60"],
         ),
         (
