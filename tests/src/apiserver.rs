@@ -426,6 +426,15 @@ impl ApiServer {
         std::fs::write(path, text).unwrap();
     }
 
+    /// [`Self::apply`] of every object of each `(resource, objects)`, in order.
+    pub fn apply_all(&self, sets: &[(Res, &[Value])]) {
+        for (res, items) in sets {
+            for o in *items {
+                self.apply(*res, o.clone());
+            }
+        }
+    }
+
     /// Creates or replaces an object (as another client would), notifying watches.
     pub fn apply(&self, res: Res, mut obj: Value) {
         let mut st = self.shared.store.lock().unwrap();

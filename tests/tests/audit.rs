@@ -314,20 +314,16 @@ fn an_audit_of_the_api_server_finds_what_the_files_show_in_pages() {
     let c = cluster();
     let api = ApiServer::start(None);
     api.set_crd(Res::Subnets, true);
-    for (res, items) in [
-        (Res::EndpointSlices, &c.slices),
-        (Res::ValidatingWebhooks, &c.webhooks),
-        (Res::ApiServices, &c.apiservices),
-        (Res::Pods, &c.pods),
-        (Res::Nodes, &c.nodes),
-        (Res::CiliumNodes, &c.cilium_nodes),
-        (Res::Subnets, &c.subnets),
-        (Res::Events, &c.events),
-    ] {
-        for o in items {
-            api.apply(res, o.clone());
-        }
-    }
+    api.apply_all(&[
+        (Res::EndpointSlices, &c.slices[..]),
+        (Res::ValidatingWebhooks, &c.webhooks[..]),
+        (Res::ApiServices, &c.apiservices[..]),
+        (Res::Pods, &c.pods[..]),
+        (Res::Nodes, &c.nodes[..]),
+        (Res::CiliumNodes, &c.cilium_nodes[..]),
+        (Res::Subnets, &c.subnets[..]),
+        (Res::Events, &c.events[..]),
+    ]);
     let dir = ipshadow_tests::TempDir::new("audit-api");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);

@@ -200,16 +200,12 @@ fn an_audit_reads_calicos_ipam_from_the_api_server_and_from_files_alike() {
     let api = ApiServer::start(None);
     api.set_crd(Res::CiliumNodes, false);
     api.set_crd(Res::IpamBlocks, true);
-    for (res, items) in [
-        (Res::Nodes, &c.nodes),
-        (Res::Pods, &c.pods),
-        (Res::IpamBlocks, &c.blocks),
-        (Res::IpPools, &c.pools),
-    ] {
-        for o in items {
-            api.apply(res, o.clone());
-        }
-    }
+    api.apply_all(&[
+        (Res::Nodes, &c.nodes[..]),
+        (Res::Pods, &c.pods[..]),
+        (Res::IpamBlocks, &c.blocks[..]),
+        (Res::IpPools, &c.pools[..]),
+    ]);
     let dir = ipshadow_tests::TempDir::new("audit-calico");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);

@@ -286,15 +286,11 @@ fn audit_finds_each_cnis_node_held_addresses_from_both_sides_and_a_service_on_a_
 fn audit_of_the_api_server_reads_the_services_and_the_nodes_addresses() {
     let c = cluster();
     let api = ApiServer::start(None);
-    for (res, items) in [
-        (Res::Nodes, &c.nodes),
-        (Res::Pods, &c.pods),
-        (Res::Services, &c.services),
-    ] {
-        for o in items {
-            api.apply(res, o.clone());
-        }
-    }
+    api.apply_all(&[
+        (Res::Nodes, &c.nodes[..]),
+        (Res::Pods, &c.pods[..]),
+        (Res::Services, &c.services[..]),
+    ]);
     let dir = ipshadow_tests::TempDir::new("vip-audit-api");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
