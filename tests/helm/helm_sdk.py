@@ -2,7 +2,8 @@
 one JSON answer per request on stdout.
 
 Requests ({"op": ...}):
-  render   chart, values, name, namespace -> objects, hooks (helm.sh/hook), notes
+  render   chart, values, name, namespace[, kube_version, api_versions]
+           -> objects, hooks (helm.sh/hook), notes
   lint     chart, values, kube_version (strict) -> Helm's lint report
   parse    set: [..], set_string: [..] (--set / --set-string) -> values
   package  chart, destination, version, app_version -> path of the .tgz
@@ -17,6 +18,7 @@ import sys
 import yaml
 
 import helm_python as helm
+from helm_python import _native
 
 
 def merge(into, more):
@@ -28,14 +30,39 @@ def merge(into, more):
     return into
 
 
+def render_at(chart, req):
+    """Renders as `helm template --kube-version --api-versions` does: the
+    Capabilities a cluster would give (api_versions are added to Helm's
+    default list, as the flag adds them). helm-python-sdk 0.2.2's
+    Chart.render does not pass these, while its native helm_render takes them
+    (helm-c-sdk's render options kube_version and api_versions)."""
+    opts = {
+        "name": req.get("name", "ipshadow"),
+        "namespace": req.get("namespace", "default"),
+        "is_install": True,
+        "kube_version": req["kube_version"],
+        "api_versions": req.get("api_versions") or [],
+    }
+    out = _native.call_string(
+        "helm_render",
+        chart._raw(),
+        json.dumps(req.get("values") or {}),
+        json.dumps(opts),
+    )
+    return json.loads(out)
+
+
 def render(req):
     with helm.Chart.load(req["chart"]) as chart:
-        out = chart.render(
-            req.get("values") or {},
-            name=req.get("name", "ipshadow"),
-            namespace=req.get("namespace", "default"),
-            is_install=True,
-        )
+        if "kube_version" in req:
+            out = render_at(chart, req)
+        else:
+            out = chart.render(
+                req.get("values") or {},
+                name=req.get("name", "ipshadow"),
+                namespace=req.get("namespace", "default"),
+                is_install=True,
+            )
     objects, hooks, notes = [], [], ""
     for path in sorted(out):
         if path.endswith("NOTES.txt"):

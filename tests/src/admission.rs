@@ -7,7 +7,9 @@
 //! An expression that errors counts under `failurePolicy` (Fail: denied).
 //!
 //! CEL runs on the `cel` crate, with the variables the API server declares:
-//! `object` and `oldObject` as untyped JSON (null for CREATE / DELETE),
+//! `object` and `oldObject` as untyped JSON (null for CREATE / DELETE) in
+//! the shape the API server's conversion of the typed object gives an Event
+//! (its struct fields never left out: `typed_form`),
 //! `request` as the AdmissionRequest (`userInfo.extra` left out when empty,
 //! as the API server's conversion to unstructured does), `params` null,
 //! `variables` the policy's variables evaluated in order. Kubernetes
@@ -470,10 +472,10 @@ impl Policy {
         };
         let from = (req.group.as_str(), req.version.as_str());
         let to = (group.as_str(), version.as_str());
-        let object = convert(&req.kind, from, to, &req.object);
-        let old_object = convert(&req.kind, from, to, &req.old_object);
         // The one pair of equivalents known here is of one kind, Event.
         let kind = &req.kind;
+        let object = typed_form(kind, to, &convert(kind, from, to, &req.object));
+        let old_object = typed_form(kind, to, &convert(kind, from, to, &req.old_object));
         let mut user_info = json!({"username": req.username, "groups": []});
         if !req.extra.is_empty() {
             user_info["extra"] = json!(req.extra);
@@ -597,6 +599,47 @@ fn to_cel(v: &Value) -> cel::Value {
             cel::Value::Map(Map::from(map))
         }
     }
+}
+
+/// `object` as the API server gives it to a policy: its typed Go struct
+/// turned into a map by runtime.DefaultUnstructuredConverter, which, like
+/// encoding/json, leaves out an `omitempty` field when it is an empty string,
+/// a zero number, a nil pointer or an empty list or map, but never a struct:
+/// an events.k8s.io/v1 Event always carries `regarding` and `deprecatedSource`
+/// (`{}` when unset) and `eventTime`, `deprecatedFirstTimestamp` and
+/// `deprecatedLastTimestamp` (null when unset). A policy that tests those for
+/// presence refuses every Event, the agent's too; this puts them where the
+/// API server does. Other kinds are taken as sent: the Node policy compares
+/// old and new objects field by field, where the same defaults on both sides
+/// change nothing.
+fn typed_form(kind: &str, (group, version): (&str, &str), object: &Value) -> Value {
+    let mut out = object.clone();
+    let Some(o) = out.as_object_mut() else {
+        return out;
+    };
+    if kind != "Event" || (group, version) != ("events.k8s.io", "v1") {
+        return out;
+    }
+    for (field, unset) in [
+        ("regarding", json!({})),
+        ("deprecatedSource", json!({})),
+        ("eventTime", Value::Null),
+        ("deprecatedFirstTimestamp", Value::Null),
+        ("deprecatedLastTimestamp", Value::Null),
+    ] {
+        o.entry(field).or_insert(unset);
+    }
+    // Empty strings and zero counts are left out (omitempty), as in the
+    // EventSource and ObjectReference structs.
+    for reference in ["regarding", "deprecatedSource", "related"] {
+        if let Some(r) = o.get_mut(reference).and_then(Value::as_object_mut) {
+            r.retain(|_, v| v.as_str() != Some(""));
+        }
+    }
+    if o.get("deprecatedCount").and_then(Value::as_i64) == Some(0) {
+        o.remove("deprecatedCount");
+    }
+    out
 }
 
 /// `object` of `kind` from `from` (group, version) to the equivalent `to`:

@@ -462,12 +462,15 @@ fn the_node_status_policy_leaves_other_users_and_requests_alone() {
     assert_eq!(f.events.admit(&eviction), Decision::NotApplicable);
 }
 
-/// An Event as agent/src/kube/recorder.rs creates it, reported by `instance`.
+/// An Event as agent/src/kube/recorder.rs creates it, reported by `instance`:
+/// in the namespace of the Pod it is about, a Node's in `default`
+/// (agent/src/report/events).
 fn event(controller: &str, instance: &str, regarding: &Value) -> Value {
+    let namespace = regarding["namespace"].as_str().unwrap_or("default");
     json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": "pg.ipshadow.0123456789abcdef", "namespace": "t"},
+        "metadata": {"name": "pg.ipshadow.0123456789abcdef", "namespace": namespace},
         "eventTime": "2025-01-01T10:00:00.000000Z",
         "reportingController": controller,
         "reportingInstance": instance,
@@ -608,6 +611,273 @@ fn events_through_the_core_api_are_checked_as_their_events_k8s_io_equivalent() {
         &["reportingInstance 'node-b'"],
     );
     denied_saying(&f.events.admit(&core("kubelet", "node-a")), &["'kubelet'"]);
+}
+
+/// A core v1 Event (the API a forger would use: the API server checks the
+/// deprecated fields itself only on events.k8s.io/v1) as the agent on
+/// node-a would report it about pg, with `extra` fields added.
+fn core_event(extra: &Value) -> Request {
+    let mut ev = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "pg.17f", "namespace": "t"},
+        "involvedObject": pod_ref(),
+        "reason": "RouterIPCollision",
+        "message": "m",
+        "type": "Warning",
+        "action": "Detect",
+        "eventTime": "2025-01-01T10:00:00.000000Z",
+        "reportingComponent": "ipshadow.io/agent",
+        "reportingInstance": "node-a",
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        ev[k] = v.clone();
+    }
+    Request::new("CREATE", ("", "v1", "events"), "Event", ev, Value::Null)
+}
+
+#[test]
+fn the_admission_policy_refuses_an_event_that_shows_another_sender() {
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let admit = |r: Request| f.events.admit(&r.by(&f.user, &claim));
+    // What `kubectl describe` would print as "From: kubelet, node-b".
+    let mut forged = event("ipshadow.io/agent", "node-a", &pod_ref());
+    forged["deprecatedSource"] = json!({"component": "kubelet", "host": "node-b"});
+    denied_saying(
+        &admit(create_event(&forged)),
+        &[
+            "on node node-a",
+            "may not set deprecatedSource",
+            "as From",
+            "refused Event t/pg.ipshadow.0123456789abcdef",
+            "component 'kubelet', host 'node-b'",
+        ],
+    );
+    // The host alone, and the same through the core API's `source`.
+    forged["deprecatedSource"] = json!({"host": "node-b"});
+    denied_saying(
+        &admit(create_event(&forged)),
+        &["component '', host 'node-b'"],
+    );
+    let core = core_event(&json!({"source": {"component": "kubelet", "host": "node-b"}}));
+    denied_saying(
+        &admit(core),
+        &["deprecatedSource", "Event t/pg.17f", "component 'kubelet'"],
+    );
+    // An empty source (what a core v1 client may send) is no source.
+    assert_eq!(admit(core_event(&json!({"source": {}}))), Decision::Allowed);
+    assert_eq!(
+        admit(core_event(&json!({"source": {"component": ""}}))),
+        Decision::Allowed
+    );
+}
+
+#[test]
+fn the_admission_policy_refuses_an_event_with_related() {
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let mut ev = event("ipshadow.io/agent", "node-a", &pod_ref());
+    ev["related"] =
+        json!({"apiVersion": "v1", "kind": "Pod", "namespace": "other", "name": "victim"});
+    denied_saying(
+        &f.events.admit(&create_event(&ev).by(&f.user, &claim)),
+        &[
+            "may not set related",
+            "refused Event t/pg.ipshadow.0123456789abcdef",
+            "related to Pod other/victim",
+        ],
+    );
+    let core = core_event(&json!({"related": {"kind": "Node", "name": "node-b"}}));
+    denied_saying(
+        &f.events.admit(&core.by(&f.user, &claim)),
+        &["related to Node node-b"],
+    );
+}
+
+#[test]
+fn the_admission_policy_refuses_an_event_about_a_pod_of_another_namespace() {
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let admit = |ev: &Value| f.events.admit(&create_event(ev).by(&f.user, &claim));
+    let words = "may write an Event only where what it is about lives";
+    // About pod t/pg, written where tenant `other` reads it.
+    let mut elsewhere = event("ipshadow.io/agent", "node-a", &pod_ref());
+    elsewhere["metadata"]["namespace"] = json!("other");
+    denied_saying(
+        &admit(&elsewhere),
+        &[
+            words,
+            "refused Event other/pg.ipshadow.0123456789abcdef",
+            "about Pod t/pg",
+        ],
+    );
+    // A Pod without a namespace.
+    let mut no_namespace = pod_ref();
+    no_namespace.as_object_mut().unwrap().remove("namespace");
+    let mut ev = event("ipshadow.io/agent", "node-a", &no_namespace);
+    ev["metadata"]["namespace"] = json!("t");
+    denied_saying(&admit(&ev), &[words, "about Pod pg"]);
+    // Its own Node's Event in a tenant's namespace, or naming a namespace.
+    let mut node_in_tenant = event("ipshadow.io/agent", "node-a", &node_ref("node-a"));
+    node_in_tenant["metadata"]["namespace"] = json!("t");
+    denied_saying(
+        &admit(&node_in_tenant),
+        &[
+            words,
+            "Event t/pg.ipshadow.0123456789abcdef about Node node-a",
+        ],
+    );
+    let mut namespaced_node = node_ref("node-a");
+    namespaced_node["namespace"] = json!("default");
+    denied_saying(
+        &admit(&event("ipshadow.io/agent", "node-a", &namespaced_node)),
+        &[words, "about Node default/node-a"],
+    );
+    // The same through the core API's involvedObject.
+    let core = core_event(&json!({"metadata": {"name": "pg.17f", "namespace": "other"}}));
+    denied_saying(
+        &f.events.admit(&core.by(&f.user, &claim)),
+        &[words, "Event other/pg.17f about Pod t/pg"],
+    );
+}
+
+#[test]
+fn the_admission_policy_refuses_the_old_apis_timestamps_and_count() {
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let admit = |extra: Value| f.events.admit(&core_event(&extra).by(&f.user, &claim));
+    // An Event that passes for one of kubelet's from last week, seen 500 times.
+    let old = json!({"firstTimestamp": "2024-12-25T10:00:00Z",
+        "lastTimestamp": "2025-01-01T10:00:00Z", "count": 500});
+    denied_saying(
+        &admit(old),
+        &[
+            "may not set deprecatedFirstTimestamp, deprecatedLastTimestamp, deprecatedCount",
+            "FIRST SEEN, LAST SEEN and COUNT",
+            "refused Event t/pg.17f",
+        ],
+    );
+    for (field, deprecated, value) in [
+        (
+            "firstTimestamp",
+            "deprecatedFirstTimestamp",
+            json!("2024-12-25T10:00:00Z"),
+        ),
+        (
+            "lastTimestamp",
+            "deprecatedLastTimestamp",
+            json!("2025-01-01T10:00:00Z"),
+        ),
+        ("count", "deprecatedCount", json!(2)),
+    ] {
+        let m = admit(json!({field: value}));
+        denied_saying(&m, &[&format!("may not set {deprecated} (")]);
+    }
+    // Unset the way a core v1 client sends them: null times, no count.
+    assert_eq!(
+        admit(json!({"firstTimestamp": null, "lastTimestamp": null, "count": 0})),
+        Decision::Allowed
+    );
+}
+
+#[test]
+fn the_admission_policy_refuses_an_event_type_other_than_normal_or_warning() {
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    for (ty, shown) in [
+        (json!("Critical"), "'Critical'"),
+        (json!("warning"), "'warning'"),
+    ] {
+        let d = f
+            .events
+            .admit(&core_event(&json!({"type": ty})).by(&f.user, &claim));
+        denied_saying(
+            &d,
+            &[
+                "only Events of type Normal or Warning",
+                "refused Event t/pg.17f",
+                shown,
+            ],
+        );
+    }
+    let mut untyped = core_event(&json!({}));
+    untyped.object.as_object_mut().unwrap().remove("type");
+    denied_saying(
+        &f.events.admit(&untyped.by(&f.user, &claim)),
+        &["of type ''"],
+    );
+}
+
+#[test]
+fn the_agents_remediation_events_pass() {
+    // agent/src/kube/evict.rs records through kube-runtime's Recorder: a Normal
+    // Event named after the pod and a timestamp, in the pod's namespace, and a
+    // repeat as a merge patch of the whole Event with a series.
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let ev = json!({
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "pg.1814d1e0a3c7b2f0", "namespace": "t"},
+        "eventTime": "2025-01-01T10:00:00.000000Z",
+        "reportingController": "ipshadow.io/agent",
+        "reportingInstance": "node-a",
+        "action": "Remediate",
+        "reason": "IPShadowWouldEvict",
+        "regarding": pod_ref(),
+        "note": "dry-run: would evict pod t/pg",
+        "type": "Normal",
+    });
+    let d = f.events.admit(&create_event(&ev).by(&f.user, &claim));
+    assert_eq!(d, Decision::Allowed);
+    let mut again = ev.clone();
+    again["series"] = json!({"count": 2, "lastObservedTime": "2025-01-01T10:05:00.000000Z"});
+    let update = Request::new(
+        "UPDATE",
+        ("events.k8s.io", "v1", "events"),
+        "Event",
+        again,
+        ev,
+    );
+    assert_eq!(
+        f.events.admit(&update.by(&f.user, &claim)),
+        Decision::Allowed
+    );
+}
+
+#[test]
+fn the_evaluator_gives_a_policy_an_event_in_its_typed_form() {
+    // What the API server's conversion gives CEL of the agent's Event: the
+    // struct fields present ({} or null), the empty ones of pointers and
+    // numbers left out. A policy testing presence would refuse the agent.
+    let objects = deploy::manifests();
+    let policy = deploy::object(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        "ipshadow-agent-events",
+    );
+    let binding = deploy::object(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "ipshadow-agent-events",
+    );
+    let with = |expression: &str| {
+        let mut p = policy.clone();
+        p["spec"]["validations"] = json!([{"expression": expression, "message": "typed form"}]);
+        Policy::load(&p, binding).unwrap()
+    };
+    let f = fixture();
+    let claim = [(NODE_NAME_KEY, "node-a")];
+    let ours = create_event(&event("ipshadow.io/agent", "node-a", &pod_ref())).by(&f.user, &claim);
+    let shape = "object.deprecatedSource == {} && object.deprecatedFirstTimestamp == null && \
+                 object.deprecatedLastTimestamp == null && !has(object.deprecatedCount) && \
+                 !has(object.related) && !has(object.series)";
+    assert_eq!(with(shape).admit(&ours), Decision::Allowed);
+    assert!(matches!(
+        with("!has(object.deprecatedSource)").admit(&ours),
+        Decision::Denied(_)
+    ));
 }
 
 #[test]

@@ -408,6 +408,132 @@ fn the_chart_lints_strictly_for_every_supported_kubernetes_version() {
     ));
 }
 
+/// A render request as `helm template --kube-version {version}
+/// --api-versions …` makes it: `api_versions` added to Helm's own list, which
+/// names groups only (`admissionregistration.k8s.io/v1`), where a cluster's
+/// discovery also names each kind.
+fn render_at(values: &Value, version: &str, api_versions: &[&str]) -> Value {
+    let mut r = helm::render_request(&helm::chart_dir(), values, "default");
+    r["kube_version"] = json!(version);
+    r["api_versions"] = json!(api_versions);
+    r
+}
+
+fn admission_objects(objects: &[Value]) -> BTreeMap<(String, String), Value> {
+    helm::by_kind_and_name(objects)
+        .into_iter()
+        .filter(|((kind, _), _)| kind.starts_with("ValidatingAdmissionPolicy"))
+        .collect()
+}
+
+/// Where the cluster cannot take the policies, installing (or `helm
+/// template`) fails and names the opt-out; `helm lint` stays clean there, as
+/// Helm's `fail` does nothing in lint mode (pkg/engine: "Don't fail when
+/// linting"), which the lint test above relies on.
+#[test]
+fn the_chart_fails_where_the_cluster_cannot_take_the_admission_policies() {
+    let policies_off = || json!({"admissionPolicies": {"enabled": false}});
+    // What a cluster's discovery adds: kinds. 1.28 and 1.29 serve the policies
+    // as v1beta1 only (off by default), which the agent's policies are not.
+    let cluster = ["apps/v1/DaemonSet", "v1/Pod"];
+    let cluster_1_29 = [
+        &cluster[..],
+        &["admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy"],
+    ]
+    .concat();
+    let cluster_1_31 = [
+        &cluster[..],
+        &[
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+        ],
+    ]
+    .concat();
+    // (what, version, API list, whether the policies can be installed)
+    let cases: [(&str, &str, &[&str], bool); 7] = [
+        ("helm template --kube-version 1.26", "v1.26.0", &[], false),
+        ("helm template --kube-version 1.29", "v1.29.0", &[], false),
+        ("a 1.29 cluster", "v1.29.4", &cluster_1_29, false),
+        (
+            "a 1.31 cluster with the API turned off",
+            "v1.31.2",
+            &cluster,
+            false,
+        ),
+        ("helm template --kube-version 1.30", "v1.30.0", &[], true),
+        ("helm template --kube-version 1.34", "v1.34.0", &[], true),
+        ("a 1.31 cluster", "v1.31.2", &cluster_1_31, true),
+    ];
+    let mut requests = Vec::new();
+    for (_, version, apis, _) in &cases {
+        requests.push(render_at(&json!({}), version, apis));
+        requests.push(render_at(&policies_off(), version, apis));
+    }
+    // What they must equal: deploy/'s policies, and the chart's other objects.
+    requests.push(render_at(&json!({}), "v1.30.0", &[]));
+    let answers = helm::sdk(&requests);
+    let reference = helm::rendered(&answers[2 * cases.len()]).unwrap();
+    let mut others = helm::by_kind_and_name(&reference.objects);
+    others.retain(|(kind, _), _| !kind.starts_with("ValidatingAdmissionPolicy"));
+    let want = admission_objects(&deploy::manifests());
+    assert_eq!(want.len(), 4, "two policies and their bindings in deploy/");
+
+    for (i, (what, version, _, served)) in cases.iter().enumerate() {
+        let default = helm::rendered(&answers[2 * i]);
+        let off = helm::rendered(&answers[2 * i + 1])
+            .unwrap_or_else(|e| panic!("{what}, opted out: {e}"));
+        if *served {
+            let r = default.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                admission_objects(&r.objects),
+                want,
+                "{what}: the policies as deploy/ has them"
+            );
+        } else {
+            let Err(e) = default else {
+                panic!("{what}: rendered without the policies instead of failing")
+            };
+            for words in [
+                &format!(
+                    "this cluster (Kubernetes {version}) does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy"
+                ),
+                "any Node's status",
+                "docs/threat-model.md",
+                "set admissionPolicies.enabled=false",
+            ] {
+                assert!(
+                    e.contains(words),
+                    "{what}: the failure lacks {words:?}: {e}"
+                );
+            }
+        }
+        // Opted out: everything but the policies, and the NOTES say what that leaves open.
+        let mut rest = helm::by_kind_and_name(&off.objects);
+        assert!(
+            admission_objects(&off.objects).is_empty(),
+            "{what}: opted out, yet {:?}",
+            rest.keys()
+        );
+        rest.retain(|(kind, _), _| !kind.starts_with("ValidatingAdmissionPolicy"));
+        assert_eq!(
+            rest, others,
+            "{what}: opting out changes more than the policies"
+        );
+        assert!(
+            off.notes.contains("admissionPolicies.enabled=false")
+                && off.notes.contains("any Node's status"),
+            "{what}: {}",
+            off.notes
+        );
+    }
+    figure(format!(
+        "helm: policies rendered in {} situations, a loud failure in {}, everything else \
+         unchanged with admissionPolicies.enabled=false",
+        cases.iter().filter(|c| c.3).count(),
+        cases.iter().filter(|c| !c.3).count()
+    ));
+}
+
 #[test]
 fn the_default_render_and_each_overlays_values_equal_kustomize_object_for_object() {
     let docs = documented();
