@@ -1611,6 +1611,20 @@ fn patch_node_status(shared: &Shared, name: &str, body: &[u8]) -> Response {
     json_response(StatusCode::OK, &obj)
 }
 
+/// What an events.k8s.io/v1 update may not change.
+const IMMUTABLE_EVENT_FIELDS: [&str; 10] = [
+    "note",
+    "reason",
+    "regarding",
+    "related",
+    "type",
+    "action",
+    "reportingController",
+    "reportingInstance",
+    "deprecatedSource",
+    "eventTime",
+];
+
 fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response {
     let Ok(patch) = serde_json::from_slice::<Value>(body) else {
         return status(400, "BadRequest", "body is not JSON");
@@ -1630,6 +1644,20 @@ fn patch_event(shared: &Shared, t: &Target, name: &str, body: &[u8]) -> Response
     };
     let old = obj.clone();
     merge(&mut obj, &patch);
+    // events.k8s.io/v1 updates may change the series alone
+    // (ValidateEventUpdate in pkg/apis/core/validation/events.go).
+    if let Some(field) = IMMUTABLE_EVENT_FIELDS
+        .iter()
+        .find(|f| obj.get(**f) != old.get(**f))
+    {
+        return status(
+            422,
+            "Invalid",
+            &format!(
+                "Event.events.k8s.io \"{name}\" is invalid: {field}: Invalid value: field is immutable"
+            ),
+        );
+    }
     let admitted = crate::admission::Request::new(
         "UPDATE",
         ("events.k8s.io", "v1", "events"),

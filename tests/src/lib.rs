@@ -15,6 +15,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod check;
 pub mod cni;
+pub mod cni_node;
 pub mod deploy;
 pub mod helm;
 pub mod http;

@@ -6,142 +6,18 @@
 //! the next ADD, a pod namespace deleted under its route, a peer set down.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
-use std::process::Output;
-
 use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
-    can_run_netns_tests,
     check::{Files, find},
-    cni, guard,
+    cni,
+    cni_node::CniNode,
     http::sample,
-    ipshadow_bin, kernel_at_least,
+    ipshadow_bin,
     lab::{self, Lab, ME},
-    netns::NetNs,
     objects::{list, node, pod},
 };
 use serde_json::Value;
-
-/// A node with `n` pods laid out by `ptp` over 10.250.1.0/24.
-struct CniNode {
-    tag: String,
-    node: NetNs,
-    pods: Vec<NetNs>,
-    net: cni::Network,
-    /// Each pod's (address, host veth), in order.
-    laid: Vec<(String, String)>,
-}
-
-impl CniNode {
-    /// `None` (and the test recorded as skipped) where the test cannot run.
-    fn new(test: &str, tag: &str, pods: usize) -> Option<Self> {
-        Self::laid_by(test, tag, pods, cni::Network::ptp)
-    }
-
-    /// A node whose `pods` are laid out by the network `plugin` makes.
-    fn laid_by(
-        test: &str,
-        tag: &str,
-        pods: usize,
-        plugin: fn(&NetNs, &str, &str) -> cni::Network,
-    ) -> Option<Self> {
-        Self::laid_over(test, tag, pods, plugin, "10.250.1.0/24")
-    }
-
-    /// As [`Self::laid_by`], over `subnet`.
-    fn laid_over(
-        test: &str,
-        tag: &str,
-        pods: usize,
-        plugin: fn(&NetNs, &str, &str) -> cni::Network,
-        subnet: &str,
-    ) -> Option<Self> {
-        if !can_run_netns_tests(test) || !kernel_at_least(4, 20, test, "IFA_TARGET_NETNSID dumps") {
-            return None;
-        }
-        if let Some(why) = cni::missing() {
-            guard(test, Some(&why));
-            return None;
-        }
-        let node = NetNs::new(&format!("{tag}n"));
-        // The node's uplink and default route, as a real node has: a pod address
-        // no route names goes there (no blackhole), as it would on a node.
-        node.add_veth("eth0", "uplink");
-        node.ip(&["addr", "add", "192.168.100.11/24", "dev", "eth0"]);
-        node.ip(&["link", "set", "eth0", "up"]);
-        node.ip(&["link", "set", "uplink", "up"]);
-        node.ip(&["route", "add", "default", "via", "192.168.100.1"]);
-        let net = plugin(&node, tag, subnet);
-        let mut n = Self {
-            tag: tag.to_owned(),
-            node,
-            pods: Vec::new(),
-            net,
-            laid: Vec::new(),
-        };
-        for _ in 0..pods {
-            n.add_pod();
-        }
-        Some(n)
-    }
-
-    /// One more pod, ADDed as the runtime does.
-    fn add_pod(&mut self) {
-        let pod = NetNs::new(&format!("{}p", self.tag));
-        let id = format!("{}-c{}", self.tag, self.pods.len());
-        self.laid.push(self.net.add(&id, &pod));
-        self.pods.push(pod);
-    }
-
-    fn ip(&self, i: usize) -> &str {
-        &self.laid[i].0
-    }
-
-    fn veth(&self, i: usize) -> &str {
-        &self.laid[i].1
-    }
-
-    /// `check` with the API's pods: `names[i]` at pod `i`'s address, Running on this node.
-    fn check(&self, names: &[&str], output: &str) -> Output {
-        let pods: Vec<Value> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| pod("tenant", n, ME, &[self.ip(i)]))
-            .collect();
-        self.check_pods(pods, output)
-    }
-
-    /// `check` with these pods as the API's.
-    fn check_pods(&self, pods: Vec<Value>, output: &str) -> Output {
-        let files = Files::new("cni-ptp");
-        let path = files.write("pods.json", &list(pods));
-        self.node
-            .command(ipshadow_bin().to_str().unwrap())
-            .args(["check", "--node", ME, "--output", output, "--pods"])
-            .arg(path)
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, names: &[&str]) -> (Option<i32>, Value) {
-        let out = self.check(names, "json");
-        let v = ipshadow_tests::json_stdout(&out);
-        (out.status.code(), v)
-    }
-}
-
-impl Drop for CniNode {
-    fn drop(&mut self) {
-        // As the runtime tears sandboxes down; a pod already torn down is fine.
-        for (i, p) in self.pods.iter().enumerate() {
-            let _ = self.net.call(
-                "DEL",
-                &format!("{}-c{i}", self.net.conf["name"].as_str().unwrap()),
-                p,
-            );
-        }
-    }
-}
 
 fn kinds(v: &Value) -> Vec<&str> {
     v["findings"]

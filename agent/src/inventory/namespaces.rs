@@ -49,6 +49,10 @@ pub struct HostIface {
     pub kind: String,
     /// Its operational state.
     pub state: OperState,
+    /// Whether it is administratively up (`IFF_UP`): only the host sets that.
+    /// Its operational state also follows the peer's (a pod that sets its
+    /// `eth0` down makes it `down` or `lowerlayerdown`).
+    pub admin_up: bool,
     /// The bridge or OVS port it is enslaved to (`IFLA_MASTER`), by ifindex.
     pub master: Option<u32>,
     /// The peer namespace's id as the host namespace knows it (`IFLA_LINK_NETNSID`).

@@ -42,6 +42,7 @@ pub(crate) fn lay_out(host: &mut super::HostNetwork, i: usize, a: &str) {
         name,
         kind: "veth".into(),
         state: OperState::Up,
+        admin_up: true,
         master: None,
         nsid,
         peer_index: 2,

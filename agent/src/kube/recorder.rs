@@ -16,7 +16,7 @@ use std::{
 
 use k8s_openapi::{
     api::events::v1::{Event, EventSeries},
-    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
     jiff::Timestamp,
 };
 use kube::{
@@ -25,12 +25,15 @@ use kube::{
 };
 
 use super::pace::Budget;
-use crate::report::events::{
-    ACTION, Desired, REASON_RESOLVED, REASON_TRAFFIC, REPORTING_CONTROLLER, SeriesId, truncate_note,
-};
+
+mod object;
+use crate::report::events::{Desired, REASON_RESOLVED, REASON_TRAFFIC, SeriesId, truncate_note};
 
 struct Series {
     desired: Desired,
+    /// The Event object it is written to: the predictable name, or a fresh
+    /// one where someone else's object holds that.
+    name: String,
     count: i32,
     last: Instant,
 }
@@ -39,8 +42,15 @@ struct Series {
 enum Write {
     /// Create its Event (or continue it after a restart).
     Open,
-    /// Write back this count.
-    Bump(i32),
+    /// Write back this count to the named object.
+    Bump(String, i32),
+}
+
+/// A series' Event object as written: its name and count, and whether it was created.
+struct Opened {
+    name: String,
+    count: i32,
+    created: bool,
 }
 
 /// Writes and updates the Events of one node.
@@ -139,43 +149,43 @@ impl EventWriter {
         }
         match self.series.get(id) {
             None => Some(Write::Open),
-            Some(s) if s.last.elapsed() >= self.refresh => Some(Write::Bump(s.count + 1)),
+            Some(s) if s.last.elapsed() >= self.refresh => {
+                Some(Write::Bump(s.name.clone(), s.count.saturating_add(1)))
+            }
             Some(_) => None,
         }
     }
 
-    /// Writes `d`'s Event as `write` says: the series' count then.
+    /// Writes `d`'s Event as `write` says: the object and the series' count then.
     async fn write(
         &self,
         d: &Desired,
         write: Write,
         stats: &mut SyncStats,
-    ) -> Result<i32, kube::Error> {
-        match write {
-            Write::Open => self.open(d).await.map(|(count, created)| {
-                if created {
-                    stats.created += 1;
-                } else {
-                    stats.patched += 1;
-                }
-                count
-            }),
-            Write::Bump(count) => match self.bump(d, count).await {
+    ) -> Result<(String, i32), kube::Error> {
+        let opened = match write {
+            Write::Open => self.open(d).await?,
+            Write::Bump(name, count) => match self.bump(d, &name, count).await {
                 Ok(()) => {
                     stats.patched += 1;
-                    Ok(count)
+                    return Ok((name, count));
                 }
-                // Deleted under a live series (the TTL, or by hand): create it again.
-                Err(kube::Error::Api(e)) if e.code == 404 => {
-                    tracing::info!(event = %d.event_name(), "Event of a live series was deleted; creating it again");
-                    self.open(d).await.map(|(count, _)| {
-                        stats.created += 1;
-                        count
-                    })
+                // Deleted under a live series (the TTL, or by hand), or replaced
+                // by an object the agent may not update (the admission policy's
+                // 403): open it again, under a fresh name if need be.
+                Err(kube::Error::Api(e)) if matches!(e.code, 403 | 404) => {
+                    tracing::info!(event = %name, code = e.code, "the Event of a live series is gone or no longer the agent's; writing it again");
+                    self.open(d).await?
                 }
-                Err(e) => Err(e),
+                Err(e) => return Err(e),
             },
+        };
+        if opened.created {
+            stats.created += 1;
+        } else {
+            stats.patched += 1;
         }
+        Ok((opened.name, opened.count))
     }
 
     /// Keeps series `id` at the count written, ends it after a permanent
@@ -184,15 +194,16 @@ impl EventWriter {
         &mut self,
         id: SeriesId,
         d: &Desired,
-        written: Result<i32, kube::Error>,
+        written: Result<(String, i32), kube::Error>,
         stats: &mut SyncStats,
     ) {
         match written {
-            Ok(count) => {
+            Ok((name, count)) => {
                 self.series.insert(
                     id,
                     Series {
                         desired: d.clone(),
+                        name,
                         count,
                         last: Instant::now(),
                     },
@@ -279,59 +290,69 @@ impl EventWriter {
         }
     }
 
-    /// Creates the series' Event, or continues it if it exists (a restart): the
-    /// count it is at now, and whether an object was created.
+    /// Creates the series' Event, or continues it if it exists (a restart).
+    /// The name is predictable, so an agent that restarts finds its series; a
+    /// tenant can predict it too and create an Event of its own there first:
+    /// the series then goes to a fresh name nobody can guess, never onto that
+    /// object (the admission policy refuses the update, which ended the series).
     #[tracing::instrument(skip_all, fields(event = %d.event_name(), reason = %d.reason))]
-    async fn open(&self, d: &Desired) -> Result<(i32, bool), kube::Error> {
+    async fn open(&self, d: &Desired) -> Result<Opened, kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let name = d.event_name();
-        let now = MicroTime(Timestamp::now());
-        let ev = Event {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(d.namespace.clone()),
-                ..Default::default()
-            },
-            event_time: Some(now),
-            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
-            reporting_instance: Some(self.node.clone()),
-            action: Some(ACTION.to_owned()),
-            reason: Some(d.reason.clone()),
-            regarding: Some(d.regarding.clone()),
-            note: Some(d.note.clone()),
-            type_: Some(if d.warning { "Warning" } else { "Normal" }.to_owned()),
-            ..Default::default()
-        };
-        match api.create(&PostParams::default(), &ev).await {
+        match api
+            .create(&PostParams::default(), &object::event(d, &name, &self.node))
+            .await
+        {
             Ok(_) => {
                 tracing::info!(event = %name, reason = %d.reason, regarding = ?d.regarding.name, "Event created");
-                Ok((1, true))
+                return Ok(Opened {
+                    name,
+                    count: 1,
+                    created: true,
+                });
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let existing = api.get(&name).await?;
-                let count = existing.series.as_ref().map_or(1, |s| s.count) + 1;
-                self.bump(d, count).await?;
-                tracing::info!(event = %name, count, "continuing an existing Event series");
-                Ok((count, false))
-            }
-            Err(e) => Err(e),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e),
         }
-    }
-
-    #[tracing::instrument(skip_all, fields(event = %d.event_name(), count))]
-    async fn bump(&self, d: &Desired, count: i32) -> Result<(), kube::Error> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
-        // The note too: an aggregated Node Event's counts change between refreshes.
-        let patch = serde_json::json!({
-            "series": EventSeries { count, last_observed_time: MicroTime(Timestamp::now()) },
-            "note": d.note,
-        });
-        api.patch(
-            &d.event_name(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
+        let existing = api.get(&name).await?;
+        if object::is_series_of(&existing, d, &self.node) {
+            let count = existing
+                .series
+                .as_ref()
+                .map_or(1, |s| s.count.max(1))
+                .saturating_add(1);
+            self.bump(d, &name, count).await?;
+            tracing::info!(event = %name, count, "continuing an existing Event series");
+            return Ok(Opened {
+                name,
+                count,
+                created: false,
+            });
+        }
+        let fresh = format!("{name}.{}", object::unguessable_suffix());
+        tracing::warn!(event = %name, namespace = %d.namespace, reporting_controller = ?existing.reporting_controller, fresh = %fresh, "an Event the agent did not write holds this series' name; writing the series under a fresh name");
+        api.create(
+            &PostParams::default(),
+            &object::event(d, &fresh, &self.node),
         )
         .await?;
+        Ok(Opened {
+            name: fresh,
+            count: 1,
+            created: true,
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(event = %name, count))]
+    async fn bump(&self, d: &Desired, name: &str, count: i32) -> Result<(), kube::Error> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
+        // The series alone: events.k8s.io/v1 refuses a changed note (422), as it
+        // does every other field; a note is set when its series starts.
+        let patch = serde_json::json!({
+            "series": EventSeries { count, last_observed_time: MicroTime(Timestamp::now()) },
+        });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         Ok(())
     }
 

@@ -17,6 +17,8 @@ pub(super) struct Index<'a> {
     ifaces: HashMap<u32, &'a HostIface>,
     /// The host's per-pod routes, by destination address.
     routes: HashMap<IpAddr, &'a Route>,
+    /// The destinations of the per-pod routes out each interface, by ifindex.
+    via: HashMap<u32, Vec<IpAddr>>,
     /// Pods that may be reported, by status address (every node's).
     pods: HashMap<IpAddr, Vec<&'a Pod>>,
     /// The interfaces whose namespace holds an address (one per namespace).
@@ -50,6 +52,7 @@ impl<'a> Index<'a> {
             })
             .map(|r| (r.dst.addr(), r))
             .collect();
+        let via = by_interface(&routes);
         let mut pods: HashMap<IpAddr, Vec<&Pod>> = HashMap::new();
         for p in inv.pods.iter().filter(|p| p.reportable()) {
             for ip in status_ips(p) {
@@ -81,6 +84,7 @@ impl<'a> Index<'a> {
             inv,
             ifaces,
             routes,
+            via,
             pods,
             holders,
             calico,
@@ -135,6 +139,21 @@ impl<'a> Index<'a> {
         self.calico.get(name).copied()
     }
 
+    /// The pod of this node other than `not` that `iface` is, by what only the
+    /// host and the cluster write: the CNI named the interface for it, or the
+    /// host routes its status address out of it. What the namespace behind
+    /// holds is not asked: a pod with NET_ADMIN writes that.
+    pub(super) fn host_owner(&self, iface: &HostIface, not: &Pod) -> Option<&'a Pod> {
+        let other = |p: &&Pod| p.uid != not.uid;
+        self.named_for(&iface.name).filter(other).or_else(|| {
+            self.via
+                .get(&iface.index)?
+                .iter()
+                .flat_map(|ip| self.own_at(*ip))
+                .find(other)
+        })
+    }
+
     /// Whether this node lays per-pod routes for `ip`'s family.
     pub(super) fn lays_pod_routes(&self, ip: IpAddr) -> bool {
         if ip.is_ipv4() {
@@ -143,6 +162,20 @@ impl<'a> Index<'a> {
             self.families.1
         }
     }
+}
+
+/// The per-pod routes' destinations by the interface they leave through, in order.
+fn by_interface(routes: &HashMap<IpAddr, &Route>) -> HashMap<u32, Vec<IpAddr>> {
+    let mut via: HashMap<u32, Vec<IpAddr>> = HashMap::new();
+    for (ip, r) in routes {
+        if let Some(oif) = r.oif {
+            via.entry(oif).or_default().push(*ip);
+        }
+    }
+    for v in via.values_mut() {
+        v.sort_unstable();
+    }
+    via
 }
 
 /// Every status address of this node's pods, whatever their phase, and

@@ -139,6 +139,12 @@ fn pod_route(idx: &Index<'_>, r: &Route) -> PodRoute {
 }
 
 /// The one finding about `pod`'s address `row.ip`, if the kernel contradicts it.
+///
+/// Its trust follows who could have written what it rests on: what a pod's
+/// namespace holds and its link state, a pod with NET_ADMIN writes; a misdirected
+/// route speaks for the node only where the host shows the interface is
+/// another pod's ([`Index::host_owner`]), a dead end only where the host set its
+/// own interface down. Else a hint, which names no other pod.
 fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
     let inv = idx.inv;
     let ns = &inv.host.namespaces;
@@ -151,25 +157,23 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         .and_then(|i| idx.iface(i));
     let read = |i: &HostIface| ns.namespaces.get(&i.nsid);
     let elsewhere = |i: &HostIface| goes_elsewhere(idx, &row, i, pod);
-    let (kind, fix, reached) = match via {
+    let (kind, fix, reached, other_pod) = match via {
         Some(i) if read(i).is_some_and(|n| !n.holds(ip) && !n.truncated) && elsewhere(i) => {
             let to = row.holders.first().map(|h| h.iface.clone());
             let fix = KernelFix::RepointRoute { node, ip, to };
-            (
-                FindingKind::PodRouteMisdirected,
-                fix,
-                Some(holder(idx, i, ip)),
-            )
+            let other = idx.host_owner(i, pod).map(pod_ref);
+            let reached = Some(holder(idx, i, ip));
+            (FindingKind::PodRouteMisdirected, fix, reached, other)
         }
         Some(i) if !i.state.carries() => {
             let iface = i.name.clone();
             let fix = KernelFix::RestoreLink { node, iface };
-            (FindingKind::PodRouteDeadEnd, fix, None)
+            (FindingKind::PodRouteDeadEnd, fix, None, None)
         }
         _ if row.holders.len() > 1 => {
             let ifaces = row.holders.iter().map(|h| h.iface.clone()).collect();
             let fix = KernelFix::RemoveDuplicate { node, ifaces };
-            (FindingKind::PodAddressHeldTwice, fix, None)
+            (FindingKind::PodAddressHeldTwice, fix, None, None)
         }
         // An unread namespace may hold it: no guess.
         _ if row.holders.is_empty()
@@ -180,13 +184,11 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
             && idx.lays_pod_routes(ip) =>
         {
             let fix = KernelFix::RecreatePod { pod: pod_ref(pod) };
-            (FindingKind::PodAddressNotHeld, fix, None)
+            (FindingKind::PodAddressNotHeld, fix, None, None)
         }
         _ => return None,
     };
-    let other_pod = reached
-        .as_ref()
-        .and_then(|h| owner_of_namespace(idx, h, pod));
+    let trust = trust(kind, via, other_pod.is_some());
     let device = reached
         .as_ref()
         .map(|h| h.iface.clone())
@@ -197,16 +199,19 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         reached,
         other_pod,
     };
-    Some(finding(inv, (kind, ip), truth, fix, device))
+    let mut f = finding(inv, (kind, ip), truth, fix, device);
+    f.trust = trust;
+    Some(f)
 }
 
-/// What a pod's namespace holds, a pod with NET_ADMIN writes: a second holder
-/// or a missing address never speaks for the node on its own. Host routes and
-/// links are the node's.
-fn trust_of(kind: FindingKind) -> Trust {
+/// A kernel-truth finding about a pod speaks for the node only where the host
+/// corroborates it: the interface is another pod's (`host_owned`), or the
+/// host set its own interface down.
+fn trust(kind: FindingKind, via: Option<&HostIface>, host_owned: bool) -> Trust {
     match kind {
-        FindingKind::PodAddressHeldTwice | FindingKind::PodAddressNotHeld => Trust::Hint,
-        _ => Trust::Kernel,
+        FindingKind::PodRouteMisdirected if host_owned => Trust::Kernel,
+        FindingKind::PodRouteDeadEnd if via.is_some_and(|i| !i.admin_up) => Trust::Kernel,
+        _ => Trust::Hint,
     }
 }
 
@@ -223,24 +228,7 @@ fn goes_elsewhere(idx: &Index<'_>, row: &TruthRow, i: &HostIface, pod: &Pod) -> 
     }
     ns.is_some_and(|n| !n.addresses.is_empty())
         || !row.holders.is_empty()
-        || owner_of_namespace(idx, &holder(idx, i, row.ip), pod).is_some()
-}
-
-/// The pod (other than `not`) that the namespace behind `h` is: one holding
-/// an address of it, this node's first; else the pod its interface is named for.
-fn owner_of_namespace(idx: &Index<'_>, h: &Holder, not: &Pod) -> Option<PodRef> {
-    let held = idx.inv.host.namespaces.namespaces.get(&h.nsid)?;
-    let mut pods: Vec<&Pod> = held
-        .addresses
-        .iter()
-        .flat_map(|a| idx.pods_at(a.ip).iter().copied())
-        .filter(|p| p.uid != not.uid)
-        .collect();
-    pods.sort_by_key(|p| p.node.as_deref() != Some(idx.inv.node.as_str()));
-    pods.first()
-        .copied()
-        .or_else(|| idx.named_for(&h.iface).filter(|p| p.uid != not.uid))
-        .map(pod_ref)
+        || idx.host_owner(i, pod).is_some()
 }
 
 /// Host interfaces whose peer namespace is the node's own, not a pod's:
@@ -342,7 +330,7 @@ fn finding(
         },
         cause: Cause::Kernel(Box::new(truth)),
         remedy: Remedy::Kernel(fix),
-        trust: trust_of(kind),
+        trust: Trust::Kernel,
     }
 }
 
@@ -370,3 +358,5 @@ mod index;
 mod names;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trust_tests;

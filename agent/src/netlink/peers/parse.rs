@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
-    link::{InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State},
+    link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
 use crate::inventory::{HostIface, NsAddress, NsLink, OperState};
@@ -36,6 +36,7 @@ pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
         name: name?,
         kind,
         state,
+        admin_up: msg.header.flags.contains(LinkFlags::Up),
         master,
         nsid: nsid.filter(|n| *n >= 0)?,
         peer_index: peer_index.filter(|i| *i > 0)?,

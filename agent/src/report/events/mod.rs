@@ -56,6 +56,9 @@ pub struct Desired {
     /// Which series the cap and the write budget keep first (lowest first):
     /// what speaks for the node before hints, then by how much breaks.
     pub priority: u8,
+    /// Whether it rests on what a tenant can write (a hint): such series are
+    /// capped apart and never counted in the Node's aggregate.
+    pub hint: bool,
 }
 
 /// What identifies a series: (regarding uid or name, reason, IP).
@@ -76,21 +79,30 @@ impl Desired {
     /// A stable, valid object name: `<regarding name>.ipshadow.<fnv64 of the series id>`.
     pub fn event_name(&self) -> String {
         let (who, reason, ip) = self.id();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in who
-            .bytes()
-            .chain([0])
-            .chain(reason.bytes())
-            .chain([0])
-            .chain(ip.bytes())
-        {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        let mut base: String = self.regarding.name.clone().unwrap_or_default();
-        base.truncate(200);
-        format!("{base}.ipshadow.{h:016x}")
+        let name = self.regarding.name.as_deref().unwrap_or_default();
+        series_name(name, (&who, &reason, &ip))
     }
+}
+
+/// The object name of the series (regarding uid or name, reason, IP) about
+/// the object named `regarding`: `<regarding>.ipshadow.<fnv64 of the id>`.
+/// Predictable on purpose (a restarted agent finds its series); the writer
+/// moves a series whose name someone else took (`kube::recorder`).
+pub fn series_name(regarding: &str, (who, reason, ip): (&str, &str, &str)) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in who
+        .bytes()
+        .chain([0])
+        .chain(reason.bytes())
+        .chain([0])
+        .chain(ip.bytes())
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut base = regarding.to_owned();
+    base.truncate(200);
+    format!("{base}.ipshadow.{h:016x}")
 }
 
 /// `note` made safe (no control or bidi character) and cut to what
@@ -151,6 +163,7 @@ pub fn desired(
                 warning: true,
                 note: truncate_note(&message::note(f, Reader::Node, None)),
                 priority: priority(f),
+                hint: false,
             });
             continue;
         }
@@ -167,6 +180,7 @@ pub fn desired(
                 warning: true,
                 note: truncate_note(&text),
                 priority: priority(f),
+                hint: !f.trust.speaks_for_node(),
             });
         }
     }
@@ -207,6 +221,7 @@ fn traffic_series(findings: &[Finding], traffic: &Traffic, node: &str) -> Vec<De
             note: truncate_note(&text),
             // Traffic seen delivered to the node: harm happening now.
             priority: priority(f).saturating_sub(1),
+            hint: !f.trust.speaks_for_node(),
         });
     }
     out
@@ -271,18 +286,33 @@ fn series_order(d: &Desired) -> (bool, u8, &str, &str, Option<&str>, &str) {
 /// At most `max` Warning series about pods, the most important first; the
 /// rest become one Warning Event on the Node that counts them by reason and
 /// names a few, so a node with thousands of findings writes a bounded number
-/// of objects (the metrics still carry every finding). The result is in the
-/// order the write budget should go: by priority.
-pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str>) -> Vec<Desired> {
-    want.sort_by(|a, b| series_order(a).cmp(&series_order(b)));
+/// of objects (the metrics still carry every finding). Hints are capped apart,
+/// at `max` too, and the rest dropped: a tenant that floods them crowds out no
+/// real finding and gets no pod counted or named on the Node. The result is in
+/// the order the write budget should go: by priority.
+pub fn cap(want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str>) -> Vec<Desired> {
+    let by_order = |a: &Desired, b: &Desired| series_order(a).cmp(&series_order(b));
+    let (mut hints, mut want): (Vec<Desired>, Vec<Desired>) =
+        want.into_iter().partition(|d| is_pod_warning(d) && d.hint);
+    hints.sort_by(by_order);
+    hints.truncate(max);
+    want.sort_by(by_order);
     let pod_warnings = want.iter().filter(|d| is_pod_warning(d)).count();
-    if pod_warnings <= max {
-        want.sort_by_key(|d| d.priority);
-        return want;
+    if pod_warnings > max {
+        let rest: Vec<Desired> = want.drain(max..pod_warnings).collect();
+        // First: it speaks for the most pods, and the write budget goes in order.
+        want.insert(0, many(&rest, max, node, node_uid));
     }
-    let rest: Vec<Desired> = want.drain(max..pod_warnings).collect();
+    want.append(&mut hints);
+    // Stable: the aggregate (priority 0) stays first.
+    want.sort_by_key(|d| d.priority);
+    want
+}
+
+/// The Node Event standing for the pod series `rest` beyond the cap of `max`.
+fn many(rest: &[Desired], max: usize, node: &str, node_uid: Option<&str>) -> Desired {
     let mut by_reason: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for d in &rest {
+    for d in rest {
         *by_reason.entry(d.reason.as_str()).or_default() += 1;
     }
     let counts = by_reason
@@ -302,11 +332,7 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
         })
         .collect::<Vec<_>>()
         .join(", ");
-    want.sort_by_key(|d| d.priority);
-    // First: it speaks for the most pods, and the write budget goes in order.
-    want.insert(
-        0,
-        Desired {
+    Desired {
         regarding: node_ref(node, node_uid),
         namespace: "default".to_owned(),
         reason: REASON_MANY.to_owned(),
@@ -320,9 +346,8 @@ pub fn cap(mut want: Vec<Desired>, max: usize, node: &str, node_uid: Option<&str
             rest.len()
         )),
         priority: 0,
-        },
-    );
-    want
+        hint: false,
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ fn pod_series(i: usize) -> Desired {
         warning: true,
         note: String::new(),
         priority: 1,
+        hint: false,
     }
 }
 
@@ -28,6 +29,7 @@ fn beyond_the_cap_pod_series_become_one_node_event() {
         warning: true,
         note: String::new(),
         priority: 1,
+        hint: false,
     };
     let mut want: Vec<Desired> = (0..150).rev().map(pod_series).collect();
     want.push(overlap.clone());
@@ -87,13 +89,12 @@ fn forged_hints_never_crowd_out_a_real_finding() {
     );
     let out = cap(want, 5, ME, None);
     let reasons: Vec<&str> = out.iter().map(|d| d.reason.as_str()).collect();
-    // The aggregate first, then the real finding: the write budget goes in this order.
-    assert_eq!(
-        reasons[..2],
-        [REASON_MANY, "RouterIPCollision"],
-        "{reasons:?}"
-    );
+    // The real finding first (the write budget goes in this order), then at
+    // most 5 hints; none counted or named on the Node (issue 38).
+    assert_eq!(reasons[0], "RouterIPCollision", "{reasons:?}");
+    assert!(!reasons.contains(&REASON_MANY), "{reasons:?}");
     assert_eq!(out.len(), 1 + 5, "{reasons:?}");
+    assert!(out[1..].iter().all(|d| d.hint), "{reasons:?}");
 }
 
 #[test]
@@ -198,4 +199,29 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
     );
     let fix = "ip addr del 10.244.1.1/24 dev cni0";
     assert!(want[1].note.contains(fix), "{}", want[1].note);
+}
+
+#[test]
+fn hints_are_capped_apart_and_never_counted_or_named_on_the_node() {
+    let hint = |i: usize| Desired {
+        hint: true,
+        priority: 51,
+        namespace: "tenant-x".to_owned(),
+        ..pod_series(1000 + i)
+    };
+    let mut want: Vec<Desired> = (0..150).map(hint).collect();
+    want.extend((0..25).map(pod_series));
+    let out = cap(want, 20, "n", None);
+    let many = out
+        .iter()
+        .find(|d| d.reason == REASON_MANY)
+        .expect("the trusted series beyond the cap");
+    assert!(many.note.starts_with("5 more pods"), "{}", many.note);
+    assert!(!many.note.contains("tenant-x"), "{}", many.note);
+    let trusted = out.iter().filter(|d| is_pod_warning(d) && !d.hint).count();
+    let hints = out.iter().filter(|d| d.hint).count();
+    assert_eq!((trusted, hints), (20, 20));
+    // The budget reaches every trusted series before any hint.
+    let first_hint = out.iter().position(|d| d.hint).expect("hints");
+    assert!(out[..first_hint].iter().filter(|d| !d.hint).count() == 21);
 }

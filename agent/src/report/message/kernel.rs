@@ -13,10 +13,11 @@ pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
     let iface = f.owner.device.as_deref().unwrap_or("?");
     match f.kind {
         FindingKind::PodRouteMisdirected => {
+            // A pod is named only where the host shows the interface is its.
             let whose = k
                 .other_pod
                 .as_ref()
-                .map_or_else(|| "no pod".to_owned(), |p| reader.pod(p));
+                .map_or_else(|| "that namespace".to_owned(), |p| reader.pod(p));
             format!(
                 "Node {node} routes this pod's IP {ip} into the namespace behind {iface}, which \
                  does not hold it. Probes and webhooks reach {whose} instead."
@@ -116,9 +117,10 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
                  recreated."
             ),
         },
+        // Never "delete this pod": any pod with NET_ADMIN can add another's address.
         KernelFix::RemoveDuplicate { node, ifaces } => format!(
-            "Fix: on {node}, remove the stale sandbox among those behind {} (crictl rmp), then \
-             delete this pod.",
+            "Fix: on {node}, find which sandbox behind {} is not this pod's (crictl pods, ipshadow \
+             check) and remove it (crictl rmp).",
             ifaces.join(", ")
         ),
         KernelFix::TearDownSandbox { node, iface } => format!(

@@ -55,3 +55,25 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
     .flat_map(kernel)
     .collect()
 }
+
+/// A second holder of a pod's address is a hint (any pod with NET_ADMIN can
+/// add another's address): its note tells the pod nothing to do to itself and
+/// names no other pod (issue 38).
+#[test]
+fn a_pod_another_namespace_shadows_is_never_told_to_delete_itself() {
+    use crate::{
+        detect::{FindingKind, Trust},
+        report::message::{Reader, note},
+    };
+    let mut inv = ptp_inventory(api());
+    // web's namespace adds postgres' address beside its own.
+    hold(&mut inv, 1, &[PTP_PODS[1], PTP_PODS[0]]);
+    let twice = detect(&inv)
+        .into_iter()
+        .find(|f| f.kind == FindingKind::PodAddressHeldTwice)
+        .expect("a second holder");
+    assert_eq!(twice.trust, Trust::Hint);
+    let text = note(&twice, Reader::Namespace("tenant"), None);
+    assert!(!text.contains("delete"), "{text}");
+    assert!(!text.contains("web-"), "{text}");
+}
