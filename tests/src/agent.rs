@@ -11,6 +11,11 @@ use crate::{http, ipshadow_bin, netns::NetNs};
 /// Where the agent listens inside its namespace (each test has its own).
 pub const LISTEN: &str = "127.0.0.1:9785";
 
+/// The `--metrics-names` the harness passes unless a test gives its own: the
+/// tests read pods by name in /metrics, which the agent's default (names only
+/// to scrapes --metrics-auth reviewed) leaves out of an open listener.
+const NAMES: [&str; 2] = ["--metrics-names", "always"];
+
 pub struct AgentProc {
     child: Option<Child>,
     /// The agent's stderr, removed with the process handle.
@@ -41,6 +46,27 @@ impl AgentProc {
 
     /// Like [`AgentProc::spawn_wrapped`], listening on `listen` (several agents in one namespace).
     pub fn spawn_on(
+        ns: &NetNs,
+        listen: &str,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let names = if args.contains(&NAMES[0]) {
+            &[][..]
+        } else {
+            &NAMES[..]
+        };
+        Self::launch(ns, listen, wrapper, &[names, args].concat(), env)
+    }
+
+    /// Like [`AgentProc::spawn_env`], with the agent's own `--metrics-names`
+    /// default, as shipped: for tests of what an open listener shows.
+    pub fn spawn_as_shipped(ns: &NetNs, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::launch(ns, LISTEN, &[], args, env)
+    }
+
+    fn launch(
         ns: &NetNs,
         listen: &str,
         wrapper: &[&str],

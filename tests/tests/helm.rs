@@ -624,6 +624,18 @@ fn every_documented_value_set_renders_validates_and_stays_locked_down() {
         json!(["agent", "--resync-seconds=600", "--cilium-namespace=cilium"])
     );
     assert!(the(&tuned.objects, "ConfigMap").is_empty(), "dashboard off");
+    let names = |r: &Rendered| {
+        let c = &the(&r.objects, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0];
+        env(c, "IPSHADOW_METRICS_NAMES")
+    };
+    for (d, (_, r)) in docs.iter().zip(&rendered) {
+        let want = if d.set.iter().any(|s| s == "metrics.names=always") {
+            "always"
+        } else {
+            "authenticated"
+        };
+        assert_eq!(names(r).as_deref(), Some(want), "{}: {}", d.at, d.command);
+    }
     figure(format!(
         "helm: {} documented value sets rendered and locked down; {} distinct objects valid for Kubernetes 1.33 and 1.37",
         docs.len(),
@@ -644,6 +656,10 @@ fn a_wrong_value_is_refused_with_the_schemas_message() {
         (
             "remediation.mode=delete",
             "at '/remediation/mode': value must be one of 'off', 'dry-run', 'evict'",
+        ),
+        (
+            "metrics.names=tenants",
+            "at '/metrics/names': value must be one of 'authenticated', 'always', 'never'",
         ),
         (
             "events.burst=0",

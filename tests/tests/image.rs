@@ -315,13 +315,18 @@ fn the_image_runs_the_agent_to_ready_with_the_daemonsets_settings() {
         let Ok((200, m)) = &body else { return None };
         (http::sample(m, "ipshadow_ebpf_attached", &[]) == Some(1.0)
             && m.contains("ipshadow_refused_connections_total{")
-            && m.contains("postgres-0"))
+            && http::sample(m, "ipshadow_collision_info", &[("ip", ROUTER)]) == Some(1.0))
         .then_some(())
     });
     assert!(
         counted.is_some(),
         "no counted collision on {metrics}: {body:?}\n{}",
         container.log_text()
+    );
+    // The chart's default: an open scrape of the node's address names no pod.
+    assert!(
+        body.as_ref().is_ok_and(|(_, m)| !m.contains("postgres-0")),
+        "the pod named in an unauthenticated scrape: {body:?}"
     );
 
     // What the container runs with: the manifest's capabilities at most, no

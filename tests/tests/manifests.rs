@@ -1,7 +1,8 @@
 //! deploy/: the kustomize base builds, every object validates offline, the
 //! DaemonSet is as locked down as it claims, its capabilities are exactly
-//! enough, the alerts fire from agent-shaped series, and the dashboard and
-//! alerts only use metrics the agent exports.
+//! enough, the alerts fire from agent-shaped series, the dashboard and
+//! alerts only use metrics the agent exports, and the dashboard tells
+//! findings apart by address where the agent leaves the pods' names out.
 #![allow(
     clippy::unwrap_used,
     clippy::too_many_lines,
@@ -631,6 +632,54 @@ fn the_dashboard_and_alerts_use_only_metrics_the_agent_exports() {
             "{name} is used but the agent exports no such series:\n{exported:#?}"
         );
     }
+}
+
+/// The labels of each `by (…)` grouping in a PromQL expression.
+fn groupings(expr: &str) -> Vec<BTreeSet<String>> {
+    expr.split("by (")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')'))
+        .map(|(labels, _)| labels.split(',').map(|l| l.trim().to_owned()).collect())
+        .collect()
+}
+
+#[test]
+fn the_dashboard_tells_findings_apart_by_address_without_the_pods_names() {
+    // An agent that leaves names out (--metrics-names) exports empty namespace
+    // and pod labels: a panel that groups or names series by pod must do so
+    // by address too, or every pod's series becomes one line named "/".
+    let objects = deploy::manifests();
+    let dashboard: Value = serde_json::from_str(
+        kind(&objects, "ConfigMap")["data"]["ipshadow.json"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut by_pod = 0;
+    for p in dashboard["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let legend = t["legendFormat"].as_str().unwrap_or_default();
+            for g in groupings(expr) {
+                if g.contains("pod") || g.contains("namespace") {
+                    by_pod += 1;
+                    assert!(
+                        g.contains("ip"),
+                        "{}: {expr} groups by pod, not by ip",
+                        p["title"]
+                    );
+                }
+            }
+            if legend.contains("{{pod}}") || legend.contains("{{namespace}}") {
+                assert!(
+                    legend.contains("{{ip}}") && !legend.contains("{{namespace}}/{{pod}}"),
+                    "{}: legend {legend:?} without the address, or a bare \"/\" without names",
+                    p["title"]
+                );
+            }
+        }
+    }
+    assert!(by_pod >= 4, "the traffic panels were not found");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! test API server: TLS from files, every scraper's token reviewed
 //! (TokenReview + SubjectAccessReview), answers cached, reviews rate-limited,
 //! a real Prometheus scraping with the ServiceMonitor's settings, a rotated
-//! certificate picked up, and the overlay's RBAC exactly what the agent asks.
+//! certificate picked up, the overlay's RBAC exactly what the agent asks, and
+//! the pods' names in the scrapes it reviewed (`--metrics-names`).
 #![allow(
     clippy::unwrap_used,
     clippy::too_many_lines,
@@ -22,12 +23,13 @@ use ipshadow::kube::review::limits::{PEER_REVIEW_BURST, PEER_REVIEWS_PER_MINUTE}
 use ipshadow_tests::{
     HANG,
     agent::AgentProc,
-    apiserver::ApiServer,
+    apiserver::{ApiServer, Res},
     can_run_netns_tests, deploy, figure,
     http::{get, sample},
     lab::{Lab, ME, ROUTER, cozystack, wait_for},
     netns::NetNs,
     node::SimNode,
+    objects::pod,
 };
 use serde_json::Value;
 
@@ -583,5 +585,74 @@ fn metrics_auth_refuses_to_start_without_tls_or_with_a_bad_certificate() {
         for s in says {
             assert!(log.contains(s), "{args:?}: {s:?} not in\n{log}");
         }
+    }
+}
+
+#[test]
+fn reviewed_scrapes_read_the_pods_names_by_default_and_never_with_never() {
+    if !can_run_netns_tests("reviewed_scrapes_read_the_pods_names_by_default_and_never_with_never")
+    {
+        return;
+    }
+    let sim = SimNode::kube_ovn("mnamed", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let user = "system:serviceaccount:monitoring:prometheus-k8s";
+    api.reviews(|r| {
+        r.grant(user, "/metrics", "get");
+        r.token(
+            "prom",
+            user,
+            &["system:serviceaccounts", "system:authenticated"],
+        );
+    });
+    let lab = Lab::new("mnamed", &api);
+    let server = "ipshadow-metrics.ipshadow-system.svc";
+    let (cert, key) = ipshadow_tests::lab::self_signed(&lab.dir, "named", server);
+    let tls = (server, cert.as_path());
+    let kubeconfig = lab.kubeconfig.to_str().unwrap().to_owned();
+    let mut args = vec![
+        "--node",
+        ME,
+        "--health-listen",
+        HEALTH,
+        "--metrics-auth",
+        "kubernetes",
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+    ];
+    // The agent as shipped (no --metrics-names), then with `never`.
+    for (extra, named) in [(None, true), (Some("never"), false)] {
+        if let Some(names) = extra {
+            args.extend(["--metrics-names", names]);
+        }
+        let agent =
+            AgentProc::spawn_as_shipped(&sim.node, &args, &[("KUBECONFIG", kubeconfig.as_str())]);
+        let body = wait_for("the finding in a reviewed scrape", HANG, || {
+            let (code, body) = scrape(&sim.node, PROM, tls, Some("prom"), "/metrics");
+            (code == 200 && body.contains(&format!("ip=\"{ROUTER}\""))).then_some(body)
+        });
+        let finding = sample(
+            &body,
+            "ipshadow_collision_info",
+            &[("kind", "RouterIPCollision"), ("ip", ROUTER)],
+        );
+        assert_eq!(finding, Some(1.0), "{extra:?}: {body}");
+        let names = sample(
+            &body,
+            "ipshadow_collision_info",
+            &[("namespace", "tenant"), ("pod", "postgres-0")],
+        );
+        assert_eq!(
+            names.is_some(),
+            named,
+            "--metrics-names {extra:?}: {body}\n{}",
+            agent.log_text()
+        );
+        let (status, _) = agent.terminate();
+        assert!(status.success());
     }
 }

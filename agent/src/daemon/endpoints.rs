@@ -1,6 +1,7 @@
 //! What the HTTP listeners serve: `/metrics`, `/healthz` (the reconcile loop
 //! answers and no long-lived task stopped), `/readyz` (the first full reconcile
-//! is done). The transport, limits and TLS are [`super::http`]'s.
+//! is done). The transport, limits and TLS are [`super::http`]'s; whether a
+//! scrape reads the pods' names, [`MetricsNames`]'.
 
 use std::{
     sync::{
@@ -11,7 +12,7 @@ use std::{
 };
 
 use axum::{
-    Router,
+    Extension, Router,
     extract::State,
     http::{StatusCode, header},
     response::IntoResponse,
@@ -19,6 +20,7 @@ use axum::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::scrape_auth::{MetricsNames, Reviewed};
 use crate::report::metrics::{Exposition, OPENMETRICS, PROMETHEUS_TEXT};
 
 /// How long `/healthz` waits for the reconcile loop to answer.
@@ -35,11 +37,13 @@ pub(crate) struct AppState {
     pub(crate) tasks: super::supervise::Supervisor,
 }
 
-pub(crate) fn router(state: AppState) -> Router {
+/// All three; `/metrics` with the pods' names for the scrapes `names` lets read them.
+pub(crate) fn router(state: AppState, names: MetricsNames) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .layer(Extension(names))
         .with_state(state)
 }
 
@@ -50,7 +54,13 @@ pub(crate) fn health_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(s): State<AppState>, headers: axum::http::HeaderMap) -> impl IntoResponse {
+/// `reviewed`: set by the auth layer on a scrape it let through, never otherwise.
+async fn metrics(
+    State(s): State<AppState>,
+    Extension(names): Extension<MetricsNames>,
+    reviewed: Option<Extension<Reviewed>>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
     let openmetrics = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -61,7 +71,8 @@ async fn metrics(State(s): State<AppState>, headers: axum::http::HeaderMap) -> i
     } else {
         PROMETHEUS_TEXT
     };
-    match s.metrics.encode(openmetrics) {
+    let names = names.for_scrape(reviewed.map(|Extension(r)| r));
+    match s.metrics.encode(openmetrics, names) {
         Ok(body) => (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,

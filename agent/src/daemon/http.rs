@@ -8,7 +8,8 @@
 //! request's headers, which also bounds how long a keep-alive connection idles,
 //! and no connection lives longer than [`CONNECTION_LIFETIME`]. With
 //! `--tls-cert-file` the metrics listener speaks TLS; with `--metrics-auth
-//! kubernetes` its requests are reviewed ([`super::scrape_auth`]).
+//! kubernetes` its requests are reviewed ([`super::scrape_auth`]), and
+//! `--metrics-names` says which scrapes read the pods' names.
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -29,7 +30,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub(crate) use super::endpoints::AppState;
 use super::{
     endpoints,
-    scrape_auth::{Auth, MetricsAuth, Tls, TlsError},
+    scrape_auth::{Auth, MetricsAuth, MetricsNames, Tls, TlsError},
 };
 use crate::{
     kube::review::Reviewer,
@@ -155,8 +156,10 @@ impl Http {
             (Some(cert), Some(key)) => Some(Arc::new(Tls::new(cert, key)?)),
             _ => None,
         };
-        let mut app = endpoints::router(state.clone());
-        if let Some(auth) = scrape_auth(args, tls.is_some(), client, metrics.auth)? {
+        let mut app = endpoints::router(state.clone(), args.metrics_names);
+        let auth = scrape_auth(args, tls.is_some(), client, metrics.auth)?;
+        log_names(args.metrics_names, auth.is_some());
+        if let Some(auth) = auth {
             app = app.route_layer(axum::middleware::from_fn_with_state(
                 auth,
                 super::scrape_auth::authorize,
@@ -211,6 +214,23 @@ impl Http {
             serve(l, limits, rejected, token.clone())
         });
         futures::future::join_all(served).await;
+    }
+}
+
+/// Says at start whether scrapes read the pods' names, and how to change it.
+fn log_names(names: MetricsNames, auth: bool) {
+    match (names, auth) {
+        (MetricsNames::Authenticated, false) => tracing::info!(
+            ?names,
+            "/metrics shows no pod's namespace or name: its scrapes are not authenticated; \
+             with --metrics-auth kubernetes the scrapers you grant read them"
+        ),
+        (MetricsNames::Always, false) => tracing::info!(
+            ?names,
+            "/metrics shows every pod's namespace and name to whoever reaches --listen, \
+             every pod included (--metrics-auth off)"
+        ),
+        _ => {}
     }
 }
 

@@ -27,7 +27,7 @@ use tokio_rustls::TlsAcceptor;
 use super::http::Peer;
 use crate::{
     kube::review::{Reviewer, Verdict},
-    report::metrics::AuthLabels,
+    report::metrics::{AuthLabels, Names},
 };
 
 /// Who may read the metrics listener.
@@ -39,6 +39,33 @@ pub enum MetricsAuth {
     /// (TokenReview + SubjectAccessReview). Needs TLS (--tls-cert-file).
     Kubernetes,
 }
+
+/// Which scrapes of --listen read the names tenants chose (a pod's namespace
+/// and name): the port is on the host network, which every pod reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsNames {
+    /// Only scrapes that passed --metrics-auth kubernetes; with --metrics-auth off, none.
+    Authenticated,
+    /// Every scrape: whoever reaches --listen reads every pod's name (single-tenant clusters).
+    Always,
+    /// None: series name a finding's address, kind and owner, never its pod.
+    Never,
+}
+
+impl MetricsNames {
+    /// What a scrape shows, `reviewed` when [`authorize`] let it through.
+    pub(crate) fn for_scrape(self, reviewed: Option<Reviewed>) -> Names {
+        match (self, reviewed) {
+            (Self::Always, _) | (Self::Authenticated, Some(Reviewed)) => Names::Shown,
+            (Self::Authenticated, None) | (Self::Never, _) => Names::Omitted,
+        }
+    }
+}
+
+/// Set on a request [`authorize`] let through (a token the API server
+/// authenticated, a user allowed the path); no client can set it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reviewed;
 
 /// The longest bearer token read; longer ones are refused unread.
 const MAX_TOKEN: usize = 16 * 1024;
@@ -206,8 +233,13 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .then_some(token)
 }
 
-/// The auth layer: serves `req` only for a user the API server allows.
-pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> Response {
+/// The auth layer: serves `req` only for a user the API server allows, and
+/// marks it [`Reviewed`].
+pub(crate) async fn authorize(
+    State(auth): State<Arc<Auth>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let verb = match *req.method() {
         Method::GET | Method::HEAD => "get",
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
@@ -231,7 +263,10 @@ pub(crate) async fn authorize(State(auth): State<Arc<Auth>>, req: Request, next:
     // Debug only: whoever reaches the port could otherwise fill the log.
     tracing::debug!(path, %peer, result = verdict.result(), ?verdict, "scrape reviewed");
     match verdict {
-        Verdict::Allowed { .. } => next.run(req).await,
+        Verdict::Allowed { .. } => {
+            req.extensions_mut().insert(Reviewed);
+            next.run(req).await
+        }
         refused => refusal(refused, token.is_some(), &path, peer),
     }
 }

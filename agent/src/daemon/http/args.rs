@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use super::MetricsAuth;
+use super::{MetricsAuth, MetricsNames};
 
 /// Where the agent listens by default: a port none of Cilium (4240, 4244, 9234,
 /// 9876-9879, 9890-9893, 9962-9965), kube-ovn (8080, 10660-10665), the kubelet and
@@ -45,6 +45,14 @@ pub struct Args {
     /// kube-rbac-proxy checks; needs TLS). The health listener stays open: loopback.
     #[arg(long, env = "IPSHADOW_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Off)]
     pub metrics_auth: MetricsAuth,
+    /// Which scrapes of --listen read the names tenants chose (a pod's namespace and name,
+    /// the `namespace` and `pod` labels): `authenticated` (only those that passed
+    /// --metrics-auth kubernetes; with it off, none), `always` (whoever reaches --listen,
+    /// and every pod reaches the node's address: for single-tenant clusters) or `never`.
+    /// Without them a series keeps its address, kind and owner.
+    #[arg(long, env = "IPSHADOW_METRICS_NAMES", value_enum,
+          default_value_t = MetricsNames::Authenticated)]
+    pub metrics_names: MetricsNames,
     /// With `--metrics-auth kubernetes`, accept only tokens issued for one of these
     /// audiences (comma-separated, at most 16): the TokenReview asks for them and the
     /// API server must answer with one, as kube-rbac-proxy's --auth-token-audiences.

@@ -142,3 +142,49 @@ async fn a_client_not_authenticated_never_reads_what_the_api_server_said_in_a_re
         "{body}"
     );
 }
+
+#[test]
+fn names_reach_the_scrapes_the_policy_names_and_no_other() {
+    use crate::report::metrics::Names::{Omitted, Shown};
+    for (policy, unreviewed, reviewed) in [
+        (MetricsNames::Authenticated, Omitted, Shown),
+        (MetricsNames::Always, Shown, Shown),
+        (MetricsNames::Never, Omitted, Omitted),
+    ] {
+        assert_eq!(policy.for_scrape(None), unreviewed, "{policy:?}");
+        assert_eq!(policy.for_scrape(Some(Reviewed)), reviewed, "{policy:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scrape_is_marked_reviewed_only_once_the_api_server_allowed_it() {
+    let api = FakeApi::default();
+    api.user(
+        "prom",
+        "system:serviceaccount:monitoring:prometheus-k8s",
+        true,
+    );
+    let auth = Arc::new(Auth {
+        reviewer: Reviewer::new(api.client(), vec![]),
+        results: Family::default(),
+    });
+    let seen = |r: Option<axum::Extension<Reviewed>>| async move {
+        if r.is_some() {
+            "reviewed"
+        } else {
+            "not reviewed"
+        }
+    };
+    let open = Router::new().route("/metrics", get(seen));
+    let guarded = open
+        .clone()
+        .route_layer(axum::middleware::from_fn_with_state(auth, authorize));
+    assert_eq!(
+        scrape(&open, PROMETHEUS, Some("prom")).await,
+        (StatusCode::OK, "not reviewed".to_owned())
+    );
+    assert_eq!(
+        scrape(&guarded, PROMETHEUS, Some("prom")).await,
+        (StatusCode::OK, "reviewed".to_owned())
+    );
+}

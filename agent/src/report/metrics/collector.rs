@@ -1,19 +1,18 @@
 //! The scrape-time families: one series per finding and per traffic series,
 //! written from the latest view, so a cleared finding's series simply stops.
 
+use std::collections::HashSet;
+
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _},
-    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
+    metrics::{MetricType, gauge::ConstGauge},
 };
 
-use super::FindingsView;
-use crate::{
-    detect::{
-        FindingKind, Scope,
-        impact::{Impact, Severity},
-    },
-    report::traffic::Counters,
+use super::{FindingsView, Names, traffic};
+use crate::detect::{
+    Finding, FindingKind, Scope,
+    impact::{Impact, Severity},
 };
 
 #[derive(EncodeLabelSet)]
@@ -23,7 +22,7 @@ struct CollisionLabels {
 }
 
 // The derive takes no lifetimes: these own their strings (one scrape's worth).
-#[derive(EncodeLabelSet)]
+#[derive(Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct FindingLabels {
     kind: &'static str,
     scope: &'static str,
@@ -41,24 +40,16 @@ struct FindingLabels {
     trust: &'static str,
 }
 
-#[derive(EncodeLabelSet)]
-struct TrafficLabels {
-    ip: String,
-    namespace: String,
-    pod: String,
-}
-
-/// A traffic counter family: name, help, and which counter it exposes.
-type TrafficMetric = (&'static str, &'static str, fn(&Counters) -> u64);
-
 /// A count as a gauge value (saturating: a node never has 2^63 findings).
 fn gauge(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Writes the per-finding and traffic families from the latest view at every scrape.
+/// Writes the per-finding and traffic families of one scrape: the view as
+/// last published, with or without the pods' names.
 pub(super) struct FindingsCollector {
-    view: super::ViewSource,
+    view: FindingsView,
+    names: Names,
 }
 
 impl std::fmt::Debug for FindingsCollector {
@@ -68,8 +59,8 @@ impl std::fmt::Debug for FindingsCollector {
 }
 
 impl FindingsCollector {
-    pub(super) fn new(view: super::ViewSource) -> Self {
-        Self { view }
+    pub(super) fn new(view: FindingsView, names: Names) -> Self {
+        Self { view, names }
     }
 }
 
@@ -118,12 +109,12 @@ const COLLISION_KINDS: [FindingKind; 6] = [
 
 impl Collector for FindingsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let view = (self.view)();
-        encode_collisions(&view, &mut encoder)?;
-        encode_info(&view, &mut encoder)?;
-        encode_counts(&view, &mut encoder)?;
-        encode_hints(&view, &mut encoder)?;
-        encode_traffic(&view, &mut encoder)
+        let view = &self.view;
+        encode_collisions(view, &mut encoder)?;
+        encode_info(view, self.names, &mut encoder)?;
+        encode_counts(view, &mut encoder)?;
+        encode_hints(view, &mut encoder)?;
+        traffic::encode(view, self.names, &mut encoder)
     }
 }
 
@@ -162,9 +153,11 @@ fn encode_collisions(
     Ok(())
 }
 
-/// `ipshadow_collision_info`: one series per finding.
+/// `ipshadow_collision_info`: one series per finding; without the names, one
+/// per finding that differs in anything else (an info series stays 1).
 fn encode_info(
     view: &FindingsView,
+    names: Names,
     encoder: &mut DescriptorEncoder<'_>,
 ) -> Result<(), std::fmt::Error> {
     let mut m = encoder.encode_descriptor(
@@ -173,30 +166,41 @@ fn encode_info(
         None,
         MetricType::Gauge,
     )?;
+    let mut seen = HashSet::new();
     for f in view.findings.iter() {
-        let (namespace, pod) = f
-            .pod()
-            .map_or_else(Default::default, |p| (p.namespace.clone(), p.name.clone()));
-        let l = FindingLabels {
-            kind: f.kind.as_str(),
-            scope: f.scope.as_str(),
-            namespace,
-            pod,
-            ip: f.ip_text(),
-            owner_node: f.owner.node.clone(),
-            role: f.owner.role.as_str(),
-            device: f.owner.device.clone().unwrap_or_default(),
-            ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
-            severity: f
-                .pod()
-                .and_then(|p| view.impacts.get(p))
-                .map_or(Severity::Warning, Impact::severity)
-                .as_str(),
-            trust: f.trust.as_str(),
-        };
-        ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
+        let l = info_labels(view, f, names);
+        if seen.insert(l.clone()) {
+            ConstGauge::new(1i64).encode(m.encode_family(&l)?)?;
+        }
     }
     Ok(())
+}
+
+/// `f`'s labels. Without the names, `namespace` and `pod` stay, empty: with
+/// `honor_labels` (the ServiceMonitor's) an empty label keeps Prometheus from
+/// filling in the scrape target's own (the agent's pod), and is then dropped.
+fn info_labels(view: &FindingsView, f: &Finding, names: Names) -> FindingLabels {
+    let (namespace, pod) = match (f.pod(), names) {
+        (Some(p), Names::Shown) => (p.namespace.clone(), p.name.clone()),
+        _ => Default::default(),
+    };
+    FindingLabels {
+        kind: f.kind.as_str(),
+        scope: f.scope.as_str(),
+        namespace,
+        pod,
+        ip: f.ip_text(),
+        owner_node: f.owner.node.clone(),
+        role: f.owner.role.as_str(),
+        device: f.owner.device.clone().unwrap_or_default(),
+        ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
+        severity: f
+            .pod()
+            .and_then(|p| view.impacts.get(p))
+            .map_or(Severity::Warning, Impact::severity)
+            .as_str(),
+        trust: f.trust.as_str(),
+    }
 }
 
 /// The per-node counts: blackholed host routes, allocator overlaps, and the
@@ -269,47 +273,6 @@ fn encode_hints(
             kind: kind.as_str(),
         };
         ConstGauge::new(gauge(hints)).encode(m.encode_family(&l)?)?;
-    }
-    Ok(())
-}
-
-/// The traffic counter families, one series per traffic series.
-fn encode_traffic(
-    view: &FindingsView,
-    encoder: &mut DescriptorEncoder<'_>,
-) -> Result<(), std::fmt::Error> {
-    let traffic: [TrafficMetric; 4] = [
-        (
-            "ipshadow_blackholed_packets",
-            "Packets from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
-            |t| t.packets,
-        ),
-        (
-            "ipshadow_blackholed_bytes",
-            "Bytes from this node's host to a shadowed pod IP, delivered locally instead of to the pod",
-            |t| t.bytes,
-        ),
-        (
-            "ipshadow_blackholed_tcp_syns",
-            "TCP connection attempts (SYN) from this node's host to a shadowed pod IP",
-            |t| t.tcp_syns,
-        ),
-        (
-            "ipshadow_refused_connections",
-            "TCP connections to a shadowed pod IP refused (RST) by this node's own stack",
-            |t| t.refused,
-        ),
-    ];
-    for (name, help, pick) in traffic {
-        let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (key, totals) in view.traffic.iter() {
-            let l = TrafficLabels {
-                ip: key.ip.to_string(),
-                namespace: key.namespace.clone(),
-                pod: key.pod.clone(),
-            };
-            ConstCounter::new(pick(totals)).encode(m.encode_family(&l)?)?;
-        }
     }
     Ok(())
 }

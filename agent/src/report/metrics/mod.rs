@@ -3,10 +3,12 @@
 //! Agent health metrics are ordinary registered metrics, each subsystem's
 //! registered and kept by it; the per-finding ones are produced at scrape
 //! time by a collector over the latest reconcile, so a cleared finding's
-//! series simply stops being written.
+//! series simply stops being written, and each scrape gets the pods' names
+//! or not ([`Names`]).
 
 mod collector;
 mod labels;
+mod traffic;
 
 use self::labels::BuildLabels;
 pub use self::labels::{
@@ -44,11 +46,23 @@ pub struct FindingsView {
 /// the subsystems publish, never a copy they keep in step.
 pub type ViewSource = Box<dyn Fn() -> FindingsView + Send + Sync>;
 
+/// Whether a scrape's series carry the names tenants chose: a pod's
+/// namespace and name (`namespace`, `pod`). Without them a series keeps
+/// everything else (kind, ip, owner, …), and series left the same are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// With the pods' names.
+    Shown,
+    /// `namespace` and `pod` empty.
+    Omitted,
+}
+
 /// The registry `/metrics` encodes. Each subsystem registers its own metrics
 /// in it at start (`register` on its metrics struct) and keeps them; this
 /// adds what belongs to no subsystem: the build and the scrape-time findings.
 pub struct Exposition {
     registry: Registry,
+    view: ViewSource,
 }
 
 impl Exposition {
@@ -69,17 +83,29 @@ impl Exposition {
             "Build information of the running agent (value 1)",
             build_info,
         );
-        registry.register_collector(Box::new(collector::FindingsCollector::new(view)));
-        Self { registry }
+        Self { registry, view }
     }
 
-    /// Everything registered, as OpenMetrics or as Prometheus text.
-    pub fn encode(&self, openmetrics: bool) -> Result<String, std::fmt::Error> {
+    /// Everything registered and the findings as last published, with the
+    /// pods' names or without, as OpenMetrics or as Prometheus text.
+    pub fn encode(&self, openmetrics: bool, names: Names) -> Result<String, std::fmt::Error> {
+        // The findings' families in a registry of this scrape's own: what it
+        // may read differs per scrape, what the subsystems registered does not.
+        let mut findings = Registry::default();
+        findings.register_collector(Box::new(collector::FindingsCollector::new(
+            (self.view)(),
+            names,
+        )));
         let mut out = String::new();
         if openmetrics {
-            prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+            use prometheus_client::encoding::text;
+            text::encode_registry(&mut out, &self.registry)?;
+            text::encode_registry(&mut out, &findings)?;
+            text::encode_eof(&mut out)?;
         } else {
-            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+            use prometheus_client::encoding::prometheus_text;
+            prometheus_text::encode(&mut out, &self.registry)?;
+            prometheus_text::encode(&mut out, &findings)?;
         }
         Ok(out)
     }
@@ -93,105 +119,4 @@ impl Default for Exposition {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{
-        detect::{Owner, PodRef, PodSite, Remedy, Role, Scope},
-        inventory::{DeadEnd, IpSource, Source},
-        report::traffic::{Counters, SeriesKey},
-    };
-
-    fn site() -> PodSite {
-        PodSite {
-            pod: PodRef {
-                namespace: "ns".into(),
-                name: "p".into(),
-                uid: "u".into(),
-            },
-            node: "n".into(),
-            ip_source: IpSource::Status,
-            created: None,
-            controller: None,
-        }
-    }
-
-    #[test]
-    fn findings_and_traffic_are_exposed_in_both_formats() {
-        let shared = Arc::new(std::sync::Mutex::new(FindingsView::default()));
-        let source = Arc::clone(&shared);
-        let m = Exposition::new(
-            Registry::default(),
-            Box::new(move || source.lock().expect("lock").clone()),
-        );
-        {
-            let mut v = shared.lock().expect("lock");
-            let owner = Owner {
-                node: "n".into(),
-                role: Role::Router,
-                device: Some("cilium_host".into()),
-                source: Source::SpecAddresses,
-            };
-            v.findings = Arc::new(vec![
-                Finding::collision(
-                    Scope::SameNode,
-                    "10.0.0.1".parse().expect("ip"),
-                    owner,
-                    site(),
-                    (None, None),
-                    Remedy::ReallocatePod { node: "n".into() },
-                ),
-                Finding::blackhole(
-                    "10.0.0.2".parse().expect("ip"),
-                    site(),
-                    DeadEnd::Blackhole,
-                    None,
-                    false,
-                ),
-            ]);
-            v.traffic = Arc::new(vec![(
-                SeriesKey {
-                    ip: "10.0.0.1".parse().expect("ip"),
-                    namespace: "ns".into(),
-                    pod: "p".into(),
-                },
-                Counters {
-                    packets: 4,
-                    bytes: 256,
-                    tcp_syns: 2,
-                    refused: 2,
-                    ..Counters::default()
-                },
-            )]);
-        }
-        let om = m.encode(true).expect("encodes");
-        assert!(om.ends_with("# EOF\n"), "{om}");
-        for line in [
-            "ipshadow_collisions{kind=\"RouterIPCollision\",scope=\"same-node\"} 1",
-            "ipshadow_collisions{kind=\"HealthIPCollision\",scope=\"cross-node\"} 0",
-            "ipshadow_host_route_blackholes 1",
-            "ipshadow_allocator_overlaps 0",
-            "ipshadow_ipam_problems{kind=\"PodIPExhaustion\"} 0",
-            "ipshadow_ipam_problems{kind=\"IngressIPNotMasqueraded\"} 0",
-            "ipshadow_refused_connections_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 2",
-            "ipshadow_blackholed_bytes_total{ip=\"10.0.0.1\",namespace=\"ns\",pod=\"p\"} 256",
-            "ipshadow_build_info{version=",
-        ] {
-            assert!(om.contains(line), "{line} missing in\n{om}");
-        }
-        let text = m.encode(false).expect("encodes");
-        // Prometheus text names counter families with their _total suffix.
-        assert!(
-            text.contains("# TYPE ipshadow_refused_connections_total counter"),
-            "{text}"
-        );
-        assert!(!text.contains("# EOF"));
-
-        // A cleared finding's series is gone on the next scrape.
-        shared.lock().expect("lock").findings = Arc::default();
-        let om = m.encode(true).expect("encodes");
-        assert!(!om.contains("ipshadow_collision_info{"), "{om}");
-        assert!(
-            om.contains("ipshadow_collisions{kind=\"RouterIPCollision\",scope=\"same-node\"} 0")
-        );
-    }
-}
+mod tests;
