@@ -60,6 +60,14 @@ pub struct Cidr {
     pub net: IpNet,
 }
 
+impl Cidr {
+    /// The address with its prefix, as an interface holds it (`100.64.0.2/16`);
+    /// `None` where the two are of different families.
+    pub fn ifaddr(&self) -> Option<IpNet> {
+        IpNet::new(self.ip, self.net.prefix_len()).ok()
+    }
+}
+
 /// A CIDR as `ParseCIDRSloppy` reads `s` (see the module).
 pub fn parse_cidr(s: &str) -> Option<Cidr> {
     let (addr, mask) = s.split_once('/')?;

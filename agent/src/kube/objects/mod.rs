@@ -98,6 +98,9 @@ pub(crate) fn bounded(s: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
+#[path = "addresses_tests.rs"]
+mod addresses_tests;
+#[cfg(test)]
 pub(crate) mod props;
 #[cfg(test)]
 mod tests;
