@@ -102,7 +102,7 @@ enum Bench {
     Fleet,
     /// `ipshadow audit` of 5,000 nodes and 150,000 pods.
     Audit,
-    /// `ipshadow check` listing 300 Services with 256 KiB annotations (peak RSS;
+    /// `ipshadow check` and the agent listing 300 Services with 256 KiB annotations (peak RSS;
     /// beside `IPSHADOW_BENCH_BEFORE_BIN`, an older binary, when set).
     Services,
     /// The connection-rate figure alone (it is also part of `ebpf`).

@@ -1,4 +1,5 @@
-//! Services: the peak RSS of `ipshadow check` on a node where a local address
+//! Services: the peak RSS of `ipshadow check`, and of the agent until its
+//! Services lookup has answered, on a node where a local address
 //! (kube-vip's, on the uplink) shadows a pod, so that `check` lists every
 //! Service of the cluster: 300 Services, each with a 256 KiB annotation (75 MiB
 //! of JSON, issue 38's reproduction), beside the same Services without it (the
@@ -7,9 +8,13 @@
 //! interleaved over rounds; each run must report the pod's finding as the
 //! Service's (trust `tenant-address`).
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use ipshadow_tests::{
+    agent::AgentProc,
     apiserver::{ApiServer, Res},
     ipshadow_bin,
     node::SimNode,
@@ -69,6 +74,54 @@ fn check(sim: &SimNode, bin: &Path, kubeconfig: &Path) -> u64 {
     peak
 }
 
+/// The agent (`bin`) on `sim` until its Services lookup names the pod's
+/// finding the Service's: its peak RSS then, in KiB.
+fn agent(sim: &SimNode, bin: &Path, kubeconfig: &Path) -> u64 {
+    let listen = ipshadow_tests::agent::LISTEN;
+    let mut child = sim
+        .node
+        .command(bin.to_str().unwrap())
+        .args([
+            "agent",
+            "--node",
+            "node-a",
+            "--ebpf",
+            "off",
+            "--log-level",
+            "warn",
+        ])
+        .args(["--listen", listen, "--health-listen", listen])
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let looked_up = AgentProc::wait_metrics(&sim.node, Duration::from_mins(2), |m| {
+        m.lines().any(|l| {
+            l.starts_with("ipshadow_collision_info{")
+                && l.contains("pod=\"dns-0\"")
+                && l.contains("trust=\"tenant-address\"")
+        })
+    });
+    let peak = peak_rss_kib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(looked_up.is_some(), "{}: no Service claim", bin.display());
+    peak
+}
+
+/// Peak RSS of `pid` so far (VmHWM), KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 pub(crate) fn run() -> Value {
     let mut bins = vec![("after", ipshadow_bin())];
     if let Some(before) = std::env::var_os("IPSHADOW_BENCH_BEFORE_BIN") {
@@ -96,25 +149,29 @@ pub(crate) fn run() -> Value {
     for _ in 0..ROUNDS {
         for (bin_label, bin) in &bins {
             for (label, sim, _, _, kubeconfig) in &clusters {
-                let key = format!("{bin_label}_{label}");
-                let peak = check(sim, bin, kubeconfig);
-                match peaks.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, v)) => v.push(peak),
-                    None => peaks.push((key, vec![peak])),
+                for (command, peak) in [
+                    ("check", check(sim, bin, kubeconfig)),
+                    ("agent", agent(sim, bin, kubeconfig)),
+                ] {
+                    let key = format!("{command}_{bin_label}_{label}");
+                    match peaks.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, v)) => v.push(peak),
+                        None => peaks.push((key, vec![peak])),
+                    }
                 }
             }
         }
     }
     let mut out = serde_json::Map::new();
     println!(
-        "\ncheck listing {SERVICES} Services ({} KiB annotation each): peak RSS, median (max) of {ROUNDS}",
+        "\ncheck and agent listing {SERVICES} Services ({} KiB annotation each): peak RSS, median (max) of {ROUNDS}",
         ANNOTATION_BYTES / 1024
     );
     for (key, mut v) in peaks {
         v.sort_unstable();
         let (median, max) = (v[v.len() / 2], v[v.len() - 1]);
         println!(
-            "  {key:<18} {:>7.1} MiB ({:.1})",
+            "  {key:<24} {:>7.1} MiB ({:.1})",
             median as f64 / 1024.0,
             max as f64 / 1024.0
         );
