@@ -6,7 +6,7 @@ use std::{io::IsTerminal as _, path::PathBuf, time::Instant};
 use crate::{
     check::OutputFormat,
     detect::audit::{Audit, audit},
-    inventory::Invalid,
+    inventory::{ClusterState, Invalid},
     kube::{
         self, CalicoFiles, SourceArgs,
         list::{ListError, ListOptions, Read, Scope, cluster_state, routes},
@@ -126,13 +126,15 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;
-        // Which Node addresses a Service claims (kube-proxy in IPVS mode binds
-        // them everywhere). Optional, as every source: without `list services`
-        // the rest of the audit stands.
-        match kube::cluster::every_service_claim(&client).await {
+        // Which Node and pod addresses a Service claims (kube-proxy in IPVS
+        // mode binds them everywhere): only those are kept of the Services.
+        // Optional, as every source: without `list services` the rest of the
+        // audit stands.
+        let wanted = claimable(&state);
+        match kube::cluster::services_claiming(&client, &wanted).await {
             Ok(services) => {
                 progress.listed("Service addresses", services.by_ip.len(), true);
-                state.services = std::sync::Arc::new(services);
+                state.set_services(services);
             }
             Err(e) => tracing::warn!(
                 error = %e,
@@ -158,6 +160,22 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
     };
     result.assess(&routes);
     Ok((result, state.invalid))
+}
+
+/// The addresses the audit asks the Services about: the Nodes' own and the
+/// pods' status IPs (what [`crate::detect::vip`] compares them with).
+fn claimable(state: &ClusterState) -> std::collections::BTreeSet<std::net::IpAddr> {
+    let nodes = state
+        .nodes
+        .iter()
+        .flat_map(|n| n.addresses.iter().map(|a| a.ip));
+    let pods = state.pods.iter().flat_map(|p| {
+        p.ips
+            .iter()
+            .filter(|i| i.source == crate::inventory::IpSource::Status)
+            .map(|i| i.ip)
+    });
+    nodes.chain(pods).collect()
 }
 
 /// A client from `--kubeconfig`/`--context`, else as kubectl finds one.

@@ -1,13 +1,18 @@
 //! Files and watch objects as `kubectl get -o json` prints them: the List is
 //! streamed, and each item decoded as a CiliumNode, a kube-ovn Subnet, a Node's
 //! Cilium annotations and facts, a Pod (with its IP annotations), a ConfigMap as
-//! Cilium's config, an EndpointSlice, a webhook configuration or APIService and,
-//! for an Event, its message as a sandbox refusal. Whatever the bytes: no panic, no hang.
+//! Cilium's config, an EndpointSlice, a webhook configuration or APIService, a
+//! Service (its addresses, lean) and, for an Event, its message as a sandbox
+//! refusal; every string of the item is also read as an address and a CIDR the
+//! way Kubernetes reads them. Whatever the bytes: no panic, no hang.
 #![no_main]
 
 use std::path::Path;
 
-use ipshadow::kube::{files, objects};
+use ipshadow::{
+    inventory::ip_text::{parse_cidr, parse_ip},
+    kube::{files, objects},
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +22,11 @@ fuzz_target!(|data: &[u8]| {
     ];
     let mut problems = Vec::new();
     let _ = files::for_each_item_in(data, Path::new("fuzz-input"), "fuzz", |_, item| {
+        strings(&item, &mut |s| {
+            let _ = parse_ip(s);
+            let _ = parse_cidr(s).map(|c| c.ifaddr());
+        });
+        let _ = objects::service_json(&item, &mut problems);
         let _ = objects::cilium_node(&item, &mut problems);
         let _ = objects::subnet(&item, &mut problems);
         if let Ok(meta) = serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(
@@ -50,3 +60,18 @@ fuzz_target!(|data: &[u8]| {
         let _ = p.to_string();
     }
 });
+
+/// Calls `each` with every string in `v`, keys included.
+fn strings(v: &serde_json::Value, each: &mut dyn FnMut(&str)) {
+    match v {
+        serde_json::Value::String(s) => each(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| strings(i, each)),
+        serde_json::Value::Object(map) => {
+            for (k, i) in map {
+                each(k);
+                strings(i, each);
+            }
+        }
+        _ => {}
+    }
+}

@@ -102,6 +102,9 @@ enum Bench {
     Fleet,
     /// `ipshadow audit` of 5,000 nodes and 150,000 pods.
     Audit,
+    /// `ipshadow check` and the agent listing 300 Services with 256 KiB annotations (peak RSS;
+    /// beside `IPSHADOW_BENCH_BEFORE_BIN`, an older binary, when set).
+    Services,
     /// The connection-rate figure alone (it is also part of `ebpf`).
     Connections,
 }
@@ -129,6 +132,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Api => "api",
                 Bench::Fleet => "fleet",
                 Bench::Audit => "audit",
+                Bench::Services => "services",
                 Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.

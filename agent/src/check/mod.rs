@@ -173,7 +173,7 @@ async fn from_cluster(
             .await
             .map_err(|_| Error::Sync(timeout))?
             .map_err(Error::Services)?;
-        state.services = Arc::new(claims);
+        state.set_services(claims);
         done = reconciler.reconcile(&state).await?;
     }
     Ok(Report {

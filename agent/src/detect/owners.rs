@@ -176,7 +176,8 @@ impl<'a> Owners<'a> {
 fn join_moved(annotated_nodes: &[CiliumNode]) -> bool {
     let defaults: Vec<ipnet::IpNet> = crate::inventory::OVN_DEFAULT_JOIN
         .iter()
-        .filter_map(|j| j.parse().ok())
+        .filter_map(|j| crate::inventory::ip_text::parse_cidr(j))
+        .map(|c| c.net)
         .collect();
     let in_default = |ip: &IpAddr| defaults.iter().any(|j| j.contains(ip));
     annotated_nodes.iter().any(|n| {

@@ -73,6 +73,8 @@ impl From<ClusterReads> for ClusterState {
         } else {
             Arc::new(super::with_refused_addresses(&read.pods, &read.sandbox))
         };
+        let mut invalid = read.invalid;
+        invalid.extend(read.services.unreadable.iter().cloned());
         Self {
             pods,
             cilium_nodes: read.cilium_nodes,
@@ -84,8 +86,17 @@ impl From<ClusterReads> for ClusterState {
             routes: read.routes,
             services: read.services,
             calico: read.calico,
-            invalid: read.invalid,
+            invalid,
         }
+    }
+}
+
+impl ClusterState {
+    /// What a read of the Services found, asked for after the rest: its
+    /// unreadable Services join the malformed objects.
+    pub fn set_services(&mut self, services: super::ServiceAddresses) {
+        self.invalid.extend(services.unreadable.iter().cloned());
+        self.services = Arc::new(services);
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod fixtures;
 mod host;
 mod impact;
 mod ip_range;
+pub mod ip_text;
 mod namespaces;
 mod node;
 mod objects;

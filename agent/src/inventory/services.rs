@@ -11,7 +11,7 @@ use std::{
     net::IpAddr,
 };
 
-use super::ServiceRef;
+use super::{Invalid, ServiceRef};
 
 /// Devices that hold Services' addresses only: kube-proxy's in IPVS mode,
 /// kube-router's. An address on one is a Service's even before the Services
@@ -70,6 +70,11 @@ pub struct ServiceAddresses {
     pub by_ip: BTreeMap<IpAddr, Vec<ServiceAddress>>,
     /// Which addresses the read covers.
     pub covered: Covered,
+    /// The Services the read met holding an address that could not be read
+    /// (or not shaped as a Service at all), one problem each: any of them may
+    /// claim any address, so while there are some the read covers none it
+    /// did not find claimed.
+    pub unreadable: Vec<Invalid>,
 }
 
 /// Which addresses a read of the Services covers.
@@ -97,6 +102,13 @@ impl ServiceAddresses {
         out
     }
 
+    /// The same, with these Services unreadable (see [`Self::unreadable`]).
+    #[must_use]
+    pub fn with_unreadable(mut self, unreadable: Vec<Invalid>) -> Self {
+        self.unreadable = unreadable;
+        self
+    }
+
     /// Adds a Service's claim on `ip`, once.
     pub fn add(&mut self, ip: IpAddr, a: ServiceAddress) {
         let held = self.by_ip.entry(ip).or_default();
@@ -106,14 +118,16 @@ impl ServiceAddresses {
         }
     }
 
-    /// The Services claiming `ip`: `None` when the read did not cover it (not
-    /// known either way), empty when it did and none does.
+    /// The Services claiming `ip`: `None` when the read did not cover it or
+    /// met a Service it could not read (not known either way), empty when it
+    /// did and none does.
     pub fn holders(&self, ip: IpAddr) -> Option<&[ServiceAddress]> {
-        let covered = match &self.covered {
-            Covered::Nothing => false,
-            Covered::All => true,
-            Covered::Only(ips) => ips.contains(&ip),
-        };
+        let covered = self.unreadable.is_empty()
+            && match &self.covered {
+                Covered::Nothing => false,
+                Covered::All => true,
+                Covered::Only(ips) => ips.contains(&ip),
+            };
         if let Some(held) = self.by_ip.get(&ip) {
             return Some(held);
         }
@@ -154,5 +168,25 @@ mod tests {
         assert_eq!(s.holders(ip("10.244.4.14")), None, "not looked up");
         let whole = ServiceAddresses::whole([]);
         assert_eq!(whole.holders(ip("10.244.4.14")), Some(&[][..]));
+    }
+
+    #[test]
+    fn a_service_that_could_not_be_read_leaves_every_address_it_did_not_find_unknown() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let mut s = ServiceAddresses::whole([(
+            ip("10.244.4.12"),
+            claim("tenant-b", "mitm", ServiceField::ExternalIps),
+        )]);
+        s.unreadable.push(Invalid {
+            resource: "services",
+            object: "tenant-b/odd".into(),
+            problem: "spec.externalIPs holds \"10.244.4.1x\"".into(),
+        });
+        assert_eq!(s.holders(ip("10.244.4.13")), None, "odd may claim it");
+        assert_eq!(
+            s.holders(ip("10.244.4.12")).map(<[_]>::len),
+            Some(1),
+            "a claim read stands"
+        );
     }
 }

@@ -179,13 +179,13 @@ pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>>
 }
 
 /// The addresses Services claim, from `kubectl get services -A -o json`: the
-/// whole list, so every address is covered.
+/// whole list, so every address is covered unless a Service could not be read.
 pub fn services(path: &Path) -> Result<crate::inventory::ServiceAddresses> {
-    let mut claims = Vec::new();
+    let (mut claims, mut unreadable) = (Vec::new(), Vec::new());
     for_each_item(path, "services", |_, item| {
-        claims.extend(objects::service_addresses(&item));
+        claims.extend(objects::service_json(&item, &mut unreadable));
     })?;
-    Ok(crate::inventory::ServiceAddresses::whole(claims))
+    Ok(crate::inventory::ServiceAddresses::whole(claims).with_unreadable(unreadable))
 }
 
 /// The sandbox refusals in a `kubectl get events -A -o json` file: kubelet's

@@ -182,3 +182,60 @@ fn from_the_api_alone_a_pod_on_a_services_address_is_found_with_the_service_to_f
     };
     assert_eq!(s.service.name, "mitm");
 }
+
+/// kube-vip's layout: a Service's address on the uplink (not a device that
+/// holds Services' addresses only), a pod of this node on it.
+fn pod_on_uplink_vip(services: ServiceAddresses) -> Inventory {
+    use crate::inventory::{
+        FibResult,
+        fixtures::{inventory, pod, with_fib},
+    };
+    let mut inv = inventory(vec![pod("web", ME, &["10.244.4.50"])]);
+    Arc::make_mut(&mut inv.host).addresses.push(LocalAddress {
+        ip: ip("10.244.4.50"),
+        device: "eth0".into(),
+    });
+    inv.services = Arc::new(services);
+    with_fib(inv, &[("10.244.4.50", FibResult::Local { oif: Some(2) })])
+}
+
+#[test]
+fn a_collision_on_the_uplink_is_cluster_trust_only_once_every_service_was_read() {
+    let unreadable = || crate::inventory::Invalid {
+        resource: "services",
+        object: "tenant/odd".into(),
+        problem: "spec.externalIPs holds \"10.244.4.5o\"".into(),
+    };
+    let covered = || crate::inventory::Covered::Only([ip("10.244.4.50")].into());
+    let only = |unread: bool| ServiceAddresses {
+        covered: covered(),
+        unreadable: if unread { vec![unreadable()] } else { vec![] },
+        ..ServiceAddresses::default()
+    };
+    let mut whole_but_one = ServiceAddresses::whole([]);
+    whole_but_one.unreadable.push(unreadable());
+    for (what, services, want) in [
+        ("not read", ServiceAddresses::default(), Trust::Unchecked),
+        ("read, none claims it", only(false), Trust::Cluster),
+        ("read, one Service unreadable", only(true), Trust::Unchecked),
+        (
+            "a whole list, one Service unreadable",
+            whole_but_one,
+            Trust::Unchecked,
+        ),
+        (
+            "claimed",
+            ServiceAddresses::whole([external_ip("grab", "10.244.4.50")]),
+            Trust::TenantAddress,
+        ),
+    ] {
+        let f = detect(&pod_on_uplink_vip(services));
+        assert_eq!(f.len(), 1, "{what}: {f:#?}");
+        assert_eq!(
+            (f[0].kind, f[0].owner.device.as_deref(), f[0].trust),
+            (FindingKind::LocalAddressCollision, Some("eth0"), want),
+            "{what}"
+        );
+        assert_eq!(f[0].trust.acted_on(), want == Trust::Cluster, "{what}");
+    }
+}

@@ -46,7 +46,7 @@ use self::{
 };
 pub use self::{
     lookup::pods_holding,
-    services::{every_service_claim, local_collisions, services_claiming},
+    services::{local_collisions, services_claiming},
     watch::{Failure, backoff},
 };
 use crate::{

@@ -9,18 +9,19 @@
 //! Services have no field selector for their addresses, so the agent lists
 //! them from the API server's watch cache (`resourceVersion=0`) — only while it
 //! has such findings, each address again after [`REFRESH`], at most one list
-//! per [`MIN_GAP`].
+//! per [`MIN_GAP`] — and reads the list as it arrives, one lean Service at a
+//! time: a tenant's Services with megabytes of annotations cost the agent
+//! nothing but the bytes passing through.
 
-use std::{collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
+use std::{borrow::Cow, collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
 
-use kube::{
-    Api, Client,
-    api::{ApiResource, DynamicObject, ListParams},
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Api, Client, runtime::watcher};
+use serde::{Deserialize, Deserializer};
 use tokio::{sync::watch as channel, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::{OnChange, Shared, Sink, lock};
+use super::{OnChange, Shared, Sink, listed, lock};
 use crate::kube::ttl::Cache;
 use crate::report::Published;
 use crate::{
@@ -53,38 +54,85 @@ pub fn local_collisions(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
         .collect()
 }
 
-fn services_api(client: Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client,
-        &ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
-    )
+/// A Service as the list hands it on: [`objects::LeanService`], and the empty
+/// metadata kube's `Resource` wants (the list's reader reads none).
+#[derive(Clone, Debug, Default)]
+struct ListedService {
+    metadata: ObjectMeta,
+    service: objects::LeanService,
 }
 
-/// The claims on `ips` (every address: `None`) of every Service, from one
-/// list of the watch cache.
-async fn claims(
-    api: &Api<DynamicObject>,
-    ips: Option<&BTreeSet<IpAddr>>,
-) -> kube::Result<ServiceAddresses> {
-    let list = api.list(&ListParams::default().match_any()).await?;
+impl<'de> Deserialize<'de> for ListedService {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        objects::LeanService::deserialize(d).map(|service| Self {
+            metadata: ObjectMeta::default(),
+            service,
+        })
+    }
+}
+
+impl kube::core::Resource for ListedService {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind((): &()) -> Cow<'_, str> {
+        "Service".into()
+    }
+    fn group((): &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version((): &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural((): &()) -> Cow<'_, str> {
+        "services".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The claims on `ips` of every Service, from one list of the watch cache
+/// read as it arrives ([`listed::list`]): each Service parsed lean (its
+/// annotations and the rest skipped unparsed) and dropped once its claims on
+/// `ips` and its problem, if any, are kept. Every address of every Service is
+/// read; one that cannot be read leaves the answer unknown
+/// ([`ServiceAddresses::holders`]).
+async fn claims(client: &Client, ips: &BTreeSet<IpAddr>) -> kube::Result<ServiceAddresses> {
+    let api = Api::<ListedService>::all(client.clone());
+    let read = listed::list(&api, None, |s| {
+        let mut unreadable = Vec::new();
+        let claims: Vec<_> = objects::service_addresses(&s.service, &mut unreadable)
+            .into_iter()
+            .filter(|(ip, _)| ips.contains(ip))
+            .collect();
+        (!claims.is_empty() || !unreadable.is_empty()).then_some((claims, unreadable))
+    })
+    .await
+    .map_err(|e| match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        other => kube::Error::Service(Box::new(other)),
+    })?;
     let mut out = ServiceAddresses {
-        covered: ips.map_or(Covered::All, |ips| Covered::Only(ips.clone())),
+        covered: Covered::Only(ips.clone()),
         ..ServiceAddresses::default()
     };
-    for item in &list.items {
-        let Ok(v) = serde_json::to_value(item) else {
-            continue;
-        };
-        for (ip, a) in objects::service_addresses(&v) {
-            if ips.is_none_or(|ips| ips.contains(&ip)) {
-                out.add(ip, a);
-            }
+    for (claims, unreadable) in read {
+        for (ip, a) in claims {
+            out.add(ip, a);
         }
+        out.unreadable.extend(unreadable);
     }
     Ok(out)
 }
 
-/// The claims on `ips` of every Service, listed once (`ipshadow check`).
+/// The claims on `ips` of every Service, listed once (`ipshadow check`, and
+/// `audit` for the Nodes' and pods' addresses).
 ///
 /// # Errors
 /// The list failed.
@@ -92,16 +140,7 @@ pub async fn services_claiming(
     client: &Client,
     ips: &BTreeSet<IpAddr>,
 ) -> kube::Result<ServiceAddresses> {
-    claims(&services_api(client.clone()), Some(ips)).await
-}
-
-/// Every Service's claims, from one list of the watch cache (`ipshadow
-/// audit`: which Node addresses a Service claims).
-///
-/// # Errors
-/// The list failed.
-pub async fn every_service_claim(client: &Client) -> kube::Result<ServiceAddresses> {
-    claims(&services_api(client.clone()), None).await
+    claims(client, ips).await
 }
 
 impl Lookups {
@@ -113,7 +152,7 @@ impl Lookups {
             on_change,
         } = sink;
         Self {
-            api: services_api(client),
+            client,
             node,
             state,
             on_change,
@@ -127,7 +166,7 @@ impl Lookups {
 
 /// The Service lookups of one node: what was asked when, and where answers go.
 pub(super) struct Lookups {
-    api: Api<DynamicObject>,
+    client: Client,
     node: String,
     state: Shared,
     on_change: OnChange,
@@ -171,7 +210,7 @@ impl Lookups {
     /// Lists the Services' claims on `wanted` and keeps them.
     async fn list(&mut self, wanted: &BTreeSet<IpAddr>, now: Instant) {
         self.last_list = Some(now);
-        match claims(&self.api, Some(wanted)).await {
+        match claims(&self.client, wanted).await {
             Ok(found) => {
                 if self.failing {
                     tracing::info!("listing Services works again");

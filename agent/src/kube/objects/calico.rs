@@ -13,7 +13,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{quote, unnamed};
-use crate::inventory::{Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, text::cleaned};
+use crate::inventory::{
+    Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
+};
 
 /// Addresses of one block read at most: Calico's smallest IPv4 block size
 /// is /20 (4,096 addresses), and an IPv6 block is no larger.
@@ -81,8 +83,8 @@ fn lean<T: for<'de> Deserialize<'de>>(
 
 /// `spec.cidr` of an object, or why not.
 fn cidr(resource: &'static str, name: &str, cidr: Option<&str>) -> Result<IpNet, Invalid> {
-    match cidr.map(|c| c.trim().parse::<IpNet>()) {
-        Some(Ok(net)) => Ok(net.trunc()),
+    match cidr.and_then(parse_cidr) {
+        Some(c) => Ok(c.net),
         _ => Err(Invalid {
             resource,
             object: name.to_owned(),

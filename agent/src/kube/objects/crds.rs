@@ -7,7 +7,11 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::{bounded, capped, caps, quote, unnamed};
-use crate::inventory::{CiliumNode, Invalid, Role, Source, text::cleaned};
+use crate::inventory::{
+    CiliumNode, Invalid, Role, Source,
+    ip_text::{parse_cidr, parse_ip},
+    text::cleaned,
+};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
 /// JSON: every `CiliumInternalIP` of `spec.addresses`, `spec.ingress`,
@@ -159,9 +163,9 @@ fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String
                     // Pods (`namespace/name`) and anything else: not Cilium's own.
                     _ => continue,
                 };
-                match key.trim().parse::<IpAddr>() {
-                    Ok(ip) => node.add(ip, role, Source::StatusIpamUsed),
-                    Err(_) => bad(format!(
+                match parse_ip(key) {
+                    Some(ip) => node.add(ip, role, Source::StatusIpamUsed),
+                    None => bad(format!(
                         "status.ipam.used key {} (owner {role}) is not an IP address; ignored",
                         quote(key)
                     )),
@@ -184,8 +188,8 @@ fn cidr_list(v: Option<&Value>, field: &str, bad: &mut dyn FnMut(String)) -> Vec
         Some(Value::Array(cidrs)) => {
             let cidrs = capped(cidrs, caps::CIDRS, field, bad);
             for (i, c) in cidrs.iter().enumerate() {
-                match c.as_str().map(|t| t.trim().parse::<IpNet>()) {
-                    Some(Ok(net)) => out.push(net.trunc()),
+                match c.as_str().and_then(parse_cidr) {
+                    Some(c) => out.push(c.net),
                     _ => bad(format!(
                         "{field}[{i}] {} is not a CIDR; ignored",
                         quote(&c.to_string())
@@ -315,16 +319,16 @@ fn ip_field(
     match v {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => match s.parse::<IpAddr>() {
-            Ok(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
+        Some(Value::String(s)) => match parse_ip(s) {
+            Some(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
                 bad(format!(
                     "{field} {} is of the wrong address family; ignored",
                     quote(s)
                 ));
                 None
             }
-            Ok(ip) => Some(ip),
-            Err(_) => {
+            Some(ip) => Some(ip),
+            None => {
                 bad(format!(
                     "{field} {} is not an IP address; ignored",
                     quote(s)

@@ -21,7 +21,7 @@ pub use crds::{cilium_node, node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
-pub use service::service_addresses;
+pub use service::{LeanService, service_addresses, service_json};
 pub use subnet::{parse_range, subnet};
 
 /// Entries read of one list in an object at most; each cap named in a warning.
@@ -97,6 +97,9 @@ pub(crate) fn bounded(s: &str, max: usize) -> String {
     }
 }
 
+#[cfg(test)]
+#[path = "addresses_tests.rs"]
+mod addresses_tests;
 #[cfg(test)]
 pub(crate) mod props;
 #[cfg(test)]

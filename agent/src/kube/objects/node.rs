@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 
 use super::quote;
-use crate::inventory::text::cleaned;
+use crate::inventory::{
+    ip_text::{parse_cidr, parse_ip},
+    text::cleaned,
+};
 use crate::{
     inventory::{CiliumConfig, ConditionSeen, Invalid, NodeFacts},
     report::condition::CONDITION_TYPE,
@@ -34,9 +36,9 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
         .unwrap_or_default();
     let mut pod_cidrs = Vec::new();
     for c in raw.iter().take(CIDRS_MAX) {
-        match c.parse::<IpNet>() {
-            Ok(net) => pod_cidrs.push(net.trunc()),
-            Err(_) => bad(format!(
+        match parse_cidr(c) {
+            Some(c) => pod_cidrs.push(c.net),
+            None => bad(format!(
                 "spec.podCIDRs entry {} is not a CIDR; ignored",
                 quote(c)
             )),
@@ -102,11 +104,11 @@ pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid
             "ExternalIP" => "ExternalIP",
             _ => continue,
         };
-        match a.address.trim().parse() {
-            Ok(ip) => facts
+        match parse_ip(&a.address) {
+            Some(ip) => facts
                 .addresses
                 .push(crate::inventory::NodeAddress { ip, kind }),
-            Err(_) => problems.push(Invalid {
+            None => problems.push(Invalid {
                 resource: "nodes",
                 object: facts.name.clone(),
                 problem: format!(
@@ -132,9 +134,9 @@ pub fn cilium_config(data: &BTreeMap<String, String>, problems: &mut Vec<Invalid
             .filter(|p| !p.is_empty())
             .take(CIDRS_MAX)
         {
-            match part.parse::<IpNet>() {
-                Ok(net) => cluster_pool.push(net.trunc()),
-                Err(_) => problems.push(Invalid {
+            match parse_cidr(part) {
+                Some(c) => cluster_pool.push(c.net),
+                None => problems.push(Invalid {
                     resource: "configmaps",
                     object: "cilium-config".to_owned(),
                     problem: format!("data.{key} part {} is not a CIDR; ignored", quote(part)),
@@ -187,7 +189,7 @@ mod tests {
         assert_eq!(f.allocatable_pods, Some(110));
         assert_eq!(
             f.pod_cidrs,
-            vec!["10.244.4.0/27".parse::<IpNet>().expect("net")]
+            vec!["10.244.4.0/27".parse::<ipnet::IpNet>().expect("net")]
         );
         assert_eq!(problems.len(), 1, "{problems:?}");
         let n: Node = serde_json::from_value(serde_json::json!({

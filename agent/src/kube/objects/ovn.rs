@@ -10,7 +10,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::quote;
-use crate::inventory::{CiliumNode, Role, Source};
+use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
 
 /// The annotation: `{"default":"10.128.0.0/23"}` before ovn-kubernetes wrote
 /// lists, `{"default":["10.128.0.0/23","fd01:0:0:1::/64"]}` since; other keys
@@ -45,18 +45,18 @@ pub(super) fn add_node_subnets(
         }
     };
     for s in subnets.into_iter().take(SUBNETS_MAX) {
-        let Ok(net) = s.parse::<IpNet>() else {
+        let Some(net) = parse_cidr(s).map(|c| c.net) else {
             bad(format!(
                 "annotation {NODE_SUBNETS} entry {} is not a CIDR; ignored",
                 quote(s)
             ));
             continue;
         };
-        if !node.ovn_subnets.contains(&net.trunc()) {
-            node.ovn_subnets.push(net.trunc());
+        if !node.ovn_subnets.contains(&net) {
+            node.ovn_subnets.push(net);
         }
         for (n, role) in [(1, Role::Gateway), (2, Role::ManagementPort)] {
-            if let Some(ip) = nth(&net.trunc(), n) {
+            if let Some(ip) = nth(&net, n) {
                 node.add(ip, role, Source::OvnNodeAnnotation);
             }
         }

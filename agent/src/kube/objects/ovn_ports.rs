@@ -22,7 +22,7 @@ use ipnet::IpNet;
 use serde_json::{Map, Value};
 
 use super::quote;
-use crate::inventory::{CiliumNode, Role, Source};
+use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
 
 /// The join address, one network (releases before 2024).
 pub(super) const LRP_IFADDR: &str = "k8s.ovn.org/node-gateway-router-lrp-ifaddr";
@@ -93,7 +93,11 @@ fn derive_join(
     if id == 0 {
         return;
     }
-    for join in DEFAULT_JOIN.iter().filter_map(|j| j.parse::<IpNet>().ok()) {
+    for join in DEFAULT_JOIN
+        .iter()
+        .filter_map(|j| parse_cidr(j))
+        .map(|c| c.net)
+    {
         // The families the node's subnets show (IPv4 when none are known).
         let v6 = matches!(join, IpNet::V6(_));
         let family = node
@@ -136,9 +140,9 @@ fn add_ifaddr(
         let Some(v) = ips.get(family) else {
             continue;
         };
-        match v.as_str().map(|s| s.trim().parse::<IpNet>()) {
-            Some(Ok(net)) if net.addr().is_ipv6() == v6 => {
-                node.add(net.addr(), Role::OvnRouterPort, source);
+        match v.as_str().and_then(parse_cidr) {
+            Some(c) if c.ip.is_ipv6() == v6 => {
+                node.add(c.ip, Role::OvnRouterPort, source);
             }
             _ => bad(format!(
                 "annotation {key} {family} {} is not an {family} CIDR; ignored",

@@ -8,7 +8,7 @@ use k8s_openapi::{
 };
 
 use super::quote;
-use crate::inventory::{Invalid, IpSource, Pod, PodIp, text::cleaned};
+use crate::inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned};
 
 /// kube-ovn's annotation naming the Subnet a pod's address came from.
 const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
@@ -25,14 +25,14 @@ fn push_ip(
     field: &str,
     bad: &mut dyn FnMut(String),
 ) {
-    match raw.trim().parse::<IpAddr>() {
-        Ok(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
+    match parse_ip(raw) {
+        Some(ip) if !ips.iter().any(|x| x.ip == ip) => ips.push(PodIp { ip, source }),
         // The API server rejects duplicates: whoever wrote this object is broken.
-        Ok(_) => bad(format!(
+        Some(_) => bad(format!(
             "{field} {} is listed twice; counted once",
             quote(raw)
         )),
-        Err(_) => bad(format!("{field} {} is not an IP address", quote(raw))),
+        None => bad(format!("{field} {} is not an IP address", quote(raw))),
     }
 }
 
@@ -51,7 +51,7 @@ fn annotated_ips(
         .find_map(|k| annotations.get(k).map(|v| (k, v)))?;
     let mut parts = value.split(',').filter(|s| !s.trim().is_empty());
     for part in parts.by_ref().take(ANNOTATION_PARTS_MAX) {
-        let family = part.trim().parse::<IpAddr>().ok().map(|ip| ip.is_ipv6());
+        let family = parse_ip(part.trim()).map(|ip| ip.is_ipv6());
         if family.is_some_and(|v6| ips.iter().any(|i| i.ip.is_ipv6() == v6)) {
             bad(format!(
                 "annotation {key} lists a second address of one family ({}); ignored",
@@ -61,7 +61,7 @@ fn annotated_ips(
         }
         push_ip(
             ips,
-            part,
+            part.trim(),
             IpSource::Annotation,
             &format!("annotation {key}"),
             bad,
@@ -202,7 +202,7 @@ pub fn kube_ovn_ip(v: &serde_json::Value, namespace: &str, name: &str) -> Vec<Ip
         .into_iter()
         .flat_map(|t| t.split(',').take(ANNOTATION_PARTS_MAX))
     {
-        if let Ok(ip) = part.trim().parse::<IpAddr>()
+        if let Some(ip) = parse_ip(part.trim())
             && !out.contains(&ip)
         {
             out.push(ip);

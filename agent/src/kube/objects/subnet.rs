@@ -7,7 +7,11 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::{capped, caps, quote, unnamed};
-use crate::inventory::{Invalid, IpRange, Subnet, text::cleaned};
+use crate::inventory::{
+    Invalid, IpRange, Subnet,
+    ip_text::{parse_cidr, parse_ip},
+    text::cleaned,
+};
 
 /// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
 /// unusable (no name, or no valid `spec.cidrBlock`).
@@ -56,9 +60,9 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
 fn cidr_block(block: &str, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
     let mut cidrs = Vec::new();
     for part in block.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.parse::<IpNet>() {
-            Ok(net) => cidrs.push(net.trunc()),
-            Err(_) => bad(format!(
+        match parse_cidr(part) {
+            Some(c) => cidrs.push(c.net),
+            None => bad(format!(
                 "spec.cidrBlock part {} is not a CIDR; ignored",
                 quote(part)
             )),
@@ -103,12 +107,9 @@ fn primary(v: &Value) -> bool {
 pub fn parse_range(s: &str) -> Option<IpRange> {
     let s = s.trim();
     let (first, last) = if let Some((a, b)) = s.split_once("..") {
-        (
-            a.trim().parse::<IpAddr>().ok()?,
-            b.trim().parse::<IpAddr>().ok()?,
-        )
+        (parse_ip(a.trim())?, parse_ip(b.trim())?)
     } else {
-        let ip = s.parse::<IpAddr>().ok()?;
+        let ip = parse_ip(s)?;
         (ip, ip)
     };
     let ordered = match (first, last) {

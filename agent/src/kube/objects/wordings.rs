@@ -11,9 +11,10 @@
 
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-
-use crate::inventory::SandboxRefusal;
+use crate::inventory::{
+    SandboxRefusal,
+    ip_text::{parse_cidr, parse_ip},
+};
 
 /// Words only Cilium's CNI plugin, agent API or operator put in a message.
 const CILIUM: [&str; 5] = [
@@ -79,7 +80,8 @@ pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
         let gateway = text[at + BRIDGE.len()..]
             .split(' ')
             .next()
-            .and_then(|w| w.trim_end_matches([',', '.', ';', '"']).parse().ok());
+            .and_then(|w| parse_cidr(w.trim_end_matches([',', '.', ';', '"'])))
+            .and_then(|c| c.ifaddr());
         return Some(SandboxRefusal::BridgeAddressDiffers { bridge, gateway });
     }
     None
@@ -100,17 +102,14 @@ fn address_before(head: &str) -> Option<IpAddr> {
         .iter()
         .find_map(|p| addr.strip_prefix(p))
         .unwrap_or(addr);
-    addr.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
+    parse_ip(addr.trim_start_matches('[').trim_end_matches(']'))
 }
 
 /// The first range of host-local's range set (`: a-b,c-d…`).
 fn first_range(tail: &str) -> Option<(IpAddr, IpAddr)> {
     let set = tail.trim_start_matches([':', ' ']).split(' ').next()?;
     let (first, last) = set.split(',').next()?.split_once('-')?;
-    Some((first.parse().ok()?, last.parse().ok()?))
+    Some((parse_ip(first)?, parse_ip(last)?))
 }
 
 /// The `Dst` of the first route Calico names before its words.
@@ -118,10 +117,7 @@ fn route_dst(head: &str) -> Option<IpAddr> {
     let lower = head.to_ascii_lowercase();
     let at = lower.rfind("dst: ")?;
     let dst = head[at + 5..].split([',', ')', ' ']).next()?;
-    dst.parse::<IpNet>()
-        .map(|n| n.addr())
-        .or_else(|_| dst.parse())
-        .ok()
+    parse_cidr(dst).map(|c| c.ip).or_else(|| parse_ip(dst))
 }
 
 /// The `Iface` of the route Calico found in the way (after its words).

@@ -26,6 +26,7 @@ mod fleet;
 mod namespaces;
 mod reaction;
 mod scale;
+mod services;
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
@@ -303,6 +304,7 @@ fn main() {
                 "api_load": api::run(),
                 "fleet": fleet::run(),
                 "audit": audit::run(),
+                "services": services::run(),
             })
         }
         "ebpf" => {
@@ -319,10 +321,11 @@ fn main() {
         "api" => api::run(),
         "fleet" => fleet::run(),
         "audit" => audit::run(),
+        "services" => services::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit, services or connections"
             );
             std::process::exit(2);
         }
