@@ -12,11 +12,14 @@ use crate::{
 };
 
 /// Endpoints read of one slice at most (the API allows 1,000).
-const ENDPOINTS_MAX: usize = 1_000;
-/// Addresses read of one endpoint at most (the API allows 100).
-const ADDRESSES_MAX: usize = 100;
+pub(crate) const ENDPOINTS_MAX: usize = 1_000;
+/// Addresses read of one endpoint: the first, the one kube-proxy programs
+/// (`pkg/proxy/endpointslicecache.go` `addEndpoints` uses `Addresses[0]`; the
+/// API allows 100 and says "clients may choose to only use the first
+/// element"). An address listed after it receives no Service traffic.
+const ADDRESSES_MAX: usize = 1;
 /// Webhooks read of one configuration at most.
-const WEBHOOKS_MAX: usize = 256;
+pub(crate) const WEBHOOKS_MAX: usize = 256;
 
 fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer)

@@ -29,9 +29,9 @@ use crate::kube::objects::node_annotation_read;
 
 /// This node's Node: name, uid, pod CIDRs, allocatable pods, conditions.
 #[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanNode {
+pub(in crate::kube) struct LeanNode {
     /// Name, uid and resourceVersion only.
-    pub(in super::super) metadata: ObjectMeta,
+    pub(in crate::kube) metadata: ObjectMeta,
     spec: Option<NodeSpec>,
     status: Option<NodeStatus>,
 }
@@ -40,7 +40,7 @@ cluster_resource!(LeanNode, "Node", "", "v1", "nodes");
 
 impl LeanNode {
     /// The kept fields as a `Node`, for the converter.
-    pub(in super::super) fn node(&self) -> Node {
+    pub(in crate::kube) fn node(&self) -> Node {
         Node {
             metadata: self.metadata.clone(),
             spec: self.spec.clone(),
@@ -75,8 +75,8 @@ impl<'de> Deserialize<'de> for LeanNode {
 /// A Node's metadata cut to its name, uid, resourceVersion and the
 /// annotations the converter reads.
 #[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanNodeMeta {
-    pub(in super::super) metadata: ObjectMeta,
+pub(in crate::kube) struct LeanNodeMeta {
+    pub(in crate::kube) metadata: ObjectMeta,
 }
 
 // Metadata only on the wire, as `PartialObjectMeta<Node>` asked: a Node's
