@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 use super::{
     cluster::{
-        lean::{LeanCiliumNode, LeanNodeMeta, LeanPod, LeanSubnet},
+        lean::{LeanCiliumNode, LeanListedNode, LeanNodeMeta, LeanPod, LeanSubnet},
         list_body::{each_item, list_request},
     },
     objects,
@@ -310,12 +310,14 @@ async fn nodes(
         fields: fields.as_deref(),
         ..Ask::new("nodes", &url, read, CLUSTER_MOST)
     };
-    pages(client, ask, progress, |n: Node| {
+    pages(client, ask, progress, |lean: LeanListedNode| {
+        let n = lean.node();
         let name = n.metadata.name.clone().unwrap_or_default();
         let annotations = n.metadata.annotations.clone().unwrap_or_default();
         annotated.extend(objects::node_annotations(&name, &annotations, invalid));
-        let node = objects::node_facts(&n, invalid);
-        facts.push(objects::with_addresses(node, &n, invalid));
+        let mut node = objects::with_addresses(objects::node_facts(n, invalid), n, invalid);
+        node.calico_annotated |= lean.calico_annotated();
+        facts.push(node);
     })
     .await?;
     if let Scope::Node(node) = scope

@@ -17,6 +17,7 @@ mod bounded;
 mod event;
 mod ippool;
 mod node;
+mod node_listed;
 mod pod;
 mod routes;
 mod shape;
@@ -33,6 +34,7 @@ pub(in crate::kube) use self::{
     event::LeanEvent,
     ippool::{LeanIpPool, LeanIpamBlock},
     node::{LeanNode, LeanNodeMeta},
+    node_listed::LeanListedNode,
     pod::LeanPod,
     routes::{LeanCaller, LeanSlice},
     subnet::LeanSubnet,
