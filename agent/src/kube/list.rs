@@ -156,14 +156,9 @@ where
     }
 }
 
-/// The problem a list cut at `most` items leaves: `unchecked` says what.
+/// The problem a list cut at `most` items leaves (logged and counted where
+/// invalid objects are): `unchecked` says what.
 fn cut_list(resource: &'static str, object: String, most: usize, unchecked: &str) -> Invalid {
-    tracing::warn!(
-        resource,
-        object,
-        most,
-        "a list held more items than are read; the rest were not read: {unchecked}"
-    );
     Invalid {
         resource,
         object,

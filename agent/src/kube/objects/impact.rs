@@ -162,6 +162,16 @@ mod tests {
             "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}}}),
         );
         assert_eq!(a[0].0, Caller::ApiService("v1beta1.metrics.k8s.io".into()));
+        // kube-proxy programs an endpoint's first address alone: a second one
+        // receives nothing through the Service.
+        let s = endpoint_slice(&json!({
+            "metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "web"}},
+            "endpoints": [{"addresses": ["10.244.4.12", "10.244.4.251"]}]
+        }));
+        assert_eq!(
+            s.endpoints[0].1,
+            ["10.244.4.12".parse::<IpAddr>().expect("ip")]
+        );
         // A local APIService has no service.
         assert!(
             callers(&json!({"kind": "APIService", "metadata": {"name": "v1."}, "spec": {}}))
