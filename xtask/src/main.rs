@@ -102,6 +102,9 @@ enum Bench {
     Fleet,
     /// `ipshadow audit` of 5,000 nodes and 150,000 pods.
     Audit,
+    /// Peak RSS of `check` and the agent with 50 sandbox Events of 1.4 MB
+    /// (`IPSHADOW_BEFORE_BIN`: an earlier build measured beside).
+    Lists,
     /// The connection-rate figure alone (it is also part of `ebpf`).
     Connections,
 }
@@ -129,6 +132,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Api => "api",
                 Bench::Fleet => "fleet",
                 Bench::Audit => "audit",
+                Bench::Lists => "lists",
                 Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.

@@ -28,7 +28,7 @@ fn address(i: usize, host: usize) -> String {
 
 /// Runs `cmd`, polling its peak RSS (VmHWM) every 5 ms: rusage of a child of
 /// this large process would count the parent's memory it shared before exec.
-fn output_and_peak_kib(cmd: &mut Command) -> (std::process::Output, u64) {
+pub(crate) fn output_and_peak_kib(cmd: &mut Command) -> (std::process::Output, u64) {
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

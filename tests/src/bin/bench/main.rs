@@ -23,6 +23,7 @@
 mod api;
 mod audit;
 mod fleet;
+mod lists;
 mod namespaces;
 mod reaction;
 mod scale;
@@ -303,6 +304,7 @@ fn main() {
                 "api_load": api::run(),
                 "fleet": fleet::run(),
                 "audit": audit::run(),
+                "lists": lists::run(),
             })
         }
         "ebpf" => {
@@ -319,10 +321,11 @@ fn main() {
         "api" => api::run(),
         "fleet" => fleet::run(),
         "audit" => audit::run(),
+        "lists" => lists::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit, lists or connections"
             );
             std::process::exit(2);
         }
