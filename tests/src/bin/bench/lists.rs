@@ -155,8 +155,7 @@ fn measure(events: usize, bytes: usize, bins: &[(&str, PathBuf)]) -> Value {
         c.sort_unstable();
         let mib = |k: u64| k as f64 / 1024.0;
         println!(
-            "{events} Events of {} KB, {name:>6}: check peak {:.1} MiB (runs {:?} KiB), agent peak {:.1} MiB",
-            bytes / 1000,
+            "{events} Events of {bytes} bytes, {name:>6}: check peak {:.1} MiB (runs {:?} KiB), agent peak {:.1} MiB",
             mib(c[c.len() / 2]),
             checks[i],
             mib(agents[i]),
