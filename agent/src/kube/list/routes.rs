@@ -20,7 +20,7 @@ use kube::Resource as _;
 use super::{Ask, ListError, Progress, Read, custom::Gvk, custom::custom, pages};
 use crate::{
     detect::Finding,
-    inventory::{EndpointSlice, Routes, ServiceRef},
+    inventory::{Caller, EndpointSlice, Routes, ServiceRef},
     kube::{
         cluster::lean::{LeanCaller, LeanSlice},
         objects,
@@ -96,27 +96,51 @@ pub async fn routes(
 ) -> Result<Routes, ListError> {
     let mut out = Routes::default();
     for ns in behind.0.keys() {
-        let url = K8sSlice::url_path(&(), Some(ns));
-        let ask = Ask::new("endpointslices", &url, read, SLICES_MOST);
-        let listed = pages(client, ask, progress, |s: LeanSlice| {
-            let slice = objects::impact::endpoint_slice(&s.json());
-            out.slices.extend(behind.keep(slice));
-        })
-        .await?;
-        if listed.cut {
-            tracing::warn!(
-                namespace = ns,
-                most = SLICES_MOST,
-                "more EndpointSlices than are read in this namespace: a Service behind its pods' findings may be missed (their severity then understated)"
-            );
-        }
+        out.slices
+            .extend(slices(client, behind, ns, read, &mut *progress).await?);
     }
     let called: BTreeSet<ServiceRef> = out
         .slices
         .iter()
         .filter_map(|s| s.service.clone())
         .collect();
-    let callers: [Gvk; 3] = [
+    out.callers = callers(client, &called, read, progress).await?;
+    Ok(out)
+}
+
+/// The EndpointSlices of `ns`, each cut to the endpoints leading to `behind`'s pods.
+async fn slices(
+    client: &kube::Client,
+    behind: &Behind,
+    ns: &str,
+    read: Read,
+    progress: Progress<'_>,
+) -> Result<Vec<EndpointSlice>, ListError> {
+    let mut kept = Vec::new();
+    let url = K8sSlice::url_path(&(), Some(ns));
+    let ask = Ask::new("endpointslices", &url, read, SLICES_MOST);
+    let listed = pages(client, ask, progress, |s: LeanSlice| {
+        kept.extend(behind.keep(objects::impact::endpoint_slice(&s.json())));
+    })
+    .await?;
+    if listed.cut {
+        tracing::warn!(
+            namespace = ns,
+            most = SLICES_MOST,
+            "more EndpointSlices than are read in this namespace: a Service behind its pods' findings may be missed (their severity then understated)"
+        );
+    }
+    Ok(kept)
+}
+
+/// The webhooks and APIServices that call one of the Services `called`.
+async fn callers(
+    client: &kube::Client,
+    called: &BTreeSet<ServiceRef>,
+    read: Read,
+    progress: Progress<'_>,
+) -> Result<Vec<(Caller, ServiceRef)>, ListError> {
+    let kinds: [Gvk; 3] = [
         (
             "admissionregistration.k8s.io",
             "v1",
@@ -131,18 +155,13 @@ pub async fn routes(
         ),
         ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
     ];
-    for gvk in callers {
-        let listed = custom(
-            client,
-            gvk,
-            (read, CALLERS_MOST),
-            progress,
-            |c: LeanCaller| {
-                let through = objects::impact::callers(&c.json(gvk.2));
-                out.callers
-                    .extend(through.into_iter().filter(|(_, s)| called.contains(s)));
-            },
-        )
+    let mut out = Vec::new();
+    for gvk in kinds {
+        let most = (read, CALLERS_MOST);
+        let listed = custom(client, gvk, most, &mut *progress, |c: LeanCaller| {
+            let through = objects::impact::callers(&c.json(gvk.2));
+            out.extend(through.into_iter().filter(|(_, s)| called.contains(s)));
+        })
         .await?;
         if listed.cut {
             tracing::warn!(
