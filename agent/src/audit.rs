@@ -9,7 +9,7 @@ use crate::{
     inventory::{ClusterState, Invalid},
     kube::{
         self, CalicoFiles, SourceArgs,
-        list::{ListError, ListOptions, Read, Scope, cluster_state, routes},
+        list::{Behind, ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
     reconcile::ReadArgs,
@@ -148,10 +148,10 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         progress.audited(done, total);
     });
     // What breaks behind the pods with findings: their namespaces' Services only.
-    let namespaces = result.namespaces();
+    let behind = Behind::of(result.findings());
     let routes = match client {
-        Some(client) if !namespaces.is_empty() => {
-            routes(&client, &namespaces, Read::Pages, &mut |what, n, done| {
+        Some(client) if !behind.is_empty() => {
+            routes(&client, &behind, Read::Pages, &mut |what, n, done| {
                 progress.listed(what, n, done);
             })
             .await?

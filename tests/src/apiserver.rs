@@ -15,6 +15,11 @@
 //! playing an older or gate-off server, the 422 Invalid it answers
 //! ([`crate::watch_list`]).
 //!
+//! Metadata only (`as=PartialObjectMetadata(List)` in Accept) as
+//! kube-apiserver negotiates it ([`representation`]); lists written item by
+//! item as they are sent (as kube-apiserver's streaming JSON list encoding);
+//! no object larger than etcd stores ([`OBJECT_MAX`]).
+//!
 //! Fault injection: error bursts, slow responses, dropped watches, 410 Gone on
 //! the next watches, and being down altogether (the listener closes).
 #![allow(clippy::unwrap_used)]
@@ -150,6 +155,10 @@ struct Change {
     obj: Value,
 }
 
+/// The largest object a real API server stores: etcd's default
+/// `--max-request-bytes` (1.5 MiB), which kube-apiserver's writes must fit.
+pub const OBJECT_MAX: usize = 1_572_864;
+
 /// How many changes the server remembers for watches; older resourceVersions get 410.
 const HISTORY: usize = 10_000;
 
@@ -220,6 +229,8 @@ pub struct RequestCounts {
     /// kube-apiserver versions before consistent lists from the cache, and on
     /// any whose etcd lacks progress notifications. Events are in `event_reads`.
     pub uncached_lists: Vec<String>,
+    /// Lists answered as PartialObjectMetadataList (metadata only): their URIs.
+    pub metadata_lists: Vec<String>,
     /// TokenReviews and SubjectAccessReviews created.
     pub reviews: u64,
     /// When each TokenReview came, and the token it asked about.
@@ -344,14 +355,15 @@ impl ApiServer {
                               headers: axum::http::HeaderMap,
                               uri: Uri,
                               body: Bytes| {
-                            // Metadata-only lists and watches (kube's metadata_watcher) ask
-                            // for PartialObjectMetadata in Accept, as the real server reads it.
-                            let metadata_only = headers
+                            // Metadata-only lists and watches ask for
+                            // PartialObjectMetadata(List) in Accept ([`representation`]).
+                            let accept = headers
                                 .get_all(header::ACCEPT)
                                 .iter()
                                 .filter_map(|v| v.to_str().ok())
-                                .any(|v| v.contains("as=PartialObjectMetadata"));
-                            handle(s.clone(), method, uri, body, metadata_only)
+                                .collect::<Vec<_>>()
+                                .join(",");
+                            handle(s.clone(), method, uri, body, accept)
                         }
                     });
                     tokio::spawn(async move {
@@ -436,7 +448,16 @@ impl ApiServer {
     }
 
     /// Creates or replaces an object (as another client would), notifying watches.
+    ///
+    /// # Panics
+    /// On an object larger than a real API server stores ([`OBJECT_MAX`]).
     pub fn apply(&self, res: Res, mut obj: Value) {
+        let size = obj.to_string().len();
+        assert!(
+            size <= OBJECT_MAX,
+            "a {size}-byte object: etcd refuses a request over {OBJECT_MAX} bytes (its default \
+             --max-request-bytes), so no real API server holds it"
+        );
         let mut st = self.shared.store.lock().unwrap();
         let ns = obj["metadata"]["namespace"]
             .as_str()
@@ -779,6 +800,56 @@ fn partial(obj: &Value) -> Value {
     json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]})
 }
 
+/// Whether a request's `Accept` asks for metadata only, as kube-apiserver
+/// negotiates it (`endpoints/handlers/negotiation`, `rest.go`
+/// `AllowsMediaTypeTransform`, `response.go` `asPartialObjectMetadata(List)`):
+/// the first media type it can serve wins — JSON (`*/*` too) whole, or with
+/// `as=PartialObjectMetadata` or `as=PartialObjectMetadataList` of
+/// `meta.k8s.io` v1/v1beta1 metadata only; others (protobuf, Table here) are
+/// passed over. The transform is chosen before it is tried, so the one for a
+/// single object on a list (or the list's on one object) is 406 Not
+/// Acceptable, never a fall back to the next entry.
+fn representation(accept: &str, a_list: bool) -> Result<bool, String> {
+    if accept.trim().is_empty() {
+        return Ok(false);
+    }
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let mime = parts.next().unwrap_or_default();
+        if !matches!(mime, "application/json" | "*/*" | "application/*") {
+            continue;
+        }
+        let params: BTreeMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
+        let Some(target) = params.get("as") else {
+            return Ok(false);
+        };
+        let meta = params.get("g") == Some(&"meta.k8s.io")
+            && matches!(params.get("v"), Some(&"v1" | &"v1beta1"));
+        match (*target, meta, a_list) {
+            ("PartialObjectMetadataList", true, true) | ("PartialObjectMetadata", true, false) => {
+                return Ok(true);
+            }
+            ("PartialObjectMetadata", true, true) => {
+                return Err(
+                    "you requested PartialObjectMetadata, but the requested object is a list"
+                        .to_owned(),
+                );
+            }
+            ("PartialObjectMetadataList", true, false) => {
+                return Err(
+                    "you requested PartialObjectMetadataList, but the requested object is not a list"
+                        .to_owned(),
+                );
+            }
+            _ => {}
+        }
+    }
+    Err(format!(
+        "only the following media types are accepted: application/json, \
+         application/json;as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1 (asked: {accept})"
+    ))
+}
+
 fn parse_path(path: &str) -> Option<Target> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group_len, rest) = match parts.as_slice() {
@@ -983,7 +1054,7 @@ async fn handle(
     method: Method,
     uri: Uri,
     body: Bytes,
-    metadata_only: bool,
+    accept: String,
 ) -> Response {
     let q = query(&uri);
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
@@ -1067,7 +1138,19 @@ async fn handle(
             &format!("the server could not find the requested resource ({path})"),
         );
     };
-    t.metadata_only = metadata_only;
+    let a_list = method == Method::GET && t.name.is_none() && !watch;
+    match representation(&accept, a_list) {
+        Ok(metadata_only) => t.metadata_only = metadata_only,
+        Err(refused) => return status(406, "NotAcceptable", &refused),
+    }
+    if t.metadata_only && a_list {
+        shared
+            .counts
+            .lock()
+            .unwrap()
+            .metadata_lists
+            .push(uri.to_string());
+    }
     if t.res.is_crd() && !shared.store.lock().unwrap().crds.contains(&t.res) {
         return status(
             404,
@@ -1232,7 +1315,7 @@ fn discovery(shared: &Shared, path: &str) -> Option<Response> {
     Some(json_response(StatusCode::OK, &v))
 }
 
-fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
+fn list(shared: &Arc<Shared>, t: &Target, q: &BTreeMap<String, String>) -> Response {
     let sel = selector(q.get("fieldSelector"));
     let st = shared.store.lock().unwrap();
     let items: Vec<Value> = st
@@ -1281,14 +1364,27 @@ fn list(shared: &Shared, t: &Target, q: &BTreeMap<String, String>) -> Response {
         metadata["continue"] = json!(next);
         metadata["remainingItemCount"] = json!(remaining);
     }
-    let body =
-        json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": items})
-            .to_string();
-    shared.wire.lock().unwrap().bytes += body.len() as u64;
+    drop(st);
+    // Written item by item as it is sent, as kube-apiserver does since 1.33
+    // (StreamingCollectionEncodingToJSON): a list of large objects is never
+    // one buffer, here nor there.
+    let head = json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}).to_string();
+    let head = format!("{},\"items\":[", head.strip_suffix('}').unwrap_or(&head));
+    let sent = shared.clone();
+    let chunks = std::iter::once(head)
+        .chain(items.into_iter().enumerate().map(|(i, o)| {
+            let comma = if i == 0 { "" } else { "," };
+            format!("{comma}{o}")
+        }))
+        .chain(std::iter::once("]}".to_owned()))
+        .map(move |c| {
+            sent.wire.lock().unwrap().bytes += c.len() as u64;
+            Ok::<_, Infallible>(Bytes::from(c))
+        });
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body))
+        .body(Body::from_stream(futures::stream::iter(chunks)))
         .unwrap()
 }
 
@@ -1735,6 +1831,33 @@ mod tests {
             &selector(Some(&"spec.nodeName=b".to_owned()))
         ));
         assert_eq!(decode("spec.nodeName%3Dnode-a"), "spec.nodeName=node-a");
+    }
+
+    #[test]
+    fn accept_is_negotiated_as_kube_apiserver_does() {
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(representation("", true), Ok(false));
+        assert_eq!(representation("application/json", true), Ok(false));
+        assert_eq!(representation(list, true), Ok(true));
+        assert_eq!(
+            representation(&format!("{list},application/json"), true),
+            Ok(true)
+        );
+        assert_eq!(representation(one, false), Ok(true));
+        // The transform is chosen first, then fails: no fall back to the next entry.
+        assert!(representation(&format!("{one},application/json"), true).is_err());
+        assert!(representation(list, false).is_err());
+        // What it cannot serve is passed over.
+        let proto =
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(representation(&format!("{proto},{list}"), true), Ok(true));
+        let table = "application/json;as=Table;g=meta.k8s.io;v=v1";
+        assert_eq!(
+            representation(&format!("{table},application/json"), true),
+            Ok(false)
+        );
+        assert!(representation("application/vnd.kubernetes.protobuf", true).is_err());
     }
 
     #[test]

@@ -105,6 +105,9 @@ enum Bench {
     /// `ipshadow check` and the agent listing 300 Services with 256 KiB annotations (peak RSS;
     /// beside `IPSHADOW_BENCH_BEFORE_BIN`, an older binary, when set).
     Services,
+    /// Peak RSS of `check` and the agent with 50 sandbox Events of 1.4 MB
+    /// (`IPSHADOW_BEFORE_BIN`: an earlier build measured beside).
+    Lists,
     /// The connection-rate figure alone (it is also part of `ebpf`).
     Connections,
 }
@@ -133,6 +136,7 @@ fn main() -> anyhow::Result<()> {
                 Bench::Fleet => "fleet",
                 Bench::Audit => "audit",
                 Bench::Services => "services",
+                Bench::Lists => "lists",
                 Bench::Connections => "connections",
             };
             // The bench runs the agent binary too: build both, release.

@@ -1,8 +1,10 @@
 //! The impact lookups: for the namespaces of this node's pods with findings,
 //! their EndpointSlices, and the webhook configurations and APIServices that
-//! call through Services — read only while there are such findings, and each
-//! at most once per [`REFRESH`]: a node without findings asks nothing, one
-//! with findings a few lists per 10 minutes.
+//! call through Services — read only while there are such findings, each pod
+//! at most once per [`REFRESH`] and all of them at most once per [`MIN_GAP`]:
+//! a node without findings asks nothing, one with findings a few lists per
+//! 10 minutes. Only what leads to those pods is kept ([`Behind`]): a tenant's
+//! namespace of many large EndpointSlices costs reading them, not holding them.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -18,16 +20,19 @@ use crate::{
     detect::{Finding, impact::of_finding},
     kube::{
         cluster::{Failure, backoff},
-        list::{ListError, Read, routes},
+        list::{Behind, ListError, Read, routes},
         ttl::Cache,
     },
     report::{Impacts, events::reported_here},
 };
 
-/// How often the routes of the same namespaces are read again.
+/// How often the routes of the same pods are read again.
 const REFRESH: Duration = Duration::from_mins(10);
-/// Namespaces remembered as read at most; beyond, routes are read again sooner.
-const NAMESPACES: usize = 1024;
+/// Lists at most this often, however the findings change (a new pod with a
+/// finding is looked up after it at the latest).
+const MIN_GAP: Duration = Duration::from_secs(30);
+/// Pods remembered as read at most; beyond, routes are read again sooner.
+const PODS: usize = 1024;
 
 /// The impacts of one publication of findings (the same `Arc`): the Event
 /// writer waits for them briefly before it opens new series, whose notes are
@@ -46,8 +51,10 @@ pub(crate) struct ImpactTask {
     node: String,
     published: watch::Receiver<Published>,
     impacts: watch::Sender<Looked>,
-    /// The namespaces last read, each fresh for [`REFRESH`].
-    read: Cache<String, ()>,
+    /// The pods (and addresses) last read, each fresh for [`REFRESH`].
+    read: Cache<(String, String), ()>,
+    /// When the routes were last listed.
+    last_list: Option<tokio::time::Instant>,
     /// What routes to pods in them.
     routes: Arc<crate::inventory::Routes>,
 }
@@ -64,7 +71,8 @@ impl ImpactTask {
             node: node.to_owned(),
             published,
             impacts,
-            read: Cache::new(NAMESPACES),
+            read: Cache::new(PODS),
+            last_list: None,
             routes: Arc::default(),
         }
     }
@@ -79,15 +87,12 @@ impl ImpactTask {
                 .iter()
                 .filter(|f| reported_here(f, &self.node))
                 .collect();
-            let namespaces: BTreeSet<String> = mine
-                .iter()
-                .filter_map(|f| f.pod().map(|p| p.namespace.clone()))
-                .collect();
+            let behind = Behind::of(mine.iter().copied());
             let listed = tokio::select! {
                 () = token.cancelled() => return,
-                r = self.refresh(namespaces) => r,
+                r = self.refresh(&behind) => r,
             };
-            if let Err(e) = listed {
+            if let Err(e) = &listed {
                 let delay = backoff.next().unwrap_or(REFRESH);
                 tracing::warn!(error = %e, retry_in = ?delay, "reading what routes to the shadowed pods failed; findings keep severity warning meanwhile");
                 tokio::select! {
@@ -95,6 +100,10 @@ impl ImpactTask {
                     () = tokio::time::sleep(delay) => continue,
                 }
             }
+            let wake = listed
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| tokio::time::Instant::now() + REFRESH);
             kube::runtime::utils::Backoff::reset(&mut backoff);
             let impacts: Impacts = mine
                 .iter()
@@ -107,26 +116,35 @@ impl ImpactTask {
             tokio::select! {
                 () = token.cancelled() => return,
                 r = self.published.changed() => if r.is_err() { return },
-                () = tokio::time::sleep(REFRESH) => {}
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
     }
 
-    /// Lists what routes to pods of `namespaces` from the watch cache, unless
-    /// each was read less than [`REFRESH`] ago.
-    async fn refresh(&mut self, namespaces: BTreeSet<String>) -> Result<(), ListError> {
+    /// Lists what routes to the pods of `behind` from the watch cache, unless
+    /// each was read less than [`REFRESH`] ago; within [`MIN_GAP`] of the
+    /// last list, not yet: then when to come back.
+    async fn refresh(
+        &mut self,
+        behind: &Behind,
+    ) -> Result<Option<tokio::time::Instant>, ListError> {
         let now = tokio::time::Instant::now();
-        if namespaces.is_empty() || namespaces.iter().all(|ns| self.read.fresh(ns, now)) {
-            return Ok(());
+        let keys: BTreeSet<(String, String)> = behind.keys().collect();
+        if keys.iter().all(|k| self.read.fresh(k, now)) {
+            return Ok(None);
         }
+        if let Some(at) = self.last_list.map(|t| t + MIN_GAP).filter(|at| now < *at) {
+            return Ok(Some(at));
+        }
+        self.last_list = Some(now);
         let mut quiet = |_: &'static str, _: usize, _: bool| {};
-        self.routes = Arc::new(routes(&self.client, &namespaces, Read::Cache, &mut quiet).await?);
-        // Only these namespaces' routes are held now.
+        self.routes = Arc::new(routes(&self.client, behind, Read::Cache, &mut quiet).await?);
+        // Only these pods' routes are held now.
         self.read.retain(|_| false);
         let now = tokio::time::Instant::now();
-        for ns in namespaces {
-            self.read.put(ns, (), REFRESH, false, now);
+        for k in keys {
+            self.read.put(k, (), REFRESH, false, now);
         }
-        Ok(())
+        Ok(None)
     }
 }

@@ -3,29 +3,38 @@
 //! configuration for `ipshadow audit`; what one node needs for `ipshadow
 //! check` ([`Scope`]). The agent keeps its state by watches instead.
 //!
+//! Every list is read as it arrives, item by item, into a lean type that
+//! skips what is not read ([`super::cluster::list_body`]): memory holds the
+//! inventory's small objects and one object in flight, never a list's body.
 //! The audit's lists go in pages of [`PAGE`] as kubectl's do (`limit` and
-//! `continue`; since Kubernetes 1.31 served from the watch cache), each page
-//! converted before the next is asked for: memory holds the inventory's small
-//! objects, never a cluster's worth of JSON. The agent's impact lookups
-//! ([`routes`] with [`Read::Cache`]) read the watch cache whole instead.
+//! `continue`; since Kubernetes 1.31 served from the watch cache). `check`'s
+//! and the agent's lists ([`Read::Cache`]) come whole from the watch cache,
+//! each read to a cap of items past which it stops (named in the invalid
+//! objects or the log, with what it leaves unchecked).
 
 mod calico;
 mod custom;
+pub(in crate::kube) mod refusals;
+mod routes;
 
 use std::sync::Arc;
 
-use self::custom::{Gvk, custom, custom_objects};
+use self::custom::custom_objects;
+pub use self::routes::{Behind, routes};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod as K8sPod};
-use kube::{
-    Api,
-    api::{ApiResource, DynamicObject, ListParams, ObjectList},
-};
+use kube::{Resource as _, api::ListParams};
+use serde::de::DeserializeOwned;
 
-use super::objects;
+use super::{
+    cluster::{
+        lean::{LeanCiliumNode, LeanListedNode, LeanNodeMeta, LeanPod, LeanSubnet},
+        list_body::{each_item, list_request},
+    },
+    objects,
+};
 use crate::inventory::{
-    CiliumConfig, CiliumNode, ClusterReads, ClusterState, Invalid, NodeFacts, Pod, Routes,
-    SandboxFailure, Subnet,
+    CiliumConfig, CiliumNode, ClusterReads, ClusterState, Invalid, NodeFacts, Subnet,
 };
 
 /// Objects per list request.
@@ -58,46 +67,105 @@ pub enum Read {
     Cache,
 }
 
-/// Every page of `api` (filtered by `fields`), each handed to `each` as it comes.
+/// One list to read: of what, where, how, and how many items at most.
+#[derive(Clone, Copy, Debug)]
+struct Ask<'a> {
+    /// The resource, as errors and progress name it.
+    what: &'static str,
+    /// Its collection's path.
+    url: &'a str,
+    read: Read,
+    /// A field selector.
+    fields: Option<&'a str>,
+    /// Ask for `PartialObjectMetadataList` (only metadata is read).
+    metadata_only: bool,
+    /// Items read at most from the watch cache (a [`Read::Pages`] list is
+    /// read whole, a page at a time: the audit wants every object).
+    most: usize,
+}
+
+impl<'a> Ask<'a> {
+    fn new(what: &'static str, url: &'a str, read: Read, most: usize) -> Self {
+        Self {
+            what,
+            url,
+            read,
+            fields: None,
+            metadata_only: false,
+            most,
+        }
+    }
+}
+
+/// What reading a list gave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Paged {
+    /// Items handed on.
+    items: usize,
+    /// Stopped at [`Ask::most`]: there were more.
+    cut: bool,
+}
+
+/// Every page of `ask`, each item parsed as `K` and handed to `each` as it
+/// comes off the wire.
 async fn pages<K>(
-    api: &Api<K>,
-    (what, read): (&'static str, Read),
-    fields: Option<&str>,
+    client: &kube::Client,
+    ask: Ask<'_>,
     progress: Progress<'_>,
     mut each: impl FnMut(K),
-) -> Result<usize, ListError>
+) -> Result<Paged, ListError>
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: DeserializeOwned + Send + 'static,
 {
+    let failed = |source| ListError {
+        what: ask.what,
+        source,
+    };
     let mut next: Option<String> = None;
     let mut seen = 0;
     loop {
         // A continue token (a server that pages anyway) goes without a version.
-        let mut lp = match (read, &next) {
+        let mut lp = match (ask.read, &next) {
             (Read::Cache, None) => ListParams::default().match_any(),
             (Read::Pages, _) | (Read::Cache, Some(_)) => ListParams::default().limit(PAGE),
         };
-        if let Some(f) = fields {
+        if let Some(f) = ask.fields {
             lp = lp.fields(f);
         }
         if let Some(token) = &next {
             lp = lp.continue_token(token);
         }
-        let page: ObjectList<K> = api
-            .list(&lp)
+        let most = match ask.read {
+            Read::Cache => ask.most.saturating_sub(seen),
+            Read::Pages => usize::MAX,
+        };
+        let request = list_request(ask.url, &lp, ask.metadata_only).map_err(failed)?;
+        let listed = each_item(client, request, most, &mut each)
             .await
-            .map_err(|source| ListError { what, source })?;
-        seen += page.items.len();
-        next = page.metadata.continue_.filter(|c| !c.is_empty());
-        page.items.into_iter().for_each(&mut each);
-        progress(what, seen, next.is_none());
+            .map_err(failed)?;
+        seen += listed.items;
+        next = listed.meta.continue_.filter(|c| !c.is_empty());
+        let cut = listed.cut || (next.is_some() && seen >= ask.most && ask.read == Read::Cache);
+        progress(ask.what, seen, next.is_none() || cut);
+        if cut {
+            return Ok(Paged { items: seen, cut });
+        }
         if next.is_none() {
-            return Ok(seen);
+            return Ok(Paged { items: seen, cut });
         }
     }
 }
 
-/// A resource, (group, version, kind, plural); the plural names it in errors.
+/// The problem a list cut at `most` items leaves (logged and counted where
+/// invalid objects are): `unchecked` says what.
+fn cut_list(resource: &'static str, object: String, most: usize, unchecked: &str) -> Invalid {
+    Invalid {
+        resource,
+        object,
+        problem: format!("more than {most} listed; the rest were not read: {unchecked}"),
+    }
+}
+
 /// Whose pods a [`cluster_state`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope<'a> {
@@ -108,8 +176,12 @@ pub enum Scope<'a> {
     Node(&'a str),
 }
 
-/// Pods of a node whose sandbox refusals are read at most, as the agent does.
-const REFUSALS_OF: u32 = 50;
+/// Items read at most of one list from the watch cache, by resource: far
+/// past any real node or cluster (kubelet runs 110 pods by default, 5,000
+/// nodes is Kubernetes' tested scale); what bounds the work of one list.
+const PODS_MOST: usize = 10_000;
+/// Nodes, CiliumNodes, Subnets of a cluster.
+const CLUSTER_MOST: usize = 50_000;
 
 /// Where the cluster keeps what a list reads beside the objects themselves.
 #[derive(Clone, Copy, Debug)]
@@ -139,14 +211,24 @@ pub async fn cluster_state(
     };
     let mut invalid: Vec<Invalid> = Vec::new();
     let mut pods = Vec::new();
-    pages(
-        &Api::<K8sPod>::all(client.clone()),
-        ("pods", read),
-        pod_fields.as_deref(),
-        progress,
-        |p| pods.push(objects::pod(&p, annotation_keys, &mut invalid)),
-    )
+    let url = K8sPod::url_path(&(), None);
+    let ask = Ask {
+        fields: pod_fields.as_deref(),
+        ..Ask::new("pods", &url, read, PODS_MOST)
+    };
+    let listed = pages(client, ask, progress, |p: LeanPod| {
+        pods.push(objects::pod(p.pod(), annotation_keys, &mut invalid));
+    })
     .await?;
+    if listed.cut {
+        let on = pod_fields.unwrap_or_default();
+        invalid.push(cut_list(
+            "pods",
+            on,
+            PODS_MOST,
+            "their collisions are not checked",
+        ));
+    }
     let (cilium_nodes, subnets) = crds(client, read, progress, &mut invalid).await?;
     let (annotated, facts) = nodes(
         client,
@@ -156,7 +238,7 @@ pub async fn cluster_state(
         &mut invalid,
     )
     .await?;
-    let sandbox = refusals(client, scope, &pods, progress).await?;
+    let sandbox = refusals::refusals(client, scope, &pods, progress, &mut invalid).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
     let calico = calico::ipam(client, scope, progress, &mut invalid).await;
     Ok(ClusterReads {
@@ -182,19 +264,19 @@ async fn crds(
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
 ) -> Result<(Vec<CiliumNode>, Vec<Subnet>), ListError> {
-    let cilium_nodes = custom_objects(
+    let cilium_nodes = custom_objects::<LeanCiliumNode, _>(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
-        read,
+        (read, CLUSTER_MOST),
         progress,
         invalid,
         objects::cilium_node,
     )
     .await?;
-    let subnets = custom_objects(
+    let subnets = custom_objects::<LeanSubnet, _>(
         client,
         ("kubeovn.io", "v1", "Subnet", "subnets"),
-        read,
+        (read, CLUSTER_MOST),
         progress,
         invalid,
         objects::subnet,
@@ -214,83 +296,53 @@ async fn nodes(
     invalid: &mut Vec<Invalid>,
 ) -> Result<(Vec<CiliumNode>, Vec<NodeFacts>), ListError> {
     let (mut annotated, mut facts) = (Vec::new(), Vec::new());
-    let api = Api::<Node>::all(client.clone());
+    let url = Node::url_path(&(), None);
     let (read, fields) = match scope {
         Scope::Cluster => (Read::Pages, None),
         Scope::Node(node) => (Read::Cache, Some(format!("metadata.name={node}"))),
     };
-    pages(&api, ("nodes", read), fields.as_deref(), progress, |n| {
+    let ask = Ask {
+        fields: fields.as_deref(),
+        ..Ask::new("nodes", &url, read, CLUSTER_MOST)
+    };
+    pages(client, ask, progress, |lean: LeanListedNode| {
+        let n = lean.node();
         let name = n.metadata.name.clone().unwrap_or_default();
         let annotations = n.metadata.annotations.clone().unwrap_or_default();
         annotated.extend(objects::node_annotations(&name, &annotations, invalid));
-        let node = objects::node_facts(&n, invalid);
-        facts.push(objects::with_addresses(node, &n, invalid));
+        let mut node = objects::with_addresses(objects::node_facts(n, invalid), n, invalid);
+        node.calico_annotated |= lean.calico_annotated();
+        facts.push(node);
     })
     .await?;
     if let Scope::Node(node) = scope
         && no_cilium_nodes
     {
-        let others = api
-            .list_metadata(&ListParams::default().match_any())
-            .await
-            .map_err(|source| ListError {
-                what: "nodes",
-                source,
-            })?;
-        for n in others
-            .items
-            .iter()
-            .filter(|n| n.metadata.name.as_deref() != Some(node))
-        {
+        let ask = Ask {
+            metadata_only: true,
+            ..Ask::new("nodes", &url, Read::Cache, CLUSTER_MOST)
+        };
+        let listed = pages(client, ask, progress, |n: LeanNodeMeta| {
             let name = n.metadata.name.clone().unwrap_or_default();
-            let annotations = n.metadata.annotations.clone().unwrap_or_default();
+            if name == node {
+                return;
+            }
+            let annotations = n.metadata.annotations.unwrap_or_default();
             annotated.extend(objects::node_annotations(&name, &annotations, invalid));
+        })
+        .await?;
+        if listed.cut {
+            let unchecked =
+                "Cilium's addresses in the other Nodes' annotations are not all checked";
+            invalid.push(cut_list(
+                "nodes",
+                "(all)".to_owned(),
+                CLUSTER_MOST,
+                unchecked,
+            ));
         }
     }
     Ok((annotated, facts))
-}
-
-/// kubelet's refusals: for the audit every core Event of the reason (the one
-/// field that narrows them; Events are read from etcd, once); for one node,
-/// those of each of its pods waiting without an address, by uid.
-async fn refusals(
-    client: &kube::Client,
-    scope: Scope<'_>,
-    pods: &[Pod],
-    progress: Progress<'_>,
-) -> Result<Vec<SandboxFailure>, ListError> {
-    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
-    let mut sandbox = Vec::new();
-    let mut keep = |e: DynamicObject| {
-        if let Some(f) = serde_json::to_value(&e)
-            .ok()
-            .and_then(|v| objects::sandbox_failure(&v))
-        {
-            sandbox.push(f);
-        }
-    };
-    match scope {
-        Scope::Cluster => {
-            let events: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-            let fields = Some("reason=FailedCreatePodSandBox");
-            pages(&events, ("events", Read::Pages), fields, progress, keep).await?;
-        }
-        Scope::Node(_) => {
-            let waiting = pods.iter().filter(|p| p.waiting_for_address());
-            for p in waiting.take(REFUSALS_OF as usize) {
-                let events: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), &p.namespace, &resource);
-                let fields = format!("involvedObject.uid={},reason=FailedCreatePodSandBox", p.uid);
-                let lp = ListParams::default().fields(&fields).limit(REFUSALS_OF);
-                let list = events.list(&lp).await.map_err(|source| ListError {
-                    what: "events",
-                    source,
-                })?;
-                list.items.into_iter().for_each(&mut keep);
-            }
-        }
-    }
-    Ok(sandbox)
 }
 
 /// Cilium's configuration, listed by name (what the agent's RBAC allows).
@@ -299,66 +351,16 @@ async fn cilium_config(
     namespace: &str,
     invalid: &mut Vec<Invalid>,
 ) -> Result<Option<Arc<CiliumConfig>>, ListError> {
-    let list = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().fields("metadata.name=cilium-config"))
-        .await
-        .map_err(|source| ListError {
-            what: "configmaps",
-            source,
-        })?;
-    Ok(list.items.into_iter().next().map(|cm| {
-        Arc::new(objects::cilium_config(
-            &cm.data.unwrap_or_default(),
-            invalid,
-        ))
-    }))
-}
-
-/// What routes to the pods of `namespaces` (those with findings): their
-/// EndpointSlices (one list per namespace), and every webhook configuration
-/// and APIService (cluster-wide, a few objects each), read as `read` says. An
-/// absent API group is none.
-pub async fn routes(
-    client: &kube::Client,
-    namespaces: &std::collections::BTreeSet<String>,
-    read: Read,
-    progress: Progress<'_>,
-) -> Result<Routes, ListError> {
-    use k8s_openapi::api::discovery::v1::EndpointSlice as K8sSlice;
-    let mut out = Routes::default();
-    for ns in namespaces {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<K8sSlice>(&()));
-        pages(&api, ("endpointslices", read), None, progress, |o| {
-            if let Ok(v) = serde_json::to_value(&o) {
-                out.slices.push(objects::impact::endpoint_slice(&v));
-            }
-        })
-        .await?;
-    }
-    let callers: [Gvk; 3] = [
-        (
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        (
-            "admissionregistration.k8s.io",
-            "v1",
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-        ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
-    ];
-    for gvk in callers {
-        custom(client, gvk, read, progress, |v| {
-            let mut v = v.clone();
-            // DynamicObject keeps kind in `types`; the converter reads `kind`.
-            v["kind"] = gvk.2.into();
-            out.callers.extend(objects::impact::callers(&v));
-        })
-        .await?;
-    }
-    Ok(out)
+    let url = ConfigMap::url_path(&(), Some(namespace));
+    let ask = Ask {
+        fields: Some("metadata.name=cilium-config"),
+        ..Ask::new("configmaps", &url, Read::Cache, 1)
+    };
+    let mut config = None;
+    pages(client, ask, &mut |_, _, _| {}, |cm: ConfigMap| {
+        let data = cm.data.unwrap_or_default();
+        config = Some(Arc::new(objects::cilium_config(&data, invalid)));
+    })
+    .await?;
+    Ok(config)
 }

@@ -23,16 +23,12 @@ use kube::{
     runtime::watcher::{Error, Event},
 };
 use serde::de::DeserializeOwned;
-use tokio_util::{compat::FuturesAsyncReadCompatExt as _, io::SyncIoBridge};
 
 use super::list_body::{self, BodyError};
 
 /// A watch is dead when nothing, not even a bookmark, came for its timeout
 /// and this margin (kube-runtime's idle timeout).
 const IDLE: Duration = Duration::from_secs(290 + 5);
-
-/// Items parsed ahead of the watch's cache at most.
-const AHEAD: usize = 16;
 
 type Watching<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
 
@@ -154,14 +150,7 @@ fn applied<K: kube::Resource>(o: K, event: fn(K) -> Event<K>, s: Watching<K>) ->
 /// A list being read: its items as they are parsed, and the parse.
 struct Listing<K> {
     items: tokio::sync::mpsc::Receiver<K>,
-    parse: Parse,
-}
-
-/// The parse of a list's body on a blocking thread; dropped, it stops the
-/// read even while the connection is quiet.
-struct Parse {
-    thread: tokio::task::JoinHandle<Result<String, Error>>,
-    _stop: tokio_util::sync::DropGuard,
+    parse: list_body::Parse,
 }
 
 /// Starts the list from the watch cache (`resourceVersion=0`, unpaged as
@@ -170,9 +159,15 @@ async fn open<K>(api: &Api<K>, fields: Option<&str>) -> Result<Listing<K>, Error
 where
     K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
 {
-    let (tx, items) = tokio::sync::mpsc::channel(AHEAD);
+    let (tx, items) = tokio::sync::mpsc::channel(list_body::AHEAD);
+    let request = request(api.resource_url(), fields)
+        .map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
     // A send fails only when the stream was dropped: the read stops.
-    let parse = read(api, fields, move |o| tx.blocking_send(o).is_ok()).await?;
+    let parse = list_body::parse(&api.clone().into_client(), request, move |o| {
+        tx.blocking_send(o).is_ok()
+    })
+    .await
+    .map_err(Error::InitialListFailed)?;
     Ok(Listing { items, parse })
 }
 
@@ -196,55 +191,22 @@ where
     Ok(kept)
 }
 
-/// Sends the list request and parses its body on a blocking thread, each
-/// item to `each` as it is read.
-async fn read<K>(
-    api: &Api<K>,
-    fields: Option<&str>,
-    each: impl FnMut(K) -> bool + Send + 'static,
-) -> Result<Parse, Error>
-where
-    K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
-{
-    let request = request(api.resource_url(), fields)
-        .map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
-    let body = api
-        .clone()
-        .into_client()
-        .request_stream(request)
+/// The resourceVersion of a list read to its end.
+async fn finished(parse: list_body::Parse) -> Result<String, Error> {
+    parse
+        .finished()
         .await
-        .map_err(Error::InitialListFailed)?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    // The bridge blocks on the runtime it is made in: made here, read there.
-    let reader = SyncIoBridge::new(list_body::Stoppable::new(body.compat(), &stop));
-    let thread = tokio::task::spawn_blocking(move || {
-        list_body::read_list(reader, each).map_err(|e| match e {
-            BodyError::Json(e) if e.is_io() => failed(e.into()),
-            BodyError::Json(e) => Error::InitialListFailed(kube::Error::SerdeError(e)),
+        .map_err(Error::InitialListFailed)?
+        .resource_version()
+        .map_err(|e| match e {
             BodyError::NoResourceVersion => Error::NoResourceVersion,
+            BodyError::Json(e) => Error::InitialListFailed(kube::Error::SerdeError(e)),
         })
-    });
-    Ok(Parse {
-        thread,
-        _stop: stop.drop_guard(),
-    })
 }
 
 /// A list that failed on the wire (not a body that is no list).
 fn failed(e: std::io::Error) -> Error {
     Error::InitialListFailed(kube::Error::Service(Box::new(e)))
-}
-
-/// The resourceVersion of a list read to its end.
-async fn finished(parse: Parse) -> Result<String, Error> {
-    match parse.thread.await {
-        Ok(r) => r,
-        Err(e) => {
-            // A panic of the parse (or of a caller's `keep`): this list failed.
-            tracing::error!(error = %e, "reading a list's body failed");
-            Err(Error::InitialListFailed(kube::Error::Service(Box::new(e))))
-        }
-    }
 }
 
 /// The list request kube's watcher sends with `any_semantic` and no pages.

@@ -21,13 +21,14 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use kube::{
-    Api, Client,
+    Api, Client, Resource as _,
     api::{ListParams, ResourceExt as _},
 };
 use tokio::sync::watch as channel;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::{ClusterSource, convert::convert_pod, selected, watch};
+use super::list_body::{each_item, list_request};
+use super::{ClusterSource, convert::convert_pod, lean::LeanPod, selected, watch};
 use crate::{
     inventory::Pod,
     kube::pace::{Backoffs, Budget},
@@ -132,8 +133,11 @@ impl Limiter {
     }
 }
 
+/// Pods read at most of one lookup: several pods on one address is already broken.
+const HOLDERS_MOST: usize = 1_000;
+
 /// The pods anywhere that hold `ip` (`status.podIP`), listed once from the API
-/// server's watch cache.
+/// server's watch cache, each read lean as it arrives.
 ///
 /// # Errors
 /// The list failed.
@@ -145,13 +149,19 @@ pub async fn pods_holding(
     let params = ListParams::default()
         .fields(&format!("status.podIP={ip}"))
         .match_any();
-    let list = Api::<K8sPod>::all(client.clone()).list(&params).await?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|p| !p.name_any().is_empty())
-        .filter_map(|p| convert_pod(p, annotation_keys).1.ok())
-        .collect())
+    let request = list_request(&K8sPod::url_path(&(), None), &params, false)?;
+    let mut found = Vec::new();
+    let listed = each_item(client, request, HOLDERS_MOST, |p: LeanPod| {
+        let p = p.pod();
+        if !p.name_any().is_empty() {
+            found.extend(convert_pod(p, annotation_keys).1.ok());
+        }
+    })
+    .await?;
+    if listed.cut {
+        tracing::warn!(%ip, most = HOLDERS_MOST, "more pods than are read hold this address; the rest are not looked at");
+    }
+    Ok(found)
 }
 
 impl ClusterSource {

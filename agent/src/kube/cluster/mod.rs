@@ -12,8 +12,8 @@ mod cache;
 mod confirm;
 mod convert;
 pub mod initial;
-mod lean;
-mod list_body;
+pub(in crate::kube) mod lean;
+pub(in crate::kube) mod list_body;
 mod listed;
 mod lookup;
 mod ranges;
@@ -72,6 +72,8 @@ struct State {
     cilium_config: Cache<CiliumConfig>,
     /// kubelet's sandbox refusals of this node's waiting pods, by pod uid.
     sandbox: BTreeMap<String, Vec<SandboxFailure>>,
+    /// What reading them cut short (a list, a message), by pod uid.
+    sandbox_problems: BTreeMap<String, Vec<crate::inventory::Invalid>>,
     /// The addresses kube-ovn's IP records hold, by pod uid, for this node's
     /// pods whose finding rests on their annotation.
     kube_ovn_ips: BTreeMap<String, Vec<std::net::IpAddr>>,

@@ -9,19 +9,21 @@
 //! namespaced list of that pod's `FailedCreatePodSandBox` Events
 //! (`involvedObject.uid`, `reason`), again after a wait that doubles up to
 //! [`LONGEST_WAIT`] while the pod stays so, and at most [`PER_TICK`] lists
-//! every [`TICK`] across all pods.
+//! every [`TICK`] across all pods. Each list is read as it arrives, its
+//! Events lean and their messages to a bounded prefix
+//! ([`crate::kube::list::refusals`]): whoever may write Events in the pod's
+//! namespace cannot make the agent hold them whole.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Event;
-use kube::{Api, Client, api::ListParams};
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::{OnChange, Shared, lock};
-use crate::kube::pace::Backoffs;
-use crate::{
-    inventory::{Pod, SandboxFailure},
-    kube::objects,
+use crate::inventory::{Invalid, Pod, SandboxFailure};
+use crate::kube::{
+    list::refusals::{cut_events, of_one_pod},
+    pace::Backoffs,
 };
 
 /// How long a pod stays Pending without an address before its Events are read.
@@ -97,8 +99,12 @@ pub(super) struct Refusals {
 /// A waiting pod whose Events are due to be read.
 struct Due {
     namespace: String,
+    name: String,
     uid: String,
 }
+
+/// What one read of a pod's Events found: its refusals, and what was cut short.
+type Found = (Vec<SandboxFailure>, Vec<Invalid>);
 
 impl Refusals {
     pub(super) async fn run(mut self, token: CancellationToken) {
@@ -110,7 +116,7 @@ impl Refusals {
                 _ = tick.tick() => {}
             }
             for pod in self.due() {
-                let found = refusals(&self.client, &pod.namespace, &pod.uid).await;
+                let found = refusals(&self.client, &pod).await;
                 if self.store(&pod, found) {
                     (self.on_change)();
                 }
@@ -130,14 +136,16 @@ impl Refusals {
             .into_iter()
             .map(|p| Due {
                 namespace: p.namespace.clone(),
+                name: p.name.clone(),
                 uid: p.uid.clone(),
             })
             .collect();
         let keep: std::collections::HashSet<String> =
             waiting.iter().map(|p| p.uid.clone()).collect();
-        let before = st.sandbox.len();
+        let before = st.sandbox.len() + st.sandbox_problems.len();
         st.sandbox.retain(|uid, _| keep.contains(uid));
-        if st.sandbox.len() != before {
+        st.sandbox_problems.retain(|uid, _| keep.contains(uid));
+        if st.sandbox.len() + st.sandbox_problems.len() != before {
             drop(st);
             (self.on_change)();
         }
@@ -146,17 +154,24 @@ impl Refusals {
 
     /// Keeps the refusals read for `pod` (or marks Events down when the list
     /// failed); whether what detection reads changed.
-    fn store(&self, pod: &Due, found: Result<Vec<SandboxFailure>, kube::Error>) -> bool {
+    fn store(&self, pod: &Due, found: Result<Found, kube::Error>) -> bool {
         let mut st = lock(&self.state);
         match found {
-            Ok(found) => {
+            Ok((found, problems)) => {
                 st.up.insert("events", true);
                 let old = st.sandbox.get(&pod.uid);
-                let changed = old.map_or(!found.is_empty(), |o| *o != found);
+                let mut changed = old.map_or(!found.is_empty(), |o| *o != found);
                 if found.is_empty() {
                     st.sandbox.remove(&pod.uid);
                 } else {
                     st.sandbox.insert(pod.uid.clone(), found);
+                }
+                let old = st.sandbox_problems.get(&pod.uid);
+                changed |= old.map_or(!problems.is_empty(), |o| *o != problems);
+                if problems.is_empty() {
+                    st.sandbox_problems.remove(&pod.uid);
+                } else {
+                    st.sandbox_problems.insert(pod.uid.clone(), problems);
                 }
                 changed
             }
@@ -171,29 +186,18 @@ impl Refusals {
     }
 }
 
-/// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among one pod's Events.
-async fn refusals(
-    client: &Client,
-    namespace: &str,
-    uid: &str,
-) -> Result<Vec<SandboxFailure>, kube::Error> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let params = ListParams::default()
-        .fields(&format!(
-            "involvedObject.uid={uid},reason=FailedCreatePodSandBox"
-        ))
-        .limit(50);
-    let list = api.list(&params).await?;
-    let mut out: Vec<SandboxFailure> = list
-        .items
-        .iter()
-        .filter_map(|e| serde_json::to_value(e).ok())
-        .filter_map(|v| objects::sandbox_failure(&v))
-        .collect();
-    // The most repeated first, a bounded few.
+/// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among one pod's
+/// Events: the most repeated first, a bounded few; a list or a message cut
+/// short named as a problem (counted and logged as invalid objects).
+async fn refusals(client: &Client, pod: &Due) -> Result<Found, kube::Error> {
+    let mut problems = Vec::new();
+    let (mut out, cut) = of_one_pod(client, &pod.namespace, &pod.uid, &mut problems).await?;
+    if cut {
+        problems.push(cut_events(&pod.namespace, &pod.name));
+    }
     out.sort_by_key(|f| std::cmp::Reverse(f.count));
     out.truncate(PER_POD);
-    Ok(out)
+    Ok((out, problems))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ impl ClusterView {
             .chain(st.node.problems())
             .chain(st.annotated.problems())
             .chain(st.cilium_config.problems())
+            .chain(st.sandbox_problems.values().flatten())
             .cloned()
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();

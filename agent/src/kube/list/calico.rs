@@ -8,7 +8,10 @@ use std::sync::Arc;
 use super::{ListError, Progress, Read, Scope, custom::custom_objects};
 use crate::{
     inventory::{CalicoIpam, Invalid},
-    kube::objects,
+    kube::{
+        cluster::lean::{LeanIpPool, LeanIpamBlock},
+        objects,
+    },
 };
 
 /// Every IPAMBlock and IPPool for `Scope::Cluster`, in the audit's pages
@@ -44,19 +47,19 @@ async fn read(
     if scope != Scope::Cluster {
         return Ok(Arc::default());
     }
-    let blocks = custom_objects(
+    let blocks = custom_objects::<LeanIpamBlock, _>(
         client,
         ("crd.projectcalico.org", "v1", "IPAMBlock", "ipamblocks"),
-        Read::Pages,
+        (Read::Pages, usize::MAX),
         progress,
         invalid,
         objects::ipam_block,
     )
     .await?;
-    let pools = custom_objects(
+    let pools = custom_objects::<LeanIpPool, _>(
         client,
         ("crd.projectcalico.org", "v1", "IPPool", "ippools"),
-        Read::Pages,
+        (Read::Pages, usize::MAX),
         progress,
         invalid,
         objects::ip_pool,

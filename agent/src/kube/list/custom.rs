@@ -1,58 +1,69 @@
-//! Custom resources (CiliumNodes, Subnets, Calico's IPAMBlocks and IPPools),
-//! listed as `DynamicObject`s and converted one at a time.
+//! Custom resources (CiliumNodes, Subnets, Calico's IPAMBlocks and IPPools)
+//! and the impact lookups' webhook configurations and APIServices, listed as
+//! lean types and converted one at a time.
 
 use kube::{
-    Api,
+    Resource as _,
     api::{ApiResource, DynamicObject, GroupVersionKind},
 };
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{ListError, Progress, Read, pages};
-use crate::inventory::Invalid;
+use super::{Ask, ListError, Paged, Progress, Read, cut_list, pages};
+use crate::{inventory::Invalid, kube::cluster::lean::LeanJson};
 
 pub(super) type Gvk = (&'static str, &'static str, &'static str, &'static str);
 
-/// A custom resource's pages; an absent CRD (404) is no objects.
-pub(super) async fn custom(
+/// A resource's pages, each object parsed as `L` (`read`, and at most how
+/// many items from the watch cache); an absent CRD (404) is no objects.
+pub(super) async fn custom<L>(
     client: &kube::Client,
     (group, version, kind, plural): Gvk,
-    read: Read,
+    (read, most): (Read, usize),
     progress: Progress<'_>,
-    mut each: impl FnMut(&Value),
-) -> Result<(), ListError> {
+    each: impl FnMut(L),
+) -> Result<Paged, ListError>
+where
+    L: DeserializeOwned + Send + 'static,
+{
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let listed = pages(&api, (plural, read), None, progress, |o| {
-        if let Ok(v) = serde_json::to_value(&o) {
-            each(&v);
-        }
-    })
-    .await;
+    let url = DynamicObject::url_path(&ar, None);
+    let listed = pages(client, Ask::new(plural, &url, read, most), progress, each).await;
     match listed {
         Err(ListError {
             source: kube::Error::Api(s),
             ..
-        }) if s.code == 404 => Ok(()),
-        other => other.map(|_| ()),
+        }) if s.code == 404 => Ok(Paged::default()),
+        other => other,
     }
 }
 
 /// Every object of a custom resource, each converted by `convert`: what it
-/// refuses is named in `invalid` (an absent CRD: none).
-pub(super) async fn custom_objects<T>(
+/// refuses is named in `invalid` (an absent CRD: none; a list cut at `most`:
+/// named too).
+pub(super) async fn custom_objects<L, T>(
     client: &kube::Client,
     gvk: Gvk,
-    read: Read,
+    (read, most): (Read, usize),
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
     convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
-) -> Result<Vec<T>, ListError> {
+) -> Result<Vec<T>, ListError>
+where
+    L: LeanJson + DeserializeOwned + Send + 'static,
+{
     let mut out = Vec::new();
-    custom(client, gvk, read, progress, |v| match convert(v, invalid) {
-        Ok(t) => out.push(t),
-        Err(e) => invalid.push(e),
+    let listed = custom(client, gvk, (read, most), progress, |l: L| {
+        match convert(l.json(), invalid) {
+            Ok(t) => out.push(t),
+            Err(e) => invalid.push(e),
+        }
     })
     .await?;
+    if listed.cut {
+        let unchecked = "what they hold is not checked";
+        invalid.push(cut_list(gvk.3, "(all)".to_owned(), most, unchecked));
+    }
     Ok(out)
 }

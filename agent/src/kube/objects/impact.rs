@@ -12,11 +12,14 @@ use crate::{
 };
 
 /// Endpoints read of one slice at most (the API allows 1,000).
-const ENDPOINTS_MAX: usize = 1_000;
-/// Addresses read of one endpoint at most (the API allows 100).
-const ADDRESSES_MAX: usize = 100;
+pub(crate) const ENDPOINTS_MAX: usize = 1_000;
+/// Addresses read of one endpoint: the first, the one kube-proxy programs
+/// (`pkg/proxy/endpointslicecache.go` `addEndpoints` uses `Addresses[0]`; the
+/// API allows 100 and says "clients may choose to only use the first
+/// element"). An address listed after it receives no Service traffic.
+const ADDRESSES_MAX: usize = 1;
 /// Webhooks read of one configuration at most.
-const WEBHOOKS_MAX: usize = 256;
+pub(crate) const WEBHOOKS_MAX: usize = 256;
 
 fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer)
@@ -159,6 +162,16 @@ mod tests {
             "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}}}),
         );
         assert_eq!(a[0].0, Caller::ApiService("v1beta1.metrics.k8s.io".into()));
+        // kube-proxy programs an endpoint's first address alone: a second one
+        // receives nothing through the Service.
+        let s = endpoint_slice(&json!({
+            "metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "web"}},
+            "endpoints": [{"addresses": ["10.244.4.12", "10.244.4.251"]}]
+        }));
+        assert_eq!(
+            s.endpoints[0].1,
+            ["10.244.4.12".parse::<IpAddr>().expect("ip")]
+        );
         // A local APIService has no service.
         assert!(
             callers(&json!({"kind": "APIService", "metadata": {"name": "v1."}, "spec": {}}))

@@ -23,6 +23,7 @@
 mod api;
 mod audit;
 mod fleet;
+mod lists;
 mod namespaces;
 mod reaction;
 mod scale;
@@ -305,6 +306,7 @@ fn main() {
                 "fleet": fleet::run(),
                 "audit": audit::run(),
                 "services": services::run(),
+                "lists": lists::run(),
             })
         }
         "ebpf" => {
@@ -322,10 +324,11 @@ fn main() {
         "fleet" => fleet::run(),
         "audit" => audit::run(),
         "services" => services::run(),
+        "lists" => lists::run(),
         "connections" => connection_rate(&NetNs::new("bench")),
         other => {
             eprintln!(
-                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit, services or connections"
+                "unknown bench {other:?}: all, ebpf, idle, reaction, scale, namespaces, api, fleet, audit, services, lists or connections"
             );
             std::process::exit(2);
         }

@@ -12,7 +12,11 @@ use serde_json::Value;
 use super::{LeanSpec, cluster_resource};
 
 /// An IPPool cut to its name and the spec fields the converter reads.
-pub(in super::super) type LeanIpPool = LeanSpec<Spec>;
+pub(in crate::kube) type LeanIpPool = LeanSpec<Spec>;
+
+/// An IPAMBlock cut to its name and the spec fields the converter reads
+/// (`audit` lists them in pages; the agent never reads them).
+pub(in crate::kube) type LeanIpamBlock = LeanSpec<BlockSpec>;
 
 cluster_resource!(
     LeanIpPool,
@@ -25,7 +29,7 @@ cluster_resource!(
 /// The fields of an IPPool's `spec` the converter reads.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
-pub(in super::super) struct Spec {
+pub(in crate::kube) struct Spec {
     #[serde(skip_serializing_if = "Option::is_none")]
     cidr: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -34,6 +38,20 @@ pub(in super::super) struct Spec {
     disabled: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     allowed_uses: Option<Value>,
+}
+
+/// The fields of an IPAMBlock's `spec` the converter reads.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub(in crate::kube) struct BlockSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cidr: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    affinity: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allocations: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attributes: Option<Value>,
 }
 
 #[cfg(test)]

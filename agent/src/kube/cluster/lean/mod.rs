@@ -13,8 +13,13 @@
 //! Subnets ([`subnet`]), Nodes ([`node`]) and Calico's IPPools ([`ippool`]) are read the same way: one object
 //! at a time, only what their converters read kept, the rest skipped unparsed.
 
+mod bounded;
+mod event;
 mod ippool;
 mod node;
+mod node_listed;
+mod pod;
+mod routes;
 mod shape;
 mod subnet;
 
@@ -25,9 +30,13 @@ use serde::{Deserialize, Deserializer, Serialize, de};
 use serde_json::Value;
 
 use self::shape::{Shape, Skipped};
-pub(super) use self::{
-    ippool::LeanIpPool,
+pub(in crate::kube) use self::{
+    event::LeanEvent,
+    ippool::{LeanIpPool, LeanIpamBlock},
     node::{LeanNode, LeanNodeMeta},
+    node_listed::LeanListedNode,
+    pod::LeanPod,
+    routes::{LeanCaller, LeanSlice},
     subnet::LeanSubnet,
 };
 
@@ -74,11 +83,29 @@ macro_rules! cluster_resource {
 }
 use cluster_resource;
 
+/// A custom resource cut to what its converter reads, as JSON.
+pub(in crate::kube) trait LeanJson {
+    /// What the converter reads.
+    fn json(&self) -> &Value;
+}
+
+impl LeanJson for LeanCiliumNode {
+    fn json(&self) -> &Value {
+        &self.json
+    }
+}
+
+impl<S> LeanJson for LeanSpec<S> {
+    fn json(&self) -> &Value {
+        &self.json
+    }
+}
+
 /// A CiliumNode cut to what [`crate::kube::objects::cilium_node`] reads.
 #[derive(Clone, Debug, Default)]
-pub(super) struct LeanCiliumNode {
+pub(in crate::kube) struct LeanCiliumNode {
     /// Name, uid and resourceVersion only.
-    pub(super) metadata: ObjectMeta,
+    pub(in crate::kube) metadata: ObjectMeta,
     /// `{"metadata": {…}, "spec": {…}, "status": {"ipam": {…}}}`: [`Lean`] as JSON.
     pub(super) json: Value,
 }
@@ -149,9 +176,9 @@ impl Lean {
 /// `S` names (kube-ovn's Subnets, Calico's IPPools); serde skips the others
 /// unparsed, and the leaves are any JSON: the converter checks their types.
 #[derive(Clone, Debug, Default)]
-pub(super) struct LeanSpec<S> {
+pub(in crate::kube) struct LeanSpec<S> {
     /// Name, uid and resourceVersion only.
-    pub(super) metadata: ObjectMeta,
+    pub(in crate::kube) metadata: ObjectMeta,
     /// `{"metadata": {"name"}, "spec": {…}}`: what the converter reads, as JSON.
     pub(super) json: Value,
     spec: std::marker::PhantomData<S>,

@@ -29,9 +29,9 @@ use crate::kube::objects::node_annotation_read;
 
 /// This node's Node: name, uid, pod CIDRs, allocatable pods, conditions.
 #[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanNode {
+pub(in crate::kube) struct LeanNode {
     /// Name, uid and resourceVersion only.
-    pub(in super::super) metadata: ObjectMeta,
+    pub(in crate::kube) metadata: ObjectMeta,
     spec: Option<NodeSpec>,
     status: Option<NodeStatus>,
 }
@@ -40,7 +40,7 @@ cluster_resource!(LeanNode, "Node", "", "v1", "nodes");
 
 impl LeanNode {
     /// The kept fields as a `Node`, for the converter.
-    pub(in super::super) fn node(&self) -> Node {
+    pub(in crate::kube) fn node(&self) -> Node {
         Node {
             metadata: self.metadata.clone(),
             spec: self.spec.clone(),
@@ -75,8 +75,8 @@ impl<'de> Deserialize<'de> for LeanNode {
 /// A Node's metadata cut to its name, uid, resourceVersion and the
 /// annotations the converter reads.
 #[derive(Clone, Debug, Default)]
-pub(in super::super) struct LeanNodeMeta {
-    pub(in super::super) metadata: ObjectMeta,
+pub(in crate::kube) struct LeanNodeMeta {
+    pub(in crate::kube) metadata: ObjectMeta,
 }
 
 // Metadata only on the wire, as `PartialObjectMeta<Node>` asked: a Node's
@@ -93,11 +93,11 @@ impl<'de> Deserialize<'de> for LeanNodeMeta {
 }
 
 #[derive(Deserialize)]
-struct LeanNodeWire {
+pub(super) struct LeanNodeWire {
     #[serde(default)]
-    metadata: Meta,
-    spec: Option<Spec>,
-    status: Option<Status>,
+    pub(super) metadata: Meta,
+    pub(super) spec: Option<Spec>,
+    pub(super) status: Option<Status>,
 }
 
 #[derive(Deserialize)]
@@ -108,15 +108,15 @@ struct LeanNodeMetaWire {
 
 #[derive(Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Meta {
-    name: Option<String>,
-    uid: Option<String>,
-    resource_version: Option<String>,
-    annotations: Option<Annotations>,
+pub(super) struct Meta {
+    pub(super) name: Option<String>,
+    pub(super) uid: Option<String>,
+    pub(super) resource_version: Option<String>,
+    pub(super) annotations: Option<Annotations>,
 }
 
 impl Meta {
-    fn object_meta(&self) -> ObjectMeta {
+    pub(super) fn object_meta(&self) -> ObjectMeta {
         ObjectMeta {
             name: self.name.clone(),
             uid: self.uid.clone(),
@@ -127,21 +127,23 @@ impl Meta {
 }
 
 #[derive(Deserialize)]
-struct Spec {
+pub(super) struct Spec {
     #[serde(rename = "podCIDR")]
-    pod_cidr: Option<String>,
+    pub(super) pod_cidr: Option<String>,
     #[serde(rename = "podCIDRs")]
-    pod_cidrs: Option<Vec<String>>,
+    pub(super) pod_cidrs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
-struct Status {
-    allocatable: Option<AllocatablePods>,
-    conditions: Option<Vec<NodeCondition>>,
+pub(super) struct Status {
+    pub(super) allocatable: Option<AllocatablePods>,
+    pub(super) conditions: Option<Vec<NodeCondition>>,
+    /// Read for the one-shot lists' Nodes ([`super::node_listed`]) only.
+    pub(super) addresses: Option<Vec<k8s_openapi::api::core::v1::NodeAddress>>,
 }
 
 /// `status.allocatable`'s `pods`, the other resources skipped.
-struct AllocatablePods(Option<Quantity>);
+pub(super) struct AllocatablePods(pub(super) Option<Quantity>);
 
 impl<'de> Deserialize<'de> for AllocatablePods {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -150,13 +152,21 @@ impl<'de> Deserialize<'de> for AllocatablePods {
     }
 }
 
-/// The annotations [`node_annotation_read`] names, the others skipped.
-struct Annotations(BTreeMap<String, String>);
+/// The annotations [`node_annotation_read`] names, the others skipped; and
+/// whether any of calico-node's (`projectcalico.org/…`) was there.
+pub(super) struct Annotations(pub(super) BTreeMap<String, String>, pub(super) bool);
 
 impl<'de> Deserialize<'de> for Annotations {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(KeptVisitor(node_annotation_read, PhantomData))
-            .map(Annotations)
+        let mut calico = false;
+        let kept = d.deserialize_map(KeptVisitor(
+            |k: &str| {
+                calico |= k.starts_with("projectcalico.org/");
+                node_annotation_read(k)
+            },
+            PhantomData,
+        ))?;
+        Ok(Annotations(kept, calico))
     }
 }
 
@@ -164,13 +174,13 @@ impl<'de> Deserialize<'de> for Annotations {
 /// values of the others are skipped unparsed.
 struct KeptVisitor<F, V>(F, PhantomData<V>);
 
-impl<'de, F: Fn(&str) -> bool, V: Deserialize<'de>> Visitor<'de> for KeptVisitor<F, V> {
+impl<'de, F: FnMut(&str) -> bool, V: Deserialize<'de>> Visitor<'de> for KeptVisitor<F, V> {
     type Value = BTreeMap<String, V>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a map")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut m: A) -> Result<Self::Value, A::Error> {
         let mut kept = BTreeMap::new();
         while let Some(key) = m.next_key::<String>()? {
             if (self.0)(&key) {

@@ -14,14 +14,14 @@ use serde_json::Value;
 use super::{LeanSpec, cluster_resource};
 
 /// A Subnet cut to its name and the spec fields the converter reads.
-pub(in super::super) type LeanSubnet = LeanSpec<Spec>;
+pub(in crate::kube) type LeanSubnet = LeanSpec<Spec>;
 
 cluster_resource!(LeanSubnet, "Subnet", "kubeovn.io", "v1", "subnets");
 
 /// The fields of a Subnet's `spec` the converter reads.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
-pub(in super::super) struct Spec {
+pub(in crate::kube) struct Spec {
     #[serde(skip_serializing_if = "Option::is_none")]
     cidr_block: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,316 @@
+//! What is kept of the strings and lists an object's writer sizes: [`Text`],
+//! a string kept to a bounded prefix as it is read, and [`Capped`], a list
+//! kept to its first items, the rest skipped unparsed.
+//!
+//! Whoever writes an object chooses its strings' lengths up to what the API
+//! server stores (about 1.5 MiB an object): a core/v1 Event's message has no
+//! limit of its own, an ObjectReference's names are not validated. serde_json
+//! reads one string whole into its scratch buffer (one at a time, reused);
+//! what is kept of it is the prefix, and whether it was cut.
+
+use std::{fmt, marker::PhantomData};
+
+use serde::{
+    Deserialize, Deserializer, Serialize,
+    de::{IgnoredAny, MapAccess, SeqAccess, Visitor},
+    ser::SerializeSeq as _,
+};
+
+/// A string kept to its first `N` bytes (cut at a character boundary); any
+/// other JSON where a string is expected reads as no string at all, as the
+/// converters read a field of the wrong type.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(in crate::kube) struct Text<const N: usize> {
+    kept: Option<String>,
+    cut: bool,
+}
+
+impl<const N: usize> Text<N> {
+    /// The text kept, if a string was there.
+    pub(in crate::kube) fn as_str(&self) -> Option<&str> {
+        self.kept.as_deref()
+    }
+
+    /// Whether the string was longer than `N` bytes.
+    pub(in crate::kube) fn cut(&self) -> bool {
+        self.cut
+    }
+
+    fn of(s: &str) -> Self {
+        let mut end = s.len().min(N);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self {
+            kept: Some(s[..end].to_owned()),
+            cut: end < s.len(),
+        }
+    }
+}
+
+impl<const N: usize> Serialize for Text<N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.kept {
+            Some(t) => s.serialize_str(t),
+            None => s.serialize_unit(),
+        }
+    }
+}
+
+impl<'de, const N: usize> Deserialize<'de> for Text<N> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor::<N>)
+    }
+}
+
+struct TextVisitor<const N: usize>;
+
+impl<'de, const N: usize> Visitor<'de> for TextVisitor<N> {
+    type Value = Text<N>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON")
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Text<N>, E> {
+        Ok(Text::of(s))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Text<N>, A::Error> {
+        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Text<N>, A::Error> {
+        while s.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Text::default())
+    }
+    fn visit_unit<E>(self) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+    fn visit_none<E>(self) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Text<N>, E> {
+        Ok(Text::default())
+    }
+}
+
+/// A number where one is expected (an Event's `count`: int32, which a
+/// client may write negative); any other JSON reads as none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub(in crate::kube) struct Count(Option<i64>);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CountVisitor)
+    }
+}
+
+struct CountVisitor;
+
+impl<'de> Visitor<'de> for CountVisitor {
+    type Value = Count;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON")
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Count, E> {
+        Ok(Count(Some(n)))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Count, E> {
+        Ok(Count(i64::try_from(n).ok()))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    fn visit_unit<E>(self) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    fn visit_none<E>(self) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Count, A::Error> {
+        TextVisitor::<0>.visit_map(m).map(|_| Count(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Count, A::Error> {
+        TextVisitor::<0>.visit_seq(s).map(|_| Count(None))
+    }
+}
+
+impl Count {
+    pub(in crate::kube) fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// A JSON array kept to its first `N` items, the others skipped unparsed;
+/// any other JSON reads as an empty list (the converters see no items).
+#[derive(Debug)]
+pub(in crate::kube) struct Capped<T, const N: usize> {
+    items: Vec<T>,
+    cut: bool,
+}
+
+impl<T, const N: usize> Default for Capped<T, N> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            cut: false,
+        }
+    }
+}
+
+impl<T, const N: usize> Capped<T, N> {
+    /// The items kept.
+    #[cfg(test)]
+    pub(in crate::kube) fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Whether the array had more than `N` items.
+    #[cfg(test)]
+    pub(in crate::kube) fn cut(&self) -> bool {
+        self.cut
+    }
+
+    pub(in crate::kube) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl<T: Serialize, const N: usize> Serialize for Capped<T, N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.items.len()))?;
+        for item in &self.items {
+            seq.serialize_element(item)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Capped<T, N> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CappedVisitor::<T, N>(PhantomData))
+    }
+}
+
+struct CappedVisitor<T, const N: usize>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for CappedVisitor<T, N> {
+    type Value = Capped<T, N>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        let mut out = Capped::default();
+        while out.items.len() < N {
+            match s.next_element()? {
+                Some(item) => out.items.push(item),
+                None => return Ok(out),
+            }
+        }
+        while s.next_element::<IgnoredAny>()?.is_some() {
+            out.cut = true;
+        }
+        Ok(out)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+        TextVisitor::<0>.visit_map(m).map(|_| Capped::default())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Capped::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_string_is_kept_to_its_prefix_at_a_character_boundary() {
+        let t: Text<4> = serde_json::from_str(r#""abcdef""#).expect("text");
+        assert_eq!((t.as_str(), t.cut()), (Some("abcd"), true));
+        // 'é' is two bytes: the cut falls before it, never inside.
+        let t: Text<4> = serde_json::from_str(r#""abcé""#).expect("text");
+        assert_eq!((t.as_str(), t.cut()), (Some("abc"), true));
+        let t: Text<4> = serde_json::from_str(r#""ab""#).expect("text");
+        assert_eq!((t.as_str(), t.cut()), (Some("ab"), false));
+        assert_eq!(serde_json::to_string(&t).expect("json"), r#""ab""#);
+    }
+
+    #[test]
+    fn other_json_reads_as_no_string_and_is_skipped_whole() {
+        for junk in [
+            r#"{"a": ["b", {"c": 1}]}"#,
+            "[1, [2]]",
+            "7",
+            "-1.5",
+            "true",
+            "null",
+        ] {
+            let t: Text<8> = serde_json::from_str(junk).expect(junk);
+            assert_eq!(t, Text::default(), "{junk}");
+            assert_eq!(serde_json::to_string(&t).expect("json"), "null");
+        }
+        let n: Count = serde_json::from_str("-3").expect("count");
+        assert_eq!(n, Count(Some(-3)));
+        for junk in [
+            r#""5""#,
+            "[5]",
+            r#"{"n": 5}"#,
+            "1.5",
+            "null",
+            "18446744073709551615",
+        ] {
+            let n: Count = serde_json::from_str(junk).expect(junk);
+            assert!(n.is_none(), "{junk}");
+        }
+    }
+
+    #[test]
+    fn a_list_keeps_its_first_items_and_skips_the_rest_unparsed() {
+        let c: Capped<Text<8>, 2> =
+            serde_json::from_str(r#"["a", 5, "c", {"deep": [1]}, "e"]"#).expect("list");
+        let kept: Vec<Option<&str>> = c.items().iter().map(Text::as_str).collect();
+        assert_eq!((kept, c.cut()), (vec![Some("a"), None], true));
+        assert_eq!(serde_json::to_string(&c).expect("json"), r#"["a",null]"#);
+        let c: Capped<Text<8>, 2> = serde_json::from_str(r#"["a", "b"]"#).expect("list");
+        assert!(!c.cut() && c.items().len() == 2);
+        for junk in [r#"{"a": 1}"#, r#""x""#, "3", "null"] {
+            let c: Capped<Text<8>, 2> = serde_json::from_str(junk).expect(junk);
+            assert!(c.is_empty() && !c.cut(), "{junk}");
+        }
+    }
+}

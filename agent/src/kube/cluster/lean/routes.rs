@@ -1,0 +1,239 @@
+//! EndpointSlices, webhook configurations and APIServices as the impact
+//! lookups read them: what [`objects::impact`] reads, bounded per object.
+//!
+//! Anyone who may create EndpointSlices in a namespace sizes them (up to the
+//! API's 1,000 endpoints of 100 addresses each); only a slice's Service label,
+//! and each endpoint's pod and first address, are read: kube-proxy programs
+//! an endpoint's first address alone (`pkg/proxy/endpointslicecache.go`
+//! `addEndpoints`: `endpoint.Addresses[0]`; the API's own words: "clients may
+//! choose to only use the first element"). Webhook configurations and
+//! APIServices keep each webhook's name and Service, nothing else.
+//!
+//! [`objects::impact`]: crate::kube::objects::impact
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    bounded::{Capped, Text},
+    shape::Shape,
+};
+use crate::kube::objects::impact::{ENDPOINTS_MAX, WEBHOOKS_MAX};
+
+/// Longest name or namespace kept (the API allows 253).
+const NAME_MAX: usize = 256;
+/// Longest address text kept (an IPv6 address with a zone is under 64).
+const ADDRESS_MAX: usize = 64;
+
+/// A `discovery.k8s.io/v1` EndpointSlice cut to what the converter reads.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub(in crate::kube) struct LeanSlice {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<SliceMeta>,
+    endpoints: Capped<Shape<Endpoint>, ENDPOINTS_MAX>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct SliceMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<Text<NAME_MAX>>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    labels: Shape<Labels>,
+}
+
+/// The one label read: which Service the slice is of.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Labels {
+    #[serde(
+        rename = "kubernetes.io/service-name",
+        skip_serializing_if = "Option::is_none"
+    )]
+    service_name: Option<Text<NAME_MAX>>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Endpoint {
+    /// The first address alone: what kube-proxy programs.
+    addresses: Capped<Text<ADDRESS_MAX>, 1>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    target_ref: Shape<TargetRef>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct TargetRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<Text<NAME_MAX>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Text<NAME_MAX>>,
+}
+
+impl LeanSlice {
+    /// What the converter reads, as JSON.
+    pub(in crate::kube) fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+/// A Validating- or MutatingWebhookConfiguration, or an APIService, cut to
+/// its name and the Services it calls.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub(in crate::kube) struct LeanCaller {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    metadata: Shape<Named>,
+    #[serde(skip_serializing_if = "Capped::is_empty")]
+    webhooks: Capped<Shape<Webhook>, WEBHOOKS_MAX>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    spec: Shape<ApiServiceSpec>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Named {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Text<NAME_MAX>>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Webhook {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Text<NAME_MAX>>,
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    client_config: Shape<Calls>,
+}
+
+/// A webhook's `clientConfig`, or an APIService's `spec`: the Service called.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Calls {
+    #[serde(skip_serializing_if = "Shape::is_absent")]
+    service: Shape<ServiceRef>,
+}
+
+type ApiServiceSpec = Calls;
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct ServiceRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<Text<NAME_MAX>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Text<NAME_MAX>>,
+}
+
+impl LeanCaller {
+    /// What the converter reads, as JSON, with the `kind` a list's items
+    /// leave out.
+    pub(in crate::kube) fn json(&self, kind: &str) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("kind".to_owned(), kind.into());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kube::objects::impact::{callers, endpoint_slice};
+
+    fn lean<T: for<'de> Deserialize<'de>>(v: &Value) -> T {
+        serde_json::from_slice(&serde_json::to_vec(v).expect("bytes")).expect("lean")
+    }
+
+    #[test]
+    fn a_slice_converts_the_same_lean_as_whole_with_only_what_is_read_kept() {
+        let whole = json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "virt-api-x7", "namespace": "kubevirt",
+                         "labels": {"kubernetes.io/service-name": "virt-api", "other": "x"},
+                         "annotations": {"big": "y".repeat(10_000)}, "managedFields": [{}]},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.244.4.251", "10.244.4.99"], "conditions": {"ready": true},
+                           "nodeName": "n1", "zone": "a",
+                           "targetRef": {"kind": "Pod", "namespace": "kubevirt", "name": "virt-api-0", "uid": "u"}},
+                          {"addresses": ["10.244.4.12"]}],
+            "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}]
+        });
+        let l: LeanSlice = lean(&whole);
+        assert!(!l.endpoints.cut());
+        let json = l.json();
+        assert_eq!(endpoint_slice(&json), endpoint_slice(&whole));
+        assert!(json.pointer("/metadata/annotations").is_none() && json.get("ports").is_none());
+        assert_eq!(json.pointer("/metadata/labels/other"), None);
+        assert_eq!(
+            json.pointer("/endpoints/0/addresses"),
+            Some(&json!(["10.244.4.251"]))
+        );
+    }
+
+    #[test]
+    fn a_slice_past_the_apis_limits_keeps_what_is_read() {
+        let endpoints: Vec<Value> = (0..ENDPOINTS_MAX + 5)
+            .map(|i| {
+                json!({"addresses": [format!("10.1.{}.{}", i / 256, i % 256)],
+                            "targetRef": {"kind": "Pod", "name": format!("p-{i}")}})
+            })
+            .collect();
+        let whole = json!({"metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "s"}},
+                           "endpoints": endpoints});
+        let l: LeanSlice = lean(&whole);
+        assert!(l.endpoints.cut());
+        assert_eq!(endpoint_slice(&l.json()).endpoints.len(), ENDPOINTS_MAX);
+        assert_eq!(endpoint_slice(&l.json()), endpoint_slice(&whole));
+    }
+
+    #[test]
+    fn callers_convert_the_same_lean_as_whole() {
+        let webhooks = json!({
+            "metadata": {"name": "virt-api-validator", "labels": {"a": "b"}},
+            "webhooks": [{"name": "vm.kubevirt.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "clientConfig": {"service": {"namespace": "kubevirt", "name": "virt-api", "path": "/v", "port": 443},
+                                           "caBundle": "Q".repeat(4096)},
+                          "rules": [{"operations": ["CREATE"], "apiGroups": ["*"]}]},
+                         {"name": "by-url.example.com", "clientConfig": {"url": "https://example.com"}}]
+        });
+        let api_service = json!({"metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}, "caBundle": "Q",
+                     "group": "metrics.k8s.io", "groupPriorityMinimum": 100}});
+        for (kind, v) in [
+            ("ValidatingWebhookConfiguration", &webhooks),
+            ("MutatingWebhookConfiguration", &webhooks),
+            ("APIService", &api_service),
+        ] {
+            let l: LeanCaller = lean(v);
+            let mut whole = v.clone();
+            whole["kind"] = kind.into();
+            let got = callers(&l.json(kind));
+            assert!(!got.is_empty(), "{kind}");
+            assert_eq!(got, callers(&whole), "{kind}");
+            assert!(
+                !l.json(kind).to_string().contains("QQQ"),
+                "{kind}: caBundle skipped"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_types_read_as_nothing_there() {
+        for junk in [
+            json!({"metadata": "x", "endpoints": {"a": 1}}),
+            json!({"metadata": {"labels": ["x"]}, "endpoints": [5, {"addresses": "x", "targetRef": 3}]}),
+            json!({"metadata": {"name": 5}, "webhooks": [{"clientConfig": []}], "spec": 7}),
+        ] {
+            let s: LeanSlice = lean(&junk);
+            assert_eq!(endpoint_slice(&s.json()).service, None, "{junk}");
+            let c: LeanCaller = lean(&junk);
+            assert!(callers(&c.json("APIService")).is_empty(), "{junk}");
+        }
+    }
+}
