@@ -69,7 +69,7 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
                 .into_iter()
                 .flatten()
                 .take(ADDRESSES_MAX)
-                .filter_map(|a| a.as_str()?.parse().ok())
+                .filter_map(|a| crate::inventory::ip_text::parse_ip(a.as_str()?))
                 .collect();
             (pod, addresses)
         })
