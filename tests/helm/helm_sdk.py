@@ -3,10 +3,13 @@ one JSON answer per request on stdout.
 
 Requests ({"op": ...}):
   render   chart, values, name, namespace[, kube_version, api_versions]
+           (either of the last two: as `helm template --kube-version
+           --api-versions`; kube_version "" is Helm's default)
            -> objects, hooks (helm.sh/hook), notes
   lint     chart, values, kube_version (strict) -> Helm's lint report
   parse    set: [..], set_string: [..] (--set / --set-string) -> values
   package  chart, destination, version, app_version -> path of the .tgz
+  show     chart, format ("readme", "chart", "values") -> text, as `helm show`
 
 A failure of one request is its answer {"error": message, "type": class},
 so that a test can assert what Helm said (e.g. the schema's message).
@@ -40,7 +43,7 @@ def render_at(chart, req):
         "name": req.get("name", "ipshadow"),
         "namespace": req.get("namespace", "default"),
         "is_install": True,
-        "kube_version": req["kube_version"],
+        "kube_version": req.get("kube_version", ""),
         "api_versions": req.get("api_versions") or [],
     }
     out = _native.call_string(
@@ -54,7 +57,7 @@ def render_at(chart, req):
 
 def render(req):
     with helm.Chart.load(req["chart"]) as chart:
-        if "kube_version" in req:
+        if "kube_version" in req or "api_versions" in req:
             out = render_at(chart, req)
         else:
             out = chart.render(
@@ -107,7 +110,11 @@ def package(req):
     return {"path": path, "digest": helm.digest(path)}
 
 
-OPS = {"render": render, "lint": lint, "parse": parse, "package": package}
+def show(req):
+    return {"text": helm.show(str(req["chart"]), output_format=req["format"])}
+
+
+OPS = {"render": render, "lint": lint, "parse": parse, "package": package, "show": show}
 
 
 def main():

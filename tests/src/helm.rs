@@ -81,6 +81,19 @@ pub fn render_request(chart: &Path, values: &Value, namespace: &str) -> Value {
     json!({"op": "render", "chart": chart, "values": values, "name": "ipshadow", "namespace": namespace})
 }
 
+/// What a cluster with prometheus-operator adds to Helm's API list, as
+/// `helm template --api-versions monitoring.coreos.com/v1` adds it offline.
+pub const MONITORING_API: &str = "monitoring.coreos.com/v1";
+
+/// A render request as [`render_request`] makes it, on a cluster that serves
+/// prometheus-operator's API (the chart renders its ServiceMonitor and
+/// PrometheusRule only there, by default).
+pub fn render_request_with_monitoring(chart: &Path, values: &Value, namespace: &str) -> Value {
+    let mut r = render_request(chart, values, namespace);
+    r["api_versions"] = json!([MONITORING_API]);
+    r
+}
+
 /// The answer to a render request, or Helm's error message.
 pub fn rendered(answer: &Value) -> Result<Rendered, String> {
     if let Some(e) = answer["error"].as_str() {

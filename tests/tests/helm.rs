@@ -41,6 +41,8 @@ struct Documented {
     set_string: Vec<String>,
     files: Vec<String>,
     namespace: String,
+    /// `--create-namespace`: Helm makes the release's namespace, unlabelled.
+    create_namespace: bool,
     kustomize: Option<String>,
 }
 
@@ -108,6 +110,7 @@ fn documented_in(file: &str) -> Vec<Documented> {
             set_string: vec![],
             files: vec![],
             namespace: "default".to_owned(),
+            create_namespace: false,
             kustomize: comment
                 .split("kubectl apply -k ")
                 .nth(1)
@@ -126,6 +129,11 @@ fn documented_in(file: &str) -> Vec<Documented> {
                 "--set-string" => d.set_string.push(next),
                 "-f" | "--values" => d.files.push(next),
                 "-n" | "--namespace" => d.namespace = next,
+                "--create-namespace" => {
+                    d.create_namespace = true;
+                    i += 1;
+                    continue;
+                }
                 _ => {
                     i += 1;
                     continue;
@@ -146,7 +154,10 @@ fn documented() -> Vec<Documented> {
     all
 }
 
-/// Each documented command's values (parsed by Helm's own --set parser) and render.
+/// Each documented command's values (parsed by Helm's own --set parser) and
+/// render, as on a cluster with prometheus-operator: deploy/ applies its
+/// ServiceMonitor and PrometheusRule whole, and the chart renders them only
+/// where the cluster serves their API (the test below renders without it).
 fn render_documented(docs: &[Documented]) -> Vec<(Value, Rendered)> {
     let parse: Vec<Value> = docs
         .iter()
@@ -173,7 +184,7 @@ fn render_documented(docs: &[Documented]) -> Vec<(Value, Rendered)> {
     let renders: Vec<Value> = docs
         .iter()
         .zip(&values)
-        .map(|(d, v)| helm::render_request(&helm::chart_dir(), v, &d.namespace))
+        .map(|(d, v)| helm::render_request_with_monitoring(&helm::chart_dir(), v, &d.namespace))
         .collect();
     helm::sdk(&renders)
         .iter()
@@ -202,7 +213,7 @@ fn env(container: &Value, name: &str) -> Option<String> {
 /// RBAC the agent uses with the rendered settings: kustomize's rules, the
 /// Node condition's grant only when it writes the condition, eviction only
 /// with remediation, token and access reviews only with scrape authentication.
-fn assert_locked_down(r: &Rendered, at: &str) {
+fn assert_locked_down(values: &Value, r: &Rendered, at: &str) {
     let base = deploy::manifests();
     let base_ds = deploy::object(&base, "DaemonSet", "ipshadow");
     let ds = the(&r.objects, "DaemonSet");
@@ -230,11 +241,27 @@ fn assert_locked_down(r: &Rendered, at: &str) {
         assert!(v["hostPath"].is_null(), "{at}: hostPath volume {v}");
     }
     assert_eq!(pod["serviceAccountName"], "ipshadow", "{at}");
-    // Everything namespaced is in the agent's namespace; if the chart makes
-    // the namespace, it admits privileged pods (and nothing else labels it).
+    // Everything namespaced is in the agent's namespace but the monitoring
+    // objects, which go where Prometheus and Grafana look (their `namespace`
+    // values). If the chart makes the namespace, it admits privileged pods
+    // (and nothing else labels it), and Helm keeps it when the release goes
+    // or namespace.create flips back (helm.sh/resource-policy: keep).
+    let monitoring = |key: &str| {
+        values["monitoring"][key]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(ns)
+            .to_owned()
+    };
     for o in &r.objects {
         if let Some(n) = o["metadata"]["namespace"].as_str() {
-            assert_eq!(n, ns, "{at}: {} {}", o["kind"], o["metadata"]["name"]);
+            let want = match (o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str()) {
+                ("ServiceMonitor", _) => monitoring("serviceMonitor"),
+                ("PrometheusRule", _) => monitoring("prometheusRule"),
+                ("ConfigMap", Some("ipshadow-dashboard")) => monitoring("dashboard"),
+                _ => ns.to_owned(),
+            };
+            assert_eq!(n, want, "{at}: {} {}", o["kind"], o["metadata"]["name"]);
         }
     }
     for n in the(&r.objects, "Namespace") {
@@ -246,6 +273,19 @@ fn assert_locked_down(r: &Rendered, at: &str) {
                 "{at}"
             );
         }
+        assert_eq!(
+            n["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{at}: a Namespace Helm would delete on uninstall or when namespace.create flips"
+        );
+    }
+    // Linux nodes only, the agent and the `helm test` pod: every taint is
+    // tolerated, Windows nodes' included.
+    let test_pod = r.hooks.first().map_or(&Value::Null, |h| &h["spec"]);
+    for (what, spec) in [("DaemonSet", pod), ("helm test pod", test_pod)] {
+        assert_eq!(
+            spec["nodeSelector"]["kubernetes.io/os"], "linux",
+            "{at}: the {what} may land on a Windows node"
+        );
     }
     // The probes, the listeners and the Service agree on the ports.
     let health = c["readinessProbe"]["httpGet"]["port"].as_u64().unwrap();
@@ -390,14 +430,9 @@ fn the_chart_lints_strictly_for_every_supported_kubernetes_version() {
         assert!(report["error"].is_null(), "{req}: {report}");
         assert_eq!(report["total_charts_linted"], 1, "{report}");
         assert_eq!(report["errors"], json!([]), "{req}: {report:#}");
-        // Strict: warnings are failures; "icon is recommended" is Helm's one info.
-        let bad: Vec<&Value> = report["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["severity"].as_u64() != Some(1))
-            .collect();
-        assert!(bad.is_empty(), "{req}: {bad:#?}");
+        // Strict: warnings are failures, and with the icon set not even
+        // Helm's info ("icon is recommended") is left.
+        assert_eq!(report["messages"], json!([]), "{req}: {report:#}");
     }
     figure(format!(
         "helm lint --strict: {} runs (Kubernetes 1.{}-1.{}, {} documented value sets), clean",
@@ -413,16 +448,18 @@ fn the_chart_lints_strictly_for_every_supported_kubernetes_version() {
 /// names groups only (`admissionregistration.k8s.io/v1`), where a cluster's
 /// discovery also names each kind.
 fn render_at(values: &Value, version: &str, api_versions: &[&str]) -> Value {
-    let mut r = helm::render_request(&helm::chart_dir(), values, "default");
+    let mut r = helm::render_request(&helm::chart_dir(), values, "ipshadow-system");
     r["kube_version"] = json!(version);
     r["api_versions"] = json!(api_versions);
     r
 }
 
+/// The admission policies of a render, without Helm's own labels.
 fn admission_objects(objects: &[Value]) -> BTreeMap<(String, String), Value> {
     helm::by_kind_and_name(objects)
         .into_iter()
         .filter(|((kind, _), _)| kind.starts_with("ValidatingAdmissionPolicy"))
+        .map(|(k, o)| (k, without_helm_metadata(o)))
         .collect()
 }
 
@@ -534,6 +571,36 @@ fn the_chart_fails_where_the_cluster_cannot_take_the_admission_policies() {
     ));
 }
 
+/// Helm's own metadata, which kustomize has no notion of: the recommended
+/// labels naming the release and the chart (on every object and the pods),
+/// and the policy that keeps the chart's Namespace. Compared without them.
+const HELM_ONLY_LABELS: [&str; 4] = [
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+];
+
+fn without_helm_metadata(mut o: Value) -> Value {
+    for labels in ["/metadata/labels", "/spec/template/metadata/labels"] {
+        if let Some(l) = o.pointer_mut(labels).and_then(Value::as_object_mut) {
+            for k in HELM_ONLY_LABELS {
+                l.remove(k);
+            }
+        }
+    }
+    if let Some(a) = o
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("helm.sh/resource-policy");
+        if a.is_empty() {
+            o["metadata"].as_object_mut().unwrap().remove("annotations");
+        }
+    }
+    o
+}
+
 #[test]
 fn the_default_render_and_each_overlays_values_equal_kustomize_object_for_object() {
     let docs = documented();
@@ -541,8 +608,18 @@ fn the_default_render_and_each_overlays_values_equal_kustomize_object_for_object
     let mut compared = BTreeSet::new();
     for (d, (_, r)) in docs.iter().zip(&rendered) {
         let Some(sub) = &d.kustomize else { continue };
-        let want = helm::by_kind_and_name(&deploy::manifests_of(sub));
-        let have = helm::by_kind_and_name(&r.objects);
+        let mut want = helm::by_kind_and_name(&deploy::manifests_of(sub));
+        // `helm install --create-namespace` makes the namespace (unlabelled:
+        // Helm has no way to label it) where kustomize applies a labelled
+        // one; the chart then renders none (it cannot own the release's own
+        // namespace), so everything else is compared.
+        if d.create_namespace {
+            want.retain(|(kind, _), _| kind != "Namespace");
+        }
+        let have: BTreeMap<_, _> = helm::by_kind_and_name(&r.objects)
+            .into_iter()
+            .map(|(k, o)| (k, without_helm_metadata(o)))
+            .collect();
         let missing: Vec<_> = want.keys().filter(|k| !have.contains_key(*k)).collect();
         let extra: Vec<_> = have.keys().filter(|k| !want.contains_key(*k)).collect();
         assert!(
@@ -585,9 +662,9 @@ fn every_documented_value_set_renders_validates_and_stays_locked_down() {
     let docs = documented();
     let rendered = render_documented(&docs);
     let mut unique: BTreeMap<String, Value> = BTreeMap::new();
-    for (d, (_, r)) in docs.iter().zip(&rendered) {
+    for (d, (v, r)) in docs.iter().zip(&rendered) {
         let at = format!("{}: {}", d.at, d.command);
-        assert_locked_down(r, &at);
+        assert_locked_down(v, r, &at);
         for o in r.objects.iter().chain(&r.hooks) {
             let api = o["apiVersion"].as_str().unwrap();
             if api.starts_with("monitoring.coreos.com/") || api.starts_with("cert-manager.io/") {
@@ -758,4 +835,446 @@ fn the_chart_has_the_crates_version_and_its_package_renders_the_same() {
         answer["digest"].as_str().unwrap(),
         default.objects.len()
     ));
+}
+
+/// The monitoring objects of a render, by kind.
+fn monitoring_kinds(r: &Rendered) -> BTreeSet<String> {
+    r.objects
+        .iter()
+        .filter(|o| {
+            o["apiVersion"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("monitoring.coreos.com/"))
+        })
+        .map(|o| o["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `helm install` on an ordinary cluster: without prometheus-operator the
+/// chart renders everything but its ServiceMonitor and PrometheusRule and
+/// says why; a cluster serving one of the two kinds gets that one; forced on
+/// where the API is missing, the render fails naming the value to set.
+#[test]
+fn the_monitoring_objects_follow_the_api_the_cluster_serves() {
+    let chart = helm::chart_dir();
+    let set = |s: &str| helm::sdk(&[json!({"op": "parse", "set": [s]})])[0]["values"].clone();
+    // What a cluster's discovery gives Helm: kinds, apps/v1/DaemonSet among them.
+    let cluster = [
+        "apps/v1/DaemonSet",
+        "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+        "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+    ];
+    let only_monitors = [
+        &cluster[..],
+        &[
+            "monitoring.coreos.com/v1",
+            "monitoring.coreos.com/v1/ServiceMonitor",
+        ],
+    ]
+    .concat();
+    let both = [
+        &only_monitors[..],
+        &["monitoring.coreos.com/v1/PrometheusRule"],
+    ]
+    .concat();
+    let at = |values: Value, apis: &[&str]| {
+        let mut r = helm::render_request(&chart, &values, "ipshadow-system");
+        r["api_versions"] = json!(apis);
+        r
+    };
+    // (what, request, the monitoring kinds rendered, or the words of the failure)
+    let cases: Vec<(&str, Value, Result<&[&str], &[&str]>)> = vec![
+        ("helm template, defaults", at(json!({}), &[]), Ok(&[])),
+        (
+            "a cluster without prometheus-operator",
+            at(json!({}), &cluster),
+            Ok(&[]),
+        ),
+        (
+            "a cluster with the ServiceMonitor CRD alone",
+            at(json!({}), &only_monitors),
+            Ok(&["ServiceMonitor"]),
+        ),
+        (
+            "a cluster with prometheus-operator",
+            at(json!({}), &both),
+            Ok(&["PrometheusRule", "ServiceMonitor"]),
+        ),
+        (
+            "helm template --api-versions monitoring.coreos.com/v1",
+            at(json!({}), &[helm::MONITORING_API]),
+            Ok(&["PrometheusRule", "ServiceMonitor"]),
+        ),
+        (
+            "serviceMonitor forced on where it is served",
+            at(set("monitoring.serviceMonitor.enabled=true"), &both),
+            Ok(&["PrometheusRule", "ServiceMonitor"]),
+        ),
+        (
+            "both off on a cluster that serves them",
+            at(
+                set(
+                    "monitoring.serviceMonitor.enabled=false,monitoring.prometheusRule.enabled=false",
+                ),
+                &both,
+            ),
+            Ok(&[]),
+        ),
+        (
+            "serviceMonitor forced on without prometheus-operator",
+            at(set("monitoring.serviceMonitor.enabled=true"), &cluster),
+            Err(&[
+                "monitoring.serviceMonitor.enabled=true",
+                "does not serve monitoring.coreos.com/v1 ServiceMonitor",
+                "set monitoring.serviceMonitor.enabled=auto",
+                "--api-versions monitoring.coreos.com/v1",
+            ]),
+        ),
+        (
+            "prometheusRule forced on where only ServiceMonitors are served",
+            at(
+                set("monitoring.prometheusRule.enabled=true"),
+                &only_monitors,
+            ),
+            Err(&[
+                "monitoring.prometheusRule.enabled=true",
+                "does not serve monitoring.coreos.com/v1 PrometheusRule",
+                "set monitoring.prometheusRule.enabled=auto",
+            ]),
+        ),
+    ];
+    let requests: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
+    let answers = helm::sdk(&requests);
+    // Without the API: exactly deploy/base (but its Namespace, as
+    // --create-namespace) and the dashboard, which needs no CRD.
+    let mut want = helm::by_kind_and_name(&deploy::manifests_of("base"));
+    want.retain(|(kind, _), _| kind != "Namespace");
+    let full = helm::by_kind_and_name(&deploy::manifests());
+    let dashboard = ("ConfigMap".to_owned(), "ipshadow-dashboard".to_owned());
+    want.insert(dashboard.clone(), full[&dashboard].clone());
+    for ((what, _, expect), answer) in cases.iter().zip(&answers) {
+        let r = helm::rendered(answer);
+        match expect {
+            Ok(kinds) => {
+                let r = r.unwrap_or_else(|e| panic!("{what}: {e}"));
+                let have: BTreeSet<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+                assert_eq!(monitoring_kinds(&r), have, "{what}");
+                let missing = ["ServiceMonitor", "PrometheusRule"]
+                    .iter()
+                    .any(|k| !have.contains(*k));
+                let auto = !what.contains("off");
+                assert_eq!(
+                    r.notes.contains(
+                        "this cluster does not serve prometheus-operator's monitoring.coreos.com/v1"
+                    ),
+                    missing && auto,
+                    "{what}: {}",
+                    r.notes
+                );
+                if kinds.is_empty() && auto {
+                    let objects: BTreeMap<_, _> = helm::by_kind_and_name(&r.objects)
+                        .into_iter()
+                        .map(|(k, o)| (k, without_helm_metadata(o)))
+                        .collect();
+                    assert_eq!(objects, want, "{what}: not deploy/base and the dashboard");
+                }
+            }
+            Err(words) => {
+                let Err(e) = r else {
+                    panic!("{what}: rendered instead of failing")
+                };
+                for w in *words {
+                    assert!(e.contains(w), "{what}: the failure lacks {w:?}: {e}");
+                }
+            }
+        }
+    }
+    figure(format!(
+        "helm: monitoring objects in {} API situations as served, {} forced renders refused naming the value",
+        cases.iter().filter(|c| c.2.is_ok()).count(),
+        cases.iter().filter(|c| c.2.is_err()).count()
+    ));
+}
+
+/// kube-prometheus-stack's Prometheus selects by `release: <name>`: the label
+/// (and the rest of what its users set) reaches both monitoring objects, the
+/// chart's node relabeling stays first, and Helm's recommended labels are on
+/// every object.
+#[test]
+fn the_monitoring_objects_take_their_labels_namespace_and_scrape_settings() {
+    let values = helm::sdk(&[json!({"op": "parse", "set": [
+        "monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+        "monitoring.prometheusRule.labels.release=kube-prometheus-stack",
+        "monitoring.serviceMonitor.annotations.team=net,monitoring.prometheusRule.annotations.team=net",
+        "monitoring.serviceMonitor.namespace=monitoring,monitoring.prometheusRule.namespace=monitoring",
+        "monitoring.serviceMonitor.scrapeTimeout=20s",
+        "monitoring.serviceMonitor.relabelings[0].targetLabel=cluster,monitoring.serviceMonitor.relabelings[0].replacement=prod",
+        "monitoring.serviceMonitor.metricRelabelings[0].action=drop,monitoring.serviceMonitor.metricRelabelings[0].sourceLabels={__name__},monitoring.serviceMonitor.metricRelabelings[0].regex=ipshadow_http_.*",
+        "monitoring.dashboard.namespace=grafana,monitoring.dashboard.labels.folder=network",
+    ]})])[0]["values"]
+        .clone();
+    let r = helm::rendered(
+        &helm::sdk(&[helm::render_request_with_monitoring(
+            &helm::chart_dir(),
+            &values,
+            "ipshadow-system",
+        )])[0],
+    )
+    .unwrap();
+    let sm = the(&r.objects, "ServiceMonitor")[0];
+    let pr = the(&r.objects, "PrometheusRule")[0];
+    for o in [sm, pr] {
+        let what = o["kind"].as_str().unwrap();
+        assert_eq!(
+            o["metadata"]["labels"]["release"], "kube-prometheus-stack",
+            "{what}"
+        );
+        assert_eq!(o["metadata"]["annotations"]["team"], "net", "{what}");
+        assert_eq!(o["metadata"]["namespace"], "monitoring", "{what}");
+    }
+    // It still scrapes the agents where they run.
+    assert_eq!(
+        sm["spec"]["namespaceSelector"]["matchNames"],
+        json!(["ipshadow-system"])
+    );
+    let ep = &sm["spec"]["endpoints"][0];
+    assert_eq!(ep["scrapeTimeout"], "20s");
+    assert_eq!(ep["interval"], "30s");
+    assert_eq!(
+        ep["relabelings"][0]["targetLabel"], "node",
+        "the chart's own first"
+    );
+    assert_eq!(
+        ep["relabelings"][1],
+        json!({"targetLabel": "cluster", "replacement": "prod"})
+    );
+    assert_eq!(ep["metricRelabelings"][0]["action"], "drop");
+    let dashboard = the(&r.objects, "ConfigMap")[0];
+    assert_eq!(dashboard["metadata"]["namespace"], "grafana");
+    assert_eq!(dashboard["metadata"]["labels"]["folder"], "network");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    // The defaults set none of it.
+    let plain = helm::rendered(
+        &helm::sdk(&[helm::render_request_with_monitoring(
+            &helm::chart_dir(),
+            &json!({}),
+            "ipshadow-system",
+        )])[0],
+    )
+    .unwrap();
+    let sm = the(&plain.objects, "ServiceMonitor")[0];
+    assert!(sm["metadata"]["annotations"].is_null());
+    assert!(sm["spec"]["endpoints"][0]["scrapeTimeout"].is_null());
+    assert!(sm["spec"]["endpoints"][0]["metricRelabelings"].is_null());
+    // Helm's recommended labels on every object, the pods named by release too.
+    let version = env!("CARGO_PKG_VERSION");
+    for o in plain.objects.iter().chain(&plain.hooks) {
+        let l = &o["metadata"]["labels"];
+        for (k, v) in [
+            ("app.kubernetes.io/name", "ipshadow".to_owned()),
+            ("app.kubernetes.io/instance", "ipshadow".to_owned()),
+            ("app.kubernetes.io/version", version.to_owned()),
+            ("app.kubernetes.io/managed-by", "Helm".to_owned()),
+            ("helm.sh/chart", format!("ipshadow-{version}")),
+        ] {
+            assert_eq!(
+                l[k],
+                v.as_str(),
+                "{} {}: {k}",
+                o["kind"],
+                o["metadata"]["name"]
+            );
+        }
+    }
+    let ds = the(&plain.objects, "DaemonSet")[0];
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"],
+        json!({"app.kubernetes.io/name": "ipshadow"}),
+        "a DaemonSet's selector cannot change on upgrade"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"],
+        "ipshadow"
+    );
+}
+
+/// Objects of `old` that Helm deletes when an upgrade renders `new`: those
+/// gone from the render, unless `helm.sh/resource-policy: keep` (Helm's
+/// pkg/action: "resource policy keep").
+fn deleted_on_upgrade(old: &Rendered, new: &Rendered) -> Vec<(String, String)> {
+    let after = helm::by_kind_and_name(&new.objects);
+    helm::by_kind_and_name(&old.objects)
+        .into_iter()
+        .filter(|(k, o)| {
+            !after.contains_key(k)
+                && o["metadata"]["annotations"]["helm.sh/resource-policy"] != "keep"
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The namespace: the release's by default, the chart's own only when asked
+/// (never the release's own, which Helm needs first) and then kept by Helm;
+/// GKE's quota for system-node-critical on request.
+#[test]
+fn the_namespace_and_the_priority_quota_render_as_asked() {
+    let chart = helm::chart_dir();
+    let set = |s: &[&str]| helm::sdk(&[json!({"op": "parse", "set": s})])[0]["values"].clone();
+    let requests = [
+        helm::render_request(&chart, &json!({}), "ipshadow-system"),
+        helm::render_request(&chart, &set(&["namespace.create=true"]), "ipshadow-system"),
+        helm::render_request(
+            &chart,
+            &set(&["namespace.create=true,namespace.name=ipshadow-system"]),
+            "default",
+        ),
+        helm::render_request(
+            &chart,
+            &set(&["namespace.create=false,namespace.name=ipshadow-system"]),
+            "default",
+        ),
+        helm::render_request(
+            &chart,
+            &set(&["priorityClassQuota.enabled=true"]),
+            "ipshadow-system",
+        ),
+        helm::render_request(
+            &chart,
+            &set(&[
+                "priorityClassQuota.enabled=true,priorityClassQuota.pods=500,priorityClassName=platform-node-critical",
+            ]),
+            "ipshadow-system",
+        ),
+        helm::render_request(
+            &chart,
+            &set(&["priorityClassQuota.enabled=true,priorityClassName="]),
+            "ipshadow-system",
+        ),
+    ];
+    let answers = helm::sdk(&requests);
+    let r: Vec<Result<Rendered, String>> = answers.iter().map(helm::rendered).collect();
+
+    // Default: everything in the release's namespace, no Namespace, no quota.
+    let default = r[0].as_ref().unwrap();
+    assert!(the(&default.objects, "Namespace").is_empty());
+    assert!(the(&default.objects, "ResourceQuota").is_empty());
+    for o in &default.objects {
+        if let Some(n) = o["metadata"]["namespace"].as_str() {
+            assert_eq!(
+                n, "ipshadow-system",
+                "{} {}",
+                o["kind"], o["metadata"]["name"]
+            );
+        }
+    }
+    // The release's own namespace cannot be the chart's: a failure naming the way out.
+    let e = r[1].as_ref().unwrap_err();
+    for w in [
+        "namespace.create=true would make the chart own Namespace ipshadow-system, the release's own namespace",
+        "Set namespace.name to another namespace",
+        "namespace.create=false",
+        "pod-security.kubernetes.io/enforce=privileged",
+    ] {
+        assert!(e.contains(w), "the failure lacks {w:?}: {e}");
+    }
+    // Another namespace: labelled, kept; flipping create off deletes nothing
+    // of it, and everything else stays where it was.
+    let created = r[2].as_ref().unwrap();
+    let ns = the(&created.objects, "Namespace");
+    assert_eq!(ns.len(), 1);
+    assert_eq!(ns[0]["metadata"]["name"], "ipshadow-system");
+    assert_eq!(
+        ns[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+    let flipped = r[3].as_ref().unwrap();
+    assert!(the(&flipped.objects, "Namespace").is_empty());
+    assert_eq!(
+        deleted_on_upgrade(created, flipped),
+        Vec::<(String, String)>::new(),
+        "namespace.create=false would delete the namespace and all in it"
+    );
+    let uninstall = Rendered {
+        objects: vec![],
+        ..created.clone()
+    };
+    let gone = deleted_on_upgrade(created, &uninstall);
+    assert!(
+        !gone.iter().any(|(kind, _)| kind == "Namespace")
+            && gone.len() + 1 == created.objects.len(),
+        "helm uninstall should delete all but the Namespace: {gone:?}"
+    );
+
+    // The quota: scoped to the agent's class, in its namespace.
+    for (i, class, pods) in [
+        (4, "system-node-critical", "10k"),
+        (5, "platform-node-critical", "500"),
+    ] {
+        let rendered = r[i].as_ref().unwrap();
+        let q = the(&rendered.objects, "ResourceQuota");
+        assert_eq!(q.len(), 1, "{class}");
+        assert_eq!(q[0]["metadata"]["namespace"], "ipshadow-system");
+        assert_eq!(q[0]["spec"]["hard"]["pods"], pods);
+        assert_eq!(
+            q[0]["spec"]["scopeSelector"]["matchExpressions"],
+            json!([{"scopeName": "PriorityClass", "operator": "In", "values": [class]}])
+        );
+        assert_eq!(
+            the(&rendered.objects, "DaemonSet")[0]["spec"]["template"]["spec"]["priorityClassName"],
+            class
+        );
+    }
+    let e = r[6].as_ref().unwrap_err();
+    assert!(e.contains("priorityClassName is empty"), "{e}");
+    // Every object of these renders is valid Kubernetes.
+    let dir = ipshadow_tests::TempDir::new("helm-namespace");
+    let objects: Vec<&Value> = [created, r[4].as_ref().unwrap()]
+        .iter()
+        .flat_map(|x| x.objects.iter())
+        .filter(|o| matches!(o["kind"].as_str(), Some("Namespace" | "ResourceQuota")))
+        .collect();
+    deploy::validate_many(&objects, &dir, "1.37.0").unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `helm show readme` prints the chart's README, which names every top-level
+/// value; the icon is a URL Helm accepts that names the repository's SVG.
+#[test]
+fn the_chart_has_a_readme_naming_every_value_and_an_icon() {
+    let chart = helm::chart_dir();
+    let answers = helm::sdk(&[
+        json!({"op": "show", "chart": chart, "format": "readme"}),
+        json!({"op": "show", "chart": chart, "format": "chart"}),
+    ]);
+    let readme = answers[0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", answers[0]));
+    // `helm show readme` ends what it prints with one more newline.
+    assert_eq!(
+        readme.trim_end(),
+        std::fs::read_to_string(chart.join("README.md"))
+            .unwrap()
+            .trim_end()
+    );
+    let values = deploy::yaml_stream(
+        std::fs::read_to_string(chart.join("values.yaml"))
+            .unwrap()
+            .as_bytes(),
+    )[0]
+    .clone();
+    for key in values.as_object().unwrap().keys() {
+        assert!(
+            readme.contains(&format!("`{key}`")),
+            "the chart's README does not name the value {key}"
+        );
+    }
+    let meta = deploy::yaml_stream(answers[1]["text"].as_str().unwrap().as_bytes())[0].clone();
+    let icon = meta["icon"].as_str().unwrap();
+    let path = icon
+        .strip_prefix("https://raw.githubusercontent.com/ipshadow/ipshadow/main/")
+        .unwrap_or_else(|| panic!("icon {icon} is not a file of the repository"));
+    let svg = std::fs::read_to_string(root().join(path)).unwrap();
+    assert!(
+        svg.starts_with("<svg ") && svg.contains("viewBox"),
+        "{path}"
+    );
 }

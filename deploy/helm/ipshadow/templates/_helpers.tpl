@@ -13,10 +13,18 @@ DaemonSet covers every node and the ClusterRoles are cluster-wide.
 system:serviceaccount:{{ include "ipshadow.namespace" . }}:ipshadow
 {{- end -}}
 
-{{/* The labels of every object (kustomize's `labels:` in deploy/). */}}
+{{/*
+The labels of every object: kustomize's (`labels:` in deploy/) and Helm's
+recommended ones (the release, the chart, who manages it). The selectors keep
+app.kubernetes.io/name alone: a DaemonSet's selector cannot change on upgrade.
+*/}}
 {{- define "ipshadow.labels" -}}
 app.kubernetes.io/name: ipshadow
 app.kubernetes.io/part-of: ipshadow
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | quote }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
@@ -58,4 +66,36 @@ brought admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy.
 {{- end -}}
 true
 {{- end -}}
+{{- end -}}
+
+{{/*
+Whether a prometheus-operator kind is rendered: "true" when wanted and
+served. `include "ipshadow.monitoring" (list $ "ServiceMonitor" "serviceMonitor")`.
+Served as for the admission policies: from a cluster (the list names kinds,
+apps/v1/DaemonSet among them) the kind must be listed; offline the group
+version decides (`helm template --api-versions monitoring.coreos.com/v1`).
+"auto" renders it only where served; true fails where it is not, naming the
+value, rather than have `helm install` stop at "no matches for kind".
+*/}}
+{{- define "ipshadow.monitoring" -}}
+{{- $ := index . 0 -}}
+{{- $kind := index . 1 -}}
+{{- $key := index . 2 -}}
+{{- $want := index $.Values.monitoring $key "enabled" -}}
+{{- if and $.Values.monitoring.enabled (ne (toString $want) "false") -}}
+{{- $api := $.Capabilities.APIVersions -}}
+{{- $fromCluster := $api.Has "apps/v1/DaemonSet" -}}
+{{- $served := or ($api.Has (printf "monitoring.coreos.com/v1/%s" $kind)) (and (not $fromCluster) ($api.Has "monitoring.coreos.com/v1")) -}}
+{{- if $served -}}
+true
+{{- else if eq (toString $want) "true" -}}
+{{- fail (printf "ipshadow: monitoring.%s.enabled=true, but this cluster does not serve monitoring.coreos.com/v1 %s (prometheus-operator's CRDs), so the install would fail on it. Install prometheus-operator (or just its CRDs) first; or set monitoring.%s.enabled=auto to render it only where the API is served, or false. Rendering offline (helm template) for a cluster that has it: add --api-versions monitoring.coreos.com/v1." $key $kind $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A monitoring object's namespace: its own value, else the agent's. */}}
+{{- define "ipshadow.monitoringNamespace" -}}
+{{- $ := index . 0 -}}
+{{- default (include "ipshadow.namespace" $) (index $.Values.monitoring (index . 1) "namespace") -}}
 {{- end -}}
