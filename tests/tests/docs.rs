@@ -184,6 +184,93 @@ fn every_runbook_url_lands_on_its_own_heading_of_docs_runbooks() {
     assert!(checked >= 15, "only {checked} expected alerts");
 }
 
+/// The finding kinds a PromQL expression selects by name (`kind="X"`,
+/// `kind=~"X|Y"`), and those its family counts alone.
+fn kinds_selected(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (at, _) in expr.match_indices("kind=") {
+        let rest = expr[at + 5..].trim_start_matches('~');
+        if let Some(names) = rest.strip_prefix('"').and_then(|r| r.split_once('"')) {
+            out.extend(names.0.split('|').map(str::to_owned));
+        }
+    }
+    // The families that count one kind and carry no kind label.
+    for (family, kind) in [
+        ("ipshadow_host_route_blackholes", "HostRouteBlackhole"),
+        ("ipshadow_allocator_overlaps", "AllocatorOverlap"),
+    ] {
+        if expr.contains(family) {
+            out.insert(kind.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_finding_kind_pages_or_its_runbook_says_why_not() {
+    let rules = deploy::yaml_stream(read("deploy/monitoring/prometheusrule.yaml").as_bytes());
+    let mut alerted = BTreeMap::<String, Vec<String>>::new();
+    for r in rules[0]["spec"]["groups"][0]["rules"].as_array().unwrap() {
+        for kind in kinds_selected(r["expr"].as_str().unwrap()) {
+            alerted
+                .entry(kind)
+                .or_default()
+                .push(r["alert"].as_str().unwrap().to_owned());
+        }
+    }
+    // The table of docs/runbooks.md's "Findings that do not page": its first cells.
+    let runbooks = read("docs/runbooks.md");
+    let section = runbooks
+        .split("\n## Findings that do not page\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/runbooks.md has no section \"Findings that do not page\"");
+    let mut unpaged = BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let first = row.split('|').nth(1).unwrap();
+        unpaged.extend(first.split('`').skip(1).step_by(2).map(str::to_owned));
+    }
+    let kinds: BTreeSet<String> = ipshadow::detect::FindingKind::all()
+        .map(|k| k.as_str().to_owned())
+        .collect();
+    let missing: Vec<&String> = kinds
+        .iter()
+        .filter(|k| !alerted.contains_key(*k) && !unpaged.contains(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "finding kinds no alert selects and docs/runbooks.md does not say why they do not page: \
+         {missing:?}"
+    );
+    for (kind, alerts) in &alerted {
+        assert!(
+            kinds.contains(kind),
+            "{alerts:?} select kind {kind:?}, which the agent has no finding of"
+        );
+    }
+    for kind in &unpaged {
+        assert!(
+            kinds.contains(kind),
+            "docs/runbooks.md says why {kind} does not page, which is no finding kind"
+        );
+    }
+    // The new kernel-truth and refusal alerts, by the names the issue asked for.
+    for (kind, alert) in [
+        ("PodRouteMisdirected", "IPShadowKernelTruthProblem"),
+        ("PodRouteDeadEnd", "IPShadowKernelTruthProblem"),
+        ("PodAddressHeldTwice", "IPShadowKernelTruthProblem"),
+        ("PodAddressNotHeld", "IPShadowKernelTruthProblem"),
+        ("PodRouteTaken", "IPShadowPodRouteTaken"),
+    ] {
+        assert!(
+            alerted
+                .get(kind)
+                .is_some_and(|a| a.iter().any(|x| x == alert)),
+            "{kind} is not selected by {alert}: {alerted:#?}"
+        );
+    }
+}
+
 /// `[text](target)` targets on the prose lines of `text`.
 fn links(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
