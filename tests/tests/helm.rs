@@ -850,6 +850,9 @@ fn monitoring_kinds(r: &Rendered) -> BTreeSet<String> {
         .collect()
 }
 
+/// The monitoring kinds a render has, or the words of its failure.
+type Expected = Result<&'static [&'static str], &'static [&'static str]>;
+
 /// `helm install` on an ordinary cluster: without prometheus-operator the
 /// chart renders everything but its ServiceMonitor and PrometheusRule and
 /// says why; a cluster serving one of the two kinds gets that one; forced on
@@ -883,7 +886,7 @@ fn the_monitoring_objects_follow_the_api_the_cluster_serves() {
         r
     };
     // (what, request, the monitoring kinds rendered, or the words of the failure)
-    let cases: Vec<(&str, Value, Result<&[&str], &[&str]>)> = vec![
+    let cases: Vec<(&str, Value, Expected)> = vec![
         ("helm template, defaults", at(json!({}), &[]), Ok(&[])),
         (
             "a cluster without prometheus-operator",

@@ -22,6 +22,7 @@ mod host;
 pub mod http;
 mod impact;
 pub mod observer;
+mod process;
 pub mod reconcile_loop;
 mod remediate;
 mod scrape_auth;
@@ -230,6 +231,7 @@ async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Resu
         metrics: LoopMetrics::register(registry),
         ready: ready.clone(),
     };
+    process::register(registry);
     // The HTTP listeners' metrics last: the registry is sealed for them to serve.
     let http_metrics = HttpMetrics::register(registry);
     let state = AppState {

@@ -6,6 +6,8 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct BuildLabels {
     pub(super) version: &'static str,
+    /// The git commit built (agent/build.rs), or "unknown".
+    pub(super) revision: &'static str,
 }
 
 /// `ipshadow_source_up`'s labels: `netlink`, `pods`, `ciliumnodes`, `subnets`, `ippools`,

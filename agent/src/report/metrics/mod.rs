@@ -76,6 +76,7 @@ impl Exposition {
         build_info
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION"),
+                revision: env!("IPSHADOW_REVISION"),
             })
             .set(1);
         registry.register(

@@ -88,6 +88,16 @@ fn findings_and_traffic_are_exposed_in_both_formats() {
     ] {
         assert!(om.contains(line), "{line} missing in\n{om}");
     }
+    // The commit built: a git hash here (a checkout), "unknown" outside git.
+    let revision = om
+        .lines()
+        .find_map(|l| l.split("revision=\"").nth(1)?.split('"').next())
+        .expect("ipshadow_build_info has a revision");
+    assert!(
+        revision == "unknown"
+            || (revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit())),
+        "revision {revision:?}"
+    );
     let text = m.encode(false, Names::Shown).expect("encodes");
     // Prometheus text names counter families with their _total suffix.
     assert!(
