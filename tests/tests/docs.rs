@@ -12,7 +12,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use ipshadow::cli::reference;
+use ipshadow::{
+    cli::reference,
+    detect::{FindingKind, kind::Alert},
+};
 use ipshadow_tests::deploy;
 
 /// Where the runbooks are published; each alert's anchor follows.
@@ -116,18 +119,54 @@ fn the_flag_reference_is_what_the_cli_renders() {
     let doc = read("docs/reference.md");
     let want = reference::splice(&doc).unwrap_or_else(|| {
         panic!(
-            "docs/reference.md lacks the lines {:?} and {:?} around its flag tables",
+            "docs/reference.md lacks the lines {:?} and {:?} around its flag tables, or {:?} \
+             and {:?} around its finding kinds",
             reference::BEGIN,
-            reference::END
+            reference::END,
+            reference::KINDS_BEGIN,
+            reference::KINDS_END
         )
     });
     assert!(
         want == doc,
-        "docs/reference.md's flag tables differ from the clap definitions in agent/src \
+        "docs/reference.md's flag tables or finding kinds differ from the clap definitions \
+         and the kinds' declarations in agent/src \
          (- in the file, + generated). Run `cargo xtask docs` to regenerate them \
          (or `cargo run -p ipshadow -- docs --write docs/reference.md`):\n{}",
         diff(&want, &doc)
     );
+}
+
+/// Each kind's declaration names an alert the rules hold, with a runbook
+/// heading of its own; a kind that pages on nothing is named in runbooks.md,
+/// which says why.
+#[test]
+fn every_kind_pages_on_an_alert_the_rules_hold_or_the_runbooks_say_why_not() {
+    let rules = read("deploy/monitoring/prometheusrule.yaml");
+    let runbooks = read("docs/runbooks.md");
+    let headings = anchors(&runbooks);
+    for k in FindingKind::all() {
+        match k.spec().alert {
+            Alert::Named(alert) => {
+                assert!(
+                    rules
+                        .lines()
+                        .any(|l| l.trim() == format!("- alert: {alert}")),
+                    "{k} pages on {alert}, which deploy/monitoring/prometheusrule.yaml lacks"
+                );
+                assert!(
+                    headings.contains(&anchor(alert)),
+                    "{k} pages on {alert}, which has no heading in docs/runbooks.md"
+                );
+            }
+            Alert::None(_) => assert!(
+                prose(&runbooks)
+                    .iter()
+                    .any(|(_, l)| l.contains(&format!("`{k}`"))),
+                "{k} pages on no alert: docs/runbooks.md must name it and say why"
+            ),
+        }
+    }
 }
 
 #[test]

@@ -9,11 +9,20 @@ use std::fmt::Write as _;
 use clap::{Arg, CommandFactory as _};
 
 use super::Cli;
+use crate::detect::{
+    FindingKind,
+    kind::{About, Alert, Count, Spec},
+};
 
 /// The line before the generated part of docs/reference.md.
 pub const BEGIN: &str = "<!-- BEGIN generated flag reference: `cargo xtask docs` rewrites it from the clap definitions -->";
 /// The line after it.
 pub const END: &str = "<!-- END generated flag reference -->";
+
+/// The line before the generated finding-kind catalogue.
+pub const KINDS_BEGIN: &str = "<!-- BEGIN generated finding kinds: `cargo xtask docs` rewrites it from each kind's declaration -->";
+/// The line after it.
+pub const KINDS_END: &str = "<!-- END generated finding kinds -->";
 
 /// `ipshadow docs` (hidden): the flag reference for docs/reference.md.
 #[derive(Debug, clap::Args)]
@@ -53,12 +62,58 @@ pub fn markdown() -> String {
     out
 }
 
-/// `doc` with its generated part replaced by [`markdown`]; `None` without
-/// both markers, in order.
+/// The catalogue of finding kinds, from their declarations ([`Spec`]).
+pub fn kinds_markdown() -> String {
+    let mut out = String::from(
+        "| kind | about | counted in | alert | `--remediate evict` | `audit` | what |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for k in FindingKind::all() {
+        let s: &Spec = k.spec();
+        let about = if s.about == About::Node {
+            "Node"
+        } else {
+            "Pod"
+        };
+        let count = match s.count {
+            Count::Collisions => "`ipshadow_collisions`",
+            Count::HostRouteBlackholes => "`ipshadow_host_route_blackholes`",
+            Count::AllocatorOverlaps => "`ipshadow_allocator_overlaps`",
+            Count::IpamProblems => "`ipshadow_ipam_problems`",
+            Count::KernelTruth => "`ipshadow_kernel_truth_problems`",
+            Count::InfoOnly => "`ipshadow_collision_info` only",
+        };
+        let alert = match s.alert {
+            Alert::Named(a) => format!("`{a}`"),
+            Alert::None(why) => format!("none: {why}"),
+        };
+        let evict = if s.remediable { "yes" } else { "no" };
+        let audit = s
+            .unseen_by_audit
+            .map_or("yes".to_owned(), |w| format!("no: {w}"));
+        let _ = writeln!(
+            out,
+            "| `{}` | {about} | {count} | {} | {evict} | {} | {} |",
+            s.name,
+            cell(&alert),
+            cell(&audit),
+            cell(s.what)
+        );
+    }
+    out
+}
+
+/// `doc` with its generated parts replaced by [`markdown`] and
+/// [`kinds_markdown`]; `None` without both pairs of markers, each in order.
 pub fn splice(doc: &str) -> Option<String> {
-    let (before, rest) = doc.split_once(BEGIN)?;
-    let (_, after) = rest.split_once(END)?;
-    Some(format!("{before}{BEGIN}\n\n{}\n{END}{after}", markdown()))
+    let doc = replace_between(doc, (BEGIN, END), &markdown())?;
+    replace_between(&doc, (KINDS_BEGIN, KINDS_END), &kinds_markdown())
+}
+
+fn replace_between(doc: &str, (begin, end): (&str, &str), with: &str) -> Option<String> {
+    let (before, rest) = doc.split_once(begin)?;
+    let (_, after) = rest.split_once(end)?;
+    Some(format!("{before}{begin}\n\n{with}\n{end}{after}"))
 }
 
 /// Flags a user can set: not `--help`/`--version`, not hidden, not positional.
@@ -160,16 +215,26 @@ mod tests {
 
     #[test]
     fn only_the_generated_part_is_replaced() {
-        let doc = format!("# Title\n\nhand-written\n\n{BEGIN}\nold\n{END}\n\nmore\n");
+        let doc = format!(
+            "# Title\n\nhand-written\n\n{BEGIN}\nold\n{END}\n\nmore\n\n\
+             {KINDS_BEGIN}\nstale\n{KINDS_END}\n\nend\n"
+        );
         let new = splice(&doc).expect("markers found");
         assert!(new.starts_with("# Title\n\nhand-written\n\n"));
-        assert!(new.ends_with(&format!("\n{END}\n\nmore\n")));
-        assert!(!new.contains("\nold\n"));
+        assert!(new.contains(&format!("\n{END}\n\nmore\n\n{KINDS_BEGIN}\n")));
+        assert!(new.ends_with(&format!("\n{KINDS_END}\n\nend\n")));
+        assert!(!new.contains("\nold\n") && !new.contains("\nstale\n"));
+        assert!(new.contains("| `PodRouteTaken` | Pod | `ipshadow_ipam_problems` |"));
         assert_eq!(
             splice(&new).as_deref(),
             Some(new.as_str()),
             "not idempotent"
         );
         assert_eq!(splice("no markers"), None);
+        assert_eq!(
+            splice(&format!("{BEGIN}\n{END}\n")),
+            None,
+            "no kinds markers"
+        );
     }
 }

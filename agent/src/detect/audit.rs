@@ -12,13 +12,11 @@ use std::{
 };
 
 use super::{
-    Cause, Finding, FindingKind, Index, Owner, PodRef, PodSite, Pods, Remedy, Role, Scope, Trust,
-    detect_with,
+    Finding, Index, PodRef, Pods, detect_with,
     impact::{Impact, Severity, impact},
+    refused,
 };
-use crate::inventory::{
-    ClusterState, HostNetwork, Inventory, IpSource, NodeFacts, Pod, Routes, Source,
-};
+use crate::inventory::{ClusterState, HostNetwork, Inventory, IpSource, NodeFacts, Pod, Routes};
 
 /// One node's findings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,56 +88,14 @@ impl Audit {
     }
 }
 
-/// How bad a finding is for the cluster today, for ordering: lower is worse.
+/// How bad a finding is for the cluster today, for ordering: lower is worse
+/// (its kind's rank; one resting on an IP annotation alone after every other).
 #[must_use]
 pub fn rank(f: &Finding) -> u8 {
     let unconfirmed = f
         .site()
         .is_some_and(|s| s.ip_source == IpSource::Annotation);
-    let base = match (f.kind, f.scope) {
-        // A running pod its own node cannot reach: probes and webhooks fail now;
-        // or a node the others cannot reach.
-        (FindingKind::NodeAddressShadowed, _) if held_by_a_kernel(f) => 0,
-        (FindingKind::HostRouteBlackhole, _)
-        | (
-            FindingKind::RouterIpCollision
-            | FindingKind::HealthIpCollision
-            | FindingKind::TunnelIpCollision
-            | FindingKind::GatewayIpCollision
-            | FindingKind::LocalAddressCollision,
-            Scope::SameNode,
-        ) => 0,
-        // Pods that cannot start, or two pods on one address.
-        (
-            FindingKind::IngressIpCollision
-            | FindingKind::DuplicatePodIp
-            | FindingKind::StaleCiliumEndpoint
-            | FindingKind::PodRouteTaken,
-            _,
-        ) => 1,
-        // A pod the bridge refused: it cannot start.
-        (FindingKind::StaleBridgeAddress, _) if !f.is_node_level() => 1,
-        // A Service's claim alone: harmless unless the proxy binds it (IPVS).
-        (FindingKind::NodeAddressShadowed, _) => 4,
-        (_, Scope::CrossNode) => 2,
-        // The node's allocator or configuration: more pods will fail.
-        _ if f.is_node_level() => 3,
-        // Latent: nothing collides yet.
-        _ => 4,
-    };
-    base + if unconfirmed { 5 } else { 0 }
-}
-
-/// Whether a `NodeAddressShadowed` was seen held on a node (`check`), not only
-/// claimed by a Service (`audit`): only kube-proxy in IPVS mode and kube-router
-/// bind a Service's whole address; in iptables or nftables mode (the default)
-/// a node's address as a Service's externalIP is a documented pattern. Such a
-/// claim alone ranks as latent.
-fn held_by_a_kernel(f: &Finding) -> bool {
-    match &f.cause {
-        super::Cause::Node(super::NodeProblem::NodeAddressShadowed(c)) => c.held.is_some(),
-        _ => true,
-    }
+    (f.kind.spec().rank)(f) + if unconfirmed { 5 } else { 0 }
 }
 
 /// Audits every node of `state` (whose pods are all the cluster's), calling
@@ -277,7 +233,7 @@ fn add_duplicates(
     found: &mut BTreeMap<String, Vec<Finding>>,
     holders: &HashMap<IpAddr, Vec<&Pod>>,
 ) {
-    for f in duplicates(holders) {
+    for f in refused::duplicates(holders) {
         let node = f.pod_node().unwrap_or_default().to_owned();
         let list = found.entry(node).or_default();
         // A refused pod's duplicate is already diagnosed from kubelet's report.
@@ -321,66 +277,6 @@ fn status_holders(pods: &[Pod]) -> HashMap<IpAddr, Vec<&Pod>> {
         }
     }
     by_ip
-}
-
-/// `DuplicatePodIP` for every live pod whose status IP an older live pod also
-/// holds. Terminating pods are left out: their address may already be
-/// released and handed on while the object lingers.
-fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (ip, pods) in holders.iter().filter(|(_, p)| p.len() > 1) {
-        let mut pods = pods.clone();
-        pods.sort_by(|a, b| {
-            (a.created, &a.namespace, &a.name).cmp(&(b.created, &b.namespace, &b.name))
-        });
-        pods.dedup_by(|a, b| a.uid == b.uid && a.name == b.name && a.namespace == b.namespace);
-        let Some((oldest, newer)) = pods.split_first() else {
-            continue;
-        };
-        let holder = pod_ref(oldest);
-        let holder_node = oldest.node.clone().unwrap_or_default();
-        for p in newer {
-            let node = p.node.clone().unwrap_or_default();
-            let scope = if node == holder_node {
-                Scope::SameNode
-            } else {
-                Scope::CrossNode
-            };
-            out.push(Finding {
-                kind: FindingKind::DuplicatePodIp,
-                scope,
-                ip: Some(*ip),
-                owner: Owner {
-                    node: holder_node.clone(),
-                    role: Role::Pod,
-                    device: None,
-                    source: Source::PodStatus,
-                },
-                cause: Cause::Duplicate {
-                    site: PodSite {
-                        pod: pod_ref(p),
-                        node,
-                        ip_source: IpSource::Status,
-                        created: p.created,
-                        controller: p.controller.clone(),
-                    },
-                    holder: holder.clone(),
-                },
-                remedy: Remedy::RecreateNewer { pod: pod_ref(p) },
-                // Both addresses are in pod status, which only kubelet writes.
-                trust: Trust::Cluster,
-            });
-        }
-    }
-    out
-}
-
-fn pod_ref(p: &Pod) -> PodRef {
-    PodRef {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        uid: p.uid.clone(),
-    }
 }
 
 #[cfg(test)]

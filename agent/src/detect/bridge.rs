@@ -6,8 +6,23 @@
 
 use ipnet::IpNet;
 
-use super::{Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust};
+use super::{
+    Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec, rank},
+};
 use crate::inventory::{BRIDGE_DEVICES, Inventory, RouteKind, Source, TABLE_MAIN};
+
+/// A bridge kept an address of a pod range that is no longer this node's.
+pub(super) const STALE_BRIDGE: Spec = Spec {
+    rank: rank::refused_pod,
+    ..Spec::node(
+        "StaleBridgeAddress",
+        "a bridge kept an address of a pod range that is no longer this node's: the host sends \
+         that range (another node's pods) into its bridge",
+        Count::IpamProblems,
+        Alert::Named("IPShadowStaleBridgeAddress"),
+    )
+};
 
 /// This node's bridges whose connected route lies outside its `spec.podCIDRs`.
 pub(super) fn stale_bridges(inv: &Inventory) -> Vec<Finding> {
@@ -96,11 +111,7 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Opti
         .iter()
         .filter(|p| p.node.as_deref() == Some(owner.as_str()) && p.can_receive_traffic())
         .filter(|p| p.ips.iter().any(|i| range.contains(&i.ip)))
-        .map(|p| PodRef {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-        })
+        .map(PodRef::from)
         .collect();
     Some(Finding {
         kind: FindingKind::StaleBridgeAddress,

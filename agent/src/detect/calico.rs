@@ -13,13 +13,28 @@
 //!
 //! A pod on a block address allocated to a tunnel needs nothing here: the
 //! blocks' tunnel allocations are owners in the [`super::Index`], so it is a
-//! `TunnelIPCollision` read from the block (a tunnel address need not be the
+//! tunnel collision read from the block (a tunnel address need not be the
 //! first of its block).
 
 use std::net::IpAddr;
 
-use super::{Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust};
+use super::{
+    Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec},
+};
 use crate::inventory::{Allocation, CALICO_TUNNEL_DEVICES, Inventory, IpamOwner, Source};
+
+/// A node's Calico tunnel address that no IPAMBlock allocates to its tunnel.
+pub(super) const UNALLOCATED: Spec = Spec::node(
+    "UnallocatedTunnelAddress",
+    "a node's Calico tunnel address that no IPAMBlock allocates to its tunnel: Calico may hand \
+     it to a pod",
+    Count::IpamProblems,
+    Alert::None(
+        "latent, and calico-node takes a new tunnel address within five minutes where it runs; a \
+         pod given the address pages as a collision with a tunnel address",
+    ),
+);
 
 /// What Calico's IPAM says of a node's announced tunnel address.
 #[derive(Clone, Debug, PartialEq, Eq)]

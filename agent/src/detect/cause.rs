@@ -35,7 +35,7 @@ pub enum Cause {
         site: PodSite,
         /// kubelet's report.
         kubelet: KubeletReport,
-        /// The live pod holding the address (`DuplicatePodIP`), if one does.
+        /// The live pod holding the address (a duplicate), if one does.
         holder: Option<PodRef>,
     },
     /// A CNI refused the pod's sandbox, in its own words, over what the node
@@ -172,7 +172,7 @@ pub enum NodeProblem {
         subnets: Vec<(String, Vec<IpNet>)>,
     },
     /// Another node's address is held here (or claimed by a Service every node binds).
-    NodeAddressShadowed(Box<super::vip::NodeAddressClaim>),
+    NodeAddressClaimed(Box<super::vip::NodeAddressClaim>),
     /// A node's Calico tunnel address that IPAM does not allocate to its tunnel.
     Calico(super::calico::TunnelAllocation),
 }

@@ -8,109 +8,78 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
+use super::kind::{About, Spec};
 pub use super::remedy::Reserver;
 pub use super::trust::Trust;
 pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
-use crate::inventory::{DeadEnd, IpRange, IpSource, Source};
+use crate::inventory::{DeadEnd, IpRange, IpSource, Pod, Source};
 
-/// The kinds of finding (DESIGN.md); their names are Event reasons and metric
-/// labels (the same in JSON through serde and in text through strum).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::EnumIter,
-)]
+/// The kinds of finding. Each is declared once beside its detector (a
+/// [`Spec`]): its name is the Event reason, metric label and JSON value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::EnumIter)]
+#[allow(missing_docs, reason = "each kind's Spec says what it is")]
 pub enum FindingKind {
-    /// The pod's IP is Cilium's router IP (`CiliumInternalIP`) of a node.
-    #[serde(rename = "RouterIPCollision")]
-    #[strum(serialize = "RouterIPCollision")]
     RouterIpCollision,
-    /// The pod's IP is Cilium's Ingress IP of a node.
-    #[serde(rename = "IngressIPCollision")]
-    #[strum(serialize = "IngressIPCollision")]
     IngressIpCollision,
-    /// The pod's IP is Cilium's health endpoint IP of a node.
-    #[serde(rename = "HealthIPCollision")]
-    #[strum(serialize = "HealthIPCollision")]
     HealthIpCollision,
-    /// The pod's IP is a node's tunnel address (Calico's IPIP, VXLAN or WireGuard).
-    #[serde(rename = "TunnelIPCollision")]
-    #[strum(serialize = "TunnelIPCollision")]
     TunnelIpCollision,
-    /// The pod's IP is a node's own in its pod subnet: a bridge's gateway,
-    /// ovn-kubernetes' gateway or management port.
-    #[serde(rename = "GatewayIPCollision")]
-    #[strum(serialize = "GatewayIPCollision")]
     GatewayIpCollision,
-    /// The pod's IP is another local address of a node.
     LocalAddressCollision,
-    /// A bridge kept an address of a pod range that is no longer this node's:
-    /// the host sends that range (another node's pods) into its bridge.
     StaleBridgeAddress,
-    /// The node's route to its own pod goes nowhere.
     HostRouteBlackhole,
-    /// The CNI refused the pod: the host routes its address through another
-    /// interface (Calico's "route … already exists for an interface other than").
     PodRouteTaken,
-    /// Latent: Cilium's infrastructure addresses (or the range it takes them
-    /// from) lie in a range another allocator hands to pods.
     AllocatorOverlap,
-    /// Cilium refused the pod's address as in use by another live pod.
-    #[serde(rename = "DuplicatePodIP")]
-    #[strum(serialize = "DuplicatePodIP")]
     DuplicatePodIp,
-    /// Cilium refused the pod's address as in use, and nothing owns it: an
-    /// endpoint Cilium keeps for a pod that is gone.
     StaleCiliumEndpoint,
-    /// The node's pod allocator had no address left for a pod.
-    #[serde(rename = "PodIPExhaustion")]
-    #[strum(serialize = "PodIPExhaustion")]
     PodIpExhaustion,
-    /// Latent: the node's pod range holds fewer usable addresses than kubelet accepts pods.
-    #[serde(rename = "PodIPCapacityShortfall")]
-    #[strum(serialize = "PodIPCapacityShortfall")]
     PodIpCapacityShortfall,
-    /// cilium-operator could not allocate for the node (`status.ipam.operator-status.error`).
-    #[serde(rename = "CiliumIPAMError")]
-    #[strum(serialize = "CiliumIPAMError")]
     CiliumIpamError,
-    /// Cilium runs cluster-pool, but the node keeps a podCIDR outside every pool.
-    #[serde(rename = "IPAMMigrationStuck")]
-    #[strum(serialize = "IPAMMigrationStuck")]
     IpamMigrationStuck,
-    /// The node's Cilium Ingress IP lies outside every Subnet kube-ovn masquerades.
-    #[serde(rename = "IngressIPNotMasqueraded")]
-    #[strum(serialize = "IngressIPNotMasqueraded")]
     IngressIpNotMasqueraded,
-    /// Latent: Cilium's cluster pool has room for no more nodes than the cluster has.
     ClusterPoolNearlyFull,
-    /// The host routes the pod's address into a namespace that does not hold it.
     PodRouteMisdirected,
-    /// The host's route to the pod goes out an interface that is down.
     PodRouteDeadEnd,
-    /// Two namespaces on the node hold the pod's address.
     PodAddressHeldTwice,
-    /// A namespace holds an address no pod of this node has: a leaked sandbox.
     LeakedSandboxAddress,
-    /// No namespace on the pod's node holds its address.
     PodAddressNotHeld,
-    /// Another node's InternalIP/ExternalIP held here or claimed by a Service.
     NodeAddressShadowed,
-    /// A node's Calico tunnel address that no IPAMBlock allocates to its tunnel.
     UnallocatedTunnelAddress,
 }
 
 impl FindingKind {
+    /// Its declaration: the one place a kind is registered.
+    pub fn spec(self) -> &'static Spec {
+        use super::{bridge, calico, collision, kernel, leftover, node, overlap, refused, vip};
+        match self {
+            Self::RouterIpCollision => &collision::ROUTER,
+            Self::IngressIpCollision => &collision::INGRESS,
+            Self::HealthIpCollision => &collision::HEALTH,
+            Self::TunnelIpCollision => &collision::TUNNEL,
+            Self::GatewayIpCollision => &collision::GATEWAY,
+            Self::LocalAddressCollision => &collision::LOCAL,
+            Self::StaleBridgeAddress => &bridge::STALE_BRIDGE,
+            Self::HostRouteBlackhole => &collision::BLACKHOLE,
+            Self::PodRouteTaken => &leftover::ROUTE_TAKEN,
+            Self::AllocatorOverlap => &overlap::OVERLAP,
+            Self::DuplicatePodIp => &refused::DUPLICATE,
+            Self::StaleCiliumEndpoint => &refused::STALE_ENDPOINT,
+            Self::PodIpExhaustion => &node::EXHAUSTION,
+            Self::PodIpCapacityShortfall => &node::CAPACITY,
+            Self::CiliumIpamError => &node::OPERATOR_ERROR,
+            Self::IpamMigrationStuck => &node::MIGRATION_STUCK,
+            Self::IngressIpNotMasqueraded => &node::NOT_MASQUERADED,
+            Self::ClusterPoolNearlyFull => &node::POOL_NEARLY_FULL,
+            Self::PodRouteMisdirected => &kernel::MISDIRECTED,
+            Self::PodRouteDeadEnd => &kernel::DEAD_END,
+            Self::PodAddressHeldTwice => &kernel::HELD_TWICE,
+            Self::LeakedSandboxAddress => &kernel::LEAKED,
+            Self::PodAddressNotHeld => &kernel::NOT_HELD,
+            Self::NodeAddressShadowed => &vip::NODE_ADDRESS,
+            Self::UnallocatedTunnelAddress => &calico::UNALLOCATED,
+        }
+    }
+
     /// Every kind, in order.
     pub fn all() -> impl Iterator<Item = Self> {
         <Self as strum::IntoEnumIterator>::iter()
@@ -118,7 +87,7 @@ impl FindingKind {
 
     /// The name used in JSON, Event reasons and metric labels.
     pub fn as_str(self) -> &'static str {
-        self.into()
+        self.spec().name
     }
 
     /// The collision kind of an address with this role.
@@ -138,20 +107,19 @@ impl FindingKind {
     /// Whether findings of this kind are about a node (its Event goes on the
     /// Node); a pod's refusal of such a kind is the pod's ([`Finding::is_node_level`]).
     pub fn is_node_level(self) -> bool {
-        matches!(
-            self,
-            Self::AllocatorOverlap
-                | Self::PodIpExhaustion
-                | Self::PodIpCapacityShortfall
-                | Self::CiliumIpamError
-                | Self::IpamMigrationStuck
-                | Self::IngressIpNotMasqueraded
-                | Self::ClusterPoolNearlyFull
-                | Self::StaleBridgeAddress
-                | Self::LeakedSandboxAddress
-                | Self::NodeAddressShadowed
-                | Self::UnallocatedTunnelAddress
-        )
+        self.spec().about == About::Node
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -196,6 +164,16 @@ pub struct PodRef {
     pub name: String,
     /// `metadata.uid` (empty when unknown).
     pub uid: String,
+}
+
+impl From<&Pod> for PodRef {
+    fn from(p: &Pod) -> Self {
+        Self {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+        }
+    }
 }
 
 impl fmt::Display for PodRef {

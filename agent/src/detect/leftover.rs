@@ -5,7 +5,7 @@
 //!   pod given the same address (calico#2730, #3940, #11755): `PodRouteTaken`.
 //! - The bridge plugin: its bridge holds another address than the gateway of
 //!   the node's pod range, kept from a previous podCIDR (kube-router#689,
-//!   #496; antrea#1685): `StaleBridgeAddress` on the pod, the face kubelet
+//!   #496; antrea#1685): a stale bridge address on the pod, the face kubelet
 //!   shows of the node's own finding, which needs another node to own the
 //!   old range while every refused pod is harmed anyway.
 //!
@@ -19,12 +19,24 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{
-    Cause, Finding, FindingKind, KubeletReport, Owner, PodSite, Remedy, Role, Scope, Trust,
-    refused::pod_ref,
+    Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec, rank},
 };
 use crate::inventory::{
     BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, Inventory, IpSource, Pod, RouteKind, SandboxFailure,
     SandboxRefusal, Source, TABLE_MAIN,
+};
+
+/// The CNI refused the pod: the host routes its address through another interface.
+pub(super) const ROUTE_TAKEN: Spec = Spec {
+    rank: rank::cannot_start,
+    ..Spec::pod(
+        "PodRouteTaken",
+        "the CNI refused the pod: the host routes its address through another interface \
+         (Calico's \"route … already exists for an interface other than\")",
+        Count::IpamProblems,
+        Alert::Named("IPShadowPodRouteTaken"),
+    )
 };
 
 /// The refusals of this node's pods that have not started since.
@@ -73,7 +85,7 @@ fn summed(
 
 fn site(inv: &Inventory, pod: &Pod) -> PodSite {
     PodSite {
-        pod: pod_ref(pod),
+        pod: PodRef::from(pod),
         node: inv.node.clone(),
         // The pod has no address of its own: the refusal names it.
         ip_source: IpSource::Event,
@@ -129,13 +141,13 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
             node: inv.node.clone(),
             ip,
             interface: interface.clone(),
-            holder: holder.map(pod_ref),
+            holder: holder.map(PodRef::from),
         },
         cause: Cause::Leftover {
             site: site(inv, pod),
             kubelet,
             interface,
-            holder: holder.map(pod_ref),
+            holder: holder.map(PodRef::from),
             wanted: None,
             seen,
         },

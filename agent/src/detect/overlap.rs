@@ -7,8 +7,21 @@ use std::{collections::BTreeSet, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{Finding, Owner, Owners, Role};
+use super::{
+    Finding, Owner, Owners, Role,
+    kind::{Alert, Count, Spec},
+};
 use crate::inventory::{CiliumNode, InfraAddress, Inventory, IpRange, Source, Subnet};
+
+/// Latent: Cilium's infrastructure addresses (or the range it takes them
+/// from) lie in a range another allocator hands to pods.
+pub(super) const OVERLAP: Spec = Spec::node(
+    "AllocatorOverlap",
+    "latent: Cilium's infrastructure addresses (or the range it takes them from) lie in a range \
+     another allocator hands to pods",
+    Count::AllocatorOverlaps,
+    Alert::Named("IPShadowAllocatorOverlap"),
+);
 
 /// This node's overlaps with every primary Subnet (secondary networks never
 /// hand out `status.podIPs`): one finding per Cilium range and Subnet, listing

@@ -3,12 +3,36 @@
 //! endpoint for a pod that is gone (`StaleCiliumEndpoint`). Known from kubelet's
 //! Events alone, which a tenant can write: hints.
 
-use std::net::IpAddr;
+use std::{collections::HashMap, net::IpAddr};
 
 use super::{
     Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec, rank},
 };
 use crate::inventory::{Inventory, IpSource, Pod, SandboxRefusal, Source};
+
+/// Cilium refused the pod's address as in use by another live pod.
+pub(super) const DUPLICATE: Spec = Spec {
+    rank: rank::cannot_start,
+    ..Spec::pod(
+        "DuplicatePodIP",
+        "Cilium refused the pod's address as in use by another live pod",
+        Count::IpamProblems,
+        Alert::Named("IPShadowDuplicatePodIP"),
+    )
+};
+
+/// Cilium refused the pod's address as in use, and nothing owns it.
+pub(super) const STALE_ENDPOINT: Spec = Spec {
+    rank: rank::cannot_start,
+    ..Spec::pod(
+        "StaleCiliumEndpoint",
+        "Cilium refused the pod's address as in use, and nothing owns it: an endpoint Cilium \
+         keeps for a pod that is gone",
+        Count::IpamProblems,
+        Alert::Named("IPShadowStaleCiliumEndpoint"),
+    )
+};
 
 /// kubelet's reports that `pod` was refused `ip` as in use: counts summed, the
 /// message of the most repeated.
@@ -30,14 +54,6 @@ pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<K
         count,
         message: best.map(|(_, m)| m.to_owned()).unwrap_or_default(),
     })
-}
-
-pub(super) fn pod_ref(p: &Pod) -> PodRef {
-    PodRef {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        uid: p.uid.clone(),
-    }
 }
 
 /// A pod refused `ip` as in use where no node holds it: another live pod
@@ -70,7 +86,7 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         cause: Cause::Refused {
             site,
             kubelet,
-            holder: holder.map(pod_ref),
+            holder: holder.map(PodRef::from),
         },
         remedy,
         // The refusal is known from an Event alone, which a tenant can write.
@@ -129,5 +145,59 @@ fn cilium_agent_pod(inv: &Inventory, node: &str) -> Option<PodRef> {
                     suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
                 })
         })
-        .map(pod_ref)
+        .map(PodRef::from)
+}
+
+/// A duplicate for every live pod whose status IP an older live pod also
+/// holds. Terminating pods are left out: their address may already be
+/// released and handed on while the object lingers.
+pub(super) fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (ip, pods) in holders.iter().filter(|(_, p)| p.len() > 1) {
+        let mut pods = pods.clone();
+        pods.sort_by(|a, b| {
+            (a.created, &a.namespace, &a.name).cmp(&(b.created, &b.namespace, &b.name))
+        });
+        pods.dedup_by(|a, b| a.uid == b.uid && a.name == b.name && a.namespace == b.namespace);
+        let Some((oldest, newer)) = pods.split_first() else {
+            continue;
+        };
+        let holder = PodRef::from(*oldest);
+        let holder_node = oldest.node.clone().unwrap_or_default();
+        for p in newer {
+            let node = p.node.clone().unwrap_or_default();
+            let scope = if node == holder_node {
+                Scope::SameNode
+            } else {
+                Scope::CrossNode
+            };
+            out.push(Finding {
+                kind: FindingKind::DuplicatePodIp,
+                scope,
+                ip: Some(*ip),
+                owner: Owner {
+                    node: holder_node.clone(),
+                    role: Role::Pod,
+                    device: None,
+                    source: Source::PodStatus,
+                },
+                cause: Cause::Duplicate {
+                    site: PodSite {
+                        pod: PodRef::from(*p),
+                        node,
+                        ip_source: IpSource::Status,
+                        created: p.created,
+                        controller: p.controller.clone(),
+                    },
+                    holder: holder.clone(),
+                },
+                remedy: Remedy::RecreateNewer {
+                    pod: PodRef::from(*p),
+                },
+                // Both addresses are in pod status, which only kubelet writes.
+                trust: Trust::Cluster,
+            });
+        }
+    }
+    out
 }

@@ -14,13 +14,40 @@
 use std::net::IpAddr;
 
 use super::{
-    Cause, Finding, FindingKind, NodeProblem, Owner, PodSite, Remedy, Role, Scope, Trust,
-    refused::pod_ref,
+    Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec},
 };
 use crate::inventory::{
     Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, ServiceField, Source,
     VIP_DEVICES,
 };
+
+/// Another node's InternalIP/ExternalIP held here or claimed by a Service.
+pub(super) const NODE_ADDRESS: Spec = Spec {
+    rank: |f| if held_by_a_kernel(f) { 0 } else { 4 },
+    ..Spec::node(
+        "NodeAddressShadowed",
+        "another node's InternalIP or ExternalIP held on this node or claimed by a Service: the \
+         other nodes cannot reach that node",
+        Count::InfoOnly,
+        Alert::None(
+            "a Service's claim alone is harmless unless the proxy binds it (IPVS); held on a \
+             node, the Event on the Node says so and the node's own probes fail",
+        ),
+    )
+};
+
+/// Whether a claimed node address was seen held on a node (`check`), not only
+/// claimed by a Service (`audit`): only kube-proxy in IPVS mode and kube-router
+/// bind a Service's whole address; in iptables or nftables mode (the default)
+/// a node's address as a Service's externalIP is a documented pattern. Such a
+/// claim alone ranks as latent.
+fn held_by_a_kernel(f: &Finding) -> bool {
+    match &f.cause {
+        Cause::Node(NodeProblem::NodeAddressClaimed(c)) => c.held.is_some(),
+        _ => true,
+    }
+}
 
 /// Another node's address, claimed or held where it must not be.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,7 +171,7 @@ pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> V
                 source: Source::Services,
             };
             let site = PodSite {
-                pod: pod_ref(p),
+                pod: PodRef::from(p),
                 node: node.to_owned(),
                 ip_source: IpSource::Status,
                 created: p.created,
@@ -181,7 +208,7 @@ fn finding(claim: NodeAddressClaim, owner: Owner, trust: Trust) -> Finding {
         scope: Scope::CrossNode,
         ip: Some(claim.ip),
         owner,
-        cause: Cause::Node(NodeProblem::NodeAddressShadowed(claim.clone())),
+        cause: Cause::Node(NodeProblem::NodeAddressClaimed(claim.clone())),
         remedy: Remedy::FreeNodeAddress(claim),
         trust,
     }

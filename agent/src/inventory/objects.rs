@@ -151,9 +151,9 @@ pub enum Role {
     OvnRouterPort,
     /// Any other address of the node.
     Local,
-    /// Another pod's address (`DuplicatePodIP`).
+    /// Another pod's address.
     Pod,
-    /// An endpoint Cilium keeps for an address no pod owns (`StaleCiliumEndpoint`).
+    /// An endpoint Cilium keeps for an address no pod owns.
     Endpoint,
     /// The node itself: a finding about its allocator or configuration.
     Node,

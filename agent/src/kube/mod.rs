@@ -31,24 +31,24 @@ pub struct SourceArgs {
     pub ciliumnodes: Option<PathBuf>,
     /// With --pods: kube-ovn Subnets as `kubectl get subnets.kubeovn.io -o json` prints
     /// them, so Cilium addresses kube-ovn may hand out are found before a pod collides
-    /// (`AllocatorOverlap`).
+    /// (an allocator overlap).
     #[arg(long, env = "IPSHADOW_SUBNETS_FILE", requires = "pods")]
     pub subnets: Option<PathBuf>,
     /// With --pods: Nodes as `kubectl get nodes -o json` prints them, for the
     /// addresses Cilium publishes in their annotations (`network.cilium.io/*`,
     /// legacy `io.cilium.network.*`) where a CiliumNode does not show them, and
-    /// for how many pods this node accepts against its pod range (`PodIPCapacityShortfall`).
+    /// for how many pods this node accepts against its pod range.
     #[arg(long, env = "IPSHADOW_NODES_FILE", requires = "pods")]
     pub nodes: Option<PathBuf>,
     /// With --pods: Events as `kubectl get events -A -o json` prints them. kubelet's
     /// FailedCreatePodSandBox Events name the address Cilium refused a pod as already
     /// in use (the only trace of it when Cilium's own IPAM gave the pod that address)
-    /// or an allocator with none left (`PodIPExhaustion`).
+    /// or an allocator with none left.
     #[arg(long, env = "IPSHADOW_EVENTS_FILE", requires = "pods")]
     pub events: Option<PathBuf>,
     /// With --pods: Cilium's ConfigMap as `kubectl get cm -n kube-system cilium-config
     /// -o json` prints it, so a switch to ipam=cluster-pool that left a node on its
-    /// old range is found (`IPAMMigrationStuck`).
+    /// old range is found (a migration that never took).
     #[arg(long, env = "IPSHADOW_CILIUM_CONFIG_FILE", requires = "pods")]
     pub cilium_config: Option<PathBuf>,
     /// With --pods: EndpointSlices as `kubectl get endpointslices -A -o json` prints
@@ -71,7 +71,7 @@ pub struct SourceArgs {
     #[arg(long, env = "IPSHADOW_APISERVICES_FILE", requires = "pods")]
     pub apiservices: Option<PathBuf>,
     /// In cluster mode, the namespace of Cilium's `cilium-config` ConfigMap (its IPAM
-    /// mode and cluster-pool CIDRs, for `IPAMMigrationStuck`).
+    /// mode and cluster-pool CIDRs, for a migration that never took).
     #[arg(long, env = "IPSHADOW_CILIUM_NAMESPACE", default_value = cluster::DEFAULT_CILIUM_NAMESPACE,
           value_parser = dns_label)]
     pub cilium_namespace: String,
@@ -87,8 +87,8 @@ pub struct SourceArgs {
 pub struct CalicoFiles {
     /// With --pods: Calico's IPAMBlocks as `kubectl get ipamblocks.crd.projectcalico.org -o
     /// json` prints them: a Node's Calico tunnel address no block allocates to its tunnel
-    /// (`UnallocatedTunnelAddress`), and a pod on a block address allocated to a tunnel
-    /// (`TunnelIPCollision`) even where no annotation names it.
+    /// (an unallocated tunnel address), and a pod on a block address allocated to a
+    /// tunnel (a collision with it) even where no annotation names it.
     #[arg(long, env = "IPSHADOW_IPAMBLOCKS_FILE", requires = "pods")]
     pub ipamblocks: Option<PathBuf>,
     /// With --pods: Calico's IPPools as `kubectl get ippools.crd.projectcalico.org -o json`

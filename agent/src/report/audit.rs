@@ -11,42 +11,18 @@ use super::{
 };
 use crate::detect::{FindingKind, audit::Audit};
 
-/// What only the agent on a node sees, and why: said instead of guessed.
-pub const NOT_CHECKED: [(&str, &str); 8] = [
-    (
-        "LocalAddressCollision",
-        "addresses on the node's other devices live only in its kernel (a pod on a Service's \
-         address is reported: kube-proxy binds those on every node)",
-    ),
-    (
-        "HostRouteBlackhole",
-        "the node's routes live only in its kernel",
-    ),
-    (
-        "PodRouteMisdirected",
-        "what a pod's namespace holds is read from the node's kernel",
-    ),
-    (
-        "PodRouteDeadEnd",
-        "the per-pod routes and their interfaces live only in the node's kernel",
-    ),
-    (
-        "PodAddressHeldTwice",
-        "what a pod's namespace holds is read from the node's kernel",
-    ),
-    (
-        "LeakedSandboxAddress",
-        "a sandbox no pod owns is seen only in the node's kernel",
-    ),
-    (
-        "PodAddressNotHeld",
-        "what a pod's namespace holds is read from the node's kernel",
-    ),
-    (
-        "traffic evidence",
-        "host traffic delivered to the node instead of the pod is seen by the eBPF classifier on the node",
-    ),
-];
+/// What only the agent on a node sees, and why (each kind's
+/// `unseen_by_audit`, then traffic evidence): said instead of guessed.
+pub fn not_checked() -> Vec<(&'static str, &'static str)> {
+    FindingKind::all()
+        .filter_map(|k| Some((k.as_str(), k.spec().unseen_by_audit?)))
+        .chain([(
+            "traffic evidence",
+            "host traffic delivered to the node instead of the pod is seen by the eBPF \
+             classifier on the node",
+        )])
+        .collect()
+}
 
 #[derive(Serialize)]
 struct JsonAudit<'a> {
@@ -90,8 +66,8 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
                     .collect(),
             })
             .collect(),
-        not_checked: NOT_CHECKED
-            .iter()
+        not_checked: not_checked()
+            .into_iter()
             .map(|(kind, why)| JsonNotChecked { kind, why })
             .collect(),
     })
@@ -136,8 +112,9 @@ fn table_text(audit: &Audit) -> String {
         out,
         "\nNot checked without the node's kernel (run the agent, or `ipshadow check` on the node):"
     );
-    let width = NOT_CHECKED.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    for (kind, why) in NOT_CHECKED {
+    let unseen = not_checked();
+    let width = unseen.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (kind, why) in unseen {
         let _ = writeln!(out, "  {kind:<width$}  {why}");
     }
     out
@@ -149,7 +126,7 @@ fn plural(n: usize) -> &'static str {
 
 /// The kinds an audit can report (every kind but those only a kernel shows).
 pub fn reported_kinds() -> impl Iterator<Item = FindingKind> {
-    FindingKind::all().filter(|k| !NOT_CHECKED.iter().any(|(name, _)| *name == k.as_str()))
+    FindingKind::all().filter(|k| k.spec().unseen_by_audit.is_none())
 }
 
 #[cfg(test)]
@@ -181,7 +158,7 @@ mod tests {
             serde_json::from_str(&json(&Audit::default()).expect("json")).expect("valid JSON");
         assert_eq!(
             j["not_checked"].as_array().map(Vec::len),
-            Some(NOT_CHECKED.len())
+            Some(not_checked().len())
         );
     }
 }

@@ -45,18 +45,18 @@ pub(super) struct JsonFinding<'a> {
     fib: Option<String>,
     /// A pod route that the local address shadows.
     shadowed_route: Option<&'a str>,
-    /// AllocatorOverlap: the kube-ovn Subnet that may hand the address out.
+    /// An allocator overlap: the kube-ovn Subnet that may hand the address out.
     subnet: Option<&'a str>,
-    /// AllocatorOverlap: Cilium's allocation range involved.
+    /// An allocator overlap: Cilium's allocation range involved.
     cilium_range: Option<String>,
-    /// AllocatorOverlap: every address of Cilium's the Subnet may hand out
+    /// An allocator overlap: every address of Cilium's the Subnet may hand out
     /// (`ip` is the first), with its role; one finding per range and Subnet.
     addresses: Option<&'a [InfraAddress]>,
     /// Host traffic to the IP that the eBPF classifier saw delivered locally.
     evidence: Option<&'a Evidence>,
     /// kubelet's FailedCreatePodSandBox report the finding rests on.
     kubelet: Option<&'a KubeletReport>,
-    /// DuplicatePodIP: the other pod holding the address.
+    /// A duplicate: the other pod holding the address.
     holder: Option<&'a PodRef>,
     /// `critical` (the kube-apiserver calls through the pod), `high` (a Service
     /// backend) or `warning`.

@@ -44,15 +44,7 @@ pub fn candidates(findings: &[Finding], node: &str) -> Vec<Candidate> {
     findings
         .iter()
         .filter(|f| reported_here(f, node) && f.scope == Scope::SameNode && f.trust.acted_on())
-        .filter(|f| {
-            matches!(
-                f.kind,
-                FindingKind::RouterIpCollision
-                    | FindingKind::IngressIpCollision
-                    | FindingKind::HealthIpCollision
-                    | FindingKind::LocalAddressCollision
-            )
-        })
+        .filter(|f| f.kind.spec().remediable)
         .filter_map(|f| {
             let site = f.site()?;
             if site.node != node {

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::detect::{Finding, FindingKind};
+use crate::detect::Finding;
 
 /// A leak by address and the interface it is held behind.
 type Key = (Option<IpAddr>, Option<String>);
@@ -42,7 +42,7 @@ impl Young {
         let told = findings
             .into_iter()
             .filter(|f| {
-                if f.kind != FindingKind::LeakedSandboxAddress {
+                if !f.kind.spec().held_back {
                     return true;
                 }
                 let key = (f.ip, f.owner.device.clone());
@@ -70,7 +70,7 @@ impl Young {
 mod tests {
     use super::*;
     use crate::{
-        detect::detect,
+        detect::{FindingKind, detect},
         inventory::{
             fixtures::{ME, pod},
             ptp_fixtures::{PTP_PODS, ptp_inventory},

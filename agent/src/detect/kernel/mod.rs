@@ -9,21 +9,59 @@
 //! namespace holds, on a node that lays per-pod routes (`PodAddressNotHeld`).
 //! An address a namespace holds on its peer link that no pod of this node has,
 //! reached by a per-pod route or inside the node's pod range, is a leaked
-//! sandbox (`LeakedSandboxAddress`, about the node).
+//! sandbox, about the node ([`leaked`]).
 
 use std::{collections::HashSet, net::IpAddr};
-
-use ipnet::IpNet;
 
 use self::index::{Index, own, status_ips};
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec},
     truth::{KernelFix, KernelTruth},
 };
 use crate::inventory::{
     Holder, HostIface, Inventory, IpSource, PlacedPod, Pod, PodRoute, Route, Source, TruthRow,
     TruthTable,
 };
+
+/// The alert on what the namespaces hold against the host's routes and the API.
+const KERNEL_TRUTH: Alert = Alert::Named("IPShadowKernelTruthProblem");
+
+/// The host routes the pod's address into a namespace that does not hold it.
+pub(in crate::detect) const MISDIRECTED: Spec = kernel_spec(
+    "PodRouteMisdirected",
+    "the host routes the pod's address into a namespace that does not hold it",
+    "what a pod's namespace holds is read from the node's kernel",
+);
+
+/// The host's route to the pod goes out an interface that is down.
+pub(in crate::detect) const DEAD_END: Spec = kernel_spec(
+    "PodRouteDeadEnd",
+    "the host's route to the pod goes out an interface that is down",
+    "the per-pod routes and their interfaces live only in the node's kernel",
+);
+
+/// Two namespaces on the node hold the pod's address.
+pub(in crate::detect) const HELD_TWICE: Spec = kernel_spec(
+    "PodAddressHeldTwice",
+    "two namespaces on the node hold the pod's address",
+    "what a pod's namespace holds is read from the node's kernel",
+);
+
+/// No namespace on the pod's node holds its address.
+pub(in crate::detect) const NOT_HELD: Spec = kernel_spec(
+    "PodAddressNotHeld",
+    "no namespace on the pod's node holds its address",
+    "what a pod's namespace holds is read from the node's kernel",
+);
+
+/// A kernel-truth kind about a pod: only the node's kernel shows it.
+const fn kernel_spec(name: &'static str, what: &'static str, unseen: &'static str) -> Spec {
+    Spec {
+        unseen_by_audit: Some(unseen),
+        ..Spec::pod(name, what, Count::KernelTruth, KERNEL_TRUTH)
+    }
+}
 
 /// The node's truth table: every address a peer namespace holds, a per-pod
 /// route leads to, or a pod of this node has, in address order. Empty when
@@ -73,7 +111,7 @@ pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>)
     for row in rows(&idx) {
         let pods: Vec<&Pod> = idx.own_at(row.ip).collect();
         if pods.is_empty() {
-            out.extend(leaked(&idx, row));
+            out.extend(leaked::leaked(&idx, row));
             continue;
         }
         for p in pods {
@@ -161,7 +199,7 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         Some(i) if read(i).is_some_and(|n| !n.holds(ip) && !n.truncated) && elsewhere(i) => {
             let to = row.holders.first().map(|h| h.iface.clone());
             let fix = KernelFix::RepointRoute { node, ip, to };
-            let other = idx.host_owner(i, pod).map(pod_ref);
+            let other = idx.host_owner(i, pod).map(PodRef::from);
             let reached = Some(holder(idx, i, ip));
             (FindingKind::PodRouteMisdirected, fix, reached, other)
         }
@@ -183,7 +221,9 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
             && !pod.default_network_elsewhere
             && idx.lays_pod_routes(ip) =>
         {
-            let fix = KernelFix::RecreatePod { pod: pod_ref(pod) };
+            let fix = KernelFix::RecreatePod {
+                pod: PodRef::from(pod),
+            };
             (FindingKind::PodAddressNotHeld, fix, None, None)
         }
         _ => return None,
@@ -248,65 +288,7 @@ pub(super) fn sole_pod_holder(inv: &Inventory, ip: IpAddr) -> Option<String> {
     pods.next().is_none().then(|| one.name.clone())
 }
 
-/// Whether `ip`, held behind `iface`, is the node's own: behind one of
-/// [`NODE_IFACES`], or an address the cluster names for this node (Cilium's
-/// router, health or Ingress IP, another CNI's gateway).
-fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
-    NODE_IFACES.contains(&iface)
-        || inv
-            .own_cni_nodes()
-            .any(|c| c.addresses.iter().any(|a| a.ip == ip))
-}
-
-/// The ranges this node's pods are given addresses from: its Node's podCIDRs,
-/// kube-ovn's primary Subnets, its CiliumNode's ranges (cluster-pool leaves the
-/// Node's empty), ovn-kubernetes' node subnets, Calico's IPAMBlocks affine to it.
-fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
-    inv.own_pod_ranges().chain(
-        inv.calico
-            .blocks()
-            .iter()
-            .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))
-            .map(|b| b.cidr),
-    )
-}
-
-/// An address no pod of this node has, held on a peer link: a leaked sandbox.
-fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
-    let inv = idx.inv;
-    let ip = row.ip;
-    let routed = row.route.is_some();
-    let in_pod_range = pod_ranges(inv).any(|c| c.contains(&ip));
-    let on_peer_link = |h: &&Holder| {
-        idx.iface(h.iface_index)
-            .is_some_and(|i| i.peer_index == h.peer_index)
-    };
-    let h = row.holders.iter().find(on_peer_link)?.clone();
-    if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) || idx.any_own_pod_at(ip) {
-        return None;
-    }
-    let other_pod = idx.pods_at(ip).first().map(|p| pod_ref(p));
-    let fix = KernelFix::TearDownSandbox {
-        node: inv.node.clone(),
-        iface: h.iface.clone(),
-    };
-    let truth = KernelTruth {
-        site: None,
-        row,
-        reached: Some(h.clone()),
-        other_pod,
-    };
-    let kind = FindingKind::LeakedSandboxAddress;
-    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface));
-    // A per-pod route the CNI laid to it is the node's word; an unrouted
-    // address in the pod range may be one a pod added to its own namespace.
-    if !routed {
-        f.trust = Trust::Hint;
-    }
-    Some(f)
-}
-
-fn finding(
+pub(super) fn finding(
     inv: &Inventory,
     (kind, ip): (FindingKind, IpAddr),
     truth: KernelTruth,
@@ -334,17 +316,9 @@ fn finding(
     }
 }
 
-fn pod_ref(p: &Pod) -> PodRef {
-    PodRef {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        uid: p.uid.clone(),
-    }
-}
-
 fn site(inv: &Inventory, p: &Pod) -> PodSite {
     PodSite {
-        pod: pod_ref(p),
+        pod: PodRef::from(p),
         node: inv.node.clone(),
         ip_source: IpSource::Status,
         created: p.created,
@@ -355,6 +329,8 @@ fn site(inv: &Inventory, p: &Pod) -> PodSite {
 #[cfg(test)]
 mod holder_tests;
 mod index;
+mod leaked;
+pub(in crate::detect) use leaked::LEAKED;
 mod names;
 #[cfg(test)]
 mod tests;

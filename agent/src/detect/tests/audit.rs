@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::detect::{Cause, FindingKind, Scope};
 use crate::inventory::{
     ClusterState,
     fixtures::{ME, OTHER, cilium_node, cilium_nodes, ip, net, ovn_default, pod},

@@ -60,7 +60,7 @@ fn node_holding(held: &str, device: &str, services: ServiceAddresses) -> Invento
 }
 
 fn claim(f: &crate::detect::Finding) -> &NodeAddressClaim {
-    let Cause::Node(NodeProblem::NodeAddressShadowed(c)) = &f.cause else {
+    let Cause::Node(NodeProblem::NodeAddressClaimed(c)) = &f.cause else {
         panic!("{f:#?}");
     };
     c

@@ -25,7 +25,7 @@ use super::{OnChange, Shared, Sink, listed, lock};
 use crate::kube::ttl::Cache;
 use crate::report::Published;
 use crate::{
-    detect::{Cause, Finding, FindingKind, Role},
+    detect::{Cause, Finding, Role},
     inventory::{Covered, ServiceAddresses},
     kube::objects,
 };
@@ -39,14 +39,13 @@ const MIN_GAP: Duration = Duration::from_secs(30);
 const ADDRESSES: usize = 1024;
 
 /// The local addresses of `node` that pods' IPs equal: those of its
-/// local-address collisions (a Service already named among them, so that the
+/// local-address collisions: a collision's kind follows its owner's role (a Service already named among them, so that the
 /// answer is kept while the finding stands).
 pub fn local_collisions(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
     findings
         .iter()
         .filter(|f| {
-            f.kind == FindingKind::LocalAddressCollision
-                && f.owner.node == node
+            f.owner.node == node
                 && f.owner.role == Role::Local
                 && matches!(f.cause, Cause::Collision { .. })
         })

@@ -17,7 +17,7 @@ use super::{
     traffic::Traffic,
 };
 use crate::{
-    detect::{Finding, FindingKind, audit::rank},
+    detect::{Finding, audit::rank},
     inventory::{IpSource, text::clean},
 };
 
@@ -252,8 +252,7 @@ pub fn reported_here(f: &Finding, node: &str) -> bool {
     {
         return false;
     }
-    f.pod_node() == Some(node)
-        || (f.owner.node == node && f.kind == FindingKind::LocalAddressCollision)
+    f.pod_node() == Some(node) || (f.owner.node == node && f.kind.spec().owner_reports)
 }
 
 /// The Node as an Event's `regarding` object.

@@ -1,5 +1,6 @@
 //! The Event series: what is written, what the cap keeps, in which order.
 use super::*;
+use crate::detect::FindingKind;
 
 fn pod_series(i: usize) -> Desired {
     Desired {

@@ -179,7 +179,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
         ),
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
         NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
-        NodeProblem::NodeAddressShadowed(c) => super::vip::message(c, reader),
+        NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
         NodeProblem::Calico(a) => super::calico::long(f, a),
     };
     let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));

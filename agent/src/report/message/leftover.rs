@@ -1,6 +1,6 @@
 //! The text of a refusal over what the node kept from before: Calico's host
 //! route through another interface (`PodRouteTaken`), the bridge's other
-//! address (`StaleBridgeAddress` on the refused pod). Each in its CNI's terms.
+//! address (on the refused pod). Each in its CNI's terms.
 
 use super::{Reader, ipam::kubelet_says, pod_name};
 use crate::detect::{Cause, Finding, FindingKind, PodRef, Remedy};

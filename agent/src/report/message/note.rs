@@ -292,7 +292,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             *pool_change,
         ),
         NodeProblem::StaleBridge { .. } | NodeProblem::Calico(_) => cni_problem(f, problem),
-        NodeProblem::NodeAddressShadowed(c) => super::vip::note(c),
+        NodeProblem::NodeAddressClaimed(c) => super::vip::note(c),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
              API and Ingress requests to backends on other nodes time out.",

@@ -1,4 +1,4 @@
-//! The text of a node's address held by other nodes (`NodeAddressShadowed`):
+//! The text of a node's address held by other nodes (its finding kind: [`crate::detect::vip`]):
 //! what holds it, which node is cut off, and the fix in Kubernetes' terms.
 
 use super::Reader;

@@ -13,6 +13,7 @@ use super::{FindingsView, Names, traffic};
 use crate::detect::{
     Finding, FindingKind, Scope,
     impact::{Impact, Severity},
+    kind::Count,
 };
 
 #[derive(EncodeLabelSet)]
@@ -64,48 +65,15 @@ impl FindingsCollector {
     }
 }
 
-/// The kinds counted in `ipshadow_ipam_problems`: the loud failures kubelet
-/// and Cilium report, and the allocator problems behind them.
-const IPAM_KINDS: [FindingKind; 11] = [
-    FindingKind::DuplicatePodIp,
-    FindingKind::StaleCiliumEndpoint,
-    FindingKind::PodRouteTaken,
-    FindingKind::PodIpExhaustion,
-    FindingKind::PodIpCapacityShortfall,
-    FindingKind::CiliumIpamError,
-    FindingKind::IpamMigrationStuck,
-    FindingKind::IngressIpNotMasqueraded,
-    FindingKind::ClusterPoolNearlyFull,
-    // The node's finding (the kernel shows it); each refused pod's is a hint.
-    FindingKind::StaleBridgeAddress,
-    // Calico's IPAM may hand the node's tunnel address to a pod.
-    FindingKind::UnallocatedTunnelAddress,
-];
-
 #[derive(EncodeLabelSet)]
 struct KindLabels {
     kind: &'static str,
 }
 
-/// The kinds counted in `ipshadow_kernel_truth_problems`: what the pods'
-/// namespaces hold against the host's routes and the API.
-const KERNEL_KINDS: [FindingKind; 5] = [
-    FindingKind::PodRouteMisdirected,
-    FindingKind::PodRouteDeadEnd,
-    FindingKind::PodAddressHeldTwice,
-    FindingKind::LeakedSandboxAddress,
-    FindingKind::PodAddressNotHeld,
-];
-
-/// The kinds counted in `ipshadow_collisions`: an address held by two owners.
-const COLLISION_KINDS: [FindingKind; 6] = [
-    FindingKind::RouterIpCollision,
-    FindingKind::IngressIpCollision,
-    FindingKind::HealthIpCollision,
-    FindingKind::TunnelIpCollision,
-    FindingKind::GatewayIpCollision,
-    FindingKind::LocalAddressCollision,
-];
+/// The kinds a per-node family counts (each kind's [`Count`]).
+fn counted_in(family: Count) -> impl Iterator<Item = FindingKind> {
+    FindingKind::all().filter(move |k| k.spec().count == family)
+}
 
 impl Collector for FindingsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
@@ -116,6 +84,11 @@ impl Collector for FindingsCollector {
         encode_hints(view, &mut encoder)?;
         traffic::encode(view, self.names, &mut encoder)
     }
+}
+
+/// Findings of every kind `family` counts: hints left out.
+fn counted_all(view: &FindingsView, family: Count) -> i64 {
+    counted_in(family).map(|k| counted(view, k, None)).sum()
 }
 
 /// Findings of `kind` (and `scope`, when given) the counts alerts fire on:
@@ -141,7 +114,7 @@ fn encode_collisions(
         None,
         MetricType::Gauge,
     )?;
-    for kind in COLLISION_KINDS {
+    for kind in counted_in(Count::Collisions) {
         for scope in [Scope::SameNode, Scope::CrossNode] {
             let l = CollisionLabels {
                 kind: kind.as_str(),
@@ -215,21 +188,21 @@ fn encode_counts(
         None,
         MetricType::Gauge,
     )?;
-    ConstGauge::new(counted(view, FindingKind::HostRouteBlackhole, None)).encode(m)?;
+    ConstGauge::new(counted_all(view, Count::HostRouteBlackholes)).encode(m)?;
     let m = encoder.encode_descriptor(
         "ipshadow_allocator_overlaps",
         "Cilium ranges of this node overlapping a kube-ovn Subnet that may hand their addresses to pods (one per range and Subnet)",
         None,
         MetricType::Gauge,
     )?;
-    ConstGauge::new(counted(view, FindingKind::AllocatorOverlap, None)).encode(m)?;
+    ConstGauge::new(counted_all(view, Count::AllocatorOverlaps)).encode(m)?;
     let mut m = encoder.encode_descriptor(
         "ipshadow_ipam_problems",
         "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
         None,
         MetricType::Gauge,
     )?;
-    for kind in IPAM_KINDS {
+    for kind in counted_in(Count::IpamProblems) {
         let l = KindLabels {
             kind: kind.as_str(),
         };
@@ -242,7 +215,7 @@ fn encode_counts(
         None,
         MetricType::Gauge,
     )?;
-    for kind in KERNEL_KINDS {
+    for kind in counted_in(Count::KernelTruth) {
         let l = KindLabels {
             kind: kind.as_str(),
         };

@@ -21,7 +21,7 @@ use std::{
     net::IpAddr,
 };
 
-use crate::detect::{Cause, Finding, FindingKind, Role};
+use crate::detect::{Cause, Finding, Role};
 
 /// The labels of a traffic series.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,10 +110,14 @@ pub fn watch_set(
             f.owner.node == node
                 && matches!(f.owner.role, Role::Router | Role::Health | Role::Local)
         })
-        .filter(|f| f.kind != FindingKind::HostRouteBlackhole)
-        // What the namespaces hold is no local delivery, nor is a route to
-        // another veth a refused pod never had: nothing for the classifier on lo.
-        .filter(|f| !matches!(f.cause, Cause::Kernel(_) | Cause::Leftover { .. }))
+        // A route to nowhere, what the namespaces hold, a route to another veth a
+        // refused pod never had: no local delivery for the classifier on lo.
+        .filter(|f| {
+            !matches!(
+                f.cause,
+                Cause::Blackhole { .. } | Cause::Kernel(_) | Cause::Leftover { .. }
+            )
+        })
         .filter_map(|f| f.ip)
         .chain(claimable.iter().copied())
         .collect()

@@ -41,7 +41,7 @@ fn case(services: Vec<ServiceAddress>, held: Option<(&str, &str)>) -> Finding {
                 Source::Services
             },
         },
-        cause: Cause::Node(NodeProblem::NodeAddressShadowed(claim.clone())),
+        cause: Cause::Node(NodeProblem::NodeAddressClaimed(claim.clone())),
         remedy: Remedy::FreeNodeAddress(claim),
         trust: crate::detect::Trust::TenantAddress,
     }

@@ -12,7 +12,11 @@ use super::{
     Cause, Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope,
     Trust,
 };
+use crate::detect::PodRef;
 use crate::inventory::{CiliumNode, Inventory, IpSource, SandboxRefusal, Source};
+
+mod kinds;
+pub(super) use kinds::*;
 
 /// Cilium's host-scope allocator uses at most this many addresses of an IPv6 range.
 const IPV6_RANGE_CAP: u128 = 65_536;
@@ -213,7 +217,7 @@ fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem>
             });
         }
         if refused {
-            pods.push(super::refused::pod_ref(p));
+            pods.push(PodRef::from(p));
         }
     }
     let mut kubelet = first?;

@@ -1,0 +1,84 @@
+//! A leaked sandbox: an address a namespace holds on its peer link that no pod
+//! of this node has, reached by a per-pod route or inside the node's pod range.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{Index, NODE_IFACES, finding};
+use crate::detect::{
+    Finding, FindingKind, PodRef, Trust,
+    kind::{Alert, Count, Spec},
+    truth::{KernelFix, KernelTruth},
+};
+use crate::inventory::{Holder, Inventory, TruthRow};
+
+/// A namespace holds an address no pod of this node has: a leaked sandbox.
+pub(in crate::detect) const LEAKED: Spec = Spec {
+    held_back: true,
+    unseen_by_audit: Some("a sandbox no pod owns is seen only in the node's kernel"),
+    ..Spec::node(
+        "LeakedSandboxAddress",
+        "a namespace on the node holds an address no pod of the node has: a leaked sandbox",
+        Count::KernelTruth,
+        Alert::Named("IPShadowLeakedSandboxAddress"),
+    )
+};
+
+/// Whether `ip`, held behind `iface`, is the node's own: behind one of
+/// [`NODE_IFACES`], or an address the cluster names for this node (Cilium's
+/// router, health or Ingress IP, another CNI's gateway).
+fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
+    NODE_IFACES.contains(&iface)
+        || inv
+            .own_cni_nodes()
+            .any(|c| c.addresses.iter().any(|a| a.ip == ip))
+}
+
+/// The ranges this node's pods are given addresses from: its Node's podCIDRs,
+/// kube-ovn's primary Subnets, its CiliumNode's ranges (cluster-pool leaves the
+/// Node's empty), ovn-kubernetes' node subnets, Calico's IPAMBlocks affine to it.
+fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
+    inv.own_pod_ranges().chain(
+        inv.calico
+            .blocks()
+            .iter()
+            .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))
+            .map(|b| b.cidr),
+    )
+}
+
+/// An address no pod of this node has, held on a peer link: a leaked sandbox.
+pub(super) fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
+    let inv = idx.inv;
+    let ip = row.ip;
+    let routed = row.route.is_some();
+    let in_pod_range = pod_ranges(inv).any(|c| c.contains(&ip));
+    let on_peer_link = |h: &&Holder| {
+        idx.iface(h.iface_index)
+            .is_some_and(|i| i.peer_index == h.peer_index)
+    };
+    let h = row.holders.iter().find(on_peer_link)?.clone();
+    if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) || idx.any_own_pod_at(ip) {
+        return None;
+    }
+    let other_pod = idx.pods_at(ip).first().map(|p| PodRef::from(*p));
+    let fix = KernelFix::TearDownSandbox {
+        node: inv.node.clone(),
+        iface: h.iface.clone(),
+    };
+    let truth = KernelTruth {
+        site: None,
+        row,
+        reached: Some(h.clone()),
+        other_pod,
+    };
+    let kind = FindingKind::LeakedSandboxAddress;
+    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface));
+    // A per-pod route the CNI laid to it is the node's word; an unrouted
+    // address in the pod range may be one a pod added to its own namespace.
+    if !routed {
+        f.trust = Trust::Hint;
+    }
+    Some(f)
+}
