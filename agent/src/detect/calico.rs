@@ -31,8 +31,8 @@ pub(super) const UNALLOCATED: Spec = Spec::node(
      it to a pod",
     Count::IpamProblems,
     Alert::None(
-        "latent, and calico-node takes a new tunnel address within five minutes where it runs; a \
-         pod given the address pages as a collision with a tunnel address",
+        "found by audit and check --ipamblocks: the agent reads no IPAMBlocks (every agent \
+         would hold them all)",
     ),
 );
 

@@ -31,8 +31,8 @@ pub(super) const NODE_ADDRESS: Spec = Spec {
          other nodes cannot reach that node",
         Count::InfoOnly,
         Alert::None(
-            "a Service's claim alone is harmless unless the proxy binds it (IPVS); held on a \
-             node, the Event on the Node says so and the node's own probes fail",
+            "found by audit, and by check given every Node: the agent reads only its own Node, \
+             so it never reports it",
         ),
     )
 };
