@@ -43,6 +43,7 @@ pub enum FindingKind {
     PodAddressHeldTwice,
     LeakedSandboxAddress,
     PodAddressNotHeld,
+    PodAddressDadFailed,
     NodeAddressShadowed,
     UnallocatedTunnelAddress,
 }
@@ -75,6 +76,7 @@ impl FindingKind {
             Self::PodAddressHeldTwice => &kernel::HELD_TWICE,
             Self::LeakedSandboxAddress => &kernel::LEAKED,
             Self::PodAddressNotHeld => &kernel::NOT_HELD,
+            Self::PodAddressDadFailed => &kernel::DAD_FAILED,
             Self::NodeAddressShadowed => &vip::NODE_ADDRESS,
             Self::UnallocatedTunnelAddress => &calico::UNALLOCATED,
         }

@@ -55,6 +55,16 @@ pub enum KernelFix {
         /// The pod.
         pod: PodRef,
     },
+    /// Remove the other holder on the pod's link, then recreate the pod so its
+    /// address is added again and passes duplicate address detection.
+    RedoDad {
+        /// The node.
+        node: String,
+        /// The pod.
+        pod: PodRef,
+        /// The host interfaces of the other namespaces of this node holding it.
+        others: Vec<String>,
+    },
     /// Bring the pod's interface back, or recreate the pod.
     RestoreLink {
         /// The node.

@@ -81,6 +81,9 @@ pub struct NsAddress {
     pub prefix_len: u8,
     /// The ifindex of the link holding it, in its namespace.
     pub index: u32,
+    /// IPv6 duplicate address detection failed (`IFA_F_DADFAILED`): the kernel
+    /// keeps the address but never uses it.
+    pub dad_failed: bool,
 }
 
 /// One peer namespace, read from the host namespace by its nsid.

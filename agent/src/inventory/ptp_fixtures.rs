@@ -67,6 +67,7 @@ pub(crate) fn ns_address(a: &str) -> NsAddress {
         ip: ip(a),
         prefix_len: 24,
         index: 2,
+        dad_failed: false,
     }
 }
 

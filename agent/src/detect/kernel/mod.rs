@@ -116,7 +116,8 @@ pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>)
         }
         for p in pods {
             if !seen.contains(&(p.uid.clone(), row.ip)) {
-                out.extend(pod_finding(&idx, row.clone(), p));
+                let dad = dad::dad_failed(&idx, &row, p);
+                out.extend(dad.or_else(|| pod_finding(&idx, row.clone(), p)));
             }
         }
     }
@@ -316,7 +317,7 @@ pub(super) fn finding(
     }
 }
 
-fn site(inv: &Inventory, p: &Pod) -> PodSite {
+pub(super) fn site(inv: &Inventory, p: &Pod) -> PodSite {
     PodSite {
         pod: PodRef::from(p),
         node: inv.node.clone(),
@@ -326,11 +327,15 @@ fn site(inv: &Inventory, p: &Pod) -> PodSite {
     }
 }
 
+mod dad;
 #[cfg(test)]
 mod holder_tests;
 mod index;
 mod leaked;
+pub(in crate::detect) use dad::DAD_FAILED;
 pub(in crate::detect) use leaked::LEAKED;
+#[cfg(test)]
+mod dad_tests;
 mod names;
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::PodAddressHeldTwice => "PodAddressHeldTwice",
             FindingKind::LeakedSandboxAddress => "LeakedSandboxAddress",
             FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
+            FindingKind::PodAddressDadFailed => "PodAddressDadFailed",
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
             FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
         },
@@ -69,7 +70,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 25);
+    assert_eq!(all.len(), 26);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
 }

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use netlink_packet_route::{
-    address::{AddressAttribute, AddressMessage},
+    address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage},
     link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
@@ -93,7 +93,20 @@ pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
         ip,
         prefix_len: msg.header.prefix_len,
         index: msg.header.index,
+        dad_failed: dad_failed(msg),
     })
+}
+
+/// Whether the kernel marks the address `dadfailed`: in `IFA_FLAGS` (32 bits)
+/// where sent, else in the header's 8 bits (the flag fits both).
+fn dad_failed(msg: &AddressMessage) -> bool {
+    msg.attributes
+        .iter()
+        .find_map(|a| match a {
+            AddressAttribute::Flags(f) => Some(f.contains(AddressFlags::Dadfailed)),
+            _ => None,
+        })
+        .unwrap_or_else(|| msg.header.flags.contains(AddressHeaderFlags::Dadfailed))
 }
 
 /// Whether a link answer says it is about namespace `nsid`.

@@ -129,3 +129,25 @@ fn a_resync_rereads_a_slice_per_pass_and_new_namespaces_always() {
     let (_, wanted, _) = plan(kept(true), &more);
     assert_eq!(wanted.len(), STALE_PER_PASS + 1);
 }
+
+#[test]
+fn the_kernels_dadfailed_flag_is_read_from_ifa_flags_else_the_header() {
+    use netlink_packet_route::address::{AddressFlags, AddressHeaderFlags};
+    let v6 = |attr: Option<AddressFlags>, header: AddressHeaderFlags| {
+        let mut m = AddressMessage::default();
+        m.header.index = 2;
+        m.header.prefix_len = 64;
+        m.header.flags = header;
+        m.attributes
+            .push(AddressAttribute::Address("fd00::2".parse().expect("ip")));
+        m.attributes.extend(attr.map(AddressAttribute::Flags));
+        ns_address(&m).expect("a pod address")
+    };
+    let failed = AddressFlags::Dadfailed | AddressFlags::Tentative;
+    assert!(v6(Some(failed), AddressHeaderFlags::empty()).dad_failed);
+    assert!(v6(None, AddressHeaderFlags::Dadfailed).dad_failed);
+    assert!(!v6(Some(AddressFlags::Tentative), AddressHeaderFlags::empty()).dad_failed);
+    // IFA_FLAGS, where sent, is the whole truth (the header keeps 8 bits).
+    assert!(!v6(Some(AddressFlags::Permanent), AddressHeaderFlags::Dadfailed).dad_failed);
+    assert!(!v6(None, AddressHeaderFlags::empty()).dad_failed);
+}

@@ -47,6 +47,11 @@ pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
                  has{also}: a sandbox never torn down. A new pod given {ip} is shadowed."
             )
         }
+        FindingKind::PodAddressDadFailed => format!(
+            "On node {node}, this pod's IPv6 address {ip} failed duplicate address detection \
+             (the kernel marks it dadfailed): another holder on its link answered for it, and \
+             the pod's namespace will not use it. Traffic to it reaches no pod."
+        ),
         FindingKind::PodAddressNotHeld => format!(
             "No network namespace on node {node} holds this pod's IP {ip}: its sandbox is gone \
              or holds another address. Traffic to it reaches no pod."
@@ -130,6 +135,22 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
         KernelFix::RecreatePod { pod } => {
             format!(
                 "Fix: delete {} so it gets a working sandbox.",
+                reader.pod(pod)
+            )
+        }
+        // Never name the other holder's pod: any pod with NET_ADMIN can add an address.
+        KernelFix::RedoDad { node, pod, others } => {
+            let holder = if others.is_empty() {
+                "the host on its link that holds the address (not a namespace of this node)"
+                    .to_owned()
+            } else {
+                format!(
+                    "the sandbox behind {} that is not the pod's",
+                    others.join(", ")
+                )
+            };
+            format!(
+                "Fix: on {node}, remove {holder}, then delete {} so its address is added again.",
                 reader.pod(pod)
             )
         }

@@ -43,6 +43,12 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
     leaked_pods[2].node = Some("worker-node-b".into());
     let mut missing = api();
     missing.push(pod("cache-0", ME, &["10.250.1.9"]));
+    let mut dad = ptp_inventory(api());
+    let ns = Arc::make_mut(&mut dad.host)
+        .namespaces
+        .namespaces
+        .get_mut(&0);
+    ns.expect("nsid 0").addresses[0].dad_failed = true;
     [
         misdirected,
         changed,
@@ -50,6 +56,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         down,
         ptp_inventory(leaked_pods),
         ptp_inventory(missing),
+        dad,
     ]
     .iter()
     .flat_map(kernel)
@@ -76,4 +83,18 @@ fn a_pod_another_namespace_shadows_is_never_told_to_delete_itself() {
     let text = note(&twice, Reader::Namespace("tenant"), None);
     assert!(!text.contains("delete"), "{text}");
     assert!(!text.contains("web-"), "{text}");
+}
+
+/// A failed DAD says what the kernel did and, with no other holder on the
+/// node, that the other one is beyond it; it names no other pod.
+#[test]
+fn a_failed_dad_says_dadfailed_and_where_the_other_holder_is() {
+    let (_, f) = cases()
+        .into_iter()
+        .find(|(_, f)| f.kind == crate::detect::FindingKind::PodAddressDadFailed)
+        .expect("a DAD case");
+    let text = super::super::render(&f);
+    assert!(text.contains("dadfailed"), "{text}");
+    assert!(text.contains("not a namespace of this node"), "{text}");
+    assert!(text.contains("delete pod"), "{text}");
 }

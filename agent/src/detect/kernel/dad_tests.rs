@@ -1,0 +1,74 @@
+//! A pod's address whose duplicate address detection failed in its own
+//! namespace (issue 39): reported on the pod, as a hint, with its fix (its words:
+//! `report/message/catalog_tests/kernel.rs`); a
+//! failed copy elsewhere leaves the pod's own working address alone.
+
+use std::sync::Arc;
+
+use super::tests::api;
+use crate::{
+    detect::{Cause, Finding, FindingKind, KernelFix, Remedy, Trust, detect},
+    inventory::{
+        Inventory,
+        fixtures::ip,
+        ptp_fixtures::{PTP_PODS, hold, ptp_inventory},
+    },
+};
+
+/// Marks the copy of `addr` in namespace `nsid` as failed DAD.
+fn fail_dad(inv: &mut Inventory, nsid: i32, addr: &str) {
+    let host = Arc::make_mut(&mut inv.host);
+    let ns = host.namespaces.namespaces.get_mut(&nsid).expect("nsid");
+    for a in ns.addresses.iter_mut().filter(|a| a.ip == ip(addr)) {
+        a.dad_failed = true;
+    }
+}
+
+fn about(inv: &Inventory, addr: &str) -> Option<Finding> {
+    detect(inv)
+        .into_iter()
+        .find(|f| matches!(f.cause, Cause::Kernel(_)) && f.ip == Some(ip(addr)))
+}
+
+#[test]
+fn a_pods_own_address_that_failed_dad_is_reported_on_the_pod_with_its_fix() {
+    let mut inv = ptp_inventory(api());
+    fail_dad(&mut inv, 0, PTP_PODS[0]);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressDadFailed);
+    assert_eq!(f.pod().map(|p| p.name.as_str()), Some("a"));
+    assert_eq!(f.trust, Trust::Hint, "a pod can fail its own DAD");
+    assert_eq!(f.owner.device.as_deref(), Some("veth0"));
+    assert!(
+        matches!(&f.remedy, Remedy::Kernel(crate::detect::KernelFix::RedoDad { others, .. }) if others.is_empty())
+    );
+    // The healthy pods next to it: nothing.
+    assert_eq!(about(&inv, PTP_PODS[1]), None);
+}
+
+#[test]
+fn without_the_kernels_verdict_there_is_no_dad_finding() {
+    let inv = ptp_inventory(api());
+    assert_eq!(about(&inv, PTP_PODS[0]), None);
+}
+
+#[test]
+fn a_failed_copy_in_another_namespace_leaves_the_pods_working_address_held_twice() {
+    // Pod b adds a's address; the kernel fails b's copy (a's answered for it).
+    let mut inv = ptp_inventory(api());
+    hold(&mut inv, 1, &[PTP_PODS[1], PTP_PODS[0]]);
+    fail_dad(&mut inv, 1, PTP_PODS[0]);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressHeldTwice);
+    // But where a's own copy failed and b's works, a's is the dead one.
+    let mut inv = ptp_inventory(api());
+    hold(&mut inv, 1, &[PTP_PODS[1], PTP_PODS[0]]);
+    fail_dad(&mut inv, 0, PTP_PODS[0]);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressDadFailed);
+    assert!(
+        matches!(&f.remedy, Remedy::Kernel(KernelFix::RedoDad { others, .. }) if others == &["veth1"]),
+        "{:?}",
+        f.remedy
+    );
+}
