@@ -92,7 +92,12 @@ enum Task {
         record: bool,
     },
     /// Renders bench/README.md's tables from bench/results.json.
-    BenchReadme,
+    BenchReadme {
+        /// First put a single section's results, written by an earlier
+        /// `bench <section>` run, into bench/results.json: `SECTION=FILE`.
+        #[arg(long, value_name = "SECTION=FILE")]
+        record: Vec<String>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -132,7 +137,15 @@ fn main() -> anyhow::Result<()> {
             jobs,
             cargo_args,
         } => test(no_lint, quick, jobs.into(), &cargo_args),
-        Task::BenchReadme => bench_readme(),
+        Task::BenchReadme { record } => {
+            for r in &record {
+                let Some((name, file)) = r.split_once('=') else {
+                    bail!("--record {r:?}: expected SECTION=FILE, e.g. scale=target/bench/scale.json");
+                };
+                record_section(name, file)?;
+            }
+            bench_readme()
+        }
         Task::Bench { what, out, record } => {
             let name = match what {
                 Bench::All => "all",
