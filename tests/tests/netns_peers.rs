@@ -337,7 +337,10 @@ fn a_resync_pass_reads_the_host_once_on_a_thousand_pod_node() {
     }
     node.ip_batch(&batch);
     for (i, p) in pods.iter().enumerate() {
-        p.ip_batch(&format!("addr add {}/24 dev eth0\nlink set eth0 up\n", ip(i)));
+        p.ip_batch(&format!(
+            "addr add {}/24 dev eth0\nlink set eth0 up\n",
+            ip(i)
+        ));
     }
     // Each veth's carrier comes up a moment later (linkwatch): a host change
     // of its own; let it pass before the agent starts.
@@ -357,7 +360,14 @@ fn a_resync_pass_reads_the_host_once_on_a_thousand_pod_node() {
     ipshadow_tests::objects::write_list(&file, list);
     let agent = ipshadow_tests::agent::AgentProc::spawn(
         &node,
-        &["--node", "node-a", "--pods", file.to_str().unwrap(), "--resync-seconds", "3"],
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            file.to_str().unwrap(),
+            "--resync-seconds",
+            "3",
+        ],
     );
     agent.wait_ready(&node);
     let metric = |m: &str, name: &str| ipshadow_tests::http::sample(m, name, &[]).unwrap_or(0.0);

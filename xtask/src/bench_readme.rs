@@ -10,7 +10,8 @@ use serde_json::Value;
 
 /// The README's generated blocks: between `<!-- generated:NAME -->` and
 /// `<!-- /generated:NAME -->`, each rendered by its function.
-const BLOCKS: [(&str, fn(&Value) -> String); 2] = [("summary", summary), ("namespaces", namespaces)];
+const BLOCKS: [(&str, fn(&Value) -> String); 2] =
+    [("summary", summary), ("namespaces", namespaces)];
 
 /// `readme` with every generated block rendered from `results` (bench/results.json).
 pub(crate) fn update(readme: &str, results: &Value) -> anyhow::Result<String> {
@@ -88,8 +89,18 @@ fn summary(v: &Value) -> String {
 }
 
 fn packet_path(t: &mut String, v: &Value) {
-    let ns = |k: &str| num(v, &format!("/results/packet_path/results/{k}/ns_per_packet_median"));
-    let misses = ["one_entry", "thousand_entries", "ten_thousand_entries", "hundred_thousand_entries"];
+    let ns = |k: &str| {
+        num(
+            v,
+            &format!("/results/packet_path/results/{k}/ns_per_packet_median"),
+        )
+    };
+    let misses = [
+        "one_entry",
+        "thousand_entries",
+        "ten_thousand_entries",
+        "hundred_thousand_entries",
+    ];
     let floor = ns("floor");
     let costs: Vec<Option<f64>> = misses.iter().map(|k| ns(k)).collect();
     let ratios: Vec<Option<f64>> = costs.iter().map(|c| Some(c.as_ref()? / floor?)).collect();
@@ -98,7 +109,11 @@ fn packet_path(t: &mut String, v: &Value) {
     row(
         t,
         "classifier cost per packet, 1 / 1,000 / 10,000 / 100,000 entries (miss)",
-        &format!("{} ns, floor {} ns: {ratio}", costs.join(" / "), fmt(floor, 1)),
+        &format!(
+            "{} ns, floor {} ns: {ratio}",
+            costs.join(" / "),
+            fmt(floor, 1)
+        ),
         "≤ 1.3× floor",
     );
     row(
@@ -108,21 +123,35 @@ fn packet_path(t: &mut String, v: &Value) {
         "—",
     );
     let through = |k: &str| {
-        num(v, &format!("/results/packet_path/results/{k}/throughput_ratio_to_without"))
+        num(
+            v,
+            &format!("/results/packet_path/results/{k}/throughput_ratio_to_without"),
+        )
     };
-    let all: Vec<Option<f64>> = misses.iter().chain(["target_shadowed"].iter()).map(|k| through(k)).collect();
+    let all: Vec<Option<f64>> = misses
+        .iter()
+        .chain(["target_shadowed"].iter())
+        .map(|k| through(k))
+        .collect();
     let range = spread(&all).map_or_else(|| "—".to_owned(), |(a, b)| format!("{a:.2}-{b:.2}"));
     row(
         t,
         "iperf3 throughput with the classifier / without",
-        &format!("{range} (the empty classifier {})", fmt(through("floor"), 2)),
+        &format!(
+            "{range} (the empty classifier {})",
+            fmt(through("floor"), 2)
+        ),
         "≥ 0.98",
     );
     let rate = |k: &str| num(v, &format!("/results/packet_path/connection_rate/{k}"));
     row(
         t,
         "short-connection rate with / without",
-        &format!("{} (the empty classifier alone: {})", fmt(rate("ratio"), 3), fmt(rate("floor_ratio"), 3)),
+        &format!(
+            "{} (the empty classifier alone: {})",
+            fmt(rate("ratio"), 3),
+            fmt(rate("floor_ratio"), 3)
+        ),
         "≥ 0.95",
     );
 }
@@ -132,7 +161,10 @@ fn reaction(t: &mut String, v: &Value) {
     row(
         t,
         "notification → finding in `/metrics`, p99 of 100",
-        &format!("{} ms", p99("address_added/finding_in_metrics_after_the_notification")),
+        &format!(
+            "{} ms",
+            p99("address_added/finding_in_metrics_after_the_notification")
+        ),
         "≤ 50 ms",
     );
     row(
@@ -151,8 +183,16 @@ fn scale(t: &mut String, v: &Value) {
     let s = |k: &str| num(v, &format!("/results/scale/{k}"));
     row(
         t,
-        &format!("reconcile, {} pods + {} CiliumNodes", count(s("pods")), count(s("cilium_nodes"))),
-        &format!("median {} ms, p99 {} ms", fmt(s("reconcile_ms_median"), 1), fmt(s("reconcile_ms_p99"), 1)),
+        &format!(
+            "reconcile, {} pods + {} CiliumNodes",
+            count(s("pods")),
+            count(s("cilium_nodes"))
+        ),
+        &format!(
+            "median {} ms, p99 {} ms",
+            fmt(s("reconcile_ms_median"), 1),
+            fmt(s("reconcile_ms_p99"), 1)
+        ),
         "≤ 20 ms",
     );
     let n = |size: &str, k: &str| num(v, &format!("/results/namespaces/nodes/{size}/{k}"));
@@ -180,8 +220,21 @@ fn scale(t: &mut String, v: &Value) {
         ),
         "—",
     );
-    row(t, "agent RSS, same node", &format!("{} MiB", fmt(s("agent_rss_kib").map(|k| k / 1024.0), 1)), "≤ 30 MiB");
-    row(t, "idle CPU over 60 s", &format!("{} % of a core", fmt(s("agent_idle_cpu_percent_of_one_core"), 3)), "< 0.5 %");
+    row(
+        t,
+        "agent RSS, same node",
+        &format!("{} MiB", fmt(s("agent_rss_kib").map(|k| k / 1024.0), 1)),
+        "≤ 30 MiB",
+    );
+    row(
+        t,
+        "idle CPU over 60 s",
+        &format!(
+            "{} % of a core",
+            fmt(s("agent_idle_cpu_percent_of_one_core"), 3)
+        ),
+        "< 0.5 %",
+    );
     row(
         t,
         "heap allocations per reconcile (unchanged)",
@@ -218,15 +271,19 @@ fn api_and_fleet(t: &mut String, v: &Value) {
             "fleet: {} agents, {}-node cluster ({} CiliumNodes of {} B): RSS per agent, peak of the initial sync / steady",
             count(f("agents")),
             count(f("cluster/nodes")),
-            v.pointer("/results/fleet/cluster/ipam").and_then(Value::as_str).unwrap_or("—"),
+            v.pointer("/results/fleet/cluster/ipam")
+                .and_then(Value::as_str)
+                .unwrap_or("—"),
             count(f("cluster/ciliumnode_bytes"))
         ),
         &format!("{} / {}", rss("peak_initial_sync"), rss("steady_idle")),
         "peak ≤ 64 MiB",
     );
     let by_kind = |phase: &str, kind: &str| {
-        v.pointer(&format!("/results/fleet/{phase}/requests_per_agent_by_kind"))
-            .map(|k| k.get(kind).and_then(Value::as_f64).unwrap_or(0.0))
+        v.pointer(&format!(
+            "/results/fleet/{phase}/requests_per_agent_by_kind"
+        ))
+        .map(|k| k.get(kind).and_then(Value::as_f64).unwrap_or(0.0))
     };
     row(
         t,
@@ -246,7 +303,11 @@ fn memory(t: &mut String, v: &Value) {
     let mib = |x: Option<f64>| fmt(x.map(|k| k / 1024.0), 1);
     row(
         t,
-        &format!("audit: {} nodes, {} pods from files", count(a("nodes")), count(a("pods"))),
+        &format!(
+            "audit: {} nodes, {} pods from files",
+            count(a("nodes")),
+            count(a("pods"))
+        ),
         &format!(
             "{} s, peak RSS {} MiB; `check` of one node on the same files {} s ({}×)",
             fmt(a("audit_median_seconds"), 2),
@@ -274,7 +335,10 @@ fn memory(t: &mut String, v: &Value) {
         "≤ 64 MiB (issue 38)",
     );
     let l = |case: &str, bin: &str, k: &str| {
-        mib(num(v, &format!("/results/lists/{case}/by_binary/{bin}/{k}")))
+        mib(num(
+            v,
+            &format!("/results/lists/{case}/by_binary/{bin}/{k}"),
+        ))
     };
     let arrow = |case: &str, k: &str| format!("{} → {}", l(case, "before", k), l(case, "after", k));
     row(
@@ -337,7 +401,10 @@ mod tests {
     fn a_figure_the_run_did_not_measure_is_a_dash_and_counts_are_grouped() {
         let v = serde_json::json!({"results": {"scale": {"allocations_per_reconcile": 29543.4}}});
         let t = summary(&v);
-        assert!(t.contains("| heap allocations per reconcile (unchanged) | 29,543 |"), "{t}");
+        assert!(
+            t.contains("| heap allocations per reconcile (unchanged) | 29,543 |"),
+            "{t}"
+        );
         assert!(t.contains("median — ms"), "{t}");
         assert_eq!(count(Some(999.0)), "999");
         assert_eq!(count(Some(1_000.0)), "1,000");

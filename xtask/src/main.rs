@@ -140,7 +140,9 @@ fn main() -> anyhow::Result<()> {
         Task::BenchReadme { record } => {
             for r in &record {
                 let Some((name, file)) = r.split_once('=') else {
-                    bail!("--record {r:?}: expected SECTION=FILE, e.g. scale=target/bench/scale.json");
+                    bail!(
+                        "--record {r:?}: expected SECTION=FILE, e.g. scale=target/bench/scale.json"
+                    );
                 };
                 record_section(name, file)?;
             }

@@ -107,7 +107,9 @@ impl State {
     /// Sends the lookups of `ips` at once and reads their answers into `out`.
     async fn batch(&mut self, ips: &[IpAddr], out: &mut BTreeMap<IpAddr, FibResult>) {
         let first = self.seq;
-        self.seq = self.seq.wrapping_add(u32::try_from(ips.len()).unwrap_or(u32::MAX));
+        self.seq = self
+            .seq
+            .wrapping_add(u32::try_from(ips.len()).unwrap_or(u32::MAX));
         self.out.clear();
         for (k, ip) in ips.iter().enumerate() {
             let seq = first.wrapping_add(u32::try_from(k).unwrap_or(u32::MAX));
@@ -141,9 +143,8 @@ impl State {
         } else {
             &mut self.v6
         };
-        if let netlink_packet_core::NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetRoute(
-            m,
-        )) = &mut req.payload
+        if let netlink_packet_core::NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetRoute(m)) =
+            &mut req.payload
         {
             for a in &mut m.attributes {
                 if let RouteAttribute::Destination(d) = a {
@@ -168,7 +169,8 @@ impl State {
         let mut at = 0;
         while let Ok(msg) = NetlinkBuffer::new_checked(&self.input[at..]) {
             let len = usize::try_from(msg.length()).unwrap_or(0);
-            let k = usize::try_from(msg.sequence_number().wrapping_sub(first)).unwrap_or(usize::MAX);
+            let k =
+                usize::try_from(msg.sequence_number().wrapping_sub(first)).unwrap_or(usize::MAX);
             if let Some(ip) = ips.get(k)
                 && !out.contains_key(ip)
             {
