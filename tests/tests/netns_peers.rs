@@ -385,10 +385,10 @@ fn a_resync_pass_reads_the_host_once_on_a_thousand_pod_node() {
         metric(m, "ipshadow_pod_namespace_reads_total") >= reads + pass
     });
     assert!(done.is_some(), "no resync pass; log:\n{}", agent.log_text());
-    assert_eq!(
-        metric(&after, "ipshadow_host_reads_total") - hosts,
-        1.0,
-        "host reads in a resync pass of {PODS} namespaces"
+    let host_reads = metric(&after, "ipshadow_host_reads_total") - hosts;
+    assert!(
+        (host_reads - 1.0).abs() < 0.5,
+        "{host_reads} host reads in a resync pass of {PODS} namespaces"
     );
     ipshadow_tests::figure(format!(
         "resync pass on a {PODS}-pod node: {PODS} namespace reads in slices of {}, 1 host read",

@@ -8,10 +8,12 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
+/// Renders one generated block from results.json.
+type Render = fn(&Value) -> String;
+
 /// The README's generated blocks: between `<!-- generated:NAME -->` and
 /// `<!-- /generated:NAME -->`, each rendered by its function.
-const BLOCKS: [(&str, fn(&Value) -> String); 2] =
-    [("summary", summary), ("namespaces", namespaces)];
+const BLOCKS: [(&str, Render); 2] = [("summary", summary), ("namespaces", namespaces)];
 
 /// `readme` with every generated block rendered from `results` (bench/results.json).
 pub(crate) fn update(readme: &str, results: &Value) -> anyhow::Result<String> {
@@ -299,38 +301,38 @@ fn api_and_fleet(t: &mut String, v: &Value) {
 }
 
 fn memory(t: &mut String, v: &Value) {
-    let a = |k: &str| num(v, &format!("/results/audit/{k}"));
+    let audit = |k: &str| num(v, &format!("/results/audit/{k}"));
     let mib = |x: Option<f64>| fmt(x.map(|k| k / 1024.0), 1);
     row(
         t,
         &format!(
             "audit: {} nodes, {} pods from files",
-            count(a("nodes")),
-            count(a("pods"))
+            count(audit("nodes")),
+            count(audit("pods"))
         ),
         &format!(
             "{} s, peak RSS {} MiB; `check` of one node on the same files {} s ({}×)",
-            fmt(a("audit_median_seconds"), 2),
-            mib(a("peak_rss_kib")),
-            fmt(a("check_one_node_seconds"), 2),
-            fmt(a("audit_to_check_ratio"), 1)
+            fmt(audit("audit_median_seconds"), 2),
+            mib(audit("peak_rss_kib")),
+            fmt(audit("check_one_node_seconds"), 2),
+            fmt(audit("audit_to_check_ratio"), 1)
         ),
         "in seconds, bounded memory",
     );
-    let s = |k: &str| mib(num(v, &format!("/results/services/peaks/{k}/median_kib")));
+    let peak = |k: &str| mib(num(v, &format!("/results/services/peaks/{k}/median_kib")));
     row(
         t,
         "`check` / the agent listing 300 Services with a 256 KiB annotation each, peak RSS: before → after",
         &format!(
             "{} → {} MiB / {} → {} MiB (without the annotation: {} → {} / {} → {} MiB)",
-            s("check_before_annotated"),
-            s("check_after_annotated"),
-            s("agent_before_annotated"),
-            s("agent_after_annotated"),
-            s("check_before_plain"),
-            s("check_after_plain"),
-            s("agent_before_plain"),
-            s("agent_after_plain")
+            peak("check_before_annotated"),
+            peak("check_after_annotated"),
+            peak("agent_before_annotated"),
+            peak("agent_after_annotated"),
+            peak("check_before_plain"),
+            peak("check_after_plain"),
+            peak("agent_before_plain"),
+            peak("agent_after_plain")
         ),
         "≤ 64 MiB (issue 38)",
     );

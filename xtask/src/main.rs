@@ -380,11 +380,19 @@ fn record_section(name: &str, out: &str) -> anyhow::Result<()> {
     let run = read(&root.join(out))?;
     let all_path = root.join("bench/results.json");
     let mut all = read(&all_path)?;
+    let key = results_key(name);
     let mut section = run["results"].clone();
     if let Some(fields) = section.as_object_mut() {
         fields.insert("measured_at".to_owned(), run["measured_at"].clone());
+        // What the run does not write is kept (e.g. `fleet.sizes`, runs of
+        // other sizes side by side): it is a record of those runs, not this one's.
+        if let Some(old) = all["results"][key].as_object() {
+            for (k, v) in old {
+                fields.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
     }
-    all["results"][results_key(name)] = section;
+    all["results"][key] = section;
     let text = serde_json::to_string_pretty(&all)? + "\n";
     std::fs::write(&all_path, text).with_context(|| format!("writing {}", all_path.display()))?;
     bench_readme()

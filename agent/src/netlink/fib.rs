@@ -57,7 +57,9 @@ struct State {
 
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("State").field("seq", &self.seq).finish()
+        f.debug_struct("State")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
     }
 }
 
