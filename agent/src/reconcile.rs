@@ -5,7 +5,7 @@
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use crate::{
-    detect::{Finding, detect, lookups, truth_report},
+    detect::{Finding, detect_with_truth, lookups},
     inventory::{
         ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, HostNetwork, Inventory,
         TruthTable,
@@ -116,9 +116,7 @@ impl Reconciler {
         kube: &ClusterState,
         host: &Arc<HostNetwork>,
     ) -> Reconciled {
-        let missing: Vec<IpAddr> = lookups(&self.node, &kube.pods)
-            .filter(|ip| !host.fib.contains_key(ip))
-            .collect();
+        let missing = self.missing_lookups(kube, host);
         let host = if missing.is_empty() {
             Arc::clone(host)
         } else {
@@ -127,6 +125,45 @@ impl Reconciler {
             Arc::new(more)
         };
         self.detect(kube, host).await
+    }
+
+    /// The next slice of the pod namespaces a resync wants read again, on the
+    /// host snapshot of the pass's first reconcile: a resync pass reads the
+    /// host's links, addresses and routes once, however many slices its
+    /// namespaces take (a change of the host meanwhile is a netlink
+    /// notification, and the reconcile after it reads the host afresh).
+    #[tracing::instrument(skip_all, fields(pods = kube.pods.len()))]
+    pub async fn reconcile_namespaces(
+        &self,
+        kube: &ClusterState,
+        host: &Arc<HostNetwork>,
+    ) -> Reconciled {
+        let missing = self.missing_lookups(kube, host);
+        let mut fib = host.fib.clone();
+        fib.extend(self.netlink.lookup(&missing).await);
+        let more = HostNetwork {
+            links: host.links.clone(),
+            addresses: host.addresses.clone(),
+            routes: host.routes.clone(),
+            fib,
+            namespaces: self
+                .netlink
+                .read_namespaces(host.namespaces.ifaces.clone())
+                .await,
+        };
+        self.detect(kube, Arc::new(more)).await
+    }
+
+    /// How many times this node's links, addresses and routes were read.
+    pub fn host_reads(&self) -> u64 {
+        self.netlink.host_reads()
+    }
+
+    /// The pod IPs of `kube` whose FIB answer `host` does not hold yet.
+    fn missing_lookups(&self, kube: &ClusterState, host: &HostNetwork) -> Vec<IpAddr> {
+        lookups(&self.node, &kube.pods)
+            .filter(|ip| !host.fib.contains_key(ip))
+            .collect()
     }
 
     /// Detection on a blocking thread: over 100,000 pods it takes a while, and
@@ -148,10 +185,9 @@ impl Reconciler {
             calico: Arc::clone(&kube.calico),
         };
         let run = move || {
-            let findings = detect(&inventory);
+            let (findings, truth) = detect_with_truth(&inventory);
             let claimable = claimable(&inventory);
             let leaving = leaving(&inventory);
-            let truth = truth_report(&inventory);
             let foreign_ranges = crate::detect::foreign_bridge_ranges(&inventory);
             let calico = crate::inventory::calico_runs_here(&inventory.host.links);
             Reconciled {

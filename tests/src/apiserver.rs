@@ -477,6 +477,23 @@ impl ApiServer {
         store(&self.shared, &mut st, key, obj, kind);
     }
 
+    /// kubelet's status report of Node `name` (as another client, not logged):
+    /// a strategic merge patch of its `status` — its own conditions merged by
+    /// `type`, every other condition kept, as kubelet's `PatchNodeStatus`
+    /// writes the difference it made to the Node it read. Replacing the Node
+    /// with [`Self::apply`] instead would drop the conditions other writers
+    /// keep (node-problem-detector's, ipshadow's), which kubelet never does.
+    ///
+    /// # Panics
+    /// When the Node does not exist or the patch is not a valid status patch.
+    pub fn report_node_status(&self, name: &str, status: &Value) {
+        let mut st = self.shared.store.lock().unwrap();
+        let key = (Res::Nodes, String::new(), name.to_owned());
+        let mut obj = st.objects.get(&key).cloned().unwrap();
+        crate::reviews::strategic_status(&mut obj["status"], status).unwrap();
+        store(&self.shared, &mut st, key, obj, "MODIFIED");
+    }
+
     pub fn delete(&self, res: Res, namespace: &str, name: &str) {
         let mut st = self.shared.store.lock().unwrap();
         let key = (

@@ -311,3 +311,87 @@ fn netkit_configured() -> bool {
                 .any(|l| l == "CONFIG_NETKIT=y" || l == "CONFIG_NETKIT=m")
         })
 }
+
+/// A resync pass reads the host's links, addresses and routes once, however
+/// many slices of `STALE_PER_PASS` namespaces it reads them in: on a node of
+/// 1,000 pods, 1,000 namespace reads and one host read (before, each slice
+/// read the host again: 8 per pass).
+#[test]
+fn a_resync_pass_reads_the_host_once_on_a_thousand_pod_node() {
+    const TEST: &str = "a_resync_pass_reads_the_host_once_on_a_thousand_pod_node";
+    const PODS: usize = 1000;
+    if !can_run_netns_tests(TEST) || !kernel_at_least(4, 20, TEST, "IFA_TARGET_NETNSID dumps") {
+        return;
+    }
+    let ip = |i: usize| format!("10.252.{}.{}", i / 200, i % 200 + 2);
+    let node = NetNs::new("hreads");
+    let pods: Vec<NetNs> = (0..PODS).map(|_| NetNs::new("hreadp")).collect();
+    let mut batch = String::new();
+    for (i, p) in pods.iter().enumerate() {
+        let _ = write!(
+            batch,
+            "link add v{i} type veth peer name eth0 netns {}\nlink set v{i} up\nroute add {}/32 dev v{i}\n",
+            p.name,
+            ip(i)
+        );
+    }
+    node.ip_batch(&batch);
+    for (i, p) in pods.iter().enumerate() {
+        p.ip_batch(&format!(
+            "addr add {}/24 dev eth0\nlink set eth0 up\n",
+            ip(i)
+        ));
+    }
+    // Each veth's carrier comes up a moment later (linkwatch): a host change
+    // of its own; let it pass before the agent starts.
+    ipshadow_tests::lab::wait_for("the veths up", ipshadow_tests::HANG, || {
+        let out = node.ip_output(&["-o", "link", "show", "up"]);
+        let up = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("state UP"))
+            .count();
+        (up >= PODS).then_some(())
+    });
+    let dir = ipshadow_tests::TempDir::new("host-reads");
+    let file = dir.join("pods.json");
+    let list: Vec<_> = (0..PODS)
+        .map(|i| ipshadow_tests::objects::pod("t", &format!("p-{i}"), "node-a", &[&ip(i)]))
+        .collect();
+    ipshadow_tests::objects::write_list(&file, list);
+    let agent = ipshadow_tests::agent::AgentProc::spawn(
+        &node,
+        &[
+            "--node",
+            "node-a",
+            "--pods",
+            file.to_str().unwrap(),
+            "--resync-seconds",
+            "3",
+        ],
+    );
+    agent.wait_ready(&node);
+    let metric = |m: &str, name: &str| ipshadow_tests::http::sample(m, name, &[]).unwrap_or(0.0);
+    let (_, m) = ipshadow_tests::agent::AgentProc::get(&node, "/metrics").unwrap();
+    let (hosts, reads) = (
+        metric(&m, "ipshadow_host_reads_total"),
+        metric(&m, "ipshadow_pod_namespace_reads_total"),
+    );
+    #[allow(clippy::cast_precision_loss, reason = "1,000")]
+    let pass = PODS as f64;
+    // The next resync pass has read every namespace again (8 slices): one host read.
+    let mut after = String::new();
+    let done = ipshadow_tests::agent::AgentProc::wait_metrics(&node, ipshadow_tests::HANG, |m| {
+        after = m.to_owned();
+        metric(m, "ipshadow_pod_namespace_reads_total") >= reads + pass
+    });
+    assert!(done.is_some(), "no resync pass; log:\n{}", agent.log_text());
+    let host_reads = metric(&after, "ipshadow_host_reads_total") - hosts;
+    assert!(
+        (host_reads - 1.0).abs() < 0.5,
+        "{host_reads} host reads in a resync pass of {PODS} namespaces"
+    );
+    ipshadow_tests::figure(format!(
+        "resync pass on a {PODS}-pod node: {PODS} namespace reads in slices of {}, 1 host read",
+        ipshadow::netlink::peers::STALE_PER_PASS
+    ));
+}

@@ -3,7 +3,8 @@
 //! fixed (node-problem-detector's most common complaint is conditions that
 //! never clear), one write per change and changes within the minimum interval
 //! written together, other conditions untouched, written again when removed
-//! while the agent runs, and gone after the documented removal command with the
+//! while the agent runs, not written again while unchanged (kubelet's status
+//! reports, resyncs), and gone after the documented removal command with the
 //! real kubectl.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
@@ -14,6 +15,7 @@ use ipshadow_tests::{
     agent::AgentProc,
     apiserver::{ApiServer, Res},
     can_run_netns_tests, figure,
+    http::sample,
     lab::{Lab, ME, ROUTER, cozystack, wait_for},
     node::SimNode,
     objects::pod,
@@ -205,4 +207,74 @@ fn changes_within_the_interval_are_written_together_at_its_end() {
         "PodIPsShadowed: 5 findings in 5 reconciles, 2 writes ({} s interval)",
         INTERVAL.as_secs()
     ));
+}
+
+/// kubelet's status report `beat` of [`ME`]: its Ready condition's heartbeat,
+/// patched as kubelet patches it (the other conditions kept).
+fn kubelet_report(api: &ApiServer, beat: u32) {
+    api.report_node_status(
+        ME,
+        &json!({"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+            "lastHeartbeatTime": format!("2026-12-03T00:00:{:02}Z", beat % 60)}]}),
+    );
+}
+
+#[test]
+fn an_unchanged_condition_is_not_written_again() {
+    if !can_run_netns_tests("an_unchanged_condition_is_not_written_again") {
+        return;
+    }
+    let sim = SimNode::kube_ovn("nsame", ROUTER);
+    let api = ApiServer::start(Some(&sim.node));
+    cozystack(&api);
+    let mut node = api.object(Res::Nodes, "", ME).unwrap();
+    node["status"]["conditions"] =
+        json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"}]);
+    api.apply(Res::Nodes, node);
+    api.apply(Res::Pods, pod("tenant", "postgres-0", ME, &[ROUTER]));
+    let lab = Lab::new("nsame", &api);
+    // A resync every second: each one reconciles with nothing changed.
+    let _agent = lab.agent_with(
+        &sim.node,
+        ME,
+        &[
+            "--node-condition-interval-seconds",
+            "1",
+            "--resync-seconds",
+            "1",
+        ],
+    );
+    let on = wait_for("PodIPsShadowed True", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "True")
+    });
+    assert_eq!(status_writes(&api), 1);
+    // kubelet's status reports (each a Node update the agent's watch brings,
+    // and a reconcile), an unrelated pod, then resyncs with nothing changed.
+    for beat in 1..=5 {
+        AgentProc::reconciled_after(&sim.node, || kubelet_report(&api, beat));
+    }
+    AgentProc::reconciled_after(&sim.node, || {
+        api.apply(Res::Pods, pod("tenant", "web-0", ME, &["10.244.4.77"]));
+    });
+    let resynced = AgentProc::reconciles(&sim.node) + 3.0;
+    let seen = AgentProc::wait_metrics(&sim.node, HANG, |m| {
+        sample(m, "ipshadow_reconciles_total", &[("result", "ok")]).is_some_and(|n| n >= resynced)
+    });
+    assert!(seen.is_some(), "no resyncs");
+    assert_eq!(status_writes(&api), 1, "{:#?}", api.counts().log);
+    // Not written again: the condition is the first write's, heartbeat and all.
+    assert_eq!(condition(&api, ME), Some(on));
+    assert_ready_kept(&api);
+
+    // Replaced by a Node without it (what the fleet bench's kubelet did before
+    // it patched as kubelet does): news, written again.
+    let mut node = api.object(Res::Nodes, "", ME).unwrap();
+    node["status"]["conditions"] =
+        json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"}]);
+    api.apply(Res::Nodes, node);
+    wait_for("PodIPsShadowed back", HANG, || {
+        condition(&api, ME).filter(|c| c["status"] == "True")
+    });
+    assert_eq!(status_writes(&api), 2, "{:#?}", api.counts().log);
+    figure("PodIPsShadowed: unchanged over 5 kubelet reports, a pod and 3 resyncs: 1 write");
 }

@@ -3,6 +3,7 @@
 //! xtask itself depends on nothing that needs the eBPF toolchain, so it builds
 //! on a fresh machine and can install that toolchain.
 
+mod bench_readme;
 mod guards;
 mod plugin;
 mod runner;
@@ -84,6 +85,18 @@ enum Task {
         /// Where to write the JSON results (default target/bench/<what>.json).
         #[arg(long)]
         out: Option<String>,
+        /// A single section's results also replace that section of
+        /// bench/results.json (with their own `measured_at`), and
+        /// bench/README.md's tables are rendered again from it.
+        #[arg(long)]
+        record: bool,
+    },
+    /// Renders bench/README.md's tables from bench/results.json.
+    BenchReadme {
+        /// First put a single section's results, written by an earlier
+        /// `bench <section>` run, into bench/results.json: `SECTION=FILE`.
+        #[arg(long, value_name = "SECTION=FILE")]
+        record: Vec<String>,
     },
 }
 
@@ -124,7 +137,18 @@ fn main() -> anyhow::Result<()> {
             jobs,
             cargo_args,
         } => test(no_lint, quick, jobs.into(), &cargo_args),
-        Task::Bench { what, out } => {
+        Task::BenchReadme { record } => {
+            for r in &record {
+                let Some((name, file)) = r.split_once('=') else {
+                    bail!(
+                        "--record {r:?}: expected SECTION=FILE, e.g. scale=target/bench/scale.json"
+                    );
+                };
+                record_section(name, file)?;
+            }
+            bench_readme()
+        }
+        Task::Bench { what, out, record } => {
             let name = match what {
                 Bench::All => "all",
                 Bench::Ebpf => "ebpf",
@@ -159,7 +183,12 @@ fn main() -> anyhow::Result<()> {
             let bin = target_dir().join("release/ipshadow");
             run(Command::new(target_dir().join("release/ipshadow-bench"))
                 .env("IPSHADOW_BIN", bin)
-                .args([name, out.as_str()]))
+                .args([name, out.as_str()]))?;
+            match what {
+                Bench::All => bench_readme(),
+                _ if record => record_section(name, &out),
+                _ => Ok(()),
+            }
         }
         Task::Docs => cargo(&[
             "run",
@@ -328,6 +357,60 @@ fn helm_sdk(request: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
         bail!("tests/helm/helm_sdk.py failed with {}", out.status);
     }
     serde_json::from_slice(&out.stdout).context("reading tests/helm/helm_sdk.py's answer")
+}
+
+/// The key in bench/results.json of a single section's results.
+fn results_key(name: &str) -> &str {
+    match name {
+        "ebpf" | "connections" => "packet_path",
+        "api" => "api_load",
+        other => other,
+    }
+}
+
+/// Puts the single section `name`'s results (written to `out`) into
+/// bench/results.json, stamped with their own `measured_at`, and renders
+/// bench/README.md's tables from it.
+fn record_section(name: &str, out: &str) -> anyhow::Result<()> {
+    let read = |p: &std::path::Path| -> anyhow::Result<serde_json::Value> {
+        let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))
+    };
+    let root = workspace_root();
+    let run = read(&root.join(out))?;
+    let all_path = root.join("bench/results.json");
+    let mut all = read(&all_path)?;
+    let key = results_key(name);
+    let mut section = run["results"].clone();
+    if let Some(fields) = section.as_object_mut() {
+        fields.insert("measured_at".to_owned(), run["measured_at"].clone());
+        // What the run does not write is kept (e.g. `fleet.sizes`, runs of
+        // other sizes side by side): it is a record of those runs, not this one's.
+        if let Some(old) = all["results"][key].as_object() {
+            for (k, v) in old {
+                fields.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    all["results"][key] = section;
+    let text = serde_json::to_string_pretty(&all)? + "\n";
+    std::fs::write(&all_path, text).with_context(|| format!("writing {}", all_path.display()))?;
+    bench_readme()
+}
+
+/// Renders bench/README.md's tables from bench/results.json.
+fn bench_readme() -> anyhow::Result<()> {
+    let root = workspace_root();
+    let readme_path = root.join("bench/README.md");
+    let readme = std::fs::read_to_string(&readme_path)
+        .with_context(|| format!("reading {}", readme_path.display()))?;
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("bench/results.json")).context("reading bench/results.json")?,
+    )
+    .context("parsing bench/results.json")?;
+    let rendered = bench_readme::update(&readme, &results)?;
+    std::fs::write(&readme_path, rendered)
+        .with_context(|| format!("writing {}", readme_path.display()))
 }
 
 fn workspace_root() -> PathBuf {

@@ -78,6 +78,11 @@ pub(crate) struct ReconcileLoop {
     /// The host snapshot of the last reconcile; `None` once the node's network
     /// may have changed since (a netlink notification, a resync, a failure).
     host: Option<Arc<HostNetwork>>,
+    /// A resync's namespaces are left to read: the next reconcile reads a
+    /// slice of them on the snapshot in `host` (the host once per pass).
+    next_slice: bool,
+    /// The reconciler's host reads already counted in the metrics.
+    host_reads: u64,
     /// Leaked sandboxes not yet told, by when first seen (see `leaks`).
     leaks: leaks::Young,
 }
@@ -106,6 +111,8 @@ impl ReconcileLoop {
             findings: Arc::default(),
             seen_invalid: HashSet::new(),
             host: None,
+            next_slice: false,
+            host_reads: 0,
             leaks: leaks::Young::default(),
         }
     }
@@ -170,16 +177,15 @@ impl ReconcileLoop {
     }
 
     /// A reconcile due at once while a resync's namespaces are left to read
-    /// again (a slice per pass): the next reads the host afresh.
+    /// again (a slice per reconcile): the next reads a slice on the host
+    /// snapshot of this one (a netlink change meanwhile drops it).
     fn more_namespaces(&mut self) -> Option<tokio::time::Instant> {
         let left = self
             .host
             .as_ref()
             .is_some_and(|h| h.namespaces.stale_left > 0);
-        left.then(|| {
-            self.host = None;
-            tokio::time::Instant::now()
-        })
+        self.next_slice = left;
+        left.then(tokio::time::Instant::now)
     }
 
     /// The cluster's state now (`None` until pods were read once), this node's
@@ -229,10 +235,15 @@ impl ReconcileLoop {
         // A change of the cluster alone reuses the host snapshot (netlink would
         // have said if the node's network changed): no dumps, only new lookups.
         let (reconciler, host, pings) = (&self.reconciler, self.host.clone(), &mut self.pings);
-        let read_host = host.is_none();
+        let slice = std::mem::take(&mut self.next_slice);
+        let read_namespaces = host.is_none() || slice;
         let result = {
             let work = async {
                 match &host {
+                    Some(host) if slice => {
+                        tracing::debug!("a resync's next namespaces, on the pass's host snapshot");
+                        Ok(reconciler.reconcile_namespaces(&state, host).await)
+                    }
                     Some(host) => {
                         tracing::debug!("a change of the cluster only: reusing the host snapshot");
                         Ok(reconciler.reconcile_cluster_change(&state, host).await)
@@ -251,6 +262,9 @@ impl ReconcileLoop {
         };
         let elapsed = started.elapsed();
         self.metrics.reconciled(result.is_ok().then_some(elapsed));
+        let reads = self.reconciler.host_reads();
+        self.metrics.host_read(reads - self.host_reads);
+        self.host_reads = reads;
         let done = match result {
             Ok(done) => done,
             Err(e) => {
@@ -258,7 +272,7 @@ impl ReconcileLoop {
                 return false;
             }
         };
-        self.publish(done, node, read_host);
+        self.publish(done, node, read_namespaces);
         tracing::debug!(
             findings = self.findings.len(),
             micros = elapsed.as_micros(),
@@ -267,15 +281,15 @@ impl ReconcileLoop {
         true
     }
 
-    /// Keeps what a reconcile found and hands it to the writers; `read_host`:
-    /// it read the host (and maybe namespaces) rather than reusing a snapshot.
+    /// Keeps what a reconcile found and hands it to the writers;
+    /// `read_namespaces`: it read namespaces rather than reusing a snapshot's.
     fn publish(
         &mut self,
         done: crate::reconcile::Reconciled,
         node: Option<crate::inventory::NodeFacts>,
-        read_host: bool,
+        read_namespaces: bool,
     ) {
-        if read_host {
+        if read_namespaces {
             self.metrics.namespaces_read(done.host.namespaces.reread);
         }
         self.host = Some(Arc::clone(&done.host));

@@ -44,12 +44,19 @@ pub use owners::Index;
 use owners::Owners;
 pub use truth::{KernelFix, KernelTruth};
 
-use crate::inventory::{Inventory, Pod};
+use crate::inventory::{Inventory, Pod, TruthRow, TruthTable};
 
 /// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
 pub fn detect(inv: &Inventory) -> Vec<Finding> {
+    detect_with_truth(inv).0
+}
+
+/// [`detect`] and [`truth_report`] of `inv` at once: the truth table is built
+/// once for both.
+pub fn detect_with_truth(inv: &Inventory) -> (Vec<Finding>, TruthTable) {
     let index = Index::of(inv);
-    detect_with(inv, &index, Pods::All)
+    let (findings, rows) = findings_and_rows(inv, &index, Pods::All);
+    (findings, kernel::report_of(inv, rows))
 }
 
 /// Whose pods a node's detection looks at.
@@ -64,6 +71,15 @@ pub enum Pods {
 /// [`detect`] on a prebuilt [`Index`] of every node's Cilium addresses, which
 /// an audit builds once for all nodes.
 pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> Vec<Finding> {
+    findings_and_rows(inv, index, pods).0
+}
+
+/// [`detect_with`]'s findings, and the truth table's rows they were found in.
+fn findings_and_rows<'a>(
+    inv: &'a Inventory,
+    index: &'a Index<'a>,
+    pods: Pods,
+) -> (Vec<Finding>, Vec<TruthRow>) {
     let owners = Owners::new(inv, index);
     let mut seen = HashSet::new();
     let mut findings = Vec::new();
@@ -101,7 +117,8 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
             findings.extend(finding);
         }
     }
-    findings.extend(kernel::kernel_findings(inv, &seen_findings(&findings)));
+    let (kernel, rows) = kernel::kernel_findings(inv, &seen_findings(&findings));
+    findings.extend(kernel);
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
@@ -109,14 +126,14 @@ pub fn detect_with<'a>(inv: &'a Inventory, index: &'a Index<'a>, pods: Pods) -> 
     findings.extend(vip::held_node_addresses(inv));
     findings.extend(calico::unallocated_tunnels(inv));
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    findings
+    (findings, rows)
 }
 
 /// The (pod uid, IP) pairs that already have a finding: one finding per (pod, IP).
-fn seen_findings(findings: &[Finding]) -> HashSet<(String, IpAddr)> {
+fn seen_findings(findings: &[Finding]) -> HashSet<(&str, IpAddr)> {
     findings
         .iter()
-        .filter_map(|f| Some((f.pod()?.uid.clone(), f.ip?)))
+        .filter_map(|f| Some((f.pod()?.uid.as_str(), f.ip?)))
         .collect()
 }
 

@@ -6,7 +6,7 @@
 //! Plain data: `netlink::peers` fills [`PodNamespaces`] in; `detect::kernel`
 //! builds the [`TruthRow`]s and compares them.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use serde::Serialize;
 
@@ -129,8 +129,9 @@ pub struct PodNamespaces {
     pub skipped: Option<String>,
     /// Every host interface with a peer in another namespace.
     pub ifaces: Vec<HostIface>,
-    /// The peer namespaces, by nsid.
-    pub namespaces: BTreeMap<i32, PeerNamespace>,
+    /// The peer namespaces, by nsid (shared with the reader's copy of its
+    /// last read: a pass that reads none of them copies none).
+    pub namespaces: BTreeMap<i32, Arc<PeerNamespace>>,
     /// Namespaces that could not be read.
     pub unread: Vec<Unread>,
     /// How many namespaces were read afresh in this pass (new, changed, or

@@ -49,7 +49,7 @@ pub(crate) fn lay_out(host: &mut super::HostNetwork, i: usize, a: &str) {
     });
     host.namespaces.namespaces.insert(
         nsid,
-        PeerNamespace {
+        Arc::new(PeerNamespace {
             links: vec![NsLink {
                 index: 2,
                 name: "eth0".into(),
@@ -57,7 +57,7 @@ pub(crate) fn lay_out(host: &mut super::HostNetwork, i: usize, a: &str) {
             }],
             addresses: vec![ns_address(a)],
             truncated: false,
-        },
+        }),
     );
     host.routes.push(pod_route(a, index));
 }
@@ -92,6 +92,6 @@ pub(crate) fn reroute(inv: &mut Inventory, a: &str, oif: u32) {
 /// The namespace with `nsid` holds `addrs` on its eth0 instead.
 pub(crate) fn hold(inv: &mut Inventory, nsid: i32, addrs: &[&str]) {
     let host = Arc::make_mut(&mut inv.host);
-    let ns = host.namespaces.namespaces.get_mut(&nsid).expect("nsid");
+    let ns = Arc::make_mut(host.namespaces.namespaces.get_mut(&nsid).expect("nsid"));
     ns.addresses = addrs.iter().map(|a| ns_address(a)).collect();
 }

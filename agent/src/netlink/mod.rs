@@ -3,23 +3,22 @@
 //! rtnetlink socket.
 
 pub mod convert;
+mod fib;
 pub mod peers;
 
 use std::{
     collections::BTreeMap,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::atomic::{AtomicU64, Ordering},
 };
 
-use futures::{StreamExt as _, TryStreamExt as _, stream};
-use netlink_packet_route::{link::LinkMessage, route::RouteMessage};
+use futures::TryStreamExt as _;
+use netlink_packet_route::link::LinkMessage;
 use rtnetlink::{Handle, RouteMessageBuilder};
 
 pub use convert::{address, fib_answer, link, route, route_kind};
 
 use crate::inventory::{FibResult, HostIface, HostNetwork, PodNamespaces};
-
-/// How many FIB lookups are in flight on the socket at once.
-const FIB_PIPELINE: usize = 64;
 
 /// Reading this node over netlink failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,8 +53,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug)]
 pub struct Netlink {
     handle: Handle,
+    /// The socket of the FIB lookups.
+    fib: fib::Fib,
     /// The strict-checking socket for the pods' namespaces; `Err` says why they are not read.
     peers: std::result::Result<peers::Peers, String>,
+    /// How many times the host's links, addresses and routes were read.
+    host_reads: AtomicU64,
 }
 
 impl Netlink {
@@ -64,16 +67,30 @@ impl Netlink {
         let (conn, handle, _) =
             rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
         drop(tokio::spawn(conn));
+        let fib = fib::Fib::connect().map_err(|source| Error::Connect { source })?;
         let peers = peers::Peers::connect().map_err(|e| {
             tracing::warn!(error = %e, "pod namespaces are not read");
             e.to_string()
         });
-        Ok(Self { handle, peers })
+        Ok(Self {
+            handle,
+            fib,
+            peers,
+            host_reads: AtomicU64::new(0),
+        })
+    }
+
+    /// How many times [`read_host`](Self::read_host) has read the host's
+    /// links, addresses and routes: once per netlink change and per resync
+    /// pass, however many slices the pass reads its namespaces in.
+    pub fn host_reads(&self) -> u64 {
+        self.host_reads.load(Ordering::Relaxed)
     }
 
     /// Links, addresses and routes of every table, plus a FIB lookup for each of `lookups`.
     #[tracing::instrument(skip_all, fields(lookups = lookups.len()))]
     pub async fn read_host(&self, lookups: &[IpAddr]) -> Result<HostNetwork> {
+        self.host_reads.fetch_add(1, Ordering::Relaxed);
         let (links, ifaces) = self.links().await?;
         let addr_msgs: Vec<_> = self
             .handle
@@ -111,7 +128,7 @@ impl Netlink {
             }
         }
         let fib = self.lookup(lookups).await;
-        let namespaces = self.namespaces_behind(ifaces).await;
+        let namespaces = self.read_namespaces(ifaces).await;
         Ok(HostNetwork {
             links,
             addresses,
@@ -156,9 +173,10 @@ impl Netlink {
         }
     }
 
-    /// What the namespaces behind `ifaces` hold; empty with the reason when
-    /// this kernel cannot read them.
-    async fn namespaces_behind(&self, ifaces: Vec<HostIface>) -> PodNamespaces {
+    /// What the namespaces behind `ifaces` hold (those whose interfaces
+    /// changed read afresh, and a slice of those a resync wants read again);
+    /// empty with the reason when this kernel cannot read them.
+    pub async fn read_namespaces(&self, ifaces: Vec<HostIface>) -> PodNamespaces {
         match &self.peers {
             Ok(p) => p.read_behind(ifaces).await,
             Err(why) => PodNamespaces {
@@ -168,39 +186,11 @@ impl Netlink {
         }
     }
 
-    /// FIB lookups (`ip route get`) for `ips`, pipelined on this one socket.
+    /// FIB lookups (`ip route get`) for `ips`, sent in batches on a socket of their own.
     pub async fn lookup(&self, ips: &[IpAddr]) -> BTreeMap<IpAddr, FibResult> {
         let mut unique: Vec<IpAddr> = ips.to_vec();
         unique.sort_unstable();
         unique.dedup();
-        stream::iter(unique)
-            .map(|ip| {
-                let handle = self.handle.clone();
-                async move { (ip, fib_lookup(&handle, ip).await) }
-            })
-            .buffer_unordered(FIB_PIPELINE)
-            .collect()
-            .await
-    }
-}
-
-async fn fib_lookup(handle: &Handle, ip: IpAddr) -> FibResult {
-    let full = match ip {
-        IpAddr::V4(_) => 32,
-        IpAddr::V6(_) => 128,
-    };
-    let msg: RouteMessage = match RouteMessageBuilder::<IpAddr>::new().destination_prefix(ip, full)
-    {
-        Ok(b) => b.build(),
-        Err(e) => return FibResult::Other(format!("bad lookup for {ip}: {e:?}")),
-    };
-    let mut replies = handle.route().get(msg).execute();
-    match replies.next().await {
-        Some(Ok(m)) => convert::fib_answer(Ok(&m)),
-        Some(Err(rtnetlink::Error::NetlinkError(e))) => {
-            convert::fib_answer(Err(e.code.map_or(0, std::num::NonZero::get)))
-        }
-        Some(Err(e)) => FibResult::Other(format!("lookup failed: {e}")),
-        None => FibResult::Other("no answer".to_owned()),
+        self.fib.lookup(&unique).await
     }
 }

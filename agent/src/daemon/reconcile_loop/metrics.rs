@@ -35,6 +35,8 @@ pub(crate) struct LoopMetrics {
     namespaces: [Gauge; 3],
     /// `ipshadow_pod_namespace_reads_total`.
     namespace_reads: Counter,
+    /// `ipshadow_host_reads_total`.
+    host_reads: Counter,
 }
 
 impl Default for LoopMetrics {
@@ -51,6 +53,7 @@ impl Default for LoopMetrics {
             last: Gauge::default(),
             namespaces: Default::default(),
             namespace_reads: Counter::default(),
+            host_reads: Counter::default(),
         }
     }
 }
@@ -86,7 +89,21 @@ impl LoopMetrics {
             Unit::Seconds,
             m.last.clone(),
         );
-        let [read, unread, addresses] = m.namespaces.clone();
+        m.register_reads(registry);
+        for resource in RESOURCES {
+            let _ = m
+                .invalid_objects
+                .get_or_create(&ResourceLabels { resource });
+        }
+        for result in Outcome::iter() {
+            let _ = m.reconciles.get_or_create(&ResultLabels { result });
+        }
+        m
+    }
+
+    /// The metrics of what the host and its pods' namespaces hold and how often they are read.
+    fn register_reads(&self, registry: &mut Registry) {
+        let [read, unread, addresses] = self.namespaces.clone();
         registry.register(
             "ipshadow_pod_namespaces",
             "Network namespaces behind this node's veth/netkit interfaces read in the last reconcile",
@@ -105,17 +122,13 @@ impl LoopMetrics {
         registry.register(
             "ipshadow_pod_namespace_reads",
             "Pod namespaces read afresh: new or changed host interfaces, and all of them at each resync (the others are kept from their last read)",
-            m.namespace_reads.clone(),
+            self.namespace_reads.clone(),
         );
-        for resource in RESOURCES {
-            let _ = m
-                .invalid_objects
-                .get_or_create(&ResourceLabels { resource });
-        }
-        for result in Outcome::iter() {
-            let _ = m.reconciles.get_or_create(&ResultLabels { result });
-        }
-        m
+        registry.register(
+            "ipshadow_host_reads",
+            "Reads of this node's links, addresses and routes: one per netlink change and one per resync pass (a change of the cluster alone reuses the last)",
+            self.host_reads.clone(),
+        );
     }
 
     /// Whether each cluster source's last read worked; no series for one
@@ -149,6 +162,11 @@ impl LoopMetrics {
         let _ = self
             .namespace_reads
             .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+
+    /// The host was read `n` more times.
+    pub(crate) fn host_read(&self, n: u64) {
+        let _ = self.host_reads.inc_by(n);
     }
 
     /// What the last reconcile read of the pods' namespaces.

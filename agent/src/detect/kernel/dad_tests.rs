@@ -18,7 +18,7 @@ use crate::{
 /// Marks the copy of `addr` in namespace `nsid` as failed DAD.
 fn fail_dad(inv: &mut Inventory, nsid: i32, addr: &str) {
     let host = Arc::make_mut(&mut inv.host);
-    let ns = host.namespaces.namespaces.get_mut(&nsid).expect("nsid");
+    let ns = Arc::make_mut(host.namespaces.namespaces.get_mut(&nsid).expect("nsid"));
     for a in ns.addresses.iter_mut().filter(|a| a.ip == ip(addr)) {
         a.dad_failed = true;
     }

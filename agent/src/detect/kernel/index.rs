@@ -8,7 +8,9 @@ use std::{
 };
 
 use super::names;
-use crate::inventory::{HostIface, Inventory, IpSource, Pod, Route, RouteKind, TABLE_MAIN};
+use crate::inventory::{
+    HostIface, Inventory, IpSource, Pod, PodNamespaces, Route, RouteKind, TABLE_MAIN,
+};
 
 /// The inventory, indexed by what the checks ask.
 pub(super) struct Index<'a> {
@@ -19,10 +21,13 @@ pub(super) struct Index<'a> {
     routes: HashMap<IpAddr, &'a Route>,
     /// The destinations of the per-pod routes out each interface, by ifindex.
     via: HashMap<u32, Vec<IpAddr>>,
-    /// Pods that may be reported, by status address (every node's).
-    pods: HashMap<IpAddr, Vec<&'a Pod>>,
-    /// The interfaces whose namespace holds an address (one per namespace).
-    holders: HashMap<IpAddr, Vec<&'a HostIface>>,
+    /// Pods that may be reported, by status address (every node's): sorted
+    /// by address, in the inventory's order within one (a list searched by
+    /// halving, not a map of lists: no allocation per address).
+    pods: Vec<(IpAddr, &'a Pod)>,
+    /// The interfaces whose namespace holds an address (one per namespace),
+    /// sorted by address, in the host's order within one.
+    holders: Vec<(IpAddr, &'a HostIface)>,
     /// This node's pods by the host veth name Calico gives them, when any
     /// interface has such a name.
     calico: HashMap<String, &'a Pod>,
@@ -53,21 +58,15 @@ impl<'a> Index<'a> {
             .map(|r| (r.dst.addr(), r))
             .collect();
         let via = by_interface(&routes);
-        let mut pods: HashMap<IpAddr, Vec<&Pod>> = HashMap::new();
-        for p in inv.pods.iter().filter(|p| p.reportable()) {
-            for ip in status_ips(p) {
-                pods.entry(ip).or_default().push(p);
-            }
-        }
-        let mut holders: HashMap<IpAddr, Vec<&HostIface>> = HashMap::new();
-        for i in &ns.ifaces {
-            for a in ns.namespaces.get(&i.nsid).map_or(&[][..], |n| &n.addresses) {
-                let h = holders.entry(a.ip).or_default();
-                if !h.iter().any(|x| x.nsid == i.nsid) {
-                    h.push(i);
-                }
-            }
-        }
+        let mut pods: Vec<(IpAddr, &Pod)> = inv
+            .pods
+            .iter()
+            .filter(|p| p.reportable())
+            .flat_map(|p| status_ips(p).map(move |ip| (ip, p)))
+            .collect();
+        // Stable: the inventory's order within one address.
+        pods.sort_by_key(|(ip, _)| *ip);
+        let holders = holders_of(ns);
         let calico = if ns.ifaces.iter().any(|i| i.name.starts_with("cali")) {
             own(inv)
                 .map(|p| (names::calico_iface(&p.namespace, &p.name), p))
@@ -110,16 +109,14 @@ impl<'a> Index<'a> {
     }
 
     /// The reportable pods at `ip`, any node's.
-    pub(super) fn pods_at(&self, ip: IpAddr) -> &[&'a Pod] {
-        self.pods.get(&ip).map_or(&[], Vec::as_slice)
+    pub(super) fn pods_at(&self, ip: IpAddr) -> impl Iterator<Item = &'a Pod> + '_ {
+        at(&self.pods, ip).iter().map(|(_, p)| *p)
     }
 
     /// This node's reportable pods at `ip`.
     pub(super) fn own_at(&self, ip: IpAddr) -> impl Iterator<Item = &'a Pod> + '_ {
         let node = self.inv.node.as_str();
         self.pods_at(ip)
-            .iter()
-            .copied()
             .filter(move |p| p.node.as_deref() == Some(node))
     }
 
@@ -130,8 +127,8 @@ impl<'a> Index<'a> {
     }
 
     /// The interfaces whose namespace holds `ip`.
-    pub(super) fn holders(&self, ip: IpAddr) -> &[&'a HostIface] {
-        self.holders.get(&ip).map_or(&[], Vec::as_slice)
+    pub(super) fn holders(&self, ip: IpAddr) -> impl Iterator<Item = &'a HostIface> + '_ {
+        at(&self.holders, ip).iter().map(|(_, i)| *i)
     }
 
     /// The pod of this node the interface `name` is named for (Calico), as `namespace/name`.
@@ -162,6 +159,35 @@ impl<'a> Index<'a> {
             self.families.1
         }
     }
+}
+
+/// The entries of `sorted` (sorted by address) at `ip`.
+fn at<T>(sorted: &[(IpAddr, T)], ip: IpAddr) -> &[(IpAddr, T)] {
+    let start = sorted.partition_point(|(a, _)| *a < ip);
+    let len = sorted[start..].partition_point(|(a, _)| *a == ip);
+    &sorted[start..start + len]
+}
+
+/// The host interfaces whose namespace holds each address, by address: one
+/// per namespace (its first in the host's order), in the host's order.
+fn holders_of(ns: &PodNamespaces) -> Vec<(IpAddr, &HostIface)> {
+    let mut all: Vec<(IpAddr, &HostIface)> = ns
+        .ifaces
+        .iter()
+        .flat_map(|i| {
+            let held = ns.namespaces.get(&i.nsid).map_or(&[][..], |n| &n.addresses);
+            held.iter().map(move |a| (a.ip, i))
+        })
+        .collect();
+    // Stable: the host's order within one address.
+    all.sort_by_key(|(ip, _)| *ip);
+    let mut kept: Vec<(IpAddr, &HostIface)> = Vec::with_capacity(all.len());
+    for (ip, i) in all {
+        if !at(&kept, ip).iter().any(|(_, k)| k.nsid == i.nsid) {
+            kept.push((ip, i));
+        }
+    }
+    kept
 }
 
 /// The per-pod routes' destinations by the interface they leave through, in order.

@@ -49,7 +49,7 @@ fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
 }
 
 /// An address no pod of this node has, held on a peer link: a leaked sandbox.
-pub(super) fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
+pub(super) fn leaked(idx: &Index<'_>, row: &TruthRow) -> Option<Finding> {
     let inv = idx.inv;
     let ip = row.ip;
     let routed = row.route.is_some();
@@ -58,23 +58,23 @@ pub(super) fn leaked(idx: &Index<'_>, row: TruthRow) -> Option<Finding> {
         idx.iface(h.iface_index)
             .is_some_and(|i| i.peer_index == h.peer_index)
     };
-    let h = row.holders.iter().find(on_peer_link)?.clone();
+    let h = row.holders.iter().find(on_peer_link)?;
     if !(routed || in_pod_range) || node_held(inv, ip, &h.iface) || idx.any_own_pod_at(ip) {
         return None;
     }
-    let other_pod = idx.pods_at(ip).first().map(|p| PodRef::from(*p));
+    let other_pod = idx.pods_at(ip).next().map(PodRef::from);
     let fix = KernelFix::TearDownSandbox {
         node: inv.node.clone(),
         iface: h.iface.clone(),
     };
     let truth = KernelTruth {
         site: None,
-        row,
+        row: row.clone(),
         reached: Some(h.clone()),
         other_pod,
     };
     let kind = FindingKind::LeakedSandboxAddress;
-    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface));
+    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface.clone()));
     // A per-pod route the CNI laid to it is the node's word; an unrouted
     // address in the pod range may be one a pod added to its own namespace.
     if !routed {

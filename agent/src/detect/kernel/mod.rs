@@ -91,45 +91,53 @@ fn rows(idx: &Index<'_>) -> Vec<TruthRow> {
 
 /// The truth table with what was read, for `check`.
 pub fn truth_report(inv: &Inventory) -> TruthTable {
+    report_of(inv, truth_table(inv))
+}
+
+/// The truth table of `inv` with these `rows` (built once per detection).
+pub(super) fn report_of(inv: &Inventory, rows: Vec<TruthRow>) -> TruthTable {
     let ns = &inv.host.namespaces;
     TruthTable {
         skipped: ns.skipped.clone(),
         interfaces: ns.ifaces.len(),
         namespaces: ns.namespaces.len(),
         unread: ns.unread.clone(),
-        rows: truth_table(inv),
+        rows,
     }
 }
 
-/// The findings of the truth table, but none for a (pod uid, IP) in `seen`.
-pub(super) fn kernel_findings(inv: &Inventory, seen: &HashSet<(String, IpAddr)>) -> Vec<Finding> {
+/// The findings of the truth table, but none for a (pod uid, IP) in `seen`;
+/// and the table's rows, for [`report_of`].
+pub(super) fn kernel_findings(
+    inv: &Inventory,
+    seen: &HashSet<(&str, IpAddr)>,
+) -> (Vec<Finding>, Vec<TruthRow>) {
     if !inv.host.namespaces.read {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let idx = Index::new(inv);
+    let rows = rows(&idx);
     let mut out = Vec::new();
-    for row in rows(&idx) {
-        let pods: Vec<&Pod> = idx.own_at(row.ip).collect();
-        if pods.is_empty() {
+    for row in &rows {
+        if idx.own_at(row.ip).next().is_none() {
             out.extend(leaked::leaked(&idx, row));
             continue;
         }
-        for p in pods {
-            if !seen.contains(&(p.uid.clone(), row.ip)) {
-                let dad = dad::dad_failed(&idx, &row, p);
-                out.extend(dad.or_else(|| pod_finding(&idx, row.clone(), p)));
+        for p in idx.own_at(row.ip) {
+            if !seen.contains(&(p.uid.as_str(), row.ip)) {
+                let dad = dad::dad_failed(&idx, row, p);
+                out.extend(dad.or_else(|| pod_finding(&idx, row, p)));
             }
         }
     }
-    out
+    (out, rows)
 }
 
 fn row(idx: &Index<'_>, ip: IpAddr) -> TruthRow {
-    let holders = idx.holders(ip).iter().map(|i| holder(idx, i, ip)).collect();
+    let holders = idx.holders(ip).map(|i| holder(idx, i, ip)).collect();
     let route = idx.route(ip).map(|r| pod_route(idx, r));
     let mut pods: Vec<PlacedPod> = idx
         .pods_at(ip)
-        .iter()
         .map(|p| PlacedPod {
             pod: format!("{}/{}", p.namespace, p.name),
             node: p.node.clone().unwrap_or_default(),
@@ -184,7 +192,7 @@ fn pod_route(idx: &Index<'_>, r: &Route) -> PodRoute {
 /// route speaks for the node only where the host shows the interface is
 /// another pod's ([`Index::host_owner`]), a dead end only where the host set its
 /// own interface down. Else a hint, which names no other pod.
-fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
+fn pod_finding(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<Finding> {
     let inv = idx.inv;
     let ns = &inv.host.namespaces;
     let ip = row.ip;
@@ -195,7 +203,7 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         .and_then(|r| r.iface_index)
         .and_then(|i| idx.iface(i));
     let read = |i: &HostIface| ns.namespaces.get(&i.nsid);
-    let elsewhere = |i: &HostIface| goes_elsewhere(idx, &row, i, pod);
+    let elsewhere = |i: &HostIface| goes_elsewhere(idx, row, i, pod);
     let (kind, fix, reached, other_pod) = match via {
         Some(i) if read(i).is_some_and(|n| !n.holds(ip) && !n.truncated) && elsewhere(i) => {
             let to = row.holders.first().map(|h| h.iface.clone());
@@ -236,7 +244,7 @@ fn pod_finding(idx: &Index<'_>, row: TruthRow, pod: &Pod) -> Option<Finding> {
         .or_else(|| row.route.as_ref().and_then(|r| r.iface.clone()));
     let truth = KernelTruth {
         site: Some(site(inv, pod)),
-        row,
+        row: row.clone(),
         reached,
         other_pod,
     };

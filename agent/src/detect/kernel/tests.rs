@@ -361,7 +361,9 @@ fn a_sandbox_that_took_the_address_off_its_veth_is_not_misdirected() {
     let mut inv = ptp_inventory(api());
     let host = Arc::make_mut(&mut inv.host);
     for n in host.namespaces.namespaces.values_mut() {
-        n.addresses.retain(|a| a.ip != ip("10.250.1.4"));
+        Arc::make_mut(n)
+            .addresses
+            .retain(|a| a.ip != ip("10.250.1.4"));
     }
     assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
 }

@@ -23,7 +23,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError},
 };
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
@@ -125,7 +125,7 @@ pub struct Peers {
 #[derive(Debug)]
 struct Kept {
     through: Vec<Through>,
-    ns: PeerNamespace,
+    ns: Arc<PeerNamespace>,
     stale: bool,
 }
 
@@ -226,7 +226,7 @@ impl Peers {
                         nsid,
                         Kept {
                             through,
-                            ns,
+                            ns: Arc::new(ns),
                             stale: false,
                         },
                     );
@@ -247,7 +247,10 @@ impl Peers {
             }
         }
         out.unread.sort_by_key(|u| u.nsid);
-        out.namespaces = now.iter().map(|(nsid, k)| (*nsid, k.ns.clone())).collect();
+        out.namespaces = now
+            .iter()
+            .map(|(nsid, k)| (*nsid, Arc::clone(&k.ns)))
+            .collect();
         out.ifaces = ifaces;
         // A namespace holding nothing yet may be mid-ADD (its veth up before the
         // plugin puts the address in, which tells the host nothing): read it again.

@@ -112,7 +112,7 @@ fn a_resync_rereads_a_slice_per_pass_and_new_namespaces_always() {
         namespaces_of(&ifaces)
             .into_iter()
             .map(|(nsid, through)| {
-                let ns = PeerNamespace::default();
+                let ns = std::sync::Arc::new(PeerNamespace::default());
                 (nsid, Kept { through, ns, stale })
             })
             .collect()

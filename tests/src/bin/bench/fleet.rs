@@ -175,11 +175,16 @@ fn mib_spread(values: &[u64]) -> Value {
     json!({"median": median(&mut v), "max": max})
 }
 
-fn kube_node(i: usize, beat: u64) -> Value {
+fn kube_node(i: usize) -> Value {
     let mut n = padded(node(&format!("node-{i}"), &[&cidr(i)]), 1500);
-    n["status"] = json!({"conditions": [{"type": "Ready", "status": "True",
-        "lastHeartbeatTime": format!("2026-12-03T00:{:02}:{:02}Z", beat / 60 % 60, beat % 60)}]});
+    n["status"] = ready_status(0);
     n
+}
+
+/// kubelet's Ready condition as its status report `beat` writes it.
+fn ready_status(beat: u64) -> Value {
+    json!({"conditions": [{"type": "Ready", "status": "True",
+        "lastHeartbeatTime": format!("2026-12-03T00:{:02}:{:02}Z", beat / 60 % 60, beat % 60)}]})
 }
 
 /// One phase's view across the fleet.
@@ -271,7 +276,7 @@ pub(crate) fn run() -> Value {
         );
     }
     for i in 0..nodes {
-        api.apply(Res::Nodes, kube_node(i, 0));
+        api.apply(Res::Nodes, kube_node(i));
         api.apply(Res::CiliumNodes, shape.cn(i, pods_per_node));
         for k in 0..pods_per_node {
             api.apply(
@@ -356,13 +361,12 @@ pub(crate) fn run() -> Value {
         // Whole events due by tick k at `rate` per second.
         ((k + 1) as f64 * rate / 10.0) as u64 - (k as f64 * rate / 10.0) as u64
     };
-    // kubelet's status report of the next Node in turn.
+    // kubelet's status report of the next Node in turn: a patch of its own
+    // condition that keeps the others (the agents' PodIPsShadowed among them).
     let mut report_node = || {
         beat += 1;
-        api.apply(
-            Res::Nodes,
-            kube_node(usize::try_from(beat).unwrap_or(0) % nodes, beat),
-        );
+        let i = usize::try_from(beat).unwrap_or(0) % nodes;
+        api.report_node_status(&format!("node-{i}"), &ready_status(beat));
     };
     let mut k = 0u64;
     let end = Instant::now() + Duration::from_secs(phase_secs);

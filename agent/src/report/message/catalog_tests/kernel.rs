@@ -48,7 +48,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         .namespaces
         .namespaces
         .get_mut(&0);
-    ns.expect("nsid 0").addresses[0].dad_failed = true;
+    Arc::make_mut(ns.expect("nsid 0")).addresses[0].dad_failed = true;
     [
         misdirected,
         changed,
