@@ -2,7 +2,8 @@
 //! lay them (no reference plugin makes these): pods behind veths with no
 //! per-pod route — kube-ovn's `<id>_h` ports on its OVS bridge, Cilium's
 //! `lxc…` veths routed through `cilium_host` and its `lxc_health` namespace.
-//! Every pod's namespace is read and tabled; nothing is found.
+//! Every pod's namespace is read and tabled; nothing is found. And the kernel's
+//! duplicate address detection, failed on a bridge (`dadfailed`).
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use ipshadow_tests::{
@@ -161,4 +162,83 @@ fn a_healthy_cilium_like_node_has_no_kernel_findings() {
         .map(|f| (f["kind"].as_str().unwrap(), f["ip"].as_str().unwrap()))
         .collect();
     assert_eq!(found, [("LeakedSandboxAddress", "10.0.1.55")], "{v:#}");
+}
+
+/// Waits (bounded against a hang) until `ip -6 addr` in `ns` shows `addr`
+/// with (`want`) or without the kernel's `flag`.
+fn wait_for_flag(ns: &NetNs, addr: &str, flag: &str, want: bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = ns.ip_output(&["-6", "addr", "show", "dev", "eth0"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text.lines().find(|l| l.contains(addr)).unwrap_or("");
+        if !line.is_empty() && line.contains(flag) == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} in {}: {flag} never {want}: {text}",
+            ns.name
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Two pods on one bridge given one IPv6 address: the kernel fails the second
+/// one's duplicate address detection (`dadfailed`), and `check` says so on
+/// that pod (issue 39); the first pod, whose address works, is told another
+/// namespace holds it too. Which namespace is whose: Calico's veth names.
+#[test]
+fn a_pods_ipv6_address_the_kernel_marks_dadfailed_is_reported_on_that_pod() {
+    if !can_run("a_pods_ipv6_address_the_kernel_marks_dadfailed_is_reported_on_that_pod") {
+        return;
+    }
+    let node = node("dad");
+    // The bridge CNI's gateway: the pod range is the bridge's connected route.
+    node.ip_batch("link add br0 type bridge\naddr add fd00:10::1/64 dev br0\nlink set br0 up\n");
+    let addr = "fd00:10::5";
+    // calico_iface("tenant", "a") and ("tenant", "b").
+    // On the bridge before the pod's eth0 comes up, so that its DAD is heard;
+    // NetNs turns DAD off, so b's eth0 turns it back on.
+    let on_bridge = |tag: &str, host_if: &str, dad: bool| {
+        let pod = NetNs::new(tag);
+        node.ip_batch(&format!(
+            "link add {host_if} type veth peer name eth0 netns {}\n\
+             link set {host_if} master br0\nlink set {host_if} up\n",
+            pod.name
+        ));
+        if dad {
+            let sysctl = pod
+                .command("sysctl")
+                .args(["-qw", "net.ipv6.conf.eth0.accept_dad=1"])
+                .status()
+                .unwrap();
+            assert!(sysctl.success());
+        }
+        pod.ip_batch(&format!("addr add {addr}/64 dev eth0\nlink set eth0 up\n"));
+        pod
+    };
+    let a = on_bridge("dada", "cali31ccef0dc46", false);
+    wait_for_flag(&a, addr, "tentative", false);
+    let b = on_bridge("dadb", "calibc08975e859", true);
+    wait_for_flag(&b, addr, "dadfailed", true);
+    let pods = list(vec![
+        pod("tenant", "a", ME, &[addr]),
+        pod("tenant", "b", ME, &[addr]),
+    ]);
+    let v = check(&node, &[("--pods", pods)]);
+    let kind_of = |name: &str| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["pod"]["name"] == name && f["ip"] == addr)
+            .unwrap_or_else(|| panic!("no finding about pod {name}: {v:#}"))
+            .clone()
+    };
+    let failed = kind_of("b");
+    assert_eq!(failed["kind"], "PodAddressDadFailed", "{failed:#}");
+    assert_eq!(failed["owner"]["device"], "calibc08975e859", "{failed:#}");
+    assert_eq!(failed["trust"], "hint", "{failed:#}");
+    assert_eq!(kind_of("a")["kind"], "PodAddressHeldTwice", "{v:#}");
 }
