@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use ipshadow_tests::{
-    can_run_netns_tests,
+    HANG, can_run_netns_tests,
     check::Files,
     ipshadow_bin, kernel_at_least,
-    lab::ME,
+    lab::{ME, wait_for},
     netns::NetNs,
     objects::{cilium_node, list, pod, subnet},
 };
@@ -164,24 +164,16 @@ fn a_healthy_cilium_like_node_has_no_kernel_findings() {
     assert_eq!(found, [("LeakedSandboxAddress", "10.0.1.55")], "{v:#}");
 }
 
-/// Waits (bounded against a hang) until `ip -6 addr` in `ns` shows `addr`
-/// with (`want`) or without the kernel's `flag`.
+/// Waits (bounded only against a hang) until `ip -6 addr` in `ns` shows
+/// `addr` with (`want`) or without the kernel's `flag`.
 fn wait_for_flag(ns: &NetNs, addr: &str, flag: &str, want: bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    let what = format!("{addr} in {} with {flag} {want}", ns.name);
+    wait_for(&what, HANG, || {
         let out = ns.ip_output(&["-6", "addr", "show", "dev", "eth0"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text.lines().find(|l| l.contains(addr)).unwrap_or("");
-        if !line.is_empty() && line.contains(flag) == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{addr} in {}: {flag} never {want}: {text}",
-            ns.name
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        let line = text.lines().find(|l| l.contains(addr))?;
+        (line.contains(flag) == want).then_some(())
+    });
 }
 
 /// Two pods on one bridge given one IPv6 address: the kernel fails the second

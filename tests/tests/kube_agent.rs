@@ -439,17 +439,26 @@ fn malformed_objects_from_the_api_are_named_counted_and_skipped() {
             serde_json::json!({"metadata": {"name": "no-block"}, "spec": {"cidrBlock": 7}}),
         );
     });
-    let (_, m) = AgentProc::get(&sim.node, "/metrics").unwrap();
-    let invalid = |resource| {
+    let invalid = |m: &str, resource| {
         sample(
-            &m,
+            m,
             "ipshadow_invalid_objects_total",
             &[("resource", resource)],
         )
     };
-    assert_eq!(invalid("ciliumnodes"), Some(2.0), "{m}");
+    // The finding comes from node-a's CiliumNode; node-x's may be converted
+    // (and counted) a moment later by its own watch: wait for both counts to
+    // arrive (bounded against a hang), then assert them exactly.
+    let scrape = || AgentProc::get(&sim.node, "/metrics").unwrap().1;
+    let m = poll(HANG, || {
+        let m = scrape();
+        let seen = |r| invalid(&m, r).is_some_and(|v| v > 0.0);
+        (seen("ciliumnodes") && seen("subnets")).then_some(m)
+    })
+    .unwrap_or_else(scrape);
+    assert_eq!(invalid(&m, "ciliumnodes"), Some(2.0), "{m}");
     // The first 4,096 junk entries each named, the cap named once, the Subnet without a block.
-    assert_eq!(invalid("subnets"), Some(4096.0 + 1.0 + 1.0), "{m}");
+    assert_eq!(invalid(&m, "subnets"), Some(4096.0 + 1.0 + 1.0), "{m}");
     let log = agent.log_text();
     assert!(log.contains("node-x") && log.contains("no-block"), "{log}");
 }
