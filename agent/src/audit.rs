@@ -6,7 +6,7 @@ use std::{io::IsTerminal as _, path::PathBuf, time::Instant};
 use crate::{
     check::OutputFormat,
     detect::audit::{Audit, audit},
-    inventory::{ClusterState, Invalid},
+    inventory::{AsRead, ClusterState, Invalid},
     kube::{
         self, CalicoFiles, SourceArgs,
         list::{Behind, ListError, ListOptions, Read, Scope, cluster_state, routes},
@@ -116,7 +116,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         (files.state().clone(), None)
     } else {
         let client = client(args).await?;
-        let mut state = cluster_state(
+        let mut read = cluster_state(
             &client,
             Scope::Cluster,
             ListOptions {
@@ -130,11 +130,11 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         // mode binds them everywhere): only those are kept of the Services.
         // Optional, as every source: without `list services` the rest of the
         // audit stands.
-        let wanted = claimable(&state);
+        let wanted = claimable(&read);
         match kube::cluster::services_claiming(&client, &wanted).await {
             Ok(services) => {
                 progress.listed("Service addresses", services.by_ip.len(), true);
-                state.set_services(services);
+                read.services = std::sync::Arc::new(services);
             }
             Err(e) => tracing::warn!(
                 error = %e,
@@ -142,7 +142,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
                  (grant `list services` to check them)"
             ),
         }
-        (state, Some(client))
+        (ClusterState::assemble(read), Some(client))
     };
     let mut result = audit(&state, &args.read.router_device, &mut |done, total| {
         progress.audited(done, total);
@@ -159,12 +159,12 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         _ => state.routes.as_ref().clone(),
     };
     result.assess(&routes);
-    Ok((result, state.invalid))
+    Ok((result, std::sync::Arc::unwrap_or_clone(state.invalid)))
 }
 
 /// The addresses the audit asks the Services about: the Nodes' own and the
 /// pods' status IPs (what [`crate::detect::vip`] compares them with).
-fn claimable(state: &ClusterState) -> std::collections::BTreeSet<std::net::IpAddr> {
+fn claimable(state: &ClusterState<AsRead>) -> std::collections::BTreeSet<std::net::IpAddr> {
     let nodes = state
         .nodes
         .iter()

@@ -169,21 +169,9 @@ impl Reconciler {
     /// Detection on a blocking thread: over 100,000 pods it takes a while, and
     /// the runtime meanwhile answers `/healthz` and serves the watches.
     async fn detect(&self, kube: &ClusterState, host: Arc<HostNetwork>) -> Reconciled {
-        let inventory = Inventory {
-            node: self.node.clone(),
-            router_device: self.router_device.clone(),
-            host: Arc::clone(&host),
-            pods: Arc::clone(&kube.pods),
-            cilium_nodes: Arc::clone(&kube.cilium_nodes),
-            annotated_nodes: Arc::clone(&kube.annotated_nodes),
-            subnets: Arc::clone(&kube.subnets),
-            sandbox: Arc::clone(&kube.sandbox),
-            node_facts: kube.nodes.iter().find(|n| n.name == self.node).cloned(),
-            nodes: Arc::clone(&kube.nodes),
-            cilium_config: kube.cilium_config.clone(),
-            services: Arc::clone(&kube.services),
-            calico: Arc::clone(&kube.calico),
-        };
+        let facts = kube.nodes.iter().find(|n| n.name == self.node).cloned();
+        let (node, device) = (&self.node, &self.router_device);
+        let inventory = Inventory::new(node, device, Arc::clone(&host), facts, kube.clone());
         let run = move || {
             let (findings, truth) = detect_with_truth(&inventory);
             let claimable = claimable(&inventory);
@@ -232,7 +220,8 @@ pub struct Reconciled {
 /// their Event series end without an `IPCollisionResolved`, since nothing was
 /// fixed — the pod is going.
 pub fn leaving(inv: &Inventory) -> BTreeSet<String> {
-    inv.pods
+    inv.cluster
+        .pods
         .iter()
         .filter(|p| p.terminating && !p.uid.is_empty())
         .map(|p| p.uid.clone())
@@ -306,9 +295,8 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
         return vips;
     }
     let ranges: Vec<ipnet::IpNet> = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
+        .cluster
+        .cni_nodes()
         .flat_map(|c| {
             c.ranges()
                 .map(|(r, _)| r)

@@ -18,7 +18,9 @@ use std::{
 
 use ipshadow::{
     detect::{FindingKind, detect},
-    inventory::{CiliumNode, HostNetwork, Invalid, Inventory, IpSource, Pod, PodIp, Subnet},
+    inventory::{
+        CiliumNode, ClusterState, HostNetwork, Invalid, Inventory, IpSource, Pod, PodIp, Subnet,
+    },
     kube::files,
 };
 use serde_json::{Value, json};
@@ -99,8 +101,11 @@ fn overlaps(
         node: node.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(HostNetwork::default()),
-        cilium_nodes: Arc::new(cns),
-        subnets: Arc::new(subnets),
+        cluster: ClusterState {
+            cilium_nodes: Arc::new(cns),
+            subnets: Arc::new(subnets),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     detect(&inv)
@@ -202,8 +207,11 @@ fn a_terminating_pod_on_a_router_ip_gives_no_new_finding() {
         node: node.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(HostNetwork::default()),
-        cilium_nodes: Arc::new(cns.clone()),
-        pods: Arc::new(pods),
+        cluster: ClusterState {
+            cilium_nodes: Arc::new(cns.clone()),
+            pods: Arc::new(pods),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     let kinds = |inv: &Inventory| detect(inv).iter().map(|f| f.kind).collect::<Vec<_>>();
@@ -263,9 +271,12 @@ fn a_kops_eni_node_out_of_addresses_is_told_to_check_the_operator_not_its_range(
         node: node.clone(),
         router_device: "cilium_host".into(),
         host: Arc::new(HostNetwork::default()),
-        cilium_nodes: Arc::new(cns),
-        pods: Arc::new(vec![pod]),
-        sandbox: Arc::new(vec![failure]),
+        cluster: ClusterState {
+            cilium_nodes: Arc::new(cns),
+            pods: Arc::new(vec![pod]),
+            sandbox: Arc::new(vec![failure]),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     let f = detect(&inv);
@@ -325,8 +336,11 @@ fn a_slash_23_cluster_pool_with_mask_24_on_three_nodes_is_full_and_said_so() {
             node: node.into(),
             router_device: "cilium_host".into(),
             host: Arc::new(HostNetwork::default()),
-            cilium_nodes: Arc::new(cns.clone()),
-            cilium_config: Some(Arc::new(config.clone())),
+            cluster: ClusterState {
+                cilium_nodes: Arc::new(cns.clone()),
+                cilium_config: Some(Arc::new(config.clone())),
+                ..Default::default()
+            },
             ..Inventory::default()
         })
     };

@@ -12,8 +12,8 @@ use std::{
 use ipshadow::{
     detect::{FindingKind, TunnelAllocation, detect},
     inventory::{
-        CalicoIpam, CiliumNode, Inventory, IpSource, IpamOwner, Pod, PodIp, Role, Source,
-        TunnelKind,
+        CalicoIpam, CiliumNode, ClusterState, Inventory, IpSource, IpamOwner, Pod, PodIp, Role,
+        Source, TunnelKind,
     },
     kube::files,
 };
@@ -98,8 +98,8 @@ fn calico_3589s_pod_block_holds_no_tunnel_so_a_node_announcing_one_of_its_addres
     ] {
         let mut inv = inventory(announced, vec![]);
         inv.node = "kworker-fe-intg-iz2-bap002".into();
-        Arc::make_mut(&mut inv.annotated_nodes)[0].name = inv.node.clone();
-        inv.calico = Arc::new(CalicoIpam::new(blocks.clone(), vec![]));
+        Arc::make_mut(&mut inv.cluster.annotated_nodes)[0].name = inv.node.clone();
+        inv.cluster.calico = Arc::new(CalicoIpam::new(blocks.clone(), vec![]));
         let found = detect(&inv);
         assert_eq!(found.len(), 1, "{found:#?}");
         let ipshadow::detect::Cause::Node(ipshadow::detect::NodeProblem::Calico(a)) =
@@ -143,9 +143,12 @@ fn inventory(announced: &str, pods: Vec<Pod>) -> Inventory {
     );
     Inventory {
         node: "mac-k8s".into(),
-        pods: Arc::new(pods),
-        annotated_nodes: Arc::new(vec![node]),
-        calico: Arc::new(after_nginx()),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            annotated_nodes: Arc::new(vec![node]),
+            calico: Arc::new(after_nginx()),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -198,7 +201,7 @@ fn the_real_block_under_a_stale_annotation_and_a_pod_on_its_tunnel() {
     ));
     // A pod on the block's tunnel address, which no annotation names here.
     let mut inv = inventory("192.168.185.0", vec![pod("intruder", "192.168.185.0")]);
-    inv.annotated_nodes = Arc::default();
+    inv.cluster.annotated_nodes = Arc::default();
     let found = detect(&inv);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_eq!(found[0].kind, FindingKind::TunnelIpCollision);

@@ -9,6 +9,7 @@ pub use self::watch::{Outcome, watch};
 use crate::{
     detect::impact,
     ebpf,
+    inventory::ClusterState,
     kube::{
         self, CalicoFiles, SourceArgs,
         cluster::{local_collisions, pods_holding, services_claiming},
@@ -116,7 +117,7 @@ pub async fn run(
     Ok(Report {
         node: reconciler.node.clone(),
         findings: done.findings,
-        invalid: files.state().invalid.clone(),
+        invalid: files.state().invalid.to_vec(),
         impacts,
         truth: Some(done.truth),
         ..Report::default()
@@ -136,7 +137,7 @@ async fn from_cluster(
     let client = kube::client().await?;
     let timeout = Duration::from_secs(sources.sync_timeout_seconds);
     let keys = &node.read.pod_ip_annotations;
-    let mut state = tokio::time::timeout(
+    let mut read = tokio::time::timeout(
         timeout,
         cluster_state(
             &client,
@@ -150,6 +151,7 @@ async fn from_cluster(
     )
     .await
     .map_err(|_| Error::Sync(timeout))??;
+    let mut state = ClusterState::assemble(read.clone());
     let first = reconciler.reconcile(&state).await?;
     let lookups = first
         .claimable
@@ -158,13 +160,14 @@ async fn from_cluster(
     let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
         .await
         .map_err(|_| Error::Sync(timeout))??;
-    let mut pods = state.pods.as_ref().clone();
+    let mut pods = read.pods.as_ref().clone();
     for p in found.into_iter().flatten() {
         if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {
             pods.push(p);
         }
     }
-    state.pods = Arc::new(pods);
+    read.pods = Arc::new(pods);
+    state = ClusterState::assemble(read.clone());
     let mut done = reconciler.reconcile(&state).await?;
     // A local address that shadows a pod may be a Service's, which a tenant chose.
     let local = local_collisions(&done.findings, &reconciler.node);
@@ -173,13 +176,14 @@ async fn from_cluster(
             .await
             .map_err(|_| Error::Sync(timeout))?
             .map_err(Error::Services)?;
-        state.set_services(claims);
+        read.services = Arc::new(claims);
+        state = ClusterState::assemble(read);
         done = reconciler.reconcile(&state).await?;
     }
     Ok(Report {
         node: reconciler.node.clone(),
         findings: done.findings,
-        invalid: state.invalid,
+        invalid: state.invalid.to_vec(),
         truth: Some(done.truth),
         ..Report::default()
     })

@@ -156,8 +156,7 @@ struct Roster<'a> {
 impl<'a> Roster<'a> {
     fn of(state: &'a ClusterState) -> Self {
         let mut names: BTreeSet<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
-        names.extend(state.cilium_nodes.iter().map(|c| c.name.as_str()));
-        names.extend(state.annotated_nodes.iter().map(|c| c.name.as_str()));
+        names.extend(state.cni_nodes().map(|c| c.name.as_str()));
         let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
         for p in state.pods.iter() {
             if let Some(n) = p.node.as_deref() {
@@ -208,22 +207,13 @@ impl<'a> NodeCheck<'a> {
 
     /// The findings of node `name` with `pods` in view.
     fn run(&self, name: &str, pods: Vec<Pod>) -> Vec<Finding> {
-        let state = self.state;
-        let inv = Inventory {
-            node: name.to_owned(),
-            router_device: self.router_device.to_owned(),
-            host: Arc::clone(&self.host),
+        let facts = self.facts.get(name).map(|f| (*f).clone());
+        let cluster = ClusterState {
             pods: Arc::new(pods),
-            cilium_nodes: Arc::clone(&state.cilium_nodes),
-            annotated_nodes: Arc::clone(&state.annotated_nodes),
-            subnets: Arc::clone(&state.subnets),
-            sandbox: Arc::clone(&state.sandbox),
-            node_facts: self.facts.get(name).map(|f| (*f).clone()),
-            nodes: Arc::clone(&state.nodes),
-            cilium_config: state.cilium_config.clone(),
-            services: Arc::clone(&state.services),
-            calico: Arc::clone(&state.calico),
+            ..self.state.clone()
         };
+        let host = Arc::clone(&self.host);
+        let inv = Inventory::new(name, self.router_device, host, facts, cluster);
         detect_with(&inv, self.index, Pods::Own)
     }
 }

@@ -97,6 +97,7 @@ fn link_local(net: &IpNet) -> bool {
 fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Option<Finding> {
     let range = address.trunc();
     let owner = inv
+        .cluster
         .nodes
         .iter()
         .filter(|n| n.name != inv.node)
@@ -107,6 +108,7 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Opti
         })
         .map(|n| n.name.clone())?;
     let behind: Vec<PodRef> = inv
+        .cluster
         .pods
         .iter()
         .filter(|p| p.node.as_deref() == Some(owner.as_str()) && p.can_receive_traffic())

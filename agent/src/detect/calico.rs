@@ -113,7 +113,7 @@ pub enum CalicoFix {
 /// the node's `spec.podCIDRs` with no block (host-local IPAM: Calico derives
 /// the tunnel address from the podCIDR and allocates nothing).
 pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
-    let ipam = &inv.calico;
+    let ipam = &inv.cluster.calico;
     if !ipam.has_blocks() {
         return Vec::new();
     }
@@ -125,6 +125,7 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         .filter(|a| CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
         .map(|a| (a.ip, Some(a.device.as_str()), Source::Kernel));
     let announced = inv
+        .cluster
         .annotated_nodes
         .iter()
         .filter(|n| n.name == node)
@@ -190,7 +191,7 @@ fn fix(node: &str, ip: IpAddr, leftover: Option<&str>) -> CalicoFix {
 /// allocates it to one of the node's tunnels, or does not judge it.
 fn judge(inv: &Inventory, ip: IpAddr, leftover: bool) -> Option<TunnelAllocation> {
     let node = inv.node.as_str();
-    Some(match inv.calico.allocation(ip)? {
+    Some(match inv.cluster.calico.allocation(ip)? {
         Allocation::To(_, IpamOwner::Tunnel { node: n, .. }) if n == node => return None,
         // An old tunnel address, which calico-node marks as its own when it
         // next starts: the node announcing it is whose it is. Not a leftover,

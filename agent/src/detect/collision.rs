@@ -300,7 +300,7 @@ fn collision(
 /// or it sits on a device that holds Services' addresses only (tenant-address);
 /// the Services were read and none claims it (kernel); not known yet (unchecked).
 fn service_claim(inv: &Inventory, ip: IpAddr, owner: &Owner) -> (Trust, Option<ServiceAddress>) {
-    let holders = inv.services.holders(ip);
+    let holders = inv.cluster.services.holders(ip);
     let service = holders.and_then(<[ServiceAddress]>::first).cloned();
     let vip_device = owner
         .device

@@ -14,7 +14,8 @@ use crate::inventory::{Inventory, IpSource, Pod, PodIp};
 pub(super) fn outside_its_subnet(inv: &Inventory, pod: &Pod, pip: &PodIp) -> bool {
     pip.source == IpSource::Annotation
         && pod.logical_switch.as_ref().is_some_and(|name| {
-            inv.subnets
+            inv.cluster
+                .subnets
                 .iter()
                 .find(|s| s.name == *name)
                 .is_some_and(|s| !s.cidrs.iter().any(|c| c.contains(&pip.ip)))
@@ -53,12 +54,12 @@ pub(super) fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
 /// Node.spec.podCIDRs is not one of them: in ENI or kube-ovn clusters pods get
 /// addresses outside it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
-    inv.cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
+    inv.cluster
+        .cni_nodes()
         .flat_map(|c| c.ranges().map(|(r, _)| r))
         .chain(
-            inv.cilium_config
+            inv.cluster
+                .cilium_config
                 .iter()
                 .flat_map(|c| c.cluster_pool.iter().copied()),
         )

@@ -42,15 +42,15 @@ pub(super) const ROUTE_TAKEN: Spec = Spec {
 /// The refusals of this node's pods that have not started since.
 pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
     let mut out = Vec::new();
-    for pod in inv.pods.iter().filter(|p| {
+    let sandbox = &inv.cluster.sandbox;
+    for pod in inv.cluster.pods.iter().filter(|p| {
         p.node.as_deref() == Some(inv.node.as_str())
             && p.reportable()
             // A pod with an address in its status got a sandbox after all:
             // the Events left from before are no longer its trouble.
             && !p.ips.iter().any(|i| i.source == IpSource::Status)
     }) {
-        let failures: Vec<&SandboxFailure> =
-            inv.sandbox.iter().filter(|f| f.is_about(pod)).collect();
+        let failures: Vec<&SandboxFailure> = sandbox.iter().filter(|f| f.is_about(pod)).collect();
         out.extend(route_taken(inv, pod, &failures));
         out.extend(bridge_refused(inv, pod, &failures));
     }
@@ -158,6 +158,7 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
 /// The live pod (other than `pod`) whose status holds `ip`: this node's first.
 fn holder_of<'a>(inv: &'a Inventory, pod: &Pod, ip: IpAddr) -> Option<&'a Pod> {
     let mut holders: Vec<&Pod> = inv
+        .cluster
         .pods
         .iter()
         .filter(|p| {

@@ -83,7 +83,7 @@ fn findings_and_rows<'a>(
     let owners = Owners::new(inv, index);
     let mut seen = HashSet::new();
     let mut findings = Vec::new();
-    for pod in inv.pods.iter().filter(|p| p.reportable()) {
+    for pod in inv.cluster.pods.iter().filter(|p| p.reportable()) {
         let Some(pod_node) = pod.node.as_deref() else {
             continue;
         };

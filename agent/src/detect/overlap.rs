@@ -29,12 +29,7 @@ pub(super) const OVERLAP: Spec = Spec::node(
 /// all); an address in no known range is its own finding (its fix differs);
 /// when none is exposed, one per Cilium range not fully excluded.
 pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Finding> {
-    let mine: Vec<&CiliumNode> = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
-        .filter(|c| c.name == inv.node)
-        .collect();
+    let mine: Vec<&CiliumNode> = inv.own_cni_nodes().collect();
     let mut infra: Vec<InfraAddress> = mine
         .iter()
         .flat_map(|c| c.addresses.iter().copied())
@@ -46,7 +41,7 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
     let ranges: Vec<Range> = mine.iter().flat_map(|c| c.ranges()).collect();
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    for subnet in inv.subnets.iter().filter(|s| s.primary) {
+    for subnet in inv.cluster.primary_subnets() {
         let groups = exposed(subnet, &infra, &ranges, &mut seen);
         let exposed = !groups.is_empty();
         for (range, addresses) in groups {

@@ -94,8 +94,9 @@ impl<'a> Index<'a> {
 
     /// The index of `inv`'s Cilium addresses.
     pub fn of(inv: &'a Inventory) -> Self {
+        let c = &inv.cluster;
         Self::new(
-            (&inv.cilium_nodes, &inv.annotated_nodes, &inv.calico.tunnels),
+            (&c.cilium_nodes, &c.annotated_nodes, &c.calico.tunnels),
             &inv.router_device,
         )
     }

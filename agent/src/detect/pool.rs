@@ -12,12 +12,12 @@ use crate::inventory::{CiliumNode, Inventory};
 /// How `node` gets its pod addresses: cilium-config's `ipam` when it was
 /// read, else what the node's CiliumNode shows.
 pub(super) fn ipam_kind(inv: &Inventory, node: &str) -> IpamKind {
-    let mode = inv.cilium_config.as_ref().map(|c| c.ipam.as_str());
+    let mode = inv.cluster.cilium_config.as_ref().map(|c| c.ipam.as_str());
     match mode.filter(|m| !m.is_empty()) {
         Some("eni" | "azure" | "alibabacloud" | "crd") => IpamKind::OperatorPool,
         Some("cluster-pool" | "kubernetes" | "multi-pool") => IpamKind::HostScope,
         Some(_) => IpamKind::Unknown,
-        None => match inv.cilium_nodes.iter().find(|c| c.name == node) {
+        None => match inv.cluster.cilium_nodes.iter().find(|c| c.name == node) {
             Some(c) if c.operator_pool => IpamKind::OperatorPool,
             Some(c) if !c.pod_cidrs.is_empty() || !c.pool_cidrs.is_empty() => IpamKind::HostScope,
             _ => IpamKind::Unknown,
@@ -29,7 +29,7 @@ pub(super) fn ipam_kind(inv: &Inventory, node: &str) -> IpamKind {
 /// count; `None` unless cilium-config says cluster-pool and names the pool
 /// (the pool's size is known nowhere else), or no mask is known.
 pub(super) fn pool_fit(inv: &Inventory, v6: bool) -> Option<PoolFit> {
-    let config = inv.cilium_config.as_ref()?;
+    let config = inv.cluster.cilium_config.as_ref()?;
     if config.ipam != "cluster-pool" {
         return None;
     }
@@ -64,7 +64,7 @@ pub(super) fn pool_fit(inv: &Inventory, v6: bool) -> Option<PoolFit> {
         mask,
         mask_configured,
         holds: u64::try_from(holds).unwrap_or(u64::MAX),
-        nodes: inv.cilium_nodes.len() as u64,
+        nodes: inv.cluster.cilium_nodes.len() as u64,
     })
 }
 
@@ -72,7 +72,7 @@ pub(super) fn pool_fit(inv: &Inventory, v6: bool) -> Option<PoolFit> {
 /// common prefix length of their podCIDRs inside `pools`.
 fn mask_in_use(inv: &Inventory, pools: &[IpNet]) -> Option<u8> {
     let mut seen: BTreeMap<u8, usize> = BTreeMap::new();
-    for c in inv.cilium_nodes.iter().flat_map(|c| c.pod_cidrs.iter()) {
+    for c in inv.cluster.cilium_nodes.iter().flat_map(|c| &c.pod_cidrs) {
         if pools.iter().any(|p| p.contains(c)) {
             *seen.entry(c.prefix_len()).or_default() += 1;
         }
@@ -84,7 +84,7 @@ fn mask_in_use(inv: &Inventory, pools: &[IpNet]) -> Option<u8> {
 /// cluster has. A fact about the cluster, not a node: told once, by the node
 /// first by name among the CiliumNodes.
 pub(super) fn nearly_full(inv: &Inventory, node: &str) -> Vec<PoolFit> {
-    let first = inv.cilium_nodes.iter().map(|c| c.name.as_str()).min();
+    let first = inv.cluster.cilium_nodes.iter().map(|c| &*c.name).min();
     if first != Some(node) {
         return Vec::new();
     }
@@ -109,7 +109,7 @@ pub(super) fn explaining(inv: &Inventory, error: &str) -> Option<PoolFit> {
 
 /// cluster-pool mode while `cn` keeps podCIDRs outside every pool of its family.
 pub(super) fn migration_stuck(inv: &Inventory, cn: &CiliumNode) -> Option<NodeProblem> {
-    let config = inv.cilium_config.as_ref()?;
+    let config = inv.cluster.cilium_config.as_ref()?;
     if config.ipam != "cluster-pool" || config.cluster_pool.is_empty() {
         return None;
     }

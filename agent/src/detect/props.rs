@@ -9,8 +9,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::inventory::{
-    CiliumNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role, SandboxFailure,
-    SandboxRefusal, fixtures::cilium_node, with_refused_addresses,
+    CiliumNode, ClusterState, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role,
+    SandboxFailure, SandboxRefusal, fixtures::cilium_node, with_refused_addresses,
 };
 
 const ME: &str = "node-a";
@@ -84,10 +84,13 @@ fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(host),
-        pods: Arc::new(pods),
-        cilium_nodes: Arc::new(cilium_nodes),
-        annotated_nodes: Arc::default(),
-        subnets: Arc::default(),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            cilium_nodes: Arc::new(cilium_nodes),
+            annotated_nodes: Arc::default(),
+            subnets: Arc::default(),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -113,12 +116,12 @@ proptest! {
     fn every_collision_a_node_can_see_is_found_once(infra in infra_strategy(), pods in pods_strategy()) {
         let inv = inventory(&infra, &pods);
         let findings = detect(&inv);
-        for (i, p) in inv.pods.iter().enumerate() {
+        for (i, p) in inv.cluster.pods.iter().enumerate() {
             let ip = p.ips[0].ip;
             let here = p.node.as_deref() == Some(ME);
-            let mine = inv.cilium_nodes.iter().filter(|c| c.name == ME)
+            let mine = inv.cluster.cilium_nodes.iter().filter(|c| c.name == ME)
                 .any(|c| c.addresses.iter().any(|a| a.ip == ip));
-            let anyone = inv.cilium_nodes.iter()
+            let anyone = inv.cluster.cilium_nodes.iter()
                 .any(|c| c.addresses.iter().any(|a| a.ip == ip));
             let expected = if here { anyone } else { mine };
             let n = findings.iter().filter(|f| f.pod().is_some_and(|r| r.name == format!("p{i}"))).count();
@@ -136,8 +139,8 @@ proptest! {
     ) {
         let a = inventory(&infra, &pods);
         let mut b = a.clone();
-        b.pods = Arc::new(pod_order.iter().map(|i| a.pods[*i].clone()).collect());
-        b.cilium_nodes = Arc::new(node_order.iter().map(|i| a.cilium_nodes[*i].clone()).collect());
+        b.cluster.pods = Arc::new(pod_order.iter().map(|i| a.cluster.pods[*i].clone()).collect());
+        b.cluster.cilium_nodes = Arc::new(node_order.iter().map(|i| a.cluster.cilium_nodes[*i].clone()).collect());
         let strip = |v: Vec<Finding>| v.into_iter().map(|f| (f.kind, f.scope, f.ip, f.pod().cloned(), f.owner.node, f.owner.role)).collect::<Vec<_>>();
         let (fa, fb) = (strip(detect(&a)), strip(detect(&b)));
         // Which owner wins when two nodes claim one IP may differ only by name order,
@@ -160,7 +163,7 @@ proptest! {
             count: 1,
             message: String::new(),
         }).collect();
-        let mut all = inv.pods.to_vec();
+        let mut all = inv.cluster.pods.to_vec();
         all.extend((0..refused.len()).map(|j| Pod {
             name: format!("r{j}"),
             uid: format!("ur{j}"),
@@ -168,16 +171,16 @@ proptest! {
             phase: Some("Pending".into()),
             ..pod(0, ME, ip4(0))
         }));
-        inv.pods = Arc::new(with_refused_addresses(&all, &failures));
-        inv.sandbox = Arc::new(failures);
+        inv.cluster.pods = Arc::new(with_refused_addresses(&all, &failures));
+        inv.cluster.sandbox = Arc::new(failures);
         let findings = detect(&inv);
         for (j, n) in refused.iter().enumerate() {
             let ip = ip4(*n);
             let name = format!("r{j}");
             let of: Vec<&Finding> = findings.iter().filter(|f| f.pod().is_some_and(|p| p.name == name)).collect();
             prop_assert_eq!(of.len(), 1, "{} refused {}: {:?}", name, ip, of);
-            let infra_holds = inv.cilium_nodes.iter().any(|c| c.addresses.iter().any(|a| a.ip == ip));
-            let pod_holds = inv.pods.iter().any(|p| p.ips.iter().any(|i| i.ip == ip && i.source == IpSource::Status));
+            let infra_holds = inv.cluster.cilium_nodes.iter().any(|c| c.addresses.iter().any(|a| a.ip == ip));
+            let pod_holds = inv.cluster.pods.iter().any(|p| p.ips.iter().any(|i| i.ip == ip && i.source == IpSource::Status));
             let kind = of[0].kind;
             if infra_holds {
                 prop_assert!(matches!(kind, FindingKind::RouterIpCollision | FindingKind::IngressIpCollision | FindingKind::HealthIpCollision), "{:?}", kind);

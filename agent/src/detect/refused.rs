@@ -38,6 +38,7 @@ pub(super) const STALE_ENDPOINT: Spec = Spec {
 /// message of the most repeated.
 pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<KubeletReport> {
     let mut matching = inv
+        .cluster
         .sandbox
         .iter()
         .filter(|f| f.is_about(pod) && f.refusal == SandboxRefusal::AddressInUse(ip))
@@ -70,6 +71,7 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
     };
     // The pod's own node first: its Cilium is the one that refused.
     let holder = inv
+        .cluster
         .pods
         .iter()
         .filter(holds)
@@ -137,7 +139,8 @@ fn stale_endpoint(inv: &Inventory, node: &str, ip: IpAddr) -> (FindingKind, Scop
 
 /// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).
 fn cilium_agent_pod(inv: &Inventory, node: &str) -> Option<PodRef> {
-    inv.pods
+    inv.cluster
+        .pods
         .iter()
         .find(|p| {
             p.node.as_deref() == Some(node)

@@ -11,6 +11,7 @@ use crate::inventory::{Inventory, IpSource, PodIp, Source};
 pub(super) fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
     matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
         || inv
+            .cluster
             .subnets
             .iter()
             .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
@@ -18,7 +19,7 @@ pub(super) fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
 
 /// The fix of a collision, fitted to the allocators the inventory shows.
 pub(super) fn collision_remedy(inv: &Inventory, owner: &Owner, pip: &PodIp) -> Remedy {
-    let subnet = inv.subnets.iter().filter(|s| s.primary).find_map(|s| {
+    let subnet = inv.cluster.primary_subnets().find_map(|s| {
         let block = s.cidrs.iter().find(|c| c.contains(&pip.ip))?;
         Some((s.name.clone(), *block))
     });

@@ -83,14 +83,15 @@ pub(super) fn held_node_addresses(inv: &Inventory) -> Vec<Finding> {
         .collect();
     let mut out = Vec::new();
     for a in inv.host.addresses.iter().filter(|a| !own.contains(&a.ip)) {
-        let Some((node, kind)) = owner_of(&inv.nodes, &inv.node, a.ip) else {
+        let Some((node, kind)) = owner_of(&inv.cluster.nodes, &inv.node, a.ip) else {
             continue;
         };
+        let services = inv.cluster.services.holders(a.ip).unwrap_or_default();
         let claim = NodeAddressClaim {
             ip: a.ip,
             node: node.to_owned(),
             address_type: kind,
-            services: inv.services.holders(a.ip).unwrap_or_default().to_vec(),
+            services: services.to_vec(),
             held: Some((inv.node.clone(), a.device.clone())),
         };
         let trust = if claim.services.is_empty() && !claim.on_vip_device() {

@@ -301,9 +301,10 @@ impl super::Inventory {
     /// or this node's addresses. Lazy: a caller that finds its address in the
     /// first pool reads no block.
     pub fn calico_pod_ranges(&self) -> impl Iterator<Item = IpNet> + '_ {
-        let no_pools = self.calico.pools.is_empty() && self.calico.blocks.is_empty();
-        (!no_pools && self.calico.in_use(self.given_by_calico()))
-            .then(|| self.calico.pod_ranges())
+        let calico = &self.cluster.calico;
+        let no_pools = calico.pools.is_empty() && calico.blocks.is_empty();
+        (!no_pools && calico.in_use(self.given_by_calico()))
+            .then(|| calico.pod_ranges())
             .into_iter()
             .flatten()
     }
@@ -314,7 +315,8 @@ impl super::Inventory {
     /// devices' addresses (in IPIP and VXLAN modes, from a pool even on a
     /// node with no pod).
     fn given_by_calico(&self) -> impl Iterator<Item = IpAddr> + '_ {
-        self.pods
+        self.cluster
+            .pods
             .iter()
             .filter(|p| {
                 !p.host_network

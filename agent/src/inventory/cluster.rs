@@ -1,13 +1,15 @@
 //! The Kubernetes side of one snapshot, as the adapters hand it over, and the
 //! problems they found in objects from outside.
 
-use std::{fmt, sync::Arc};
+use std::{fmt, marker::PhantomData, sync::Arc};
 
 use super::{CiliumConfig, CiliumNode, NodeFacts, Pod, SandboxFailure, Subnet};
 
-/// The Kubernetes objects one reconcile looks at.
+/// The Kubernetes objects one reconcile looks at. The adapters (files, one
+/// list, the watch caches) fill a `ClusterState<AsRead>`; detection reads the
+/// `ClusterState` [`ClusterState::assemble`] makes of it, never changed after.
 #[derive(Clone, Debug, Default)]
-pub struct ClusterState {
+pub struct ClusterState<Stage = Assembled> {
     /// This node's pods and pods elsewhere that hold one of its addresses.
     pub pods: Arc<Vec<Pod>>,
     /// Every CiliumNode of the cluster.
@@ -30,51 +32,41 @@ pub struct ClusterState {
     pub services: Arc<super::ServiceAddresses>,
     /// Calico's IPAMBlocks and IPPools, when read (never by the agent's watches).
     pub calico: Arc<super::CalicoIpam>,
-    /// Objects (or fields) skipped as malformed in the last read.
-    pub invalid: Vec<Invalid>,
+    /// Objects (or fields) skipped as malformed in the last read (shared: an
+    /// audit's inventory per node copies none).
+    pub invalid: Arc<Vec<Invalid>>,
+    /// Filled by an adapter ([`AsRead`]) or made by [`ClusterState::assemble`]
+    /// ([`Assembled`]): a read reaches detection, or is assembled, once only.
+    pub stage: PhantomData<Stage>,
 }
 
-/// What the adapters read (from files, one list, or the watch caches), before
-/// it becomes a [`ClusterState`]: each field as in the state, except `pods`,
-/// which are as listed.
-#[derive(Clone, Debug, Default)]
-pub struct ClusterReads {
-    /// The pods as listed.
-    pub pods: Arc<Vec<Pod>>,
-    /// Every CiliumNode.
-    pub cilium_nodes: Arc<Vec<CiliumNode>>,
-    /// Cilium's addresses from the Nodes' annotations.
-    pub annotated_nodes: Arc<Vec<CiliumNode>>,
-    /// kube-ovn Subnets.
-    pub subnets: Arc<Vec<Subnet>>,
-    /// The Nodes detection needs.
-    pub nodes: Arc<Vec<NodeFacts>>,
-    /// kubelet's sandbox refusals.
-    pub sandbox: Arc<Vec<SandboxFailure>>,
-    /// `cilium-config`, when read.
-    pub cilium_config: Option<Arc<CiliumConfig>>,
-    /// What routes to pods.
-    pub routes: Arc<super::Routes>,
-    /// The addresses Services claim.
-    pub services: Arc<super::ServiceAddresses>,
-    /// Calico's IPAMBlocks and IPPools.
-    pub calico: Arc<super::CalicoIpam>,
-    /// Objects (or fields) skipped as malformed.
-    pub invalid: Vec<Invalid>,
-}
+/// The stage of a [`ClusterState`] as read: its pods as listed, the
+/// unreadable Services not among `invalid` yet.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AsRead;
 
-impl From<ClusterReads> for ClusterState {
-    /// The one place a state is put together, whatever it was read from: a pod
-    /// still waiting for an address gets the one its refused sandbox named
-    /// (Cilium's own IPAM gave it, and it shows nowhere else).
-    fn from(read: ClusterReads) -> Self {
+/// The stage of a [`ClusterState`] detection reads (see [`ClusterState::assemble`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Assembled;
+
+impl ClusterState {
+    /// The one constructor, whatever `read` came from: a pod still waiting for
+    /// an address gets the one its refused sandbox named (Cilium's own IPAM
+    /// gave it, and it shows nowhere else), and the Services' unreadable
+    /// objects join the malformed ones.
+    pub fn assemble(read: ClusterState<AsRead>) -> Self {
         let pods = if read.sandbox.is_empty() {
             read.pods
         } else {
             Arc::new(super::with_refused_addresses(&read.pods, &read.sandbox))
         };
-        let mut invalid = read.invalid;
-        invalid.extend(read.services.unreadable.iter().cloned());
+        let invalid = if read.services.unreadable.is_empty() {
+            read.invalid
+        } else {
+            let mut all = Arc::unwrap_or_clone(read.invalid);
+            all.extend(read.services.unreadable.iter().cloned());
+            Arc::new(all)
+        };
         Self {
             pods,
             cilium_nodes: read.cilium_nodes,
@@ -87,16 +79,18 @@ impl From<ClusterReads> for ClusterState {
             services: read.services,
             calico: read.calico,
             invalid,
+            stage: PhantomData,
         }
     }
-}
 
-impl ClusterState {
-    /// What a read of the Services found, asked for after the rest: its
-    /// unreadable Services join the malformed objects.
-    pub fn set_services(&mut self, services: super::ServiceAddresses) {
-        self.invalid.extend(services.unreadable.iter().cloned());
-        self.services = Arc::new(services);
+    /// kube-ovn's primary Subnets: where its pods get addresses.
+    pub fn primary_subnets(&self) -> impl Iterator<Item = &Subnet> + '_ {
+        self.subnets.iter().filter(|s| s.primary)
+    }
+
+    /// The CiliumNodes, then Cilium's addresses from the Nodes' annotations.
+    pub fn cni_nodes(&self) -> impl Iterator<Item = &CiliumNode> + '_ {
+        self.cilium_nodes.iter().chain(self.annotated_nodes.iter())
     }
 }
 

@@ -7,8 +7,8 @@ use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 use ipnet::IpNet;
 
 use super::{
-    CiliumNode, FibResult, HostNetwork, Inventory, IpRange, IpSource, Link, LocalAddress, Pod,
-    PodIp, Role, Route, RouteKind, Source, Subnet,
+    CiliumNode, ClusterState, FibResult, HostNetwork, Inventory, IpRange, IpSource, Link,
+    LocalAddress, Pod, PodIp, Role, Route, RouteKind, Source, Subnet,
 };
 
 pub(crate) const ME: &str = "node-a";
@@ -163,14 +163,18 @@ pub(crate) fn inventory(pods: Vec<Pod>) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(host()),
-        pods: Arc::new(pods),
-        cilium_nodes: Arc::new(cilium_nodes()),
-        annotated_nodes: Arc::default(),
-        subnets: Arc::default(),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            cilium_nodes: Arc::new(cilium_nodes()),
+            annotated_nodes: Arc::default(),
+            subnets: Arc::default(),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     // Every own-pod IP gets a lookup, as the adapter does: local for local addresses, else via ovn0.
     let own: Vec<IpAddr> = inv
+        .cluster
         .pods
         .iter()
         .filter(|p| p.node.as_deref() == Some(ME))

@@ -25,7 +25,7 @@ pub mod text;
 use std::sync::Arc;
 
 pub use calico::{Allocation, CalicoIpam, IpPool, IpamBlock, IpamOwner, TunnelKind};
-pub use cluster::{ClusterReads, ClusterState, Invalid, SourceStatus};
+pub use cluster::{AsRead, Assembled, ClusterState, Invalid, SourceStatus};
 pub use devices::{
     BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, NODE_LOCAL_DNS, OVN_DEFAULT_JOIN, OVN_MANAGEMENT_PORT,
     calico_runs_here,
@@ -51,7 +51,7 @@ pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";
 /// Annotation kube-ovn writes with the IP(s) it assigned, before the pod has a status IP.
 pub const DEFAULT_POD_IP_ANNOTATION: &str = "ovn.kubernetes.io/ip_address";
 
-/// Everything one reconcile looks at.
+/// Everything one reconcile looks at: one node's side, and the cluster.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     /// This node's name (`spec.nodeName` of its pods, name of its CiliumNode).
@@ -60,26 +60,28 @@ pub struct Inventory {
     pub router_device: String,
     /// This node's network (shared: a reconcile of cluster changes reuses it).
     pub host: Arc<HostNetwork>,
-    // Shared with the sources' state: a reconcile copies no object.
-    /// This node's pods, and pods elsewhere holding one of its addresses.
-    pub pods: Arc<Vec<Pod>>,
-    /// Every CiliumNode of the cluster.
-    pub cilium_nodes: Arc<Vec<CiliumNode>>,
-    /// Cilium's addresses as Node annotations publish them, per node.
-    pub annotated_nodes: Arc<Vec<CiliumNode>>,
-    /// kube-ovn Subnets (empty when the CRD is absent).
-    pub subnets: Arc<Vec<Subnet>>,
-    /// kubelet's sandbox refusals that ipshadow diagnoses.
-    pub sandbox: Arc<Vec<SandboxFailure>>,
-    /// This node's Node, when known.
+    /// This node's Node, when known (one of `cluster.nodes`).
     pub node_facts: Option<NodeFacts>,
-    /// Every Node read, as detection needs them (all of a file for `check`;
-    /// the agent reads its own only): whose pod range an address is.
-    pub nodes: Arc<Vec<NodeFacts>>,
-    /// Cilium's configuration, when known.
-    pub cilium_config: Option<Arc<CiliumConfig>>,
-    /// The addresses Services claim, as far as they were read.
-    pub services: Arc<ServiceAddresses>,
-    /// Calico's IPAMBlocks and IPPools (`audit`, `check` with files; empty otherwise).
-    pub calico: Arc<CalicoIpam>,
+    /// The cluster's objects, shared with the sources' state: a reconcile
+    /// copies no object.
+    pub cluster: ClusterState,
+}
+
+impl Inventory {
+    /// Node `node`'s inventory: its network, its Node's `facts` and `cluster`.
+    pub fn new(
+        node: &str,
+        router_device: &str,
+        host: Arc<HostNetwork>,
+        facts: Option<NodeFacts>,
+        cluster: ClusterState,
+    ) -> Self {
+        Self {
+            node: node.to_owned(),
+            router_device: router_device.to_owned(),
+            host,
+            node_facts: facts,
+            cluster,
+        }
+    }
 }

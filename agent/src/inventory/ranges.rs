@@ -8,18 +8,14 @@ use super::{CiliumNode, Inventory};
 impl Inventory {
     /// kube-ovn's primary Subnets' blocks: where its pods get addresses.
     pub fn primary_subnet_ranges(&self) -> impl Iterator<Item = IpNet> + '_ {
-        self.subnets
-            .iter()
-            .filter(|s| s.primary)
+        self.cluster
+            .primary_subnets()
             .flat_map(|s| s.cidrs.iter().copied())
     }
 
     /// This node's CiliumNode and the addresses its Node's annotations name.
     pub fn own_cni_nodes(&self) -> impl Iterator<Item = &CiliumNode> + '_ {
-        self.cilium_nodes
-            .iter()
-            .chain(self.annotated_nodes.iter())
-            .filter(|c| c.name == self.node)
+        self.cluster.cni_nodes().filter(|c| c.name == self.node)
     }
 
     /// The ranges this node's pods are given addresses from: its Node's

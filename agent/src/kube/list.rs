@@ -34,7 +34,7 @@ use super::{
     objects,
 };
 use crate::inventory::{
-    CiliumConfig, CiliumNode, ClusterReads, ClusterState, Invalid, NodeFacts, Subnet,
+    AsRead, CiliumConfig, CiliumNode, ClusterState, Invalid, NodeFacts, Subnet,
 };
 
 /// Objects per list request.
@@ -195,7 +195,8 @@ pub struct ListOptions<'a> {
 /// The cluster as `scope` needs it, listed once: pods (IPs of pods not started
 /// yet from `annotation_keys`), Nodes, CiliumNodes, Subnets, kubelet's
 /// sandbox refusals and `cilium-config` (from `cilium_namespace`). The one
-/// place a [`ClusterState`] is read from the API server in one go.
+/// place a [`ClusterState`] is read from the API server in one go, as read:
+/// the caller asks for the Services it needs before it assembles it.
 pub async fn cluster_state(
     client: &kube::Client,
     scope: Scope<'_>,
@@ -204,7 +205,7 @@ pub async fn cluster_state(
         cilium_namespace,
     }: ListOptions<'_>,
     progress: Progress<'_>,
-) -> Result<ClusterState, ListError> {
+) -> Result<ClusterState<AsRead>, ListError> {
     let (read, pod_fields) = match scope {
         Scope::Cluster => (Read::Pages, None),
         Scope::Node(node) => (Read::Cache, Some(format!("spec.nodeName={node}"))),
@@ -241,7 +242,7 @@ pub async fn cluster_state(
     let sandbox = refusals::refusals(client, scope, &pods, progress, &mut invalid).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
     let calico = calico::ipam(client, scope, progress, &mut invalid).await;
-    Ok(ClusterReads {
+    Ok(ClusterState {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
         annotated_nodes: Arc::new(annotated),
@@ -250,11 +251,10 @@ pub async fn cluster_state(
         sandbox: Arc::new(sandbox),
         cilium_config: config,
         calico,
-        invalid,
+        invalid: Arc::new(invalid),
         // Asked for afterwards, only for the local addresses that shadow a pod.
-        ..ClusterReads::default()
-    }
-    .into())
+        ..ClusterState::default()
+    })
 }
 
 /// Every CiliumNode and kube-ovn Subnet (an absent CRD: none).

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{CalicoFiles, SourceArgs, files};
-use crate::inventory::{ClusterReads, ClusterState, Invalid, SourceStatus};
+use crate::inventory::{AsRead, ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub struct FileSources {
     routes: [Option<PathBuf>; 3],
     annotation_keys: Vec<String>,
     /// What the files held at their last good read.
-    read: ClusterReads,
+    read: ClusterState<AsRead>,
     state: ClusterState,
     invalid: [Vec<Invalid>; 7],
     status: Vec<SourceStatus>,
@@ -85,7 +85,7 @@ impl FileSources {
                 args.apiservices.clone(),
             ],
             annotation_keys: annotation_keys.to_vec(),
-            read: ClusterReads::default(),
+            read: ClusterState::default(),
             state: ClusterState::default(),
             invalid: Default::default(),
             status: Vec::new(),
@@ -126,8 +126,8 @@ impl FileSources {
         self.read_nodes(&mut out);
         self.read_calico(&mut out);
         self.read_context(&mut out);
-        self.read.invalid = self.invalid.concat();
-        self.state = self.read.clone().into();
+        self.read.invalid = Arc::new(self.invalid.concat());
+        self.state = ClusterState::assemble(self.read.clone());
         self.status = status;
         errors
     }

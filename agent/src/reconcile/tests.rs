@@ -65,7 +65,7 @@ const BASE: [(&str, &str); 3] = [
 fn other_ovn_node(inv: &mut Inventory) {
     let mut other = annotated("k8s.ovn.org/node-subnets", r#"{"default":"10.244.9.0/24"}"#);
     other.name = OTHER.into();
-    inv.annotated_nodes = Arc::new(vec![other]);
+    inv.cluster.annotated_nodes = Arc::new(vec![other]);
 }
 
 /// Ranges from the Node, kube-ovn and Cilium.
@@ -101,7 +101,7 @@ fn range_cases() -> Vec<Case> {
                     masqueraded: true,
                     is_default: false,
                 };
-                inv.subnets = Arc::new(vec![
+                inv.cluster.subnets = Arc::new(vec![
                     subnet("ovn-default", "10.16.0.0/16", true),
                     subnet("macvlan", "192.168.50.0/24", false),
                 ]);
@@ -118,7 +118,7 @@ fn range_cases() -> Vec<Case> {
                     ..CiliumNode::default()
                 };
                 cn.add(ip("10.0.1.77"), Role::Router, Source::SpecAddresses);
-                inv.cilium_nodes = Arc::new(vec![cn]);
+                inv.cluster.cilium_nodes = Arc::new(vec![cn]);
             },
             vec!["10.0.1.77", "10.0.1.5"],
         ),
@@ -137,7 +137,7 @@ fn annotation_cases() -> Vec<Case> {
                 ("10.244.3.9", "eth2"),
             ],
             |inv| {
-                inv.annotated_nodes = Arc::new(vec![annotated(
+                inv.cluster.annotated_nodes = Arc::new(vec![annotated(
                     "k8s.ovn.org/node-subnets",
                     r#"{"default":["10.244.2.0/24"]}"#,
                 )]);
@@ -155,7 +155,7 @@ fn annotation_cases() -> Vec<Case> {
             "Calico: the tunnel address its annotation names, in Calico's pool",
             vec![("10.233.67.0", "vxlan.calico")],
             |inv| {
-                inv.annotated_nodes = Arc::new(vec![annotated(
+                inv.cluster.annotated_nodes = Arc::new(vec![annotated(
                     "projectcalico.org/IPv4VXLANTunnelAddr",
                     "10.233.67.0",
                 )]);
@@ -166,7 +166,7 @@ fn annotation_cases() -> Vec<Case> {
             "Calico: a tunnel address no annotation names (a stale one, calico/node#254)",
             vec![("10.42.0.1", "tunl0"), ("10.42.0.9", "eth3")],
             |inv| {
-                inv.annotated_nodes = Arc::new(vec![annotated(
+                inv.cluster.annotated_nodes = Arc::new(vec![annotated(
                     "projectcalico.org/IPv4IPIPTunnelAddr",
                     "10.42.7.1",
                 )]);
@@ -195,8 +195,8 @@ fn annotation_cases() -> Vec<Case> {
                     ..CiliumNode::default()
                 };
                 other.add(ip("10.0.1.1"), Role::Router, Source::SpecAddresses);
-                inv.cilium_nodes = Arc::new(vec![other]);
-                inv.cilium_config = Some(Arc::new(crate::inventory::CiliumConfig {
+                inv.cluster.cilium_nodes = Arc::new(vec![other]);
+                inv.cluster.cilium_config = Some(Arc::new(crate::inventory::CiliumConfig {
                     cluster_pool: vec![net("10.0.0.0/8")],
                     ..crate::inventory::CiliumConfig::default()
                 }));
@@ -231,14 +231,14 @@ fn calico_pools(inv: &mut Inventory, pod_ip: &str) {
         disabled: false,
         workloads,
     };
-    inv.calico = Arc::new(crate::inventory::CalicoIpam::new(
+    inv.cluster.calico = Arc::new(crate::inventory::CalicoIpam::new(
         vec![],
         vec![
             pool("default-ipv4-ippool", "192.168.0.0/16", true),
             pool("lb", "172.20.0.0/24", false),
         ],
     ));
-    inv.pods = Arc::new(vec![crate::inventory::fixtures::pod("web", ME, &[pod_ip])]);
+    inv.cluster.pods = Arc::new(vec![crate::inventory::fixtures::pod("web", ME, &[pod_ip])]);
 }
 
 /// Services' addresses in Calico's pools; NodeLocal DNSCache's.

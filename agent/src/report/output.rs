@@ -287,7 +287,7 @@ mod tests {
         let mut p = pod("web", ME, &[]);
         p.phase = Some("Pending".into());
         let mut inv = inventory(vec![p]);
-        inv.sandbox = Arc::new(vec![SandboxFailure {
+        inv.cluster.sandbox = Arc::new(vec![SandboxFailure {
             namespace: "tenant".into(),
             pod: "web".into(),
             uid: "uid-web".into(),

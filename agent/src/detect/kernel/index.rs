@@ -59,6 +59,7 @@ impl<'a> Index<'a> {
             .collect();
         let via = by_interface(&routes);
         let mut pods: Vec<(IpAddr, &Pod)> = inv
+            .cluster
             .pods
             .iter()
             .filter(|p| p.reportable())
@@ -208,7 +209,8 @@ fn by_interface(routes: &HashMap<IpAddr, &Route>) -> HashMap<u32, Vec<IpAddr>> {
 /// whether one of them waits for its address.
 fn own_addresses(inv: &Inventory) -> (HashSet<IpAddr>, bool) {
     let mine = || {
-        inv.pods
+        inv.cluster
+            .pods
             .iter()
             .filter(|p| p.node.as_deref() == Some(inv.node.as_str()))
     };
@@ -218,7 +220,8 @@ fn own_addresses(inv: &Inventory) -> (HashSet<IpAddr>, bool) {
 
 /// This node's pods that may be reported.
 pub(super) fn own(inv: &Inventory) -> impl Iterator<Item = &Pod> {
-    inv.pods
+    inv.cluster
+        .pods
         .iter()
         .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
 }

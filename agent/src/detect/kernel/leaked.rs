@@ -40,7 +40,8 @@ fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
 /// Node's empty), ovn-kubernetes' node subnets, Calico's IPAMBlocks affine to it.
 fn pod_ranges(inv: &Inventory) -> impl Iterator<Item = IpNet> + '_ {
     inv.own_pod_ranges().chain(
-        inv.calico
+        inv.cluster
+            .calico
             .blocks()
             .iter()
             .filter(|b| b.node.as_deref() == Some(inv.node.as_str()))

@@ -163,10 +163,10 @@ fn an_unrouted_namespace_address_is_a_leak_only_inside_the_pod_range() {
         };
         if cilium {
             c.pod_cidrs = vec![net("10.250.1.0/24")];
-            inv.cilium_nodes = Arc::new(vec![c]);
+            inv.cluster.cilium_nodes = Arc::new(vec![c]);
         } else {
             c.ovn_subnets = vec![net("10.250.1.0/24")];
-            inv.annotated_nodes = Arc::new(vec![c]);
+            inv.cluster.annotated_nodes = Arc::new(vec![c]);
         }
         assert_eq!(
             kernel(&inv).len(),
@@ -331,7 +331,7 @@ fn the_nodes_own_addresses_behind_a_veth_are_no_leak() {
         crate::inventory::Role::Health,
         crate::inventory::Source::SpecHealth,
     );
-    inv.cilium_nodes = Arc::new(vec![me]);
+    inv.cluster.cilium_nodes = Arc::new(vec![me]);
     assert!(kernel(&inv).is_empty(), "{:?}", kernel(&inv));
 }
 

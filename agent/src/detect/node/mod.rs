@@ -23,14 +23,9 @@ const IPV6_RANGE_CAP: u128 = 65_536;
 
 /// The findings about `node` itself: its allocator and Cilium's configuration.
 pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
-    let cilium: Vec<&CiliumNode> = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
-        .filter(|c| c.name == node)
-        .collect();
+    let cilium: Vec<&CiliumNode> = inv.cluster.cni_nodes().filter(|c| c.name == node).collect();
     let this = ThisNode { inv, node };
-    let kube_ovn = inv.subnets.iter().any(|s| s.primary);
+    let kube_ovn = inv.cluster.subnets.iter().any(|s| s.primary);
     let mut out = Vec::new();
     out.extend(this.exhaustion());
     // Where kube-ovn allocates, pods get addresses from its Subnets, not Cilium's pod range.
@@ -135,7 +130,8 @@ impl ThisNode<'_> {
 
     /// A switch to cluster-pool that never took, else cilium-operator's error.
     fn operator_trouble(&self) -> Option<Finding> {
-        let own = self.inv.cilium_nodes.iter().find(|c| c.name == self.node)?;
+        let cilium_nodes = &self.inv.cluster.cilium_nodes;
+        let own = cilium_nodes.iter().find(|c| c.name == self.node)?;
         let node = self.node.to_owned();
         if let Some(problem) = super::pool::migration_stuck(self.inv, own) {
             let remedy = match &problem {
@@ -198,13 +194,14 @@ fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem>
     let mut pods = Vec::new();
     let mut first: Option<KubeletReport> = None;
     let mut count = 0u64;
-    for p in inv.pods.iter().filter(|p| {
+    for p in inv.cluster.pods.iter().filter(|p| {
         p.node.as_deref() == Some(node)
             && p.reportable()
             && !p.ips.iter().any(|i| i.source == IpSource::Status)
     }) {
         let mut refused = false;
         for f in inv
+            .cluster
             .sandbox
             .iter()
             .filter(|f| ran_dry(&f.refusal, ipam) && f.is_about(p))
@@ -246,9 +243,8 @@ fn ran_dry(refusal: &SandboxRefusal, ipam: IpamKind) -> bool {
 /// reaches the agent as an Event anyone who may create Events can write.
 fn filled_by_pods(inv: &Inventory, node: &str) -> bool {
     let Some(cn) = inv
-        .cilium_nodes
-        .iter()
-        .chain(inv.annotated_nodes.iter())
+        .cluster
+        .cni_nodes()
         .find(|c| c.name == node && !c.pod_cidrs.is_empty())
     else {
         return false;
@@ -272,6 +268,7 @@ fn filled_by_pods(inv: &Inventory, node: &str) -> bool {
             .sum::<u128>()
             .saturating_sub(infra.len() as u128);
         let mut held: Vec<IpAddr> = inv
+            .cluster
             .pods
             .iter()
             .filter(|p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
@@ -339,14 +336,14 @@ fn not_masqueraded(inv: &Inventory, cilium: &[&CiliumNode]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     // Only with kube-ovn's default Subnet in view: a partial list of Subnets
     // (a tenant's only) says nothing about what kube-ovn masquerades.
-    if !inv.subnets.iter().any(|s| s.is_default && s.masqueraded) {
+    let kube_ovn = &inv.cluster.subnets;
+    if !kube_ovn.iter().any(|s| s.is_default && s.masqueraded) {
         return out;
     }
     for cn in cilium {
         for a in cn.addresses.iter().filter(|a| a.role == Role::Ingress) {
             let v6 = a.ip.is_ipv6();
-            let subnets: Vec<(String, Vec<IpNet>)> = inv
-                .subnets
+            let subnets: Vec<(String, Vec<IpNet>)> = kube_ovn
                 .iter()
                 .filter(|s| s.masqueraded)
                 .map(|s| {

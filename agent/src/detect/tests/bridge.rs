@@ -6,7 +6,8 @@ use std::sync::Arc;
 use crate::{
     detect::{Cause, FindingKind, NodeProblem, detect},
     inventory::{
-        HostNetwork, Inventory, Link, LocalAddress, NodeFacts, Route, RouteKind, TABLE_MAIN,
+        ClusterState, HostNetwork, Inventory, Link, LocalAddress, NodeFacts, Route, RouteKind,
+        TABLE_MAIN,
         fixtures::{ME, OTHER, ip, net, pod},
     },
 };
@@ -43,12 +44,15 @@ fn laid_out(bridge: &str) -> Inventory {
         node: ME.into(),
         host: Arc::new(host),
         node_facts: Some(me.clone()),
-        nodes: Arc::new(vec![me, node(OTHER, "10.244.1.0/24")]),
-        pods: Arc::new(vec![
-            pod("web-0", OTHER, &["10.244.1.7"]),
-            pod("web-1", OTHER, &["10.244.1.8"]),
-            pod("elsewhere", OTHER, &["10.244.9.8"]),
-        ]),
+        cluster: ClusterState {
+            nodes: Arc::new(vec![me, node(OTHER, "10.244.1.0/24")]),
+            pods: Arc::new(vec![
+                pod("web-0", OTHER, &["10.244.1.7"]),
+                pod("web-1", OTHER, &["10.244.1.8"]),
+                pod("elsewhere", OTHER, &["10.244.9.8"]),
+            ]),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }

@@ -9,7 +9,7 @@ use super::{row, rows};
 use crate::{
     detect::{FindingKind::TunnelIpCollision, Remedy, Scope::*, detect},
     inventory::{
-        CiliumNode, FibResult, HostNetwork, Inventory, Link, LocalAddress,
+        CiliumNode, ClusterState, FibResult, HostNetwork, Inventory, Link, LocalAddress,
         Role::Tunnel,
         Source,
         fixtures::{ME, OTHER, ip, pod},
@@ -68,11 +68,14 @@ fn calico_node(pods: Vec<crate::inventory::Pod>) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(host),
-        pods: Arc::new(pods),
-        annotated_nodes: Arc::new(vec![
-            annotated(ME, MY_TUNNEL),
-            annotated(OTHER, OTHER_TUNNEL),
-        ]),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            annotated_nodes: Arc::new(vec![
+                annotated(ME, MY_TUNNEL),
+                annotated(OTHER, OTHER_TUNNEL),
+            ]),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -130,7 +133,7 @@ fn a_pod_on_a_calico_tunnel_address_is_found_on_both_sides_with_calicos_fix() {
 #[test]
 fn the_kernel_alone_names_a_tunnel_device_when_no_annotation_says_so() {
     let mut inv = calico_node(vec![pod("web", ME, &[MY_TUNNEL])]);
-    inv.annotated_nodes = Arc::default();
+    inv.cluster.annotated_nodes = Arc::default();
     assert_eq!(
         rows(&detect(&inv)),
         [row(

@@ -66,15 +66,18 @@ pub(super) fn inventory(
     annotated.add(ip(announced), Tunnel, Source::CalicoNodeAnnotation);
     Inventory {
         node: ME.into(),
-        pods: Arc::new(pods),
-        annotated_nodes: Arc::new(vec![annotated]),
         node_facts: Some(NodeFacts {
             name: ME.into(),
             pod_cidrs: vec![net("10.244.4.0/24")],
             calico_annotated: true,
             ..NodeFacts::default()
         }),
-        calico: Arc::new(CalicoIpam::new(blocks, vec![pool()])),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            annotated_nodes: Arc::new(vec![annotated]),
+            calico: Arc::new(CalicoIpam::new(blocks, vec![pool()])),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -207,7 +210,7 @@ fn look_alikes_give_nothing() {
     // podCIDR, which no block holds.
     let blocks = vec![block("192.168.185.0/26", OTHER, vec![])];
     let mut inv = inventory("10.244.4.1", blocks.clone(), vec![]);
-    Arc::make_mut(&mut inv.calico).pools.push(IpPool {
+    Arc::make_mut(&mut inv.cluster.calico).pools.push(IpPool {
         cidr: net("10.244.0.0/16"),
         ..pool()
     });
@@ -216,7 +219,7 @@ fn look_alikes_give_nothing() {
     assert_eq!(stale(&inventory("172.16.0.1", blocks.clone(), vec![])), []);
     // A disabled pool allocates nothing.
     let mut inv = inventory("192.168.186.1", blocks, vec![]);
-    Arc::make_mut(&mut inv.calico).pools[0].disabled = true;
+    Arc::make_mut(&mut inv.cluster.calico).pools[0].disabled = true;
     assert_eq!(stale(&inv), []);
 }
 
@@ -242,8 +245,11 @@ fn a_pod_on_a_blocks_tunnel_address_is_found_on_both_sides_though_not_the_first_
     ];
     let inv = Inventory {
         node: ME.into(),
-        pods: Arc::new(pods),
-        calico: Arc::new(CalicoIpam::new(issue3589_blocks(), vec![])),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            calico: Arc::new(CalicoIpam::new(issue3589_blocks(), vec![])),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     let findings = detect(&inv);

@@ -11,7 +11,7 @@ use super::{
 use crate::{
     detect::{FindingKind::TunnelIpCollision, Scope::*, Trust, detect},
     inventory::{
-        CalicoIpam, Inventory, IpSource, Pod, PodIp,
+        CalicoIpam, ClusterState, Inventory, IpSource, Pod, PodIp,
         Role::Tunnel,
         TunnelKind,
         fixtures::{ME, OTHER, ip, pod},
@@ -49,8 +49,11 @@ fn calicos_pools_are_pod_ranges_so_a_refusal_naming_an_address_outside_them_is_f
     };
     let with_pool = |a: &str| Inventory {
         node: ME.into(),
-        pods: Arc::new(vec![refused(a)]),
-        calico: Arc::new(CalicoIpam::new(blocks(), vec![pool()])),
+        cluster: ClusterState {
+            pods: Arc::new(vec![refused(a)]),
+            calico: Arc::new(CalicoIpam::new(blocks(), vec![pool()])),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     // Outside every pool and block: refused outright, whatever it names.
@@ -121,9 +124,12 @@ fn pools_refuse_addresses_outside_them_only_where_calicos_ipam_is_seen_in_use() 
     );
     let mut inv = Inventory {
         node: ME.into(),
-        pods: Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["10.42.3.7"])]),
-        annotated_nodes: Arc::new(vec![other]),
-        calico: Arc::new(CalicoIpam::new(vec![], vec![pool()])),
+        cluster: ClusterState {
+            pods: Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["10.42.3.7"])]),
+            annotated_nodes: Arc::new(vec![other]),
+            calico: Arc::new(CalicoIpam::new(vec![], vec![pool()])),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     assert_eq!(
@@ -140,7 +146,7 @@ fn pools_refuse_addresses_outside_them_only_where_calicos_ipam_is_seen_in_use() 
     );
     // This node's pod got its address from the pool: Calico's IPAM is in
     // use, and an address outside its pools is no pod's.
-    inv.pods = Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["192.168.3.7"])]);
+    inv.cluster.pods = Arc::new(vec![refused("10.42.7.1"), pod("web", ME, &["192.168.3.7"])]);
     assert_eq!(detect(&inv), []);
 }
 
@@ -161,9 +167,12 @@ fn calicos_ipam_is_in_use_by_a_pod_block_this_nodes_pods_or_tunnel_only() {
             }));
         Inventory {
             node: ME.into(),
-            pods: Arc::new(pods),
             host: Arc::new(host),
-            calico: Arc::new(CalicoIpam::new(blocks, vec![pool(), lb.clone()])),
+            cluster: ClusterState {
+                pods: Arc::new(pods),
+                calico: Arc::new(CalicoIpam::new(blocks, vec![pool(), lb.clone()])),
+                ..Default::default()
+            },
             ..Inventory::default()
         }
         .calico_pod_ranges()

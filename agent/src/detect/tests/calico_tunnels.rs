@@ -128,7 +128,7 @@ fn a_tunnel_mode_switched_off_leaves_a_leftover_and_an_etcd_datastore_says_nothi
     // other annotations (the Kubernetes datastore).
     let blocks = vec![block("192.168.185.0/26", ME, vec![])];
     let mut inv = inventory("192.168.185.9", blocks, vec![]);
-    inv.annotated_nodes = Arc::new(vec![]);
+    inv.cluster.annotated_nodes = Arc::new(vec![]);
     let mut host = crate::inventory::HostNetwork::default();
     host.addresses.push(crate::inventory::LocalAddress {
         ip: ip("192.168.185.0"),

@@ -15,7 +15,7 @@ use crate::{
 fn pod_on_router_ip_is_found_through_the_fib_lookup_alone() {
     // No CiliumNode and no address list: only the kernel's answer that the IP is local.
     let mut inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
-    Arc::make_mut(&mut inv.cilium_nodes).clear();
+    Arc::make_mut(&mut inv.cluster.cilium_nodes).clear();
     Arc::make_mut(&mut inv.host).addresses.clear();
     Arc::make_mut(&mut inv.host)
         .fib

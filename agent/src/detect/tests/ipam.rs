@@ -32,7 +32,7 @@ fn failure(pod: &str, refusal: SandboxRefusal, count: u64) -> SandboxFailure {
 fn cilium_only(pods: &[crate::inventory::Pod], failures: Vec<SandboxFailure>) -> Inventory {
     let pods = crate::inventory::with_refused_addresses(pods, &failures);
     let mut inv = inventory(pods);
-    inv.sandbox = Arc::new(failures);
+    inv.cluster.sandbox = Arc::new(failures);
     inv
 }
 
@@ -179,7 +179,7 @@ fn no_address_left_is_exhaustion_on_the_node_once_for_all_its_pods() {
 
 fn with_capacity(pod_cidrs: &[&str], allocatable: u64) -> Vec<Finding> {
     let mut inv = inventory(vec![]);
-    let cns = Arc::make_mut(&mut inv.cilium_nodes);
+    let cns = Arc::make_mut(&mut inv.cluster.cilium_nodes);
     cns[0].pod_cidrs = pod_cidrs.iter().map(|c| net(c)).collect();
     inv.node_facts = Some(NodeFacts {
         name: ME.into(),
@@ -217,13 +217,13 @@ fn a_slash_27_for_110_pods_is_a_capacity_shortfall_and_a_slash_24_is_not() {
 #[test]
 fn with_kube_ovn_allocating_the_nodes_range_says_nothing_of_capacity() {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0].pod_cidrs = vec![net("10.244.4.224/27")];
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0].pod_cidrs = vec![net("10.244.4.224/27")];
     inv.node_facts = Some(NodeFacts {
         name: ME.into(),
         allocatable_pods: Some(110),
         ..NodeFacts::default()
     });
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")])]);
     assert!(
         !detect(&inv)
             .iter()
@@ -233,8 +233,8 @@ fn with_kube_ovn_allocating_the_nodes_range_says_nothing_of_capacity() {
 
 fn stuck(ipam: &str, pools: &[&str], error: Option<&str>) -> Vec<Finding> {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0].operator_error = error.map(Into::into);
-    inv.cilium_config = Some(Arc::new(CiliumConfig {
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0].operator_error = error.map(Into::into);
+    inv.cluster.cilium_config = Some(Arc::new(CiliumConfig {
         ipam: ipam.into(),
         cluster_pool: pools.iter().map(|p| net(p)).collect(),
         ..CiliumConfig::default()
@@ -275,7 +275,7 @@ fn cluster_pool_with_a_node_on_its_old_range_is_a_stuck_migration_carrying_the_e
 #[test]
 fn an_ingress_ip_outside_every_masqueraded_subnet_is_the_masquerade_trap() {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0] = cilium_node(
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = cilium_node(
         ME,
         &[ip("100.65.3.1")],
         &[ip("100.65.3.7")],
@@ -285,7 +285,7 @@ fn an_ingress_ip_outside_every_masqueraded_subnet_is_the_masquerade_trap() {
     let mut join = ovn_default(&[]);
     join.name = "join".into();
     join.cidrs = vec![net("100.64.0.0/16")];
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")]), join]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")]), join]);
     let f = detect(&inv);
     assert_eq!(
         rows(&f),
@@ -308,7 +308,7 @@ fn an_ingress_ip_outside_every_masqueraded_subnet_is_the_masquerade_trap() {
     assert_eq!(name, "ovn-default");
     // Inside ovn-default and excluded there (the healthy layout): nothing.
     let mut healthy = inventory(vec![]);
-    healthy.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")])]);
+    healthy.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")])]);
     let healthy = detect(&healthy);
     assert!(healthy.is_empty(), "{healthy:#?}");
     assert!(
@@ -324,7 +324,7 @@ fn without_kube_ovns_default_subnet_in_view_nothing_is_said_of_masquerading() {
     tenant.name = "tenant-net".into();
     tenant.is_default = false;
     tenant.cidrs = vec![net("10.16.0.0/16")];
-    inv.subnets = Arc::new(vec![tenant]);
+    inv.cluster.subnets = Arc::new(vec![tenant]);
     assert!(
         !detect(&inv)
             .iter()
@@ -342,11 +342,11 @@ fn an_annotated_address_outside_the_subnet_its_annotation_names_is_no_finding() 
     let mut tenant = ovn_default(&[]);
     tenant.name = "tenant-net".into();
     tenant.cidrs = vec![net("10.16.0.0/16")];
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")]), tenant]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.255")]), tenant]);
     assert!(detect(&inv).is_empty(), "{:#?}", detect(&inv));
     // In the Subnet it names, the same address is a finding (unconfirmed).
     forged.logical_switch = Some("ovn-default".into());
-    inv.pods = Arc::new(vec![forged]);
+    inv.cluster.pods = Arc::new(vec![forged]);
     let f = detect(&inv);
     assert_eq!(f.len(), 1);
     assert_eq!(
@@ -365,7 +365,7 @@ fn in_a_mixed_cluster_the_fix_names_the_allocator_that_gave_the_address() {
         let mut p = pod("web-0", ME, &["10.244.4.251"]);
         p.ips[0].source = source;
         let mut inv = inventory(vec![p]);
-        inv.subnets = Arc::new(vec![tenant.clone()]);
+        inv.cluster.subnets = Arc::new(vec![tenant.clone()]);
         let f: Vec<Finding> = detect(&inv)
             .into_iter()
             .filter(|f| f.kind == RouterIpCollision)

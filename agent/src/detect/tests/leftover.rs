@@ -9,8 +9,8 @@ use std::sync::Arc;
 use crate::{
     detect::{Cause, Finding, FindingKind, Remedy, Role, Trust, detect},
     inventory::{
-        HostNetwork, Inventory, Link, LocalAddress, Pod, Route, RouteKind, SandboxFailure,
-        SandboxRefusal, TABLE_MAIN,
+        ClusterState, HostNetwork, Inventory, Link, LocalAddress, Pod, Route, RouteKind,
+        SandboxFailure, SandboxRefusal, TABLE_MAIN,
         fixtures::{ME, OTHER, ip, net, pod},
     },
 };
@@ -58,15 +58,18 @@ fn refused(message: &str) -> Inventory {
     let refusal = read(message);
     Inventory {
         node: ME.into(),
-        pods: Arc::new(vec![p]),
-        sandbox: Arc::new(vec![SandboxFailure {
-            namespace: "tenant".into(),
-            pod: "web".into(),
-            uid: "uid-web".into(),
-            refusal,
-            count: 7,
-            message: message.into(),
-        }]),
+        cluster: ClusterState {
+            pods: Arc::new(vec![p]),
+            sandbox: Arc::new(vec![SandboxFailure {
+                namespace: "tenant".into(),
+                pod: "web".into(),
+                uid: "uid-web".into(),
+                refusal,
+                count: 7,
+                message: message.into(),
+            }]),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -133,9 +136,9 @@ fn calicos_route_through_a_leftover_veth_names_the_address_the_interface_and_cal
 #[test]
 fn calicos_address_held_by_a_live_pod_is_a_double_allocation_with_that_pod_named() {
     let mut inv = refused(CALICO);
-    let mut pods = (*inv.pods).clone();
+    let mut pods = (*inv.cluster.pods).clone();
     pods.push(pod("db-0", ME, &["172.25.136.1"]));
-    inv.pods = Arc::new(pods);
+    inv.cluster.pods = Arc::new(pods);
     let f = only(&inv);
     assert_eq!(f.kind, FindingKind::PodRouteTaken);
     assert_eq!(f.owner.role, Role::Pod);
@@ -204,11 +207,11 @@ fn refusals_of_pods_that_started_since_or_run_elsewhere_give_nothing() {
         // Started after all: the Events are from before.
         let mut inv = refused(message);
         let started: Vec<Pod> = vec![pod("web", ME, &["10.244.0.9"])];
-        inv.pods = Arc::new(started);
+        inv.cluster.pods = Arc::new(started);
         assert!(detect(&inv).is_empty(), "{message}");
         // Another node's pod: its own agent tells.
         let mut inv = refused(message);
-        inv.pods = Arc::new(vec![pod("web", OTHER, &[])]);
+        inv.cluster.pods = Arc::new(vec![pod("web", OTHER, &[])]);
         assert!(detect(&inv).is_empty(), "{message}");
     }
 }
@@ -223,7 +226,7 @@ fn another_plugins_refusal_on_the_same_layout_gives_no_calico_or_bridge_finding(
         SandboxRefusal::AddressInUse(ip("172.25.136.1")),
     ] {
         let mut inv = with_device(refused(BRIDGE), "cni0", Some("10.244.3.1"), "10.244.3.0/24");
-        Arc::make_mut(&mut inv.sandbox)[0].refusal = refusal.clone();
+        Arc::make_mut(&mut inv.cluster.sandbox)[0].refusal = refusal.clone();
         let kinds: Vec<FindingKind> = detect(&inv).iter().map(|f| f.kind).collect();
         assert!(
             !kinds.contains(&FindingKind::StaleBridgeAddress)
@@ -248,7 +251,7 @@ fn a_route_out_calicos_tunnel_with_no_pod_holding_it_is_no_leftover_veth() {
     // Felix's route to a pod elsewhere (a borrowed block address): deleting
     // vxlan.calico would cut the node off, so nothing is told without the pod.
     let mut inv = with_device(refused(CALICO), "vxlan.calico", None, "172.25.136.1/32");
-    Arc::make_mut(&mut inv.sandbox)[0].refusal = SandboxRefusal::HostRouteTaken {
+    Arc::make_mut(&mut inv.cluster.sandbox)[0].refusal = SandboxRefusal::HostRouteTaken {
         dst: Some(ip("172.25.136.1")),
         holder: Some("vxlan.calico".into()),
     };
@@ -256,7 +259,7 @@ fn a_route_out_calicos_tunnel_with_no_pod_holding_it_is_no_leftover_veth() {
     // The pod elsewhere holding it is known: Calico handed it out twice.
     let mut p = pod("api", OTHER, &["172.25.136.1"]);
     p.phase = Some("Running".into());
-    Arc::make_mut(&mut inv.pods).push(p);
+    Arc::make_mut(&mut inv.cluster.pods).push(p);
     let f = only(&inv);
     assert!(
         matches!(&f.remedy, Remedy::ClearCalicoRoute { holder: Some(h), .. } if h.name == "api"),
@@ -269,7 +272,7 @@ fn a_multus_bridge_outside_the_nodes_range_is_no_stale_pod_bridge() {
     // Two attachments share br1 with different subnets: the bridge plugin
     // refuses the second in the same words, about no podCIDR at all.
     let mut inv = with_device(refused(BRIDGE), "br1", Some("10.10.0.1"), "10.10.0.0/24");
-    Arc::make_mut(&mut inv.sandbox)[0].refusal = SandboxRefusal::BridgeAddressDiffers {
+    Arc::make_mut(&mut inv.cluster.sandbox)[0].refusal = SandboxRefusal::BridgeAddressDiffers {
         bridge: Some("br1".into()),
         gateway: Some(net("10.20.0.1/24")),
     };

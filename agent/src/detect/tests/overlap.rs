@@ -16,7 +16,7 @@ fn allocator_overlap_is_found_in_the_cozystack_configuration() {
     // ovn-default over the whole pod CIDR with only the gateway excluded, while
     // Cilium takes its addresses from node-a's podCIDR 10.244.4.0/24 in the same /16.
     let mut inv = inventory(vec![]);
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
     let f = detect(&inv);
     // One finding for the one range and Subnet, named by the router IP,
     // listing the three addresses one excludeIps entry fixes.
@@ -72,7 +72,7 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
     // The fix of seed 001's alternative: Cilium's pool is a /21 cut from the end of
     // the pod CIDR, and kube-ovn excludes exactly that /21.
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0] = cilium_node(
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = cilium_node(
         ME,
         &[ip("10.244.252.77")],
         &[ip("10.244.252.12")],
@@ -82,7 +82,7 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
     Arc::make_mut(&mut inv.host)
         .addresses
         .retain(|a| a.device != "cilium_host");
-    inv.subnets = Arc::new(vec![ovn_default(&[
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[
         ("10.244.0.1", "10.244.0.1"),
         ("10.244.248.0", "10.244.255.255"),
     ])]);
@@ -92,9 +92,11 @@ fn allocator_overlap_is_not_found_once_cilium_s_range_is_excluded() {
 #[test]
 fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0].addresses.clear();
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0]
+        .addresses
+        .clear();
     // Only the first half of 10.244.4.0/24 is excluded.
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
     let f = detect(&inv);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(
@@ -111,8 +113,8 @@ fn a_range_partly_excluded_is_still_an_overlap_before_any_address_is_taken() {
 #[test]
 fn other_nodes_overlaps_are_theirs_to_report() {
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes).retain(|c| c.name == OTHER);
-    inv.subnets = Arc::new(vec![ovn_default(&[])]);
+    Arc::make_mut(&mut inv.cluster.cilium_nodes).retain(|c| c.name == OTHER);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[])]);
     assert_eq!(rows(&detect(&inv)), vec![]);
 }
 
@@ -121,7 +123,7 @@ fn one_overlap_per_range_and_subnet_and_an_address_outside_every_range_alone() {
     // Two primary Subnets, each over one of two Cilium ranges (multi-pool), and
     // an Ingress IP in no range Cilium reports: its fix is its own.
     let mut inv = inventory(vec![]);
-    Arc::make_mut(&mut inv.cilium_nodes)[0] = cilium_node(
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = cilium_node(
         ME,
         &[ip("10.244.4.251"), ip("10.245.0.7")],
         &[ip("10.246.0.9")],
@@ -134,7 +136,7 @@ fn one_overlap_per_range_and_subnet_and_an_address_outside_every_range_alone() {
     b.name = "tenant-b".into();
     b.is_default = false;
     b.cidrs = vec![net("10.245.0.0/16"), net("10.246.0.0/16")];
-    inv.subnets = Arc::new(vec![a, b]);
+    inv.cluster.subnets = Arc::new(vec![a, b]);
     let f = detect(&inv);
     let got: Vec<(String, String, usize)> = f
         .iter()

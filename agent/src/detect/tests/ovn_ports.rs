@@ -10,7 +10,7 @@ use super::{row, rows};
 use crate::{
     detect::{FindingKind::GatewayIpCollision, Remedy, Reserver, Scope::*, detect},
     inventory::{
-        CiliumNode, HostNetwork, Inventory, LocalAddress,
+        CiliumNode, ClusterState, HostNetwork, Inventory, LocalAddress,
         Role::OvnRouterPort,
         Source,
         fixtures::{ME, OTHER, ip, pod},
@@ -45,23 +45,26 @@ fn ovn_nodes(pods: Vec<crate::inventory::Pod>) -> Inventory {
         node: ME.into(),
         router_device: "cilium_host".into(),
         host: Arc::new(host),
-        pods: Arc::new(pods),
-        annotated_nodes: Arc::new(vec![
-            annotated(
-                ME,
-                &[
-                    ("100.64.0.3", Source::OvnNodeId),
-                    ("100.88.0.3", Source::OvnTransitAnnotation),
-                ],
-            ),
-            annotated(
-                OTHER,
-                &[
-                    ("100.64.0.4", Source::OvnJoinAnnotation),
-                    ("100.88.0.4", Source::OvnTransitAnnotation),
-                ],
-            ),
-        ]),
+        cluster: ClusterState {
+            pods: Arc::new(pods),
+            annotated_nodes: Arc::new(vec![
+                annotated(
+                    ME,
+                    &[
+                        ("100.64.0.3", Source::OvnNodeId),
+                        ("100.88.0.3", Source::OvnTransitAnnotation),
+                    ],
+                ),
+                annotated(
+                    OTHER,
+                    &[
+                        ("100.64.0.4", Source::OvnJoinAnnotation),
+                        ("100.88.0.4", Source::OvnTransitAnnotation),
+                    ],
+                ),
+            ]),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -136,9 +139,9 @@ fn no_join_address_is_derived_where_the_cluster_moved_its_join_subnet() {
     // A healthy cluster whose pod ranges overlap 100.64.0.0/16 must move the
     // join subnet: node-b's subnet shows it, so node-a's node-id names nothing.
     let mut inv = ovn_nodes(vec![pod("web", OTHER, &["100.64.0.3"])]);
-    let mut nodes = (*inv.annotated_nodes).clone();
+    let mut nodes = (*inv.cluster.annotated_nodes).clone();
     nodes[1].ovn_subnets = vec!["100.64.2.0/23".parse().expect("CIDR")];
-    inv.annotated_nodes = Arc::new(nodes.clone());
+    inv.cluster.annotated_nodes = Arc::new(nodes.clone());
     assert!(
         !detect(&inv).iter().any(|f| f.kind == GatewayIpCollision),
         "a derived join address on a cluster that moved its join subnet"
@@ -147,7 +150,7 @@ fn no_join_address_is_derived_where_the_cluster_moved_its_join_subnet() {
     nodes[1].ovn_subnets.clear();
     nodes[1].addresses.clear();
     nodes[1].add(ip("100.99.0.4"), OvnRouterPort, Source::OvnJoinAnnotation);
-    inv.annotated_nodes = Arc::new(nodes);
+    inv.cluster.annotated_nodes = Arc::new(nodes);
     assert!(!detect(&inv).iter().any(|f| f.kind == GatewayIpCollision));
     // The default everywhere: derived, and found.
     let inv = ovn_nodes(vec![pod("web", OTHER, &["100.64.0.3"])]);

@@ -16,7 +16,7 @@ fn exhausted(ipam: &str) -> Inventory {
     let mut p = pod("web", ME, &[]);
     p.phase = Some("Pending".into());
     let mut inv = inventory(vec![p]);
-    inv.sandbox = Arc::new(vec![SandboxFailure {
+    inv.cluster.sandbox = Arc::new(vec![SandboxFailure {
         namespace: "tenant".into(),
         pod: "web".into(),
         uid: "uid-web".into(),
@@ -25,7 +25,7 @@ fn exhausted(ipam: &str) -> Inventory {
         message: "postIpamFailure No more IPs available".into(),
     }]);
     if !ipam.is_empty() {
-        inv.cilium_config = Some(Arc::new(CiliumConfig {
+        inv.cluster.cilium_config = Some(Arc::new(CiliumConfig {
             ipam: ipam.into(),
             ..CiliumConfig::default()
         }));
@@ -68,7 +68,7 @@ fn exhaustion_in_an_operator_filled_pool_asks_to_check_the_operator_not_the_node
     }
     // No cilium-config: the CiliumNode's own pool tells.
     let mut inv = exhausted("");
-    Arc::make_mut(&mut inv.cilium_nodes)[0] = CiliumNode {
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = CiliumNode {
         name: ME.into(),
         operator_pool: true,
         ..CiliumNode::default()
@@ -81,7 +81,7 @@ fn exhaustion_in_an_operator_filled_pool_asks_to_check_the_operator_not_the_node
 /// Node's own `spec.podCIDRs` as given.
 fn stuck_with_node_cidrs(node_cidrs: Option<&[&str]>) -> Finding {
     let mut inv = inventory(vec![]);
-    inv.cilium_config = Some(Arc::new(CiliumConfig {
+    inv.cluster.cilium_config = Some(Arc::new(CiliumConfig {
         ipam: "cluster-pool".into(),
         cluster_pool: vec![net("100.65.0.0/16")],
         ..CiliumConfig::default()
@@ -137,7 +137,7 @@ fn a_new_pool_cidr_is_told_from_a_mode_switch_by_the_nodes_own_pod_cidrs() {
 fn pool_cluster(me: &str, nodes: &[(&str, Option<&str>)], mask: Option<u8>) -> Inventory {
     let mut inv = inventory(vec![]);
     inv.node = me.into();
-    inv.cilium_nodes = Arc::new(
+    inv.cluster.cilium_nodes = Arc::new(
         nodes
             .iter()
             .map(|(name, cidr)| CiliumNode {
@@ -148,7 +148,7 @@ fn pool_cluster(me: &str, nodes: &[(&str, Option<&str>)], mask: Option<u8>) -> I
             })
             .collect(),
     );
-    inv.cilium_config = Some(Arc::new(CiliumConfig {
+    inv.cluster.cilium_config = Some(Arc::new(CiliumConfig {
         ipam: "cluster-pool".into(),
         cluster_pool: vec![net("10.0.0.0/23")],
         ipv4_mask_size: mask,
@@ -232,7 +232,7 @@ fn host_locals_range_set_full_is_exhaustion_with_host_locals_fix_and_no_ciliums(
     )));
     for ipam in ["", "cluster-pool"] {
         let mut inv = exhausted(ipam);
-        let failures = Arc::make_mut(&mut inv.sandbox);
+        let failures = Arc::make_mut(&mut inv.cluster.sandbox);
         failures[0].refusal = refusal.clone();
         failures[0].message = message.into();
         let f = only(&inv, PodIpExhaustion);

@@ -9,7 +9,7 @@ use crate::{
         Cause, FindingKind, NodeProblem, Remedy, Role, Scope, Trust, detect, vip::NodeAddressClaim,
     },
     inventory::{
-        HostNetwork, Inventory, LocalAddress, NodeAddress, NodeFacts, ServiceAddress,
+        ClusterState, HostNetwork, Inventory, LocalAddress, NodeAddress, NodeFacts, ServiceAddress,
         ServiceAddresses, ServiceField, ServiceRef, Source,
         fixtures::{ME, OTHER, ip},
     },
@@ -53,8 +53,11 @@ fn node_holding(held: &str, device: &str, services: ServiceAddresses) -> Invento
         node: ME.into(),
         host: Arc::new(host),
         node_facts: Some(me.clone()),
-        nodes: Arc::new(vec![me, node(OTHER, "192.168.100.12")]),
-        services: Arc::new(services),
+        cluster: ClusterState {
+            nodes: Arc::new(vec![me, node(OTHER, "192.168.100.12")]),
+            services: Arc::new(services),
+            ..Default::default()
+        },
         ..Inventory::default()
     }
 }
@@ -116,7 +119,7 @@ fn service_addresses_and_this_nodes_own_are_no_finding() {
     }
     // Without the other Nodes' addresses (the agent reads only its own Node) nothing is known.
     let mut inv = node_holding("192.168.100.12", "kube-ipvs0", ServiceAddresses::default());
-    inv.nodes = Arc::new(vec![node(ME, "192.168.100.11")]);
+    inv.cluster.nodes = Arc::new(vec![node(ME, "192.168.100.11")]);
     assert!(detect(&inv).is_empty());
 }
 
@@ -195,7 +198,7 @@ fn pod_on_uplink_vip(services: ServiceAddresses) -> Inventory {
         ip: ip("10.244.4.50"),
         device: "eth0".into(),
     });
-    inv.services = Arc::new(services);
+    inv.cluster.services = Arc::new(services);
     with_fib(inv, &[("10.244.4.50", FibResult::Local { oif: Some(2) })])
 }
 

@@ -3,7 +3,7 @@
 use std::{collections::BTreeSet, sync::Arc};
 
 use super::{Cache, ClusterView, confirm, lock};
-use crate::inventory::{CalicoIpam, ClusterReads, ClusterState, NodeFacts, SourceStatus};
+use crate::inventory::{CalicoIpam, ClusterState, NodeFacts, SourceStatus};
 
 impl ClusterView {
     /// Whether this node's pods have been listed once: enough to reconcile.
@@ -41,7 +41,7 @@ impl ClusterView {
             .collect();
         let node = st.node.values().find(|n| n.name == self.node).cloned();
         confirm::confirmed(&mut pods, &st.kube_ovn_ips);
-        let state = ClusterReads {
+        let state = ClusterState::assemble(ClusterState {
             pods: Arc::new(pods),
             cilium_nodes: st.cilium_nodes.shared(),
             annotated_nodes: st.annotated.shared(),
@@ -55,15 +55,14 @@ impl ClusterView {
             sandbox: Arc::new(st.sandbox.values().flatten().cloned().collect()),
             cilium_config: st.cilium_config.values().next().cloned().map(Arc::new),
             services: Arc::clone(&st.services),
-            routes: Arc::default(),
             // IPPools only: the blocks are `audit`'s and `check`'s.
             calico: Arc::new(CalicoIpam::new(
                 Vec::new(),
                 st.ip_pools.values().cloned().collect(),
             )),
-            invalid,
-        }
-        .into();
+            invalid: Arc::new(invalid),
+            ..ClusterState::default()
+        });
         (state, node)
     }
 

@@ -105,7 +105,8 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
     use crate::{
         detect::{Cause, NodeProblem, detect},
         inventory::{
-            HostNetwork, Inventory, Link, LocalAddress, NodeFacts, SandboxFailure, SandboxRefusal,
+            ClusterState, HostNetwork, Inventory, Link, LocalAddress, NodeFacts, SandboxFailure,
+            SandboxRefusal,
             fixtures::{ME, OTHER, net, pod},
         },
     };
@@ -134,27 +135,28 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
         pod_cidrs: vec![net(cidr)],
         ..NodeFacts::default()
     };
+    let mine = facts(ME, "10.244.5.0/24");
     let inv = Inventory {
         node: ME.into(),
         host: Arc::new(host),
-        node_facts: Some(facts(ME, "10.244.5.0/24")),
-        nodes: Arc::new(vec![
-            facts(ME, "10.244.5.0/24"),
-            facts(OTHER, "10.244.1.0/24"),
-        ]),
-        pods: Arc::new(vec![waiting]),
-        sandbox: Arc::new(vec![SandboxFailure {
-            namespace: "tenant".into(),
-            pod: "web".into(),
-            uid: "uid-web".into(),
-            // As kube/objects/wordings.rs reads `message` (report does not import kube).
-            refusal: SandboxRefusal::BridgeAddressDiffers {
-                bridge: Some("cni0".into()),
-                gateway: Some(net("10.244.5.1/24")),
-            },
-            count: 3,
-            message: message.into(),
-        }]),
+        node_facts: Some(mine.clone()),
+        cluster: ClusterState {
+            nodes: Arc::new(vec![mine, facts(OTHER, "10.244.1.0/24")]),
+            pods: Arc::new(vec![waiting]),
+            sandbox: Arc::new(vec![SandboxFailure {
+                namespace: "tenant".into(),
+                pod: "web".into(),
+                uid: "uid-web".into(),
+                // As kube/objects/wordings.rs reads `message` (report does not import kube).
+                refusal: SandboxRefusal::BridgeAddressDiffers {
+                    bridge: Some("cni0".into()),
+                    gateway: Some(net("10.244.5.1/24")),
+                },
+                count: 3,
+                message: message.into(),
+            }]),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     let findings = detect(&inv);

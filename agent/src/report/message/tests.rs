@@ -22,7 +22,7 @@ fn collisions_name_ip_owner_impact_and_the_kube_ovn_fix() {
         pod("postgres-0", ME, &["10.244.4.251"]),
         pod("api", ME, &["10.244.1.182"]),
     ]);
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
     let f = detect(&inv);
     assert_eq!(f[1].ip, Some(ip("10.244.4.251")));
     assert_says(
@@ -56,7 +56,7 @@ fn without_kube_ovn_no_message_names_it() {
         ]),
         &[("10.244.0.99", FibResult::NoRoute)],
     );
-    inv.subnets = Arc::default();
+    inv.cluster.subnets = Arc::default();
     let f = detect(&inv);
     assert_eq!(f.len(), 5, "{f:#?}");
     for text in f.iter().map(render) {
@@ -130,7 +130,7 @@ fn blackholes_name_the_dead_end_its_route_and_the_fix() {
 #[test]
 fn overlaps_name_the_range_and_the_exclusion_that_fixes_them() {
     let mut inv = inventory(vec![]);
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
     let f = detect(&inv);
     assert_eq!(
         f.len(),
@@ -146,9 +146,9 @@ fn overlaps_name_the_range_and_the_exclusion_that_fixes_them() {
             "cut from the end of 10.244.0.0/16",
         ],
     );
-    let cns = Arc::make_mut(&mut inv.cilium_nodes);
+    let cns = Arc::make_mut(&mut inv.cluster.cilium_nodes);
     cns[0].addresses.clear();
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.4.0", "10.244.4.127")])]);
     let f = detect(&inv);
     assert_says(&render(&f[0]), &["allocation range 10.244.4.0/24"]);
     let note = note(&f[0], Reader::Node, None);
@@ -161,7 +161,7 @@ fn overlaps_name_the_range_and_the_exclusion_that_fixes_them() {
 #[test]
 fn an_overlap_note_names_its_addresses_briefly() {
     let mut inv = inventory(vec![]);
-    inv.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
+    inv.cluster.subnets = Arc::new(vec![ovn_default(&[("10.244.0.1", "10.244.0.1")])]);
     let f = detect(&inv);
     let n = note(&f[0], Reader::Node, None);
     assert!(
