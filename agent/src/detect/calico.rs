@@ -215,6 +215,8 @@ fn judge(inv: &Inventory, ip: IpAddr, leftover: bool) -> Option<TunnelAllocation
         Allocation::Free(b) => TunnelAllocation::Free {
             block: b.name.clone(),
         },
+        // Not listed, so never judged free: unchecked.
+        Allocation::Unknown(_) => return None,
         Allocation::InPool(_) if in_pod_cidr(inv, ip) => return None,
         Allocation::InPool(p) => TunnelAllocation::NoBlock {
             pool: p.name.clone(),
