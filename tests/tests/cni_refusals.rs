@@ -17,7 +17,7 @@ use std::path::Path;
 use ipshadow_tests::{
     can_run_netns_tests, ipshadow_bin,
     netns::NetNs,
-    objects::{kubelet_sandbox_event, list, node, waiting_pod},
+    objects::{kubelet_sandbox_event, list, node, pod, waiting_pod},
 };
 use serde_json::Value;
 
@@ -33,6 +33,19 @@ fn real_message(cni: &str) -> String {
         .and_then(|e| e["message"].as_str())
         .unwrap()
         .to_owned()
+}
+
+/// Every real message of issue 39's corpus, in its order.
+fn issue39_messages() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus/realworld/sandbox/event-messages-issue39.json");
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "real-event")
+        .map(|e| e["message"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// `check`'s findings on `ns` as node-a, with `pods`, `nodes` and `events`.
@@ -190,4 +203,87 @@ fn the_bridges_refusal_is_found_on_the_refused_pod_with_the_old_address_to_delet
         ],
         &["cilium", "calico", "kube-ovn"],
     );
+}
+
+/// The real message of issue 39's corpus that holds `words`.
+fn issue39(words: &str) -> String {
+    let all = issue39_messages();
+    all.into_iter()
+        .find(|m| m.contains(words))
+        .unwrap_or_else(|| panic!("{words:?} in no message"))
+}
+
+#[test]
+fn calicos_older_route_ipam_and_exhaustion_wordings_get_calicos_fix_and_look_alikes_nothing() {
+    if !can_run_netns_tests(
+        "calicos_older_route_ipam_and_exhaustion_wordings_get_calicos_fix_and_look_alikes_nothing",
+    ) {
+        return;
+    }
+    // containerd/cri#436: Calico (before 3.x, relayed by containerd) found a
+    // route to 10.64.4.8 in the way; it names only its own new veth, so the
+    // kernel names the holder: a veth an old sandbox left.
+    let ns = NetNs::new("calico-old-words");
+    let old = NetNs::new("calico-old-sb");
+    let veth = "calia0b1c2d3e4f";
+    ns.ip(&[
+        "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", &old.name,
+    ]);
+    ns.ip(&["link", "set", veth, "up"]);
+    old.ip(&["link", "set", "eth0", "up"]);
+    ns.ip(&["route", "add", "10.64.4.8/32", "dev", veth, "scope", "link"]);
+    let event = |pod: &str, words: &str| kubelet_sandbox_event("tenant", pod, &issue39(words), 4);
+    let waiting = [
+        "route-0", "fixed-0", "fixed-1", "full-0", "svc-0", "aws-0", "cni0-0",
+    ];
+    let mut pods: Vec<Value> = waiting
+        .iter()
+        .map(|p| waiting_pod("tenant", p, "node-a"))
+        .collect();
+    // calico#5337: the fixed address another node's live pod holds.
+    pods.push(pod("tenant", "redis-0", "node-b", &["172.16.102.20"]));
+    let findings = check(
+        &ns,
+        pods,
+        vec![node("node-a", &[]), node("node-b", &[])],
+        vec![
+            event("route-0", "Dst: 10.64.4.8/32"),
+            event("fixed-0", "Failed to assign address 90.0.0.1"),
+            event("fixed-1", "resource already exists: 172.16.102.20"),
+            event("full-0", "per host block limit"),
+            // Look-alikes: the Service allocator's "range is full", AWS VPC
+            // CNI's host route, the bridge's address: no plugin's here.
+            event("svc-0", "failed to allocate a serviceIP: range is full"),
+            event("aws-0", "failed to add host route: file exists"),
+            event("cni0-0", "could not add IP address to"),
+        ],
+    );
+    let found = |kind: &str, pod: &str| {
+        findings
+            .iter()
+            .find(|f| f["kind"] == kind && (f["pod"]["name"] == pod || f["owner"]["node"] == pod))
+            .unwrap_or_else(|| panic!("no {kind} for {pod}: {findings:#?}"))
+    };
+    let route = found("PodRouteTaken", "route-0");
+    assert_eq!(route["ip"], "10.64.4.8", "{route:#}");
+    assert_eq!(route["owner"]["device"], veth, "{route:#}");
+    let stale = found("StaleCalicoAllocation", "fixed-0");
+    assert_eq!(stale["ip"], "90.0.0.1", "{stale:#}");
+    let dup = found("DuplicatePodIP", "fixed-1");
+    assert_eq!(dup["ip"], "172.16.102.20", "{dup:#}");
+    let full = found("PodIPExhaustion", "node-a");
+    assert_eq!(findings.len(), 4, "a look-alike was read: {findings:#?}");
+    let calicos = [
+        (route, "calicoctl ipam check"),
+        (stale, "calicoctl ipam release --ip=90.0.0.1"),
+        (dup, "cni.projectcalico.org/ipAddrs"),
+        (full, "maxBlocksPerHost"),
+    ];
+    for (f, fix) in calicos {
+        assert_own_words(
+            f["message"].as_str().unwrap(),
+            &["Calico", fix],
+            &["cilium", "kube-ovn", "host-local"],
+        );
+    }
 }

@@ -104,6 +104,20 @@ pub enum CalicoFix {
         /// The tunnel device holding it.
         device: String,
     },
+    /// Calico's IPAM had no address or block left for the node's pods.
+    CheckPools {
+        /// The node.
+        node: String,
+    },
+    /// Calico's IPAM refused the address a pod asked for as assigned already.
+    AssignedAddress {
+        /// The node of the refused pod.
+        node: String,
+        /// The address.
+        ip: IpAddr,
+        /// A live pod holds it (else IPAM keeps it for none).
+        held: bool,
+    },
 }
 
 /// `UnallocatedTunnelAddress` for each tunnel address `inv.node` announces (or,
@@ -216,6 +230,8 @@ fn judge(inv: &Inventory, ip: IpAddr, leftover: bool) -> Option<TunnelAllocation
         Allocation::Free(b) => TunnelAllocation::Free {
             block: b.name.clone(),
         },
+        // Not listed, so never judged free: unchecked.
+        Allocation::Unknown(_) => return None,
         Allocation::InPool(_) if in_pod_cidr(inv, ip) => return None,
         Allocation::InPool(p) => TunnelAllocation::NoBlock {
             pool: p.name.clone(),

@@ -198,6 +198,9 @@ pub enum IpamKind {
     /// kube-router, a Multus secondary network): its refusal says so. It keeps
     /// one file per reserved address on the node, which unclean deletions leak.
     HostLocal,
+    /// Calico's IPAM: blocks of its IPPools, affine to nodes; its refusal
+    /// says so.
+    Calico,
 }
 
 /// One family's cluster pool against the per-node mask and the node count.

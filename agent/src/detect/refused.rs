@@ -1,22 +1,27 @@
 //! A sandbox refused an address as in use that no node holds: another live
 //! pod holds it (`DuplicatePodIP`), or nothing does and Cilium keeps an
-//! endpoint for a pod that is gone (`StaleCiliumEndpoint`). Known from kubelet's
-//! Events alone, which a tenant can write: hints.
+//! endpoint for a pod that is gone (`StaleCiliumEndpoint`), or Calico's IPAM
+//! an allocation (`StaleCalicoAllocation`) — each by the words of the plugin
+//! that refused, whose fix it gets. Known from kubelet's Events alone, which a
+//! tenant can write: hints.
 
 use std::{collections::HashMap, net::IpAddr};
 
 use super::{
-    Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    CalicoFix, Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role,
+    Scope, Trust,
     kind::{Alert, Count, Spec, rank},
 };
 use crate::inventory::{Inventory, IpSource, Pod, SandboxRefusal, Source};
 
-/// Cilium refused the pod's address as in use by another live pod.
+/// Another live pod holds the pod's address: the CNI refused it (Cilium's
+/// in use, Calico IPAM's assigned), or both pods hold it in their status.
 pub(super) const DUPLICATE: Spec = Spec {
     rank: rank::cannot_start,
     ..Spec::pod(
         "DuplicatePodIP",
-        "Cilium refused the pod's address as in use by another live pod",
+        "another live pod holds the pod's address: the CNI refused it as in use (Cilium) or \
+         assigned (Calico's IPAM), or both pods hold it",
         Count::IpamProblems,
         Alert::Named("IPShadowDuplicatePodIP"),
     )
@@ -34,6 +39,21 @@ pub(super) const STALE_ENDPOINT: Spec = Spec {
     )
 };
 
+/// Calico's IPAM refused the pod the address it asked for, and nothing holds it.
+pub(super) const STALE_CALICO: Spec = Spec {
+    rank: rank::cannot_start,
+    ..Spec::pod(
+        "StaleCalicoAllocation",
+        "Calico's IPAM refused the address the pod asked for as assigned, and no pod holds it: \
+         an allocation left by a pod that is gone",
+        Count::IpamProblems,
+        Alert::None(
+            "always a hint: it rests on kubelet's Event alone, which a tenant can write (a pod \
+             asking for an address no pod holds is told apart by no other record the agent reads)",
+        ),
+    )
+};
+
 /// kubelet's reports that `pod` was refused `ip` as in use: counts summed, the
 /// message of the most repeated.
 pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<KubeletReport> {
@@ -41,7 +61,7 @@ pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<K
         .cluster
         .sandbox
         .iter()
-        .filter(|f| f.is_about(pod) && f.refusal == SandboxRefusal::AddressInUse(ip))
+        .filter(|f| f.is_about(pod) && f.refusal.refused_address() == Some(ip))
         .peekable();
     matching.peek()?;
     let (mut count, mut best) = (0u64, None::<(u64, &str)>);
@@ -76,8 +96,14 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         .iter()
         .filter(holds)
         .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
+    // Calico's IPAM refused the address the pod asked for: Calico's fix.
+    let calico = inv
+        .sandbox
+        .iter()
+        .any(|f| f.is_about(me) && f.refusal == SandboxRefusal::AddressAssigned(ip));
     let (kind, scope, owner, remedy) = match holder {
-        Some(h) => duplicate(h, &site.node),
+        Some(h) => duplicate(h, &site.node, calico.then_some(ip)),
+        None if calico => stale_allocation(&site.node, ip),
         None => stale_endpoint(inv, &site.node, ip),
     };
     Some(Finding {
@@ -96,8 +122,13 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
     })
 }
 
-/// Who holds the address and what fixes it, when another live pod (`holder`) does.
-fn duplicate(holder: &Pod, node: &str) -> (FindingKind, Scope, Owner, Remedy) {
+/// Who holds the address and what fixes it, when another live pod (`holder`)
+/// does; `calico`: the address Calico's IPAM refused as assigned.
+fn duplicate(
+    holder: &Pod,
+    node: &str,
+    calico: Option<IpAddr>,
+) -> (FindingKind, Scope, Owner, Remedy) {
     let on = holder.node.clone().unwrap_or_else(|| node.to_owned());
     let scope = if on == node {
         Scope::SameNode
@@ -110,8 +141,14 @@ fn duplicate(holder: &Pod, node: &str) -> (FindingKind, Scope, Owner, Remedy) {
         device: None,
         source: Source::PodStatus,
     };
-    let remedy = Remedy::ReallocateDuplicate {
-        node: node.to_owned(),
+    let node = node.to_owned();
+    let remedy = match calico {
+        Some(ip) => Remedy::Calico(CalicoFix::AssignedAddress {
+            node,
+            ip,
+            held: true,
+        }),
+        None => Remedy::ReallocateDuplicate { node },
     };
     (FindingKind::DuplicatePodIp, scope, owner, remedy)
 }
@@ -135,6 +172,23 @@ fn stale_endpoint(inv: &Inventory, node: &str, ip: IpAddr) -> (FindingKind, Scop
         owner,
         remedy,
     )
+}
+
+/// The same, when Calico's IPAM refused it: an allocation it keeps for none.
+fn stale_allocation(node: &str, ip: IpAddr) -> (FindingKind, Scope, Owner, Remedy) {
+    let owner = Owner {
+        node: node.to_owned(),
+        role: Role::Node,
+        device: None,
+        source: Source::KubeletEvent,
+    };
+    let remedy = Remedy::Calico(CalicoFix::AssignedAddress {
+        node: node.to_owned(),
+        ip,
+        held: false,
+    });
+    let kind = FindingKind::StaleCalicoAllocation;
+    (kind, Scope::SameNode, owner, remedy)
 }
 
 /// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).

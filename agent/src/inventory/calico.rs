@@ -120,6 +120,9 @@ pub struct IpamBlock {
     pub node: Option<String>,
     /// Allocated ordinals (`spec.allocations[i]` not null), each with its owner.
     pub allocated: Vec<(u32, IpamOwner)>,
+    /// `spec.allocations` lists the block's ordinals: absent, null or empty,
+    /// which addresses it allocates is unknown, and none is free.
+    pub listed: bool,
 }
 
 impl IpamBlock {
@@ -171,6 +174,9 @@ pub enum Allocation<'a> {
     To(&'a IpamBlock, &'a IpamOwner),
     /// A block holds it, unallocated: Calico may hand it to the next pod.
     Free(&'a IpamBlock),
+    /// A block holds it, but lists no allocations: whether and to whom it
+    /// is allocated is unknown.
+    Unknown(&'a IpamBlock),
     /// No block holds it, but an enabled pool does: Calico may carve a block there.
     InPool(&'a IpPool),
 }
@@ -242,7 +248,8 @@ impl CalicoIpam {
             let ordinal = b.ordinal(ip)?;
             return Some(match b.allocated.iter().find(|(o, _)| *o == ordinal) {
                 Some((_, owner)) => Allocation::To(b, owner),
-                None => Allocation::Free(b),
+                None if b.listed => Allocation::Free(b),
+                None => Allocation::Unknown(b),
             });
         }
         self.enabled_pools()

@@ -17,7 +17,7 @@ pub enum SandboxCni {
     /// The reference host-local IPAM plugin (under flannel, the bridge
     /// plugin, kube-router, or a Multus secondary network).
     HostLocal,
-    /// Calico's CNI plugin.
+    /// Calico's CNI plugin and its IPAM.
     Calico,
     /// The reference bridge plugin (flannel's `cni0`, kube-router, podman).
     Bridge,
@@ -34,12 +34,21 @@ pub enum SandboxRefusal {
     /// available", "all CIDR ranges are exhausted", "no IPs currently
     /// available on the node").
     NoAddressLeft,
+    /// Calico's IPAM refused the address the pod asked for as assigned
+    /// already: "resource already exists: <ip>" (`: Address already assigned
+    /// in block` in newer releases).
+    AddressAssigned(IpAddr),
+    /// Calico's IPAM had no address or block left ("No IPs available in
+    /// pools", "cannot allocate new block due to per host block limit",
+    /// "Unable to autoassign an address - pools are likely exhausted").
+    PoolsExhausted,
     /// host-local had no address left: "no IP addresses available in range
     /// set: <first>-<last>", with the first range when it reads.
     RangeSetFull(Option<(IpAddr, IpAddr)>),
     /// Calico found a host route to the pod's address through another
     /// interface: "route (…, Dst: <dst>, …) already exists for an interface
-    /// other than 'cali…': route (…, Iface: <holder>)".
+    /// other than 'cali…': route (…, Iface: <holder>)"; before 3.x "failed to
+    /// add route (Dst: <dst>, …): file exists" or without the route.
     HostRouteTaken {
         /// The pod's address (the route's `Dst`), when it reads.
         dst: Option<IpAddr>,
@@ -65,7 +74,7 @@ impl SandboxRefusal {
     /// CIDR ranges are exhausted", the CRD allocator's "no IPs currently
     /// available"; host-local's, Calico's and the bridge plugin's): what an
     /// excerpt of it must keep.
-    pub const WORDING: [&'static str; 8] = [
+    pub const WORDING: [&'static str; 15] = [
         "is already in use",
         "range is full",
         "no more ips",
@@ -74,6 +83,13 @@ impl SandboxRefusal {
         "no ip addresses available in range set",
         "already exists for an interface other than",
         "already has an ip address different from",
+        "failed to add route",
+        "resource already exists",
+        "no ips available in pools",
+        "per host block limit",
+        "blocks reached for this node",
+        "pools are likely exhausted",
+        "no more free affine blocks",
     ];
 
     /// The plugin whose wording this is.
@@ -81,8 +97,18 @@ impl SandboxRefusal {
         match self {
             Self::AddressInUse(_) | Self::NoAddressLeft => SandboxCni::Cilium,
             Self::RangeSetFull(_) => SandboxCni::HostLocal,
-            Self::HostRouteTaken { .. } => SandboxCni::Calico,
+            Self::HostRouteTaken { .. } | Self::AddressAssigned(_) | Self::PoolsExhausted => {
+                SandboxCni::Calico
+            }
             Self::BridgeAddressDiffers { .. } => SandboxCni::Bridge,
+        }
+    }
+
+    /// The address refused as held already (Cilium's in use, Calico's assigned).
+    pub fn refused_address(&self) -> Option<IpAddr> {
+        match self {
+            Self::AddressInUse(ip) | Self::AddressAssigned(ip) => Some(*ip),
+            _ => None,
         }
     }
 }
@@ -121,7 +147,8 @@ impl SandboxFailure {
 
 /// `pods` with, for each pod that has no address yet, the address its
 /// sandbox was refused as already in use (at most one per family): such a pod
-/// shows no IP anywhere else when Cilium's own IPAM gave it the address.
+/// shows no IP anywhere else when Cilium's own IPAM gave it the address, or
+/// it asked Calico's IPAM for it.
 pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<Pod> {
     pods.iter()
         .map(|p| {
@@ -130,11 +157,11 @@ pub fn with_refused_addresses(pods: &[Pod], failures: &[SandboxFailure]) -> Vec<
                 return p;
             }
             for f in failures {
-                if let (true, SandboxRefusal::AddressInUse(ip)) = (f.is_about(&p), &f.refusal)
+                if let (true, Some(ip)) = (f.is_about(&p), f.refusal.refused_address())
                     && !p.ips.iter().any(|x| x.ip.is_ipv4() == ip.is_ipv4())
                 {
                     p.ips.push(PodIp {
-                        ip: *ip,
+                        ip,
                         source: IpSource::Event,
                     });
                 }

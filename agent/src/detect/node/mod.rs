@@ -12,7 +12,7 @@ use super::{
     Cause, Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope,
     Trust,
 };
-use crate::detect::PodRef;
+use crate::detect::{CalicoFix, PodRef};
 use crate::inventory::{CiliumNode, Inventory, IpSource, SandboxRefusal, Source};
 
 mod kinds;
@@ -72,10 +72,11 @@ impl ThisNode<'_> {
     }
 
     /// kubelet reports pods refused for want of an address: by Cilium's
-    /// allocator, by host-local's (each in its own words, with its own fix).
+    /// allocator, by host-local's, by Calico's (each in its own words, with
+    /// its own fix).
     fn exhaustion(&self) -> Vec<Finding> {
         let ipam = super::pool::ipam_kind(self.inv, self.node);
-        [ipam, IpamKind::HostLocal]
+        [ipam, IpamKind::HostLocal, IpamKind::Calico]
             .into_iter()
             .filter_map(|ipam| {
                 let problem = exhausted(self.inv, self.node, ipam)?;
@@ -86,6 +87,7 @@ impl ThisNode<'_> {
                         Remedy::AddCapacity { node, usable: None }
                     }
                     IpamKind::HostLocal => Remedy::ReleaseHostLocal { node },
+                    IpamKind::Calico => Remedy::Calico(CalicoFix::CheckPools { node }),
                 };
                 let mut f = self.finding(
                     FindingKind::PodIpExhaustion,
@@ -93,8 +95,9 @@ impl ThisNode<'_> {
                     problem,
                     remedy,
                 );
-                // kubelet's Events can be forged; pods filling the node's range cannot.
-                if ipam != IpamKind::HostLocal && filled_by_pods(self.inv, self.node) {
+                // kubelet's Events can be forged; pods filling the node's Cilium range cannot.
+                let cilium = !matches!(ipam, IpamKind::HostLocal | IpamKind::Calico);
+                if cilium && filled_by_pods(self.inv, self.node) {
                     f.trust = Trust::Cluster;
                 }
                 Some(f)
@@ -233,7 +236,8 @@ fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem>
 fn ran_dry(refusal: &SandboxRefusal, ipam: IpamKind) -> bool {
     match refusal {
         SandboxRefusal::RangeSetFull(_) => ipam == IpamKind::HostLocal,
-        SandboxRefusal::NoAddressLeft => ipam != IpamKind::HostLocal,
+        SandboxRefusal::PoolsExhausted => ipam == IpamKind::Calico,
+        SandboxRefusal::NoAddressLeft => !matches!(ipam, IpamKind::HostLocal | IpamKind::Calico),
         _ => false,
     }
 }

@@ -40,6 +40,7 @@ pub(super) fn block(cidr: &str, node: &str, allocated: Vec<(u32, IpamOwner)>) ->
         cidr: net(cidr),
         node: Some(node.into()),
         allocated,
+        listed: true,
     }
 }
 
@@ -163,6 +164,30 @@ fn a_stale_tunnel_address_is_found_however_ipam_holds_it() {
         stale(&inventory("192.168.186.1", blocks, vec![])),
         [TunnelAllocation::NoBlock {
             pool: "default-ipv4-ippool".into()
+        }]
+    );
+}
+
+/// A block that lists no allocations (absent, null or empty `allocations`)
+/// is unknown, not free: its addresses are left unchecked, where a listed
+/// block without the address says it is free.
+#[test]
+fn a_block_that_lists_no_allocations_leaves_its_addresses_unchecked_never_free() {
+    let unlisted = IpamBlock {
+        listed: false,
+        ..block("192.168.185.0/26", ME, vec![])
+    };
+    let inv = inventory("192.168.185.0", vec![unlisted.clone()], vec![]);
+    assert_eq!(
+        inv.calico.allocation(ip("192.168.185.0")),
+        Some(crate::inventory::Allocation::Unknown(&unlisted))
+    );
+    assert_eq!(stale(&inv), []);
+    let listed = vec![block("192.168.185.0/26", ME, vec![])];
+    assert_eq!(
+        stale(&inventory("192.168.185.0", listed, vec![])),
+        [TunnelAllocation::Free {
+            block: "192-168-185-0-26".into()
         }]
     );
 }

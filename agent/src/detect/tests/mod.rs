@@ -5,6 +5,7 @@ mod bridge;
 mod calico;
 mod calico_ipam;
 mod calico_pools;
+mod calico_refusals;
 mod calico_tunnels;
 mod fib;
 mod ipam;

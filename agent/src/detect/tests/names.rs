@@ -50,6 +50,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::AllocatorOverlap => "AllocatorOverlap",
             FindingKind::DuplicatePodIp => "DuplicatePodIP",
             FindingKind::StaleCiliumEndpoint => "StaleCiliumEndpoint",
+            FindingKind::StaleCalicoAllocation => "StaleCalicoAllocation",
             FindingKind::PodIpExhaustion => "PodIPExhaustion",
             FindingKind::PodIpCapacityShortfall => "PodIPCapacityShortfall",
             FindingKind::CiliumIpamError => "CiliumIPAMError",
@@ -70,7 +71,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 26);
+    assert_eq!(all.len(), 27);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
 }

@@ -109,6 +109,8 @@ pub fn ipam_block(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpamBlock, I
         .and_then(|a| a.strip_prefix("host:"))
         .filter(|n| !n.is_empty())
         .map(cleaned);
+    // A block that lists no allocations is unknown, not free.
+    let listed = spec.allocations.as_ref().is_some_and(|a| !a.is_empty());
     let allocations = spec.allocations.unwrap_or_default();
     let attributes = spec.attributes.unwrap_or_default();
     let mut bad = |problem: String| {
@@ -149,6 +151,7 @@ pub fn ipam_block(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpamBlock, I
         cidr,
         node,
         allocated,
+        listed,
     })
 }
 

@@ -208,3 +208,28 @@ fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them(
         "{problems:?}"
     );
 }
+
+/// `spec.allocations` absent, null or empty: the block lists nothing, and
+/// so is unknown (never all free); a list of nulls is a listed, free block.
+#[test]
+fn a_block_without_its_allocations_list_is_read_as_unlisted() {
+    for spec in [
+        json!({"cidr": "10.1.0.0/30"}),
+        json!({"cidr": "10.1.0.0/30", "allocations": null}),
+        json!({"cidr": "10.1.0.0/30", "allocations": []}),
+    ] {
+        let (b, _) = block(&spec);
+        assert!(!b.expect("usable").listed, "{spec}");
+    }
+    let (b, _) = block(&json!({"cidr": "10.1.0.0/30", "allocations": [null, null, null, null]}));
+    assert!(b.expect("usable").listed);
+    // A real block (zhongmingmao's, 64 entries) is listed.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/realworld/calico/ipamblock-zhongmingmao-blog-vxlan-mac-k8s-before-nginx.json"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
+    let mut problems = Vec::new();
+    let real = ipam_block(&v["items"][0], &mut problems).expect("usable");
+    assert!(real.listed && !real.allocated.is_empty());
+}

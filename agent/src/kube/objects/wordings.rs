@@ -7,7 +7,11 @@
 //! cilium agent"), since DANM, Whereabouts, Spiderpool and docker's hostPort
 //! say "already in use" too; running out of addresses is read from Cilium's
 //! allocators' own phrases. host-local, Calico and the bridge plugin each have
-//! one phrase no other plugin uses.
+//! phrases no other plugin uses (`sandbox/event-messages-issue39.json`: Calico's
+//! older route wordings, its IPAM's). kube-apiserver's Service allocator says
+//! "range is full" too, never of a sandbox. AWS VPC CNI's "failed to add host
+//! route: file exists" and the bridge plugin's "could not add IP address to
+//! \"cni0\": file exists" have no reading here: left unread, not Calico's.
 
 use std::net::IpAddr;
 
@@ -37,6 +41,27 @@ const CILIUM_EXHAUSTED: [&str; 5] = [
     "once cilium operator allocates more ips",
 ];
 
+/// kube-apiserver's Service IP allocator ("failed to allocate a serviceIP:
+/// range is full"): not a sandbox's refusal, whatever its words.
+const SERVICE_ALLOCATOR: &str = "allocate a serviceip";
+
+/// Calico's IPAM out of addresses or blocks (libcalico-go `ipam.go`; the CNI
+/// plugin's "Unable to autoassign an address - pools are likely exhausted").
+const CALICO_EXHAUSTED: [&str; 5] = [
+    "no ips available in pools",
+    "per host block limit",
+    "blocks reached for this node",
+    "pools are likely exhausted",
+    "no more free affine blocks",
+];
+/// Calico's IPAM refusing the address asked for (libcalico-go's error
+/// `resource already exists: <ip>`).
+const ASSIGNED: &str = "resource already exists: ";
+/// Calico's route refusal before cni-plugin PR#358/#406: "failed to add route
+/// (Dst: <cidr>, …, Iface: <its own cali…>): file exists", earlier "failed to
+/// add route file exists".
+const ROUTE_ADD: &str = "failed to add route ";
+
 /// Cilium's refusal of an address in use.
 const IN_USE: &str = " is already in use";
 /// host-local's (`allocator.go`), whatever plugin delegated to it.
@@ -50,11 +75,17 @@ const BRIDGE: &str = " already has an ip address different from ";
 /// What `text` (one line, ASCII quotes) says a plugin refused, in its wording.
 pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
     let lower = text.to_ascii_lowercase();
+    if lower.contains(SERVICE_ALLOCATOR) {
+        return None;
+    }
     if let Some(at) = lower.rfind(IN_USE) {
         // An address in use is Cilium's only beside Cilium's words.
         if CILIUM.iter().any(|w| lower.contains(w)) {
             return address_before(&text[..at]).map(SandboxRefusal::AddressInUse);
         }
+    }
+    if let Some(calico) = calico(text, &lower) {
+        return Some(calico);
     }
     if CILIUM_EXHAUSTED.iter().any(|w| lower.contains(w)) {
         return Some(SandboxRefusal::NoAddressLeft);
@@ -63,12 +94,6 @@ pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
         return Some(SandboxRefusal::RangeSetFull(first_range(
             &text[at + RANGE_SET.len()..],
         )));
-    }
-    if let Some(at) = lower.find(ROUTE_TAKEN) {
-        return Some(SandboxRefusal::HostRouteTaken {
-            dst: route_dst(&text[..at]),
-            holder: route_iface(&text[at..]),
-        });
     }
     if let Some(at) = lower.find(BRIDGE) {
         let bridge = text[..at]
@@ -85,6 +110,32 @@ pub(super) fn refusal(text: &str) -> Option<SandboxRefusal> {
         return Some(SandboxRefusal::BridgeAddressDiffers { bridge, gateway });
     }
     None
+}
+
+/// Calico's refusals: its IPAM's (out of addresses, an address assigned
+/// already) and its routes' (today's and the older wordings).
+fn calico(text: &str, lower: &str) -> Option<SandboxRefusal> {
+    if CALICO_EXHAUSTED.iter().any(|w| lower.contains(w)) {
+        return Some(SandboxRefusal::PoolsExhausted);
+    }
+    if let Some(at) = lower.find(ROUTE_TAKEN) {
+        return Some(SandboxRefusal::HostRouteTaken {
+            dst: route_dst(&text[..at]),
+            holder: route_iface(&text[at..]),
+        });
+    }
+    // Only Calico's shapes: others say "failed to add route '…'", "… to …".
+    if let Some(at) = lower.find(ROUTE_ADD).map(|at| at + ROUTE_ADD.len())
+        && (lower[at..].starts_with("file exists")
+            || lower[at..].starts_with("(dst: ") && lower[at..].contains("): file exists"))
+    {
+        // The older wording's `Iface` is the pod's own new veth, not a holder.
+        let dst = route_dst(&text[at..]);
+        return Some(SandboxRefusal::HostRouteTaken { dst, holder: None });
+    }
+    let at = lower.find(ASSIGNED)?;
+    let word = text[at + ASSIGNED.len()..].split(' ').next()?;
+    parse_ip(word.trim_end_matches([':', ',', ';', '"', '.'])).map(SandboxRefusal::AddressAssigned)
 }
 
 /// The address in `… IP <addr>` at the end of `head`: the word before it must
@@ -112,7 +163,7 @@ fn first_range(tail: &str) -> Option<(IpAddr, IpAddr)> {
     Some((parse_ip(first)?, parse_ip(last)?))
 }
 
-/// The `Dst` of the first route Calico names before its words.
+/// The `Dst` of the last route Calico names in `head`.
 fn route_dst(head: &str) -> Option<IpAddr> {
     let lower = head.to_ascii_lowercase();
     let at = lower.rfind("dst: ")?;

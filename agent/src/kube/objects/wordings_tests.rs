@@ -108,6 +108,75 @@ fn every_cnis_wording_is_read_as_its_own_and_no_look_alike_as_ciliums() {
     }
 }
 
+/// Every entry of issue 39's corpus: Calico's older route wordings read as
+/// its route refusal (the `Dst` its own, no holder named: the `Iface` is the
+/// pod's new veth), its IPAM's address assigned and exhaustion as Calico's;
+/// AWS VPC CNI's host route and the bridge's address "file exists", the
+/// Service allocator's "range is full", kube-ovn's and the kernel's DAD words
+/// read as no plugin's refusal, and so never as Calico's or Cilium's.
+#[test]
+fn calicos_older_route_and_ipam_wordings_are_calicos_and_no_look_alike_is_read() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/realworld/sandbox/event-messages-issue39.json"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
+    let entries = v.as_array().expect("a list");
+    let assigned = |a: &str| Some(AddressAssigned(ip(a)));
+    let want = [
+        Some(route(Some("10.64.4.8"), None)), // containerd/cri#436: Calico's, relayed
+        Some(route(None, None)),              // cni-plugin#352: no route named
+        None,                                 // "failed to add route %v": the wrapper alone
+        None,                                 // AWS VPC CNI: failed to add host route
+        None,                                 // bridge: an address, not a route
+        assigned("10.233.110.22"),            // calico#5093
+        assigned("172.16.102.20"),            // calico#5337
+        assigned("90.0.0.1"),                 // calico#11358: "Address already assigned in block"
+        None,                                 // "Failed to assign address %v: %v"
+        Some(PoolsExhausted),                 // harvester#7326, combined
+        Some(PoolsExhausted),                 // calico#4861
+        Some(PoolsExhausted),                 // no more free affine blocks
+        Some(PoolsExhausted),                 // limit of %d blocks reached
+        Some(PoolsExhausted),                 // No IPs available in pools
+        Some(PoolsExhausted),                 // cni-plugin#920
+        None,                                 // kube-apiserver: serviceIP range is full
+        None,                                 // kube-ovn DAD (4 format strings)
+        None,
+        None,
+        None,
+        None, // the kernel's duplicate address
+    ];
+    assert_eq!(
+        entries.len(),
+        want.len(),
+        "an entry without its expectation"
+    );
+    for (e, want) in entries.iter().zip(want) {
+        let m = e["message"].as_str().expect("message");
+        let cni = e["cni"].as_str().expect("cni");
+        let got = sandbox_refusal(m);
+        assert_eq!(got, want, "{cni}: {m}");
+        if let Some(r) = &got {
+            assert_eq!(Some(r.cni()), attributed(cni), "{cni}: {m}");
+        }
+    }
+}
+
+/// Other plugins' "failed to add route" and a Service allocator's "range is
+/// full" are never read: only Calico's shapes of the route refusal are.
+#[test]
+fn route_and_range_look_alikes_are_no_plugins_refusal() {
+    for m in [
+        "failed to add route '{10.0.0.0 ffffff00} via 10.1.1.1 dev eth0': file exists",
+        "failed to add route to [10.1.0.0/16] on node [a] via tunnel [t]: file exists",
+        "failed to add host route: file exists",
+        "Internal error occurred: failed to allocate a serviceIP: range is full",
+        "resource already exists: IPAMBlock(10-0-0-0-26)",
+    ] {
+        assert_eq!(sandbox_refusal(m), None, "{m}");
+    }
+}
+
 /// Cilium's wordings of an address in use or none left; what of them the
 /// other corpus's plugins share.
 fn fragment() -> impl Strategy<Value = String> {

@@ -1,8 +1,9 @@
 //! The text of Calico's IPAM findings: a node's tunnel address its IPAM
-//! does not allocate to it (`UnallocatedTunnelAddress`), and its fix in
-//! Calico's terms.
+//! does not allocate to it (`UnallocatedTunnelAddress`), and the fixes in
+//! Calico's terms (of its refusals too: no address left, one assigned already).
 
-use crate::detect::{CalicoFix, Finding, Remedy, TunnelAllocation};
+use super::{Reader, pod_name};
+use crate::detect::{CalicoFix, Finding, PodRef, Remedy, TunnelAllocation};
 
 /// Where IPAM has the address, in a few words.
 fn status(a: &TunnelAllocation) -> String {
@@ -104,6 +105,47 @@ pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
     )
 }
 
+/// Calico IPAM's refusal of the address a pod asked for, told in the note
+/// (`long`: the message's opening); `None` for any other plugin's refusal.
+pub(super) fn refused(
+    f: &Finding,
+    holder: Option<&PodRef>,
+    reader: Reader<'_>,
+    long: bool,
+) -> Option<String> {
+    let Remedy::Calico(CalicoFix::AssignedAddress { node, ip, .. }) = &f.remedy else {
+        return None;
+    };
+    let refused = format!(
+        "Calico's IPAM on {node} refused {} the address {ip} it asked for (a fixed address) as \
+         assigned already",
+        if long {
+            pod_name(f)
+        } else {
+            "this pod".to_owned()
+        }
+    );
+    Some(match (holder, long) {
+        (Some(h), false) => format!(
+            "{refused}: {} holds it. The pod cannot start.",
+            reader.pod(h)
+        ),
+        (None, false) => format!(
+            "{refused}, but no pod holds it: a stale allocation. The pod stays in \
+             ContainerCreating."
+        ),
+        (Some(h), true) => format!(
+            "{refused}, and {} on node {} holds {ip} (its status.podIPs): the pod cannot start.",
+            reader.pod(h),
+            f.owner.node
+        ),
+        (None, true) => format!(
+            "{refused}, yet no pod holds {ip}: IPAM keeps an allocation for a pod that is gone, \
+             and the pod stays in ContainerCreating."
+        ),
+    })
+}
+
 /// The one-sentence fix of Calico's remedies.
 pub(super) fn fix(r: &Remedy) -> String {
     match r {
@@ -118,6 +160,18 @@ pub(super) fn fix(r: &Remedy) -> String {
             "Fix: restart calico-node on {node} so Felix removes {ip} from {device}; if it stays, \
              `ip addr del {ip}/{} dev {device}` on {node}.",
             host_prefix(*ip)
+        ),
+        Remedy::Calico(CalicoFix::CheckPools { node }) => format!(
+            "Fix: find the full IPPools and blocks with `calicoctl ipam show --show-blocks`; add \
+             an IPPool, or raise the IPAMConfiguration's maxBlocksPerHost if {node} hit it."
+        ),
+        Remedy::Calico(CalicoFix::AssignedAddress { ip, held: true, .. }) => format!(
+            "Fix: give the refused pod another address than {ip} \
+             (cni.projectcalico.org/ipAddrs), or delete the pod holding it first."
+        ),
+        Remedy::Calico(CalicoFix::AssignedAddress { ip, .. }) => format!(
+            "Fix: run `calicoctl ipam check --show-problem-ips`; once it lists {ip} as leaked, \
+             `calicoctl ipam release --ip={ip}`."
         ),
         _ => String::new(),
     }
@@ -146,6 +200,33 @@ pub(super) fn remedy(r: &CalicoFix) -> String {
              announced address of one that is on. If {ip} stays on {device}, remove it on \
              {node}: `ip addr del {ip}/{} dev {device}`.",
             host_prefix(*ip)
+        ),
+        CalicoFix::CheckPools { node } => format!(
+            "Fix: `calicoctl ipam show --show-blocks` shows which IPPools and blocks are full, \
+             and `calicoctl ipam check --show-problem-ips` the addresses leaked to pods that are \
+             gone (release those with `calicoctl ipam release`). Then add an IPPool for \
+             workloads (a pool's CIDR cannot be changed in place), or, when {node} hit the \
+             per-host block limit, raise maxBlocksPerHost in the IPAMConfiguration \
+             `default`; with strictAffinity set, {node} borrows no address from other nodes' \
+             blocks."
+        ),
+        CalicoFix::AssignedAddress {
+            node,
+            ip,
+            held: true,
+        } => format!(
+            "Fix: the pod asked Calico's IPAM for {ip} (a fixed address, the \
+             cni.projectcalico.org/ipAddrs annotation), which IPAM assigns to the live pod \
+             holding it: give the refused pod another address, or delete the holder first so \
+             IPAM releases {ip}; kubelet on {node} retries the sandbox. Never `calicoctl ipam \
+             release` an address a pod holds."
+        ),
+        CalicoFix::AssignedAddress { node, ip, .. } => format!(
+            "Fix: no pod holds {ip}, yet Calico's IPAM keeps it assigned (an allocation left by \
+             a pod deleted uncleanly, as after a power outage, calico#11358): run `calicoctl \
+             ipam check --show-problem-ips -o report.json`; once it lists {ip} as leaked, \
+             release it (`calicoctl ipam release --ip={ip}`, or `--from-report=report.json`) \
+             and kubelet on {node} gets it at its next retry."
         ),
     }
 }

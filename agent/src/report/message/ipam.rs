@@ -90,7 +90,8 @@ pub(super) fn refused(
 ) -> String {
     let ip = f.ip_text();
     let node = f.pod_node().unwrap_or(&f.owner.node);
-    let what = match holder {
+    let calico = super::calico::refused(f, holder, reader, true);
+    let what = calico.unwrap_or_else(|| match holder {
         Some(h) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, and \
              {} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
@@ -106,7 +107,7 @@ pub(super) fn refused(
              ContainerCreating.",
             pod_name(f)
         ),
-    };
+    });
     format!(
         "{what} {} {}",
         kubelet_says(kubelet, reader),

@@ -95,7 +95,13 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
             read_from(f),
             breaks(f, kubelet.as_ref().map(|k| k.count), held_behind.as_deref())
         ),
-        Cause::Refused { site, holder, .. } => match holder {
+        Cause::Refused { site, holder, .. } => super::calico::refused(
+            f,
+            holder.as_ref(),
+            reader,
+            false,
+        )
+        .unwrap_or_else(|| match holder {
             Some(h) => format!(
                 "Cilium on {} refused this pod's IP {ip} as in use: {} on node {node} holds it \
                  too. The pod cannot start.",
@@ -107,7 +113,7 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
                  Cilium endpoint. The pod stays in ContainerCreating.",
                 site.node
             ),
-        },
+        }),
         Cause::Leftover { .. } => super::leftover::Leftover::of(&f.cause)
             .map(|l| super::leftover::what(f, &l, reader))
             .unwrap_or_default(),
@@ -253,7 +259,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
     match problem {
         NodeProblem::Exhausted {
-            ipam: IpamKind::OperatorPool | IpamKind::HostLocal,
+            ipam: IpamKind::OperatorPool | IpamKind::HostLocal | IpamKind::Calico,
             ..
         }
         | NodeProblem::OperatorError { pool: Some(_), .. }

@@ -80,6 +80,16 @@ pub(super) fn note(node: &str, problem: &NodeProblem, example: fn(&[PodRef]) -> 
              start{}.",
             example(pods)
         ),
+        NodeProblem::Exhausted {
+            pods,
+            refused_pods,
+            ipam: IpamKind::Calico,
+            ..
+        } => format!(
+            "Calico's IPAM has no address or block left for node {node}'s pods: {refused_pods} \
+             pod(s) cannot start{}.",
+            example(pods)
+        ),
         NodeProblem::OperatorError {
             error,
             pool: Some(fit),
@@ -127,6 +137,12 @@ pub(super) fn exhausted(
             "host-local, the IPAM plugin on node {node}, has no address left in its range (the \
              node's spec.podCIDR under flannel or the bridge plugin, or a secondary network's): \
              {refused_pods} pod(s) cannot start ({pods})."
+        ),
+        IpamKind::Calico => format!(
+            "Calico's IPAM has no address left for node {node}'s pods: its blocks affine to \
+             {node} are full and it may take no other (the IPAMConfiguration's \
+             maxBlocksPerHost, strictAffinity), or its IPPools are: {refused_pods} pod(s) \
+             cannot start ({pods})."
         ),
     };
     format!("{what} {}", kubelet_says(kubelet, reader))

@@ -1,14 +1,18 @@
 //! The cases of Calico's IPAM: a node's tunnel address no IPAMBlock
 //! allocates to its tunnel, each way IPAM may hold it; a pod on a tunnel
-//! address read from a block.
+//! address read from a block; its refusals (an address assigned already, no
+//! address left).
 
 use super::{
     super::{Reader, note, render_for},
     cases::{Mode, collision, ip, node_finding},
 };
 use crate::{
-    detect::{CalicoFix, FindingKind, NodeProblem, Remedy, Role, Scope, TunnelAllocation},
-    inventory::Source,
+    detect::{
+        CalicoFix, Cause, FindingKind, IpamKind, KubeletReport, NodeProblem, PodRef, PodSite,
+        Remedy, Role, Scope, TunnelAllocation,
+    },
+    inventory::{IpSource, Source},
 };
 
 const NODE: &str = "worker-node-a";
@@ -56,6 +60,7 @@ pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
         (Mode::Calico, f)
     })
     .collect();
+    out.extend(refusals());
     // The kernel's tunnel address the Node does not announce.
     let mut f = node_finding(
         FindingKind::UnallocatedTunnelAddress,
@@ -81,6 +86,90 @@ pub(super) fn cases() -> Vec<(Mode, crate::detect::Finding)> {
     f.owner.source = Source::CalicoIpamBlock;
     out.push((Mode::Calico, f));
     out
+}
+
+/// Calico IPAM's refusals (calico#5337, #11358, harvester#7326's words).
+fn refusals() -> Vec<(Mode, crate::detect::Finding)> {
+    let kubelet = |message: &str| KubeletReport {
+        count: 9,
+        message: message.into(),
+    };
+    let holder = PodRef {
+        namespace: "tenant".into(),
+        name: "redis-0".into(),
+        uid: "u".into(),
+    };
+    let mut out = Vec::new();
+    for held in [true, false] {
+        let a = ip("172.16.102.20");
+        let mut f = node_finding(
+            if held {
+                FindingKind::DuplicatePodIp
+            } else {
+                FindingKind::StaleCalicoAllocation
+            },
+            NodeProblem::Calico(TunnelAllocation::Unmarked { block: "b".into() }),
+            Remedy::Calico(CalicoFix::AssignedAddress {
+                node: NODE.into(),
+                ip: a,
+                held,
+            }),
+        );
+        f.ip = Some(a);
+        f.owner.role = if held { Role::Pod } else { Role::Node };
+        f.cause = Cause::Refused {
+            site: PodSite {
+                pod: PodRef {
+                    namespace: "tenant".into(),
+                    name: "redis-testbug-0".into(),
+                    uid: "v".into(),
+                },
+                node: NODE.into(),
+                ip_source: IpSource::Event,
+                created: None,
+                controller: None,
+            },
+            kubelet: kubelet("error getting IP from IPAM: resource already exists: 172.16.102.20"),
+            holder: held.then(|| holder.clone()),
+        };
+        out.push((Mode::Calico, f));
+    }
+    let exhausted = NodeProblem::Exhausted {
+        pods: vec![holder],
+        refused_pods: 2,
+        kubelet: kubelet(
+            "plugin type=\"calico\" failed (add): cannot allocate new block due to per host \
+             block limit",
+        ),
+        ipam: IpamKind::Calico,
+    };
+    let remedy = Remedy::Calico(CalicoFix::CheckPools { node: NODE.into() });
+    let f = node_finding(FindingKind::PodIpExhaustion, exhausted, remedy);
+    out.push((Mode::Calico, f));
+    out
+}
+
+#[test]
+fn calicos_refusals_are_told_as_calicos_with_calicos_fix_and_no_other_cnis_words() {
+    for (_, f) in refusals() {
+        for reader in [Reader::Operator, Reader::Node, Reader::Namespace("tenant")] {
+            for text in [render_for(&f, reader), note(&f, reader, None)] {
+                let lower = text.to_ascii_lowercase();
+                for foreign in ["cilium", "kube-ovn", "host-local", "endpoint"] {
+                    assert!(!lower.contains(foreign), "{foreign}: {text}");
+                }
+                assert!(text.contains("Calico"), "{text}");
+                let fix = match f.kind {
+                    FindingKind::DuplicatePodIp => "cni.projectcalico.org/ipAddrs",
+                    FindingKind::StaleCalicoAllocation => {
+                        "calicoctl ipam release --ip=172.16.102.20"
+                    }
+                    _ => "maxBlocksPerHost",
+                };
+                assert!(text.contains(fix), "{fix}: {text}");
+            }
+        }
+    }
 }
 
 #[test]
