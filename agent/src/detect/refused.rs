@@ -98,6 +98,7 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
     // Calico's IPAM refused the address the pod asked for: Calico's fix.
     let calico = inv
+        .cluster
         .sandbox
         .iter()
         .any(|f| f.is_about(me) && f.refusal == SandboxRefusal::AddressAssigned(ip));

@@ -179,7 +179,7 @@ fn a_block_that_lists_no_allocations_leaves_its_addresses_unchecked_never_free()
     };
     let inv = inventory("192.168.185.0", vec![unlisted.clone()], vec![]);
     assert_eq!(
-        inv.calico.allocation(ip("192.168.185.0")),
+        inv.cluster.calico.allocation(ip("192.168.185.0")),
         Some(crate::inventory::Allocation::Unknown(&unlisted))
     );
     assert_eq!(stale(&inv), []);

@@ -44,12 +44,15 @@ fn refused(
     pods.extend(others);
     let mut inv = Inventory {
         node: ME.into(),
-        pods: Arc::new(crate::inventory::with_refused_addresses(&pods, &failures)),
-        sandbox: Arc::new(failures),
+        cluster: crate::inventory::ClusterState {
+            pods: Arc::new(crate::inventory::with_refused_addresses(&pods, &failures)),
+            sandbox: Arc::new(failures),
+            ..Default::default()
+        },
         ..Inventory::default()
     };
     if cilium {
-        inv.cilium_config = Some(Arc::new(CiliumConfig {
+        inv.cluster.cilium_config = Some(Arc::new(CiliumConfig {
             ipam: "cluster-pool".into(),
             ..CiliumConfig::default()
         }));
