@@ -55,6 +55,10 @@ fn main() -> anyhow::Result<()> {
     }
     let root = env::var("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR not set")?;
     revision(&root);
+    // Off Linux the agent's eBPF side is not compiled (only `audit` is): no object.
+    if env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os != "linux") {
+        return Ok(());
+    }
     let ebpf_dir = PathBuf::from(root).join("../ebpf/ipshadow-ebpf");
     let ebpf_dir = ebpf_dir
         .to_str()

@@ -4,15 +4,14 @@
 use std::{io::IsTerminal as _, path::PathBuf, time::Instant};
 
 use crate::{
-    check::OutputFormat,
     detect::audit::{Audit, audit},
     inventory::{AsRead, ClusterState, Invalid},
     kube::{
-        self, CalicoFiles, SourceArgs,
+        self, CalicoFiles, ReadArgs, SourceArgs,
         list::{Behind, ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
-    reconcile::ReadArgs,
+    report::output::OutputFormat,
 };
 
 /// `ipshadow audit`: the flags.

@@ -7,7 +7,9 @@ pub mod reference;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::{audit, check, daemon};
+use crate::audit;
+#[cfg(target_os = "linux")]
+use crate::{check, daemon};
 
 /// Finds pod IPs shadowed by addresses the node itself holds (Cilium router/ingress/health IPs, other local addresses) and host routes that blackhole pods.
 #[derive(Debug, Parser)]
@@ -25,6 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check this node once and print the findings. Exit 0: none; 1: findings; 2: error.
+    #[cfg(target_os = "linux")]
     Check(check::Args),
     /// Audit every node of the cluster from the API (or files), no agent needed:
     /// every finding visible without a node's kernel, and pods sharing an IP.
@@ -32,11 +35,43 @@ pub enum Command {
     Audit(audit::Args),
     /// Run as the node agent (the DaemonSet process): reconcile on every change,
     /// serve /metrics, /healthz and /readyz.
+    #[cfg(target_os = "linux")]
     Agent(Box<daemon::Args>),
     /// Print the flag reference as Markdown, or rewrite docs/reference.md's
     /// generated part (`cargo xtask docs`).
     #[command(hide = true)]
     Docs(reference::Args),
+}
+
+/// `kubectl ipshadow`: the plugin offers what needs no node, the audit.
+#[derive(Debug, Parser)]
+#[command(name = "kubectl ipshadow", bin_name = "kubectl ipshadow", version)]
+pub struct PluginCli {
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: PluginCommand,
+}
+
+/// The plugin's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Audit every node of the cluster from the API (or files), no agent needed:
+    /// every finding visible without a node's kernel, and pods sharing an IP.
+    /// Exit 0: none; 1: findings; 2: error.
+    Audit(audit::Args),
+}
+
+impl From<PluginCli> for Cli {
+    fn from(plugin: PluginCli) -> Self {
+        let PluginCommand::Audit(args) = plugin.command;
+        Self {
+            log: plugin.log,
+            command: Command::Audit(args),
+        }
+    }
 }
 
 /// Logging flags.
@@ -68,6 +103,19 @@ mod tests {
     #[test]
     fn the_cli_is_well_formed() {
         Cli::command().debug_assert();
+        PluginCli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_plugin_offers_only_the_audit() {
+        let names: Vec<String> = PluginCli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        assert_eq!(names, ["audit"]);
+        let refused = PluginCli::try_parse_from(["kubectl-ipshadow", "agent"])
+            .expect_err("the agent is not a plugin command");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::InvalidSubcommand);
     }
 
     #[test]
@@ -86,6 +134,6 @@ mod tests {
         };
         assert_eq!(c.node.read.pod_ip_annotations, ["a/ip", "b/ip"]);
         assert_eq!(c.node.read.router_device, "cilium_host");
-        assert_eq!(c.output, check::OutputFormat::Table);
+        assert_eq!(c.output, crate::report::output::OutputFormat::Table);
     }
 }

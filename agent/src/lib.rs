@@ -8,14 +8,20 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+#[cfg(target_os = "linux")]
 pub mod check;
 pub mod cli;
+#[cfg(target_os = "linux")]
 pub mod daemon;
 pub mod detect;
+#[cfg(target_os = "linux")]
 pub mod ebpf;
 pub mod inventory;
 pub mod kube;
+#[cfg(target_os = "linux")]
 pub mod netlink;
+#[cfg(target_os = "linux")]
 pub mod privileges;
+#[cfg(target_os = "linux")]
 pub mod reconcile;
 pub mod report;

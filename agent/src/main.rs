@@ -1,15 +1,15 @@
 //! The `ipshadow` binary: parses the command line, sets up logging, runs.
 //! Exit codes of `check`: 0 no findings, 1 findings, 2 error.
 
-use std::{io::IsTerminal as _, process::ExitCode, time::Duration};
+use std::{io::IsTerminal as _, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::Parser as _;
+#[cfg(target_os = "linux")]
+use ipshadow::check::{self, Outcome};
 use ipshadow::{
-    check::OutputFormat,
-    check::{self, Outcome},
-    cli::{Cli, Command, LogArgs, LogFormat},
-    report::output,
+    cli::{Cli, Command, LogArgs, LogFormat, PluginCli},
+    report::output::OutputFormat,
 };
 use tracing_subscriber::EnvFilter;
 
@@ -29,12 +29,13 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
 async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
     let mut report = check::run(&args.node, (&args.sources, &args.calico))
         .await
         .context("ipshadow check failed")?;
     if args.watch_seconds > 0 {
-        let window = Duration::from_secs(args.watch_seconds);
+        let window = std::time::Duration::from_secs(args.watch_seconds);
         tracing::info!(
             seconds = args.watch_seconds,
             "watching host traffic to shadowed IPs"
@@ -62,8 +63,10 @@ async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
         tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
     }
     let text = match args.output {
-        OutputFormat::Json => output::json(&report).context("encoding the report as JSON")?,
-        OutputFormat::Table => output::table(&report),
+        OutputFormat::Json => {
+            ipshadow::report::output::json(&report).context("encoding the report as JSON")?
+        }
+        OutputFormat::Table => ipshadow::report::output::table(&report),
     };
     println!("{}", text.trim_end());
     Ok(ExitCode::from(u8::from(!report.findings.is_empty())))
@@ -110,22 +113,18 @@ fn docs(args: &ipshadow::cli::reference::Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The command line; as the kubectl plugin (`kubectl-ipshadow`, found on PATH
-/// by `kubectl ipshadow …`) its help says `kubectl ipshadow`.
+/// by `kubectl ipshadow …`) only the audit, its help saying `kubectl ipshadow`.
 fn parse() -> Cli {
-    use clap::{CommandFactory as _, FromArgMatches as _};
     let plugin = std::env::args_os().next().is_some_and(|a| {
         std::path::Path::new(&a)
-            .file_name()
+            .file_stem()
             .is_some_and(|n| n == "kubectl-ipshadow")
     });
-    if !plugin {
-        return Cli::parse();
+    if plugin {
+        PluginCli::parse().into()
+    } else {
+        Cli::parse()
     }
-    let matches = Cli::command()
-        .name("kubectl ipshadow")
-        .bin_name("kubectl ipshadow")
-        .get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn main() -> ExitCode {
@@ -146,8 +145,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            #[cfg(target_os = "linux")]
             Command::Check(args) => run_check(args).await,
             Command::Audit(args) => run_audit(args).await,
+            #[cfg(target_os = "linux")]
             Command::Agent(args) => ipshadow::daemon::run(*args)
                 .await
                 .map(|()| ExitCode::SUCCESS)

@@ -4,12 +4,10 @@
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
+pub use crate::kube::ReadArgs;
 use crate::{
     detect::{Finding, detect_with_truth, lookups},
-    inventory::{
-        ClusterState, DEFAULT_POD_IP_ANNOTATION, DEFAULT_ROUTER_DEVICE, HostNetwork, Inventory,
-        TruthTable,
-    },
+    inventory::{ClusterState, HostNetwork, Inventory, TruthTable},
     netlink::{self, Netlink},
 };
 
@@ -22,23 +20,6 @@ pub struct NodeArgs {
     /// How addresses are read.
     #[command(flatten)]
     pub read: ReadArgs,
-}
-
-/// How Cilium's and the pods' addresses are read: the same for one node and for an audit.
-#[derive(Debug, clap::Args)]
-pub struct ReadArgs {
-    /// The device that carries Cilium's router IP.
-    #[arg(long, env = "IPSHADOW_ROUTER_DEVICE", default_value = DEFAULT_ROUTER_DEVICE)]
-    pub router_device: String,
-    /// Pod annotation(s) holding the IP a CNI assigned before the pod has a status IP
-    /// (comma-separated values are dual stack). Repeat or comma-separate the flag for several keys.
-    #[arg(
-        long = "pod-ip-annotation",
-        env = "IPSHADOW_POD_IP_ANNOTATIONS",
-        value_delimiter = ',',
-        default_value = DEFAULT_POD_IP_ANNOTATION
-    )]
-    pub pod_ip_annotations: Vec<String>,
 }
 
 /// Why a reconcile could not run.

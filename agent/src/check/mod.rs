@@ -17,7 +17,7 @@ use crate::{
         sources::FileSources,
     },
     reconcile::{self, NodeArgs, Reconciler},
-    report::Report,
+    report::{Report, output::OutputFormat},
 };
 
 /// `ipshadow check`: the flags of a one-shot check.
@@ -43,15 +43,6 @@ pub struct Args {
     /// Output format.
     #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
-}
-
-/// Output format of `check`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Columns for people, each message wrapped under its row.
-    Table,
-    /// The JSON contract of DESIGN.md.
-    Json,
 }
 
 /// Why a check could not run.

@@ -138,3 +138,20 @@ pub async fn client_without_retries() -> Result<kube::Client, ClientError> {
     config.default_retry = false;
     kube::Client::try_from(config).map_err(ClientError)
 }
+
+/// How Cilium's and the pods' addresses are read: the same for one node and for an audit.
+#[derive(Debug, clap::Args)]
+pub struct ReadArgs {
+    /// The device that carries Cilium's router IP.
+    #[arg(long, env = "IPSHADOW_ROUTER_DEVICE", default_value = crate::inventory::DEFAULT_ROUTER_DEVICE)]
+    pub router_device: String,
+    /// Pod annotation(s) holding the IP a CNI assigned before the pod has a status IP
+    /// (comma-separated values are dual stack). Repeat or comma-separate the flag for several keys.
+    #[arg(
+        long = "pod-ip-annotation",
+        env = "IPSHADOW_POD_IP_ANNOTATIONS",
+        value_delimiter = ',',
+        default_value = crate::inventory::DEFAULT_POD_IP_ANNOTATION
+    )]
+    pub pod_ip_annotations: Vec<String>,
+}

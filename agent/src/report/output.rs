@@ -19,6 +19,15 @@ use crate::{
     inventory::IpSource,
 };
 
+/// Output format of `check` and `audit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Columns for people, each message wrapped under its row.
+    Table,
+    /// The JSON contract of docs/reference.md.
+    Json,
+}
+
 #[derive(Serialize)]
 struct JsonReport<'a> {
     node: &'a str,
