@@ -112,10 +112,7 @@ pub fn truncate_note(note: &str) -> String {
     if note.len() <= NOTE_MAX {
         return note.into_owned();
     }
-    let mut end = NOTE_MAX - 3;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = note.floor_char_boundary(NOTE_MAX - 3);
     format!("{}…", &note[..end])
 }
 

@@ -56,10 +56,7 @@ pub(super) fn excerpt(message: &str, max: usize) -> String {
     end += message[end..]
         .find(char::is_whitespace)
         .unwrap_or(message.len() - end);
-    let mut start = end.saturating_sub(room);
-    while !message.is_char_boundary(start) {
-        start += 1;
-    }
+    let mut start = message.ceil_char_boundary(end.saturating_sub(room));
     if start > 0 {
         start += message[start..]
             .find(char::is_whitespace)

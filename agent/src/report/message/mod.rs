@@ -346,11 +346,7 @@ pub fn words(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let cut = &text[..end];
+    let cut = &text[..text.floor_char_boundary(max.saturating_sub('…'.len_utf8()))];
     let cut = cut
         .rfind(char::is_whitespace)
         .map_or(cut, |space| &cut[..space]);
