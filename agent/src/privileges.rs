@@ -20,17 +20,18 @@
 
 use caps::{CapSet, Capability, CapsHashSet};
 
+use crate::report::chain::Chain;
+
 /// A capability call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or changing a capability set failed.
-    #[error("{action} failed: {source}; run with the capabilities the manifest in deploy/ grants")]
+    #[error("{action} failed: {}; run with the capabilities the manifest in deploy/ grants", Chain(.cause))]
     Caps {
         /// What was being done.
         action: &'static str,
         /// The caps crate's error.
-        #[source]
-        source: caps::errors::CapsError,
+        cause: caps::errors::CapsError,
     },
 }
 
@@ -58,7 +59,10 @@ fn names(set: &CapsHashSet) -> Vec<String> {
 }
 
 fn caps_err(action: &'static str) -> impl FnOnce(caps::errors::CapsError) -> Error {
-    move |source| Error::Caps { action, source }
+    move |source| Error::Caps {
+        action,
+        cause: source,
+    }
 }
 
 /// Gives up every capability the running agent no longer needs (see the module

@@ -34,7 +34,10 @@ use super::{
 };
 use crate::{
     kube::review::Reviewer,
-    report::metrics::{AuthLabels, ListenerLabels, Registry},
+    report::{
+        chain::Chain,
+        metrics::{AuthLabels, ListenerLabels, Registry},
+    },
 };
 pub use args::{Args, Audiences, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN};
 
@@ -101,15 +104,14 @@ impl Peer {
 
 /// Why a listener could not be bound.
 #[derive(Debug, thiserror::Error)]
-#[error("listening on {addr} failed: {source}; pick another address with {flag}")]
+#[error("listening on {addr} failed: {}; pick another address with {flag}", Chain(.cause))]
 pub struct ListenError {
     /// The address.
     pub addr: SocketAddr,
     /// The flag that sets it.
     pub flag: &'static str,
     /// What the kernel said.
-    #[source]
-    pub source: std::io::Error,
+    pub cause: std::io::Error,
 }
 
 /// The bound listeners, made in `new` so a taken port stops the start.
@@ -150,7 +152,11 @@ impl Http {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
             tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|source| ListenError { addr, flag, source })
+                .map_err(|source| ListenError {
+                    addr,
+                    flag,
+                    cause: source,
+                })
         };
         let tls = match (&args.tls_cert_file, &args.tls_key_file) {
             (Some(cert), Some(key)) => Some(Arc::new(Tls::new(cert, key)?)),

@@ -54,6 +54,7 @@ use crate::{
     reconcile::{self, NodeArgs, Reconciler},
     report::{
         Published,
+        chain::Chain,
         metrics::{Exposition, FindingsView, Registry, ViewSource},
         traffic::{Traffic, Unexplained},
     },
@@ -101,23 +102,29 @@ pub enum Error {
     #[error(transparent)]
     Listen(#[from] http::ListenError),
     /// A notification source could not be opened.
-    #[error("subscribing to {what} failed: {source}")]
+    #[error("subscribing to {what} failed: {}", Chain(.cause))]
     Subscribe {
         /// Which one.
         what: &'static str,
         /// What the kernel said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// `--ebpf=required` and the observer failed.
-    #[error("the eBPF observer is required (--ebpf=required) but failed: {0}")]
-    Ebpf(#[from] ebpf::Error),
+    #[error("the eBPF observer is required (--ebpf=required) but failed: {}", Chain(.0))]
+    Ebpf(ebpf::Error),
     /// No client for the API server.
     #[error(transparent)]
     Client(#[from] kube::ClientError),
     /// TLS or scrape authentication could not be set up.
     #[error(transparent)]
     Tls(#[from] scrape_auth::TlsError),
+}
+
+// By hand rather than `#[from]`: the message prints the cause ([`Chain`]).
+impl From<ebpf::Error> for Error {
+    fn from(e: ebpf::Error) -> Self {
+        Self::Ebpf(e)
+    }
 }
 
 /// `Result` with this module's [`Error`].
@@ -188,7 +195,10 @@ pub async fn run(args: Args) -> Result<()> {
 
 /// The error of subscribing to `what`.
 fn subscribe(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Subscribe { what, source }
+    move |source| Error::Subscribe {
+        what,
+        cause: source,
+    }
 }
 
 /// Every subsystem, built and wired, none started; privileges dropped.
@@ -297,7 +307,7 @@ async fn side(
             let watch = FileWatch::new(&files.paths(), trigger_tx.clone()).map_err(|source| {
                 Error::Subscribe {
                     what: "changes of the input files (inotify)",
-                    source,
+                    cause: source,
                 }
             })?;
             tracing::info!("reading Kubernetes state from files; no Events are written");

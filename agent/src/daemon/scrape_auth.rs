@@ -27,7 +27,10 @@ use tokio_rustls::TlsAcceptor;
 use super::http::Peer;
 use crate::{
     kube::review::{Reviewer, Verdict},
-    report::metrics::{AuthLabels, Names},
+    report::{
+        chain::Chain,
+        metrics::{AuthLabels, Names},
+    },
 };
 
 /// Who may read the metrics listener.
@@ -88,15 +91,14 @@ pub enum TlsError {
         flag: &'static str,
     },
     /// The certificate and key do not make a server configuration.
-    #[error("the certificate {cert} and key {key} do not go together: {source}")]
+    #[error("the certificate {cert} and key {key} do not go together: {}", Chain(.cause))]
     Config {
         /// The certificate file.
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
         /// What rustls said.
-        #[source]
-        source: rustls::Error,
+        cause: rustls::Error,
     },
     /// Authentication without TLS would send every scraper's token in clear text.
     #[error(
@@ -205,7 +207,7 @@ fn load(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     let config_error = |source| TlsError::Config {
         cert: cert.to_owned(),
         key: key.to_owned(),
-        source,
+        cause: source,
     };
     let mut config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))

@@ -38,6 +38,8 @@ pub use floor::Floor;
 use ipshadow_common::PROGRAM_NAME;
 pub use observer::Observer;
 
+use crate::report::chain::Chain;
+
 /// The interface every locally delivered packet crosses.
 pub const LOOPBACK: &str = "lo";
 
@@ -51,14 +53,14 @@ pub enum Error {
     #[error("this ipshadow binary was built without its eBPF program (AYA_BUILD_SKIP=1)")]
     NotBuilt,
     #[error(
-        "loading the eBPF object failed: {source}; the kernel needs BPF and BTF, and the process \
-         CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)"
+        "loading the eBPF object failed: {}; the kernel needs BPF and BTF, and the process \
+         CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)",
+        Chain(.cause)
     )]
     /// The kernel refused the object.
     Load {
         /// aya's error.
-        #[source]
-        source: aya::EbpfError,
+        cause: aya::EbpfError,
     },
     #[error(
         "the eBPF object has no {what} named {name}; the binary and its program are out of step"
@@ -71,42 +73,38 @@ pub enum Error {
         name: &'static str,
     },
     /// Loading, attaching or reading the program failed.
-    #[error("{action} failed: {source}")]
+    #[error("{action} failed: {}", Chain(.cause))]
     Program {
         /// What was being done.
         action: &'static str,
         /// aya's error.
-        #[source]
-        source: aya::programs::ProgramError,
+        cause: aya::programs::ProgramError,
     },
     /// A tc (netlink) request failed.
-    #[error("{action} failed: {source}")]
+    #[error("{action} failed: {}", Chain(.cause))]
     Tc {
         /// What was being done.
         action: &'static str,
         /// aya's error.
-        #[source]
-        source: aya::programs::tc::TcError,
+        cause: aya::programs::tc::TcError,
     },
     /// A map operation on one IP failed.
-    #[error("{action} for {ip} failed: {source}")]
+    #[error("{action} for {ip} failed: {}", Chain(.cause))]
     Map {
         /// What was being done.
         action: &'static str,
         /// The IP.
         ip: IpAddr,
         /// aya's error.
-        #[source]
-        source: aya::maps::MapError,
+        cause: aya::maps::MapError,
     },
     /// Opening or writing a map failed.
-    #[error("{action} failed: {source}")]
+    #[error("{action} failed: {}", Chain(.cause))]
     MapOpen {
         /// What was being done.
         action: &'static str,
         /// aya's error.
-        #[source]
-        source: aya::maps::MapError,
+        cause: aya::maps::MapError,
     },
     /// Another live ipshadow process has its classifier on the interface.
     #[error(
@@ -120,22 +118,20 @@ pub enum Error {
         iface: &'static str,
     },
     /// The claim on the interface could not be taken.
-    #[error("claiming {iface}'s classifier (an abstract Unix socket) failed: {source}")]
+    #[error("claiming {iface}'s classifier (an abstract Unix socket) failed: {}", Chain(.cause))]
     Claim {
         /// The interface.
         iface: &'static str,
         /// What the kernel said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The possible CPUs could not be counted.
-    #[error("counting possible CPUs failed ({what}): {source}")]
+    #[error("counting possible CPUs failed ({what}): {}", Chain(.cause))]
     Cpus {
         /// Which count.
         what: &'static str,
         /// What the kernel said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -232,7 +228,7 @@ pub struct ProgramStats {
 fn program_stats(prog: &SchedClassifier) -> Result<ProgramStats> {
     let info = prog.info().map_err(|source| Error::Program {
         action: "reading the program's info",
-        source,
+        cause: source,
     })?;
     Ok(ProgramStats {
         id: info.id(),
@@ -245,7 +241,7 @@ pub(crate) fn load_object() -> Result<Ebpf> {
     if OBJECT.is_empty() {
         return Err(Error::NotBuilt);
     }
-    Ebpf::load(OBJECT).map_err(|source| Error::Load { source })
+    Ebpf::load(OBJECT).map_err(|source| Error::Load { cause: source })
 }
 
 fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M>
@@ -257,7 +253,7 @@ where
         .ok_or(Error::Missing { what: "map", name })?;
     M::try_from(map).map_err(|source| Error::MapOpen {
         action: "opening a map of the eBPF object",
-        source,
+        cause: source,
     })
 }
 
@@ -291,7 +287,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut SchedCl
         .try_into()
         .map_err(|source| Error::Program {
             action: "reading the classifier",
-            source,
+            cause: source,
         })
 }
 
@@ -316,7 +312,7 @@ fn remove_stale_filters(iface: &str) -> Result<usize> {
             Err(source) => {
                 return Err(Error::Tc {
                     action: "removing leftover ipshadow tc filters",
-                    source,
+                    cause: source,
                 });
             }
         }

@@ -41,12 +41,15 @@ impl Observer {
             .load()
             .map_err(|source| Error::Program {
                 action: "loading the classifier into the kernel (verifier)",
-                source,
+                cause: source,
             })?;
         let shadowed = take_map(&mut ebpf, SHADOWED_MAP)?;
         let samples = take_map(&mut ebpf, SAMPLES_MAP)?;
         let filter = Prefilter::new(take_map(&mut ebpf, FILTER_MAP)?);
-        let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus { what, source })?;
+        let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus {
+            what,
+            cause: source,
+        })?;
         Ok(Self {
             ebpf,
             shadowed,
@@ -69,7 +72,10 @@ impl Observer {
         mode: AttachMode,
         ownership: Ownership,
     ) -> Result<usize> {
-        self.owner = OwnerLock::acquire(iface).map_err(|source| Error::Claim { iface, source })?;
+        self.owner = OwnerLock::acquire(iface).map_err(|source| Error::Claim {
+            iface,
+            cause: source,
+        })?;
         let stale = match (&self.owner, ownership) {
             (Some(_), _) => remove_stale_filters(iface)?,
             (None, Ownership::Exclusive) => return Err(Error::Busy { iface }),
@@ -87,7 +93,7 @@ impl Observer {
             .attach_with_options(iface, TcAttachType::Ingress, options)
             .map_err(|source| Error::Program {
                 action: "attaching the classifier to the interface's ingress",
-                source,
+                cause: source,
             })?;
         Ok(stale)
     }
@@ -128,7 +134,7 @@ impl Observer {
                     return Err(Error::Map {
                         action: "removing from SHADOWED",
                         ip,
-                        source,
+                        cause: source,
                     });
                 }
             }
@@ -175,7 +181,7 @@ impl Observer {
             Err(source) => Err(Error::Map {
                 action: "reading SHADOWED",
                 ip,
-                source,
+                cause: source,
             }),
         }
     }
@@ -227,7 +233,7 @@ fn insert(
     let zeros = PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
         Error::Cpus {
             what: "per-CPU values",
-            source,
+            cause: source,
         }
     })?;
     match map.insert(key(ip), zeros, 0) {
@@ -240,7 +246,7 @@ fn insert(
         Err(source) => Err(Error::Map {
             action: "adding to SHADOWED",
             ip,
-            source,
+            cause: source,
         }),
     }
 }

@@ -35,7 +35,7 @@ impl Prefilter {
             .set(index, value, 0)
             .map_err(|source| Error::MapOpen {
                 action: "rewriting a FILTER word",
-                source,
+                cause: source,
             })
     }
 
@@ -70,7 +70,7 @@ impl Prefilter {
             let value = self.words.get(&i).copied().unwrap_or(0);
             self.map.set(i, value, 0).map_err(|source| Error::MapOpen {
                 action: "writing the FILTER bitmap",
-                source,
+                cause: source,
             })?;
             if value == 0 {
                 self.words.remove(&i);

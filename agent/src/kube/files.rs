@@ -13,21 +13,22 @@ use super::objects;
 use crate::inventory::{
     CiliumConfig, CiliumNode, Invalid, IpPool, IpamBlock, NodeFacts, Pod, SandboxFailure, Subnet,
 };
+use crate::report::chain::Chain;
 
 /// An input file that cannot be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// It could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {}", Chain(.cause))]
     Read {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(
-        "{path} is not valid JSON ({source}); expected the output of `kubectl get {resource} -o json`"
+        "{path} is not valid JSON ({}); expected the output of `kubectl get {resource} -o json`",
+        Chain(.cause)
     )]
     /// It is not JSON.
     Json {
@@ -36,8 +37,7 @@ pub enum Error {
         /// The resource it should hold.
         resource: &'static str,
         /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     #[error(
         "{path} holds neither a List (with `items`) nor a single object; expected the output of \
@@ -65,7 +65,7 @@ pub fn for_each_item(
 ) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|source| Error::Read {
         path: path.to_owned(),
-        source,
+        cause: source,
     })?;
     for_each_item_in(&bytes, path, resource, each)
 }
@@ -80,7 +80,7 @@ pub fn for_each_item_in(
     let json = |source| Error::Json {
         path: path.to_owned(),
         resource,
-        source,
+        cause: source,
     };
     let shape = || Error::Shape {
         path: path.to_owned(),

@@ -36,6 +36,7 @@ use super::{
 use crate::inventory::{
     AsRead, CiliumConfig, CiliumNode, ClusterState, Invalid, NodeFacts, Subnet,
 };
+use crate::report::chain::Chain;
 
 /// Objects per list request.
 pub const PAGE: u32 = 500;
@@ -43,15 +44,15 @@ pub const PAGE: u32 = 500;
 /// A list the audit needs failed.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "listing {what} failed: {source}; check that you may list them cluster-wide \
-     (kubectl auth can-i list {what} -A)"
+    "listing {what} failed: {}; check that you may list them cluster-wide \
+     (kubectl auth can-i list {what} -A)",
+    Chain(.cause)
 )]
 pub struct ListError {
     /// The resource.
     pub what: &'static str,
     /// What the API server said.
-    #[source]
-    pub source: kube::Error,
+    pub cause: kube::Error,
 }
 
 /// How far the lists are: (resource, objects so far, done).
@@ -119,7 +120,7 @@ where
 {
     let failed = |source| ListError {
         what: ask.what,
-        source,
+        cause: source,
     };
     let mut next: Option<String> = None;
     let mut seen = 0;

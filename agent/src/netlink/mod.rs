@@ -19,28 +19,28 @@ use rtnetlink::{Handle, RouteMessageBuilder};
 pub use convert::{address, fib_answer, link, route, route_kind};
 
 use crate::inventory::{FibResult, HostIface, HostNetwork, PodNamespaces};
+use crate::report::chain::Chain;
 
 /// Reading this node over netlink failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "opening an rtnetlink socket failed: {source}; ipshadow must run on the node itself \
-         (hostNetwork: true in Kubernetes) on Linux"
+        "opening an rtnetlink socket failed: {}; ipshadow must run on the node itself \
+         (hostNetwork: true in Kubernetes) on Linux",
+        Chain(.cause)
     )]
     /// The socket could not be opened.
     Connect {
         /// What the kernel said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A dump failed.
-    #[error("reading {what} over netlink failed: {source}")]
+    #[error("reading {what} over netlink failed: {}", Chain(.cause))]
     Dump {
         /// Links, addresses or routes.
         what: &'static str,
         /// rtnetlink's error.
-        #[source]
-        source: rtnetlink::Error,
+        cause: rtnetlink::Error,
     },
 }
 
@@ -65,9 +65,9 @@ impl Netlink {
     /// Opens the socket in the calling thread's network namespace.
     pub fn connect() -> Result<Self> {
         let (conn, handle, _) =
-            rtnetlink::new_connection().map_err(|source| Error::Connect { source })?;
+            rtnetlink::new_connection().map_err(|source| Error::Connect { cause: source })?;
         drop(tokio::spawn(conn));
-        let fib = fib::Fib::connect().map_err(|source| Error::Connect { source })?;
+        let fib = fib::Fib::connect().map_err(|source| Error::Connect { cause: source })?;
         let peers = peers::Peers::connect().map_err(|e| {
             tracing::warn!(error = %e, "pod namespaces are not read");
             e.to_string()
@@ -101,7 +101,7 @@ impl Netlink {
             .await
             .map_err(|source| Error::Dump {
                 what: "addresses",
-                source,
+                cause: source,
             })?;
         let addresses = addr_msgs
             .iter()
@@ -119,11 +119,10 @@ impl Netlink {
             ),
         ] {
             let mut dump = self.handle.route().get(msg).execute();
-            while let Some(m) = dump
-                .try_next()
-                .await
-                .map_err(|source| Error::Dump { what, source })?
-            {
+            while let Some(m) = dump.try_next().await.map_err(|source| Error::Dump {
+                what,
+                cause: source,
+            })? {
                 routes.extend(convert::route(&m));
             }
         }
@@ -149,7 +148,7 @@ impl Netlink {
                 .await
                 .map_err(|source| Error::Dump {
                     what: "links",
-                    source,
+                    cause: source,
                 })?;
         let links = msgs.iter().filter_map(convert::link).collect();
         let ifaces = msgs

@@ -3,6 +3,7 @@
 //! Pure: the adapters write what this layer renders.
 
 pub mod audit;
+pub mod chain;
 pub mod condition;
 pub mod events;
 pub mod evidence;

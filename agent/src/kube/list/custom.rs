@@ -32,7 +32,7 @@ where
     let listed = pages(client, Ask::new(plural, &url, read, most), progress, each).await;
     match listed {
         Err(ListError {
-            source: kube::Error::Api(s),
+            cause: kube::Error::Api(s),
             ..
         }) if s.code == 404 => Ok(Paged::default()),
         other => other,

@@ -52,7 +52,7 @@ pub(super) async fn refusals(
                     .await
                     .map_err(|source| ListError {
                         what: "events",
-                        source,
+                        cause: source,
                     })?;
                 sandbox.extend(found);
                 if cut {

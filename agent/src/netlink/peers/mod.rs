@@ -63,22 +63,22 @@ pub enum Error {
     KernelTooOld,
     /// The socket could not be opened.
     #[error(
-        "opening an rtnetlink socket with NETLINK_GET_STRICT_CHK failed: {source}; ipshadow \
-         must run in the node's network namespace (hostNetwork: true) with CAP_NET_ADMIN"
+        "opening an rtnetlink socket with NETLINK_GET_STRICT_CHK failed: {}; ipshadow \
+         must run in the node's network namespace (hostNetwork: true) with CAP_NET_ADMIN",
+        crate::report::chain::Chain(.cause)
     )]
     Connect {
         /// What the kernel said.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The host's own link dump failed.
     #[error(
-        "dumping the host's links (to find veth/netkit peers) failed: {source}; retried on the next resync"
+        "dumping the host's links (to find veth/netkit peers) failed: {}; retried on the next resync",
+        crate::report::chain::Chain(.cause)
     )]
     HostLinks {
         /// rtnetlink's error.
-        #[source]
-        source: rtnetlink::Error,
+        cause: rtnetlink::Error,
     },
 }
 
@@ -89,14 +89,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 enum NsError {
     #[error(
-        "the {what} dump for nsid {nsid} failed: {source}; the namespace may have been deleted \
-         meanwhile (a pod torn down): the next resync reads it again"
+        "the {what} dump for nsid {nsid} failed: {}; the namespace may have been deleted \
+         meanwhile (a pod torn down): the next resync reads it again",
+        crate::report::chain::Chain(.cause)
     )]
     Dump {
         what: &'static str,
         nsid: i32,
-        #[source]
-        source: rtnetlink::Error,
+        cause: rtnetlink::Error,
     },
     #[error(
         "the kernel refused or left unanswered the request for the peer (ifindex {peer}) in \
@@ -163,7 +163,7 @@ impl Peers {
                 if source.raw_os_error() == Some(libc::ENOPROTOOPT) {
                     Error::KernelTooOld
                 } else {
-                    Error::Connect { source }
+                    Error::Connect { cause: source }
                 }
             })?;
         drop(tokio::spawn(conn));
@@ -268,7 +268,7 @@ impl Peers {
             .take(MAX_IFACES)
             .try_collect()
             .await
-            .map_err(|source| Error::HostLinks { source })
+            .map_err(|source| Error::HostLinks { cause: source })
     }
 
     /// The peer link alone, by ifindex: a link dump of the namespace costs the
@@ -294,7 +294,7 @@ impl Peers {
                     _ => NsError::Dump {
                         what: "link",
                         nsid,
-                        source,
+                        cause: source,
                     },
                 })?;
         if msgs.iter().any(|m| !link_answers_for(m, nsid)) {
@@ -327,7 +327,7 @@ impl Peers {
             .map_err(|source| NsError::Dump {
             what: "address",
             nsid,
-            source,
+            cause: source,
         })?;
         if msgs.iter().any(|m| !address_answers_for(m, nsid)) {
             return Err(NsError::TargetIgnored {
