@@ -1,13 +1,14 @@
 //! `ipshadow audit` (also `kubectl ipshadow audit`): every node's findings
 //! that need no node's kernel, from the API or from files, on a laptop.
 
-use std::{io::IsTerminal as _, path::PathBuf, time::Instant};
+use std::{io::IsTerminal as _, time::Instant};
 
 use crate::{
     detect::audit::{Audit, audit},
     inventory::{AsRead, ClusterState, Invalid},
     kube::{
         self, CalicoFiles, ReadArgs, SourceArgs,
+        connect::{ConnectArgs, KubeconfigError},
         list::{Behind, ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
     },
@@ -17,25 +18,25 @@ use crate::{
 /// `ipshadow audit`: the flags.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Output format, as kubectl's `-o`: `text` (a table for people), `json` (the
+    /// contract of docs/reference.md), `yaml` (the same document), or `wide` (the
+    /// table with severity, ip source, the kernel's route and who else holds the address).
+    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    // The connection first: `--help` lists the headings in the order of their
+    // first flag, and the files last.
+    /// `--kubeconfig`, `--context`.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// How addresses are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Files, or the cluster (`--pods` and the rest as `check` takes them).
     #[command(flatten)]
     pub sources: SourceArgs,
     /// Calico's IPAM objects, from files.
     #[command(flatten)]
     pub calico: CalicoFiles,
-    /// How addresses are read.
-    #[command(flatten)]
-    pub read: ReadArgs,
-    /// The kubeconfig to use (default: KUBECONFIG, else ~/.kube/config, else the
-    /// in-cluster service account).
-    #[arg(long, env = "IPSHADOW_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
-    #[arg(long, env = "IPSHADOW_CONTEXT")]
-    pub context: Option<String>,
-    /// Output format.
-    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
 }
 
 /// Why an audit could not run.
@@ -45,10 +46,8 @@ pub enum Error {
     #[error(transparent)]
     Files(#[from] kube::files::Error),
     /// The kubeconfig could not be used.
-    #[error(
-        "reading the kubeconfig failed: {0}; pass --kubeconfig and --context, or set KUBECONFIG"
-    )]
-    Kubeconfig(String),
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
     /// A list failed.
     #[error(transparent)]
     List(#[from] ListError),
@@ -114,7 +113,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         }
         (files.state().clone(), None)
     } else {
-        let client = client(args).await?;
+        let client = args.connect.client().await?;
         let mut read = cluster_state(
             &client,
             Scope::Cluster,
@@ -175,28 +174,4 @@ fn claimable(state: &ClusterState<AsRead>) -> std::collections::BTreeSet<std::ne
             .map(|i| i.ip)
     });
     nodes.chain(pods).collect()
-}
-
-/// A client from `--kubeconfig`/`--context`, else as kubectl finds one.
-async fn client(args: &Args) -> Result<::kube::Client, Error> {
-    use ::kube::config::{Config, KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let bad = |e: &dyn std::fmt::Display| Error::Kubeconfig(e.to_string());
-    let config = match (&args.kubeconfig, &args.context) {
-        (Some(path), _) => {
-            let file = Kubeconfig::read_from(path)
-                .map_err(|e| Error::Kubeconfig(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(file, &options)
-                .await
-                .map_err(|e| bad(&e))?
-        }
-        (None, Some(_)) => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| bad(&e))?,
-        (None, None) => Config::infer().await.map_err(|e| bad(&e))?,
-    };
-    ::kube::Client::try_from(config).map_err(|e| bad(&e))
 }

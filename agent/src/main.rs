@@ -7,10 +7,7 @@ use anyhow::Context as _;
 use clap::Parser as _;
 #[cfg(target_os = "linux")]
 use ipshadow::check::{self, Outcome};
-use ipshadow::{
-    cli::{Cli, Command, LogArgs, LogFormat, PluginCli},
-    report::output::OutputFormat,
-};
+use ipshadow::cli::{Cli, Command, LogArgs, LogFormat, PluginCli};
 use tracing_subscriber::EnvFilter;
 
 const EXIT_ERROR: u8 = 2;
@@ -31,9 +28,7 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 
 #[cfg(target_os = "linux")]
 async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
-    let mut report = check::run(&args.node, (&args.sources, &args.calico))
-        .await
-        .context("ipshadow check failed")?;
+    let mut report = check::run(&args).await.context("ipshadow check failed")?;
     if args.watch_seconds > 0 {
         let window = std::time::Duration::from_secs(args.watch_seconds);
         tracing::info!(
@@ -62,12 +57,7 @@ async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
     for bad in &report.invalid {
         tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
     }
-    let text = match args.output {
-        OutputFormat::Json => {
-            ipshadow::report::output::json(&report).context("encoding the report as JSON")?
-        }
-        OutputFormat::Table => ipshadow::report::output::table(&report),
-    };
+    let text = ipshadow::report::output::render(&report, args.output)?;
     println!("{}", text.trim_end());
     Ok(ExitCode::from(u8::from(!report.findings.is_empty())))
 }
@@ -79,12 +69,7 @@ async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
     for bad in &invalid {
         tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
     }
-    let text = match args.output {
-        OutputFormat::Json => {
-            ipshadow::report::audit::json(&audit).context("encoding the audit as JSON")?
-        }
-        OutputFormat::Table => ipshadow::report::audit::table(&audit),
-    };
+    let text = ipshadow::report::audit::render(&audit, args.output)?;
     println!("{}", text.trim_end());
     Ok(ExitCode::from(u8::from(audit.findings().next().is_some())))
 }

@@ -13,36 +13,47 @@ use crate::{
     kube::{
         self, CalicoFiles, SourceArgs,
         cluster::{local_collisions, pods_holding, services_claiming},
+        connect::{ConnectArgs, KubeconfigError},
         list::{ListError, ListOptions, Scope, cluster_state},
         sources::FileSources,
     },
     reconcile::{self, NodeArgs, Reconciler},
-    report::{Report, output::OutputFormat},
+    report::{Report, chain::Chain, output::OutputFormat},
 };
+
+/// `--help`'s heading of the traffic-evidence flags.
+const EBPF_HEADING: &str = "Traffic evidence (eBPF)";
 
 /// `ipshadow check`: the flags of a one-shot check.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Output format, as kubectl's `-o`: `text` (a table for people), `json` (the
+    /// contract of docs/reference.md), `yaml` (the same document), or `wide` (the
+    /// table with severity, ip source, the kernel's route and who else holds the address).
+    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// `--kubeconfig`, `--context`: first in `--help`.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
     /// This node.
     #[command(flatten)]
     pub node: NodeArgs,
+    // `--help` lists the headings in the order of their first flag: the eBPF
+    // flags before the sources, whose files come last.
+    /// Watch host traffic to the shadowed IPs for this many seconds with the eBPF
+    /// classifier and add what it saw to each finding. 0: do not watch.
+    #[arg(long, env = "IPSHADOW_WATCH_SECONDS", default_value_t = 0, help_heading = EBPF_HEADING,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub watch_seconds: u64,
+    /// The eBPF observer for `--watch-seconds`.
+    #[command(flatten, next_help_heading = EBPF_HEADING)]
+    pub ebpf: ebpf::Args,
     /// Files, or the cluster.
     #[command(flatten)]
     pub sources: SourceArgs,
     /// Calico's IPAM objects, from files.
     #[command(flatten)]
     pub calico: CalicoFiles,
-    /// The eBPF observer for `--watch-seconds`.
-    #[command(flatten)]
-    pub ebpf: ebpf::Args,
-    /// Watch host traffic to the shadowed IPs for this many seconds with the eBPF
-    /// classifier and add what it saw to each finding. 0: do not watch.
-    #[arg(long, env = "IPSHADOW_WATCH_SECONDS", default_value_t = 0,
-          value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    pub watch_seconds: u64,
-    /// Output format.
-    #[arg(long, short = 'o', env = "IPSHADOW_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
 }
 
 /// Why a check could not run.
@@ -56,20 +67,18 @@ pub enum Error {
     Reconcile(#[from] reconcile::Error),
     /// No client for the API server.
     #[error(transparent)]
-    Client(#[from] kube::ClientError),
+    Client(#[from] KubeconfigError),
     /// Looking up which pod holds one of this node's addresses failed.
     #[error(
-        "listing the pods that hold this node's addresses (fieldSelector status.podIP) failed: {0}; \
-         check that the service account may list pods cluster-wide (see deploy/base/rbac.yaml)"
-    )]
-    Lookup(#[from] ::kube::Error),
+        "listing the pods that hold this node's addresses (fieldSelector status.podIP) failed: {}; \
+         check that the service account may list pods cluster-wide (see deploy/base/rbac.yaml)", Chain(.0))]
+    Lookup(::kube::Error),
     /// Listing the Services that may claim this node's addresses failed.
     #[error(
         "listing Services (to tell whether a Service claims the local address that shadows a pod) \
-         failed: {0}; check that you may list services cluster-wide (kubectl auth can-i list \
-         services -A)"
-    )]
-    Services(#[source] ::kube::Error),
+         failed: {}; check that you may list services cluster-wide (kubectl auth can-i list \
+         services -A)", Chain(.0))]
+    Services(::kube::Error),
     /// A list of what this node needs failed.
     #[error(transparent)]
     List(#[from] ListError),
@@ -86,15 +95,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Reads the sources and this node's netlink state, and detects. Any file that
 /// cannot be read is an error: a one-shot check has no earlier state to fall back on.
-pub async fn run(
-    node: &NodeArgs,
-    (sources, calico): (&SourceArgs, &CalicoFiles),
-) -> Result<Report> {
+pub async fn run(args: &Args) -> Result<Report> {
+    let (node, sources) = (&args.node, &args.sources);
     let reconciler = Reconciler::new(node)?;
     let Some(files) = FileSources::new(sources, &node.read.pod_ip_annotations) else {
-        return from_cluster(&reconciler, node, sources).await;
+        return from_cluster(&reconciler, args).await;
     };
-    let mut files = files.with_calico(calico);
+    let mut files = files.with_calico(&args.calico);
     if let Some(e) = files.refresh().into_iter().next() {
         return Err(e.into());
     }
@@ -120,12 +127,9 @@ pub async fn run(
 /// addresses (a one-off list each: a person runs `check`, not every node all
 /// the time) and, where a local address shadows a pod, which Service claims
 /// it; reconcile again with them. Nothing is watched, nothing polled.
-async fn from_cluster(
-    reconciler: &Reconciler,
-    node: &NodeArgs,
-    sources: &SourceArgs,
-) -> Result<Report> {
-    let client = kube::client().await?;
+async fn from_cluster(reconciler: &Reconciler, args: &Args) -> Result<Report> {
+    let (node, sources) = (&args.node, &args.sources);
+    let client = args.connect.client().await?;
     let timeout = Duration::from_secs(sources.sync_timeout_seconds);
     let keys = &node.read.pod_ip_annotations;
     let mut read = tokio::time::timeout(
@@ -150,7 +154,8 @@ async fn from_cluster(
         .map(|ip| pods_holding(&client, *ip, keys));
     let found = tokio::time::timeout(timeout, futures::future::try_join_all(lookups))
         .await
-        .map_err(|_| Error::Sync(timeout))??;
+        .map_err(|_| Error::Sync(timeout))?
+        .map_err(Error::Lookup)?;
     let mut pods = read.pods.as_ref().clone();
     for p in found.into_iter().flatten() {
         if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {

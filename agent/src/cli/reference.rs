@@ -208,9 +208,9 @@ mod tests {
             assert!(cells[1].starts_with('`'), "no env: {row}");
             assert!(cells[4].len() > 3, "no meaning: {row}");
         }
-        assert!(
-            md.contains("| `--output`, `-o` | `IPSHADOW_OUTPUT` | `table` | `table`, `json` |")
-        );
+        assert!(md.contains(
+            "| `--output`, `-o` | `IPSHADOW_OUTPUT` | `text` | `text`, `json`, `yaml`, `wide` |"
+        ));
     }
 
     #[test]

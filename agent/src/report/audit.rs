@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{
     Report,
-    output::{self, JsonFinding},
+    output::{self, EncodeError, JsonFinding, OutputFormat},
 };
 use crate::detect::{FindingKind, audit::Audit};
 
@@ -47,7 +47,22 @@ struct JsonNotChecked {
 
 /// The audit as JSON: every node with findings, each finding as `check` prints it.
 pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&JsonAudit {
+    serde_json::to_string_pretty(&document(audit))
+}
+
+/// The audit in `format`.
+pub fn render(audit: &Audit, format: OutputFormat) -> Result<String, EncodeError> {
+    match format {
+        OutputFormat::Table => Ok(table(audit)),
+        OutputFormat::Wide => Ok(wide(audit)),
+        OutputFormat::Json => output::encode_json(&document(audit), "audit"),
+        OutputFormat::Yaml => output::encode_yaml(&document(audit), "audit"),
+    }
+}
+
+/// The document `json` and `yaml` print.
+fn document(audit: &Audit) -> JsonAudit<'_> {
+    JsonAudit {
         nodes_checked: audit.nodes_checked,
         pods_checked: audit.pods_checked,
         findings: audit.findings().count(),
@@ -70,15 +85,20 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             .into_iter()
             .map(|(kind, why)| JsonNotChecked { kind, why })
             .collect(),
-    })
+    }
 }
 
 /// The audit for people: a summary, then each node's table, then what was not checked.
 pub fn table(audit: &Audit) -> String {
-    crate::inventory::text::clean_lines(&table_text(audit)).into_owned()
+    crate::inventory::text::clean_lines(&table_text(audit, false)).into_owned()
 }
 
-fn table_text(audit: &Audit) -> String {
+/// [`table`] with each node's table as `-o wide` prints it ([`output::wide`]).
+pub fn wide(audit: &Audit) -> String {
+    crate::inventory::text::clean_lines(&table_text(audit, true)).into_owned()
+}
+
+fn table_text(audit: &Audit, wide: bool) -> String {
     let mut out = String::new();
     let findings = audit.findings().count();
     let _ = writeln!(
@@ -101,12 +121,17 @@ fn table_text(audit: &Audit) -> String {
     );
     for n in &audit.nodes {
         out.push('\n');
-        out.push_str(&output::table(&Report {
+        let report = Report {
             node: n.node.clone(),
             findings: n.findings.clone(),
             impacts: audit.impacts.clone(),
             ..Report::default()
-        }));
+        };
+        out.push_str(&if wide {
+            output::wide(&report)
+        } else {
+            output::table(&report)
+        });
     }
     let _ = writeln!(
         out,

@@ -1,6 +1,7 @@
 //! Printing a [`Report`]: JSON as DESIGN.md fixes it, or a table for people.
 
 mod cause;
+mod format;
 mod table;
 mod truth;
 
@@ -9,7 +10,10 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use self::cause::CauseFields;
-pub use self::table::table;
+pub use self::{
+    format::{EncodeError, OutputFormat, encode_json, encode_yaml},
+    table::{table, wide},
+};
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
@@ -19,13 +23,14 @@ use crate::{
     inventory::IpSource,
 };
 
-/// Output format of `check` and `audit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Columns for people, each message wrapped under its row.
-    Table,
-    /// The JSON contract of docs/reference.md.
-    Json,
+/// The report in `format`.
+pub fn render(report: &Report, format: OutputFormat) -> Result<String, EncodeError> {
+    match format {
+        OutputFormat::Table => Ok(table(report)),
+        OutputFormat::Wide => Ok(wide(report)),
+        OutputFormat::Json => encode_json(&document(report), "report"),
+        OutputFormat::Yaml => encode_yaml(&document(report), "report"),
+    }
 }
 
 #[derive(Serialize)]
@@ -212,7 +217,12 @@ fn truth_row<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::inventory
 
 /// The report as the JSON DESIGN.md fixes, pretty-printed.
 pub fn json(report: &Report) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&JsonReport {
+    serde_json::to_string_pretty(&document(report))
+}
+
+/// The document `json` and `yaml` print.
+fn document(report: &Report) -> JsonReport<'_> {
+    JsonReport {
         node: &report.node,
         findings: report
             .findings
@@ -234,7 +244,7 @@ pub fn json(report: &Report) -> Result<String, serde_json::Error> {
             })
             .collect(),
         truth_table: report.truth.as_ref(),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +332,26 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(whole), "{text}");
+    }
+
+    #[test]
+    fn yaml_is_the_json_document() {
+        use crate::{
+            detect::detect,
+            inventory::fixtures::{ME, inventory, pod},
+        };
+        let inv = inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])]);
+        let report = Report {
+            node: ME.into(),
+            findings: detect(&inv),
+            ..Report::default()
+        };
+        let json = render(&report, OutputFormat::Json).expect("json");
+        let json: serde_json::Value = serde_json::from_str(&json).expect("JSON parses");
+        let yaml = render(&report, OutputFormat::Yaml).expect("yaml");
+        let yaml: serde_json::Value = serde_norway::from_str(&yaml).expect("YAML parses");
+        assert_eq!(json["findings"][0]["kind"], "RouterIPCollision");
+        assert_eq!(yaml, json);
     }
 
     #[test]

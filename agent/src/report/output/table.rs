@@ -3,13 +3,27 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, message_with_impact};
-use crate::detect::Finding;
+use super::{Report, cause::CauseFields, message_with_impact};
+use crate::detect::{
+    Finding,
+    impact::{Impact, Severity},
+};
 
 /// The report as a table for people, each row's message wrapped under it;
 /// nothing from outside reaches the terminal as a control sequence.
 pub fn table(report: &Report) -> String {
-    let mut text = table_text(report);
+    render(report, false)
+}
+
+/// [`table`] with the columns kubectl's `-o wide` would add: the severity,
+/// where the pod's address was read, the kernel's route for it, and who else
+/// holds or claims it (a pod, a Service, a kube-ovn Subnet).
+pub fn wide(report: &Report) -> String {
+    render(report, true)
+}
+
+fn render(report: &Report, wide: bool) -> String {
+    let mut text = table_text(report, wide);
     if let Some(t) = &report.truth {
         text.push_str(&super::truth::section(t));
     }
@@ -27,10 +41,10 @@ const HEADER: [&str; 7] = [
     "TRUST",
 ];
 
-/// One finding's cells, column by column.
-type Row = [String; HEADER.len()];
+/// The columns `-o wide` adds after them.
+const WIDE: [&str; 4] = ["SEVERITY", "IP SOURCE", "FIB", "HELD OR CLAIMED BY"];
 
-fn table_text(report: &Report) -> String {
+fn table_text(report: &Report, wide: bool) -> String {
     let mut out = String::new();
     if report.findings.is_empty() {
         let _ = writeln!(out, "node {}: no shadowed pod IPs", report.node);
@@ -43,14 +57,29 @@ fn table_text(report: &Report) -> String {
         report.node,
         if n == 1 { "" } else { "s" }
     );
-    let rows: Vec<Row> = report.findings.iter().map(row).collect();
-    let widths = widths(&rows);
-    let _ = writeln!(out, "{}", line(&HEADER, widths));
+    let impact = |f: &Finding| f.pod().and_then(|p| report.impacts.get(p));
+    let header: Vec<&str> = HEADER
+        .iter()
+        .chain(wide.then_some(&WIDE).into_iter().flatten())
+        .copied()
+        .collect();
+    let rows: Vec<Vec<String>> = report
+        .findings
+        .iter()
+        .map(|f| {
+            let mut r = row(f);
+            if wide {
+                r.extend(wide_cells(f, impact(f)));
+            }
+            r
+        })
+        .collect();
+    let widths = widths(&header, &rows);
+    let _ = writeln!(out, "{}", line(&header, &widths));
     for (r, f) in rows.iter().zip(&report.findings) {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells, widths));
-        let impact = f.pod().and_then(|p| report.impacts.get(p));
-        let m = message_with_impact(f, report.evidence_of(f), &report.node, impact);
+        let _ = writeln!(out, "{}", line(&cells, &widths));
+        let m = message_with_impact(f, report.evidence_of(f), &report.node, impact(f));
         for l in wrap(&m, 96) {
             let _ = writeln!(out, "    {l}");
         }
@@ -58,8 +87,8 @@ fn table_text(report: &Report) -> String {
     out
 }
 
-fn row(f: &Finding) -> Row {
-    [
+fn row(f: &Finding) -> Vec<String> {
+    vec![
         f.kind.to_string(),
         f.scope.to_string(),
         f.ip.map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
@@ -75,9 +104,30 @@ fn row(f: &Finding) -> Row {
     ]
 }
 
+/// The cells of [`WIDE`]: what the JSON has and the narrow table leaves out.
+fn wide_cells(f: &Finding, impact: Option<&Impact>) -> [String; WIDE.len()] {
+    let cause = CauseFields::of(&f.cause);
+    let other = match (cause.holder, &cause.service, cause.subnet) {
+        (Some(pod), _, _) => format!("pod {pod}"),
+        (None, Some(s), _) => format!("service {}/{} ({})", s.namespace, s.name, s.field),
+        (None, None, Some(subnet)) => format!("subnet {subnet}"),
+        (None, None, None) => "-".to_owned(),
+    };
+    [
+        impact
+            .map_or(Severity::Warning, Impact::severity)
+            .as_str()
+            .to_owned(),
+        f.site()
+            .map_or_else(|| "-".to_owned(), |s| s.ip_source.to_string()),
+        cause.fib.unwrap_or_else(|| "-".to_owned()),
+        other,
+    ]
+}
+
 /// Each column's width: its widest cell, or its header.
-fn widths(rows: &[Row]) -> [usize; HEADER.len()] {
-    let mut widths = HEADER.map(str::len);
+fn widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, cell) in widths.iter_mut().zip(r) {
             *w = (*w).max(cell.len());
@@ -87,7 +137,7 @@ fn widths(rows: &[Row]) -> [usize; HEADER.len()] {
 }
 
 /// One line of the table: each cell padded to its column's width but the last.
-fn line(cells: &[&str], widths: [usize; HEADER.len()]) -> String {
+fn line(cells: &[&str], widths: &[usize]) -> String {
     let mut l = String::new();
     for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
         if i + 1 == cells.len() {
@@ -121,6 +171,37 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        detect::detect,
+        inventory::fixtures::{ME, inventory, pod},
+    };
+
+    #[test]
+    fn wide_adds_the_columns_json_has_and_text_leaves_out() {
+        let report = Report {
+            node: ME.into(),
+            findings: detect(&inventory(vec![pod("postgres-0", ME, &["10.244.4.251"])])),
+            ..Report::default()
+        };
+        let header = |t: &str| t.lines().nth(1).map(str::to_owned).unwrap_or_default();
+        let (narrow, wide) = (table(&report), wide(&report));
+        assert!(header(&narrow).ends_with("TRUST"), "{narrow}");
+        assert!(
+            header(&wide).ends_with("SEVERITY  IP SOURCE  FIB           HELD OR CLAIMED BY"),
+            "{wide}"
+        );
+        let row: Vec<&str> = wide
+            .lines()
+            .nth(2)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row[row.len() - 6..],
+            ["warning", "status", "local", "dev", "lo", "-"],
+            "{wide}"
+        );
+    }
 
     #[test]
     fn wrap_keeps_every_word_and_the_width() {
