@@ -187,6 +187,26 @@ mod tests {
     }
 
     #[test]
+    fn output_takes_kubectls_formats_and_the_former_table() {
+        use crate::report::output::OutputFormat;
+        for (value, want) in [
+            ("text", OutputFormat::Table),
+            ("table", OutputFormat::Table),
+            ("json", OutputFormat::Json),
+            ("yaml", OutputFormat::Yaml),
+            ("wide", OutputFormat::Wide),
+        ] {
+            let cli = PluginCli::try_parse_from(["kubectl-ipshadow", "audit", "-o", value])
+                .unwrap_or_else(|e| panic!("-o {value}: {e}"));
+            let PluginCommand::Audit(a) = cli.command;
+            assert_eq!(a.output, want, "-o {value}");
+        }
+        let refused = PluginCli::try_parse_from(["kubectl-ipshadow", "audit", "-o", "name"])
+            .expect_err("-o name is no format of ours");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::InvalidValue);
+    }
+
+    #[test]
     fn annotation_keys_split_on_commas() {
         let cli = Cli::try_parse_from([
             "ipshadow",

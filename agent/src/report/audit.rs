@@ -168,6 +168,32 @@ mod tests {
     }
 
     #[test]
+    fn wide_names_the_other_pod_on_a_shared_address() {
+        use std::sync::Arc;
+
+        use crate::inventory::{
+            ClusterState,
+            fixtures::{cilium_nodes, pod},
+        };
+        let state = ClusterState {
+            pods: Arc::new(vec![
+                pod("cache-0", "node-a", &["10.244.9.60"]),
+                pod("cache-1", "node-b", &["10.244.9.60"]),
+            ]),
+            cilium_nodes: Arc::new(cilium_nodes()),
+            ..ClusterState::default()
+        };
+        let a = crate::detect::audit::audit(&state, "cilium_host", &mut |_, _| {});
+        let text = wide(&a);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("DuplicatePodIP"))
+            .unwrap_or_else(|| panic!("no duplicate:\n{text}"));
+        assert!(row.ends_with("pod tenant/cache-0"), "{row}");
+        assert!(!table(&a).contains("HELD OR CLAIMED BY"), "{}", table(&a));
+    }
+
+    #[test]
     fn an_empty_audit_says_so_and_what_it_did_not_check() {
         let t = table(&Audit {
             nodes_checked: 3,
