@@ -66,8 +66,8 @@ pub(crate) trait Lookup: Send + Sync + 'static {
     /// Keeps the answer for `keys`; whether it found anything (an answer that
     /// found nothing is asked for ever less often, see [`Pace::AllKeys`]).
     fn store(&mut self, keys: &[Self::Key], answer: Self::Answer) -> bool;
-    /// Asking failed, the first time in a row (`true`) or worked again.
-    fn failing(&mut self, _failing: bool) {}
+    /// Asking failed, the first time in a row.
+    fn failed(&mut self) {}
     /// After each round of asks, for the `input` the round served.
     fn settled(&mut self, _input: &Self::Input) {}
 }
@@ -90,7 +90,23 @@ pub(crate) async fn run<L: Lookup>(
                 () = token.cancelled() => return,
                 answer = lookup.ask(&keys) => answer,
             };
-            answered(&mut lookup, &mut pacer, &keys, answer, now);
+            // A warning for the first failure of a streak, a line when asking works again.
+            match answer {
+                Ok(answer) => {
+                    if pacer.failures > 0 {
+                        tracing::info!("{} works again", L::ASKING);
+                    }
+                    let found = lookup.store(&keys, answer);
+                    pacer.answered(&keys, found, now);
+                }
+                Err(e) => {
+                    if pacer.failures == 0 {
+                        tracing::warn!(?keys, error = %e, "{} failed; {}; retrying", L::ASKING, L::MEANWHILE);
+                        lookup.failed();
+                    }
+                    pacer.failures = pacer.failures.saturating_add(1);
+                }
+            }
         }
         lookup.settled(&current);
         let wake = pacer.wake(&wanted, now);
@@ -98,34 +114,6 @@ pub(crate) async fn run<L: Lookup>(
             () = token.cancelled() => return,
             changed = input.changed(), if !input_gone => input_gone = changed.is_err(),
             () = tokio::time::sleep_until(wake) => {}
-        }
-    }
-}
-
-/// Keeps an answer, or counts the failure: a warning for the first of a
-/// streak, a line when asking works again.
-fn answered<L: Lookup>(
-    lookup: &mut L,
-    pacer: &mut Pacer<L::Key>,
-    keys: &[L::Key],
-    answer: Result<L::Answer, L::Error>,
-    asked: Instant,
-) {
-    match answer {
-        Ok(answer) => {
-            if pacer.failures > 0 {
-                tracing::info!("{} works again", L::ASKING);
-                lookup.failing(false);
-            }
-            let found = lookup.store(keys, answer);
-            pacer.answered(keys, found, asked);
-        }
-        Err(e) => {
-            if pacer.failures == 0 {
-                tracing::warn!(?keys, error = %e, "{} failed; {}; retrying", L::ASKING, L::MEANWHILE);
-                lookup.failing(true);
-            }
-            pacer.failures = pacer.failures.saturating_add(1);
         }
     }
 }

@@ -117,6 +117,23 @@ struct Sink {
     on_change: OnChange,
 }
 
+impl Sink {
+    /// Sets what `field` picks to `new`; a reconcile when that changed it.
+    fn set<T: PartialEq>(&self, field: impl FnOnce(&mut State) -> &mut T, new: T) {
+        let changed = {
+            let mut st = lock(&self.state);
+            let old = field(&mut st);
+            *old != new && {
+                *old = new;
+                true
+            }
+        };
+        if changed {
+            (self.on_change)();
+        }
+    }
+}
+
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock leaves consistent-enough caches: keep going.
     state.lock().unwrap_or_else(PoisonError::into_inner)

@@ -19,7 +19,7 @@ use super::{
     convert::{convert_node, convert_pod},
     follow::{Lookup, Pace},
     lean::LeanNode,
-    listed, lock,
+    listed,
 };
 use crate::{
     inventory::{NodeFacts, Pod},
@@ -104,17 +104,7 @@ impl Lookup for Lookups {
             );
         }
         let owned = !found.nodes.is_empty();
-        let changed = {
-            let mut st = lock(&self.sink.state);
-            let changed = *st.range_owners != found;
-            if changed {
-                st.range_owners = Arc::new(found);
-            }
-            changed
-        };
-        if changed {
-            (self.sink.on_change)();
-        }
+        self.sink.set(|st| &mut st.range_owners, Arc::new(found));
         owned
     }
 }

@@ -146,11 +146,9 @@ impl Lookup for Refusals {
     }
 
     /// Events read as down while listing them fails; a reconcile when that starts.
-    fn failing(&mut self, failing: bool) {
-        if failing {
-            lock(&self.1).up.insert("events", false);
-            (self.2)();
-        }
+    fn failed(&mut self) {
+        lock(&self.1).up.insert("events", false);
+        (self.2)();
     }
 }
 

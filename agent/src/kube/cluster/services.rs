@@ -177,15 +177,7 @@ impl Lookup for Lookups {
 
     /// Publishes `found`; a reconcile when it changed.
     fn store(&mut self, _: &[IpAddr], found: ServiceAddresses) -> bool {
-        let changed = {
-            let mut st = lock(&self.1.state);
-            let changed = *st.services != found;
-            st.services = Arc::new(found);
-            changed
-        };
-        if changed {
-            (self.1.on_change)();
-        }
+        self.1.set(|st| &mut st.services, Arc::new(found));
         true
     }
 }
