@@ -5,21 +5,23 @@
 //! address detection flags, at once and then on the same widening schedule as
 //! the sandbox Events, at most a few per round.
 
-use std::{net::IpAddr, time::Instant};
+use std::net::IpAddr;
 
-use kube::{
-    Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
+use super::{
+    Sink,
+    follow::{Lookup, Pace},
+    lock,
+    sandbox::{EACH_POD, PodKey},
 };
-use tokio::sync::watch as channel;
-use tokio_util::sync::CancellationToken;
-
-use super::{OnChange, Shared, Sink, lock, sandbox::Schedule};
 use crate::report::Published;
 use crate::{
     detect::Finding,
     inventory::{IpSource, Pod},
     kube::objects,
+};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind},
 };
 
 /// kube-ovn's IP resource (kubeovn.io/v1, cluster-scoped).
@@ -41,119 +43,81 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
     uids
 }
 
-impl Confirmations {
-    /// The lookups of kube-ovn's records for the pods `findings` name, answers into `sink`.
-    pub(super) fn new(client: Client, sink: Sink, findings: channel::Receiver<Published>) -> Self {
-        let Sink {
-            node,
-            state,
-            on_change,
-        } = sink;
-        Self {
-            api: Api::all_with(client, &ips_resource()),
-            node,
-            state,
-            on_change,
-            findings,
-            schedule: Schedule::default(),
-        }
-    }
-}
-
 /// The lookups of one node's kube-ovn records, and where their answers go.
 pub(super) struct Confirmations {
-    api: Api<DynamicObject>,
-    node: String,
-    state: Shared,
-    on_change: OnChange,
-    findings: channel::Receiver<Published>,
-    schedule: Schedule,
-}
-
-/// A pod whose record is due to be read.
-struct Due {
-    namespace: String,
-    name: String,
-    uid: String,
+    pub(super) api: Api<DynamicObject>,
+    pub(super) sink: Sink,
 }
 
 impl Confirmations {
-    pub(super) async fn run(mut self, token: CancellationToken) {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = token.cancelled() => return,
-                changed = self.findings.changed() => if changed.is_err() { return },
-                _ = tick.tick() => {}
-            }
-            for pod in self.due() {
-                if let Some(found) = self.record(&pod).await {
-                    self.store(pod.uid, found);
-                }
-            }
-            self.forget_settled();
+    /// The lookups of kube-ovn's records for the pods the findings name, answers into `sink`.
+    pub(super) fn new(client: Client, sink: Sink) -> Self {
+        Self {
+            api: Api::all_with(client, &ips_resource()),
+            sink,
         }
     }
+}
 
-    /// This node's pods with a finding resting on their annotation whose
-    /// record is due now (a few at most).
-    fn due(&mut self) -> Vec<Due> {
-        let uids = wanted(&self.findings.borrow_and_update().findings, &self.node);
-        let st = lock(&self.state);
-        let pods: Vec<&Pod> = st
-            .pods_here
-            .values()
+impl Lookup for Confirmations {
+    type Input = Published;
+    type Key = PodKey;
+    type Answer = Vec<IpAddr>;
+    type Error = kube::Error;
+    const ASKING: &'static str = "reading kube-ovn's IP record of a pod";
+    const MEANWHILE: &'static str = "its annotated address stays unconfirmed";
+
+    fn pace(&self) -> Pace {
+        EACH_POD
+    }
+
+    /// This node's pods with a finding resting on their annotation.
+    fn wanted(&mut self, input: &Published) -> Vec<PodKey> {
+        let uids = wanted(&input.findings, &self.sink.node);
+        let st = lock(&self.sink.state);
+        (st.pods_here.values())
             .filter(|p| uids.contains(&p.uid))
-            .collect();
-        self.schedule
-            .due(&pods, Instant::now())
-            .into_iter()
-            .map(|p| Due {
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-            })
+            .map(PodKey::of)
             .collect()
     }
 
-    /// The addresses kube-ovn's record of `pod` holds (none without a record);
-    /// `None` when it could not be read.
-    async fn record(&self, pod: &Due) -> Option<Vec<IpAddr>> {
-        let Due {
+    /// The addresses kube-ovn's record of the pod holds (none without a record).
+    async fn ask(&self, keys: &[PodKey]) -> kube::Result<Vec<IpAddr>> {
+        let Some(PodKey {
             namespace, name, ..
-        } = pod;
-        match self.api.get_opt(&format!("{name}.{namespace}")).await {
-            Ok(record) => Some(record.map_or_else(Vec::new, |r| {
-                objects::kube_ovn_ip(
-                    &serde_json::to_value(&r).unwrap_or_default(),
-                    namespace,
-                    name,
-                )
-            })),
-            Err(e) => {
-                tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "reading kube-ovn's IP record failed; retrying later");
-                None
-            }
-        }
+        }) = keys.first()
+        else {
+            return Ok(Vec::new());
+        };
+        let record = self.api.get_opt(&format!("{name}.{namespace}")).await?;
+        Ok(record.map_or_else(Vec::new, |r| {
+            objects::kube_ovn_ip(
+                &serde_json::to_value(&r).unwrap_or_default(),
+                namespace,
+                name,
+            )
+        }))
     }
 
-    /// Keeps what the record of pod `uid` holds; a reconcile when that changed.
-    fn store(&self, uid: String, found: Vec<IpAddr>) {
+    /// Keeps what the record holds; a reconcile when that changed. Read again
+    /// on the widening schedule whatever it holds.
+    fn store(&mut self, keys: &[PodKey], found: Vec<IpAddr>) -> bool {
         let changed = {
-            let mut st = lock(&self.state);
+            let mut st = lock(&self.sink.state);
+            let uid = keys.first().map(|k| k.uid.clone()).unwrap_or_default();
             let changed = st.kube_ovn_ips.get(&uid) != Some(&found);
             st.kube_ovn_ips.insert(uid, found);
             changed
         };
         if changed {
-            (self.on_change)();
+            (self.sink.on_change)();
         }
+        false
     }
 
     /// Drops the records of pods that went or got a status address.
-    fn forget_settled(&self) {
-        let mut st = lock(&self.state);
+    fn settled(&mut self, _: &Published) {
+        let mut st = lock(&self.sink.state);
         let keep: std::collections::HashSet<String> = st
             .pods_here
             .values()

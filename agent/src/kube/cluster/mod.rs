@@ -11,6 +11,7 @@ mod annotations;
 mod cache;
 mod confirm;
 mod convert;
+pub(crate) mod follow;
 pub mod initial;
 pub(in crate::kube) mod lean;
 pub(in crate::kube) mod list_body;
@@ -114,6 +115,23 @@ struct Sink {
     node: String,
     state: Shared,
     on_change: OnChange,
+}
+
+impl Sink {
+    /// Sets what `field` picks to `new`; a reconcile when that changed it.
+    fn set<T: PartialEq>(&self, field: impl FnOnce(&mut State) -> &mut T, new: T) {
+        let changed = {
+            let mut st = lock(&self.state);
+            let old = field(&mut st);
+            *old != new && {
+                *old = new;
+                true
+            }
+        };
+        if changed {
+            (self.on_change)();
+        }
+    }
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -304,32 +322,30 @@ impl ClusterSource {
     /// What is read beside the watches: kubelet's sandbox refusals, and (when
     /// fed the findings) the Services and kube-ovn records behind them.
     fn spawn_records(&mut self, tasks: &TaskTracker, token: &CancellationToken) {
+        let (client, token) = (&self.client, token.clone());
         if let Some(findings) = self.findings.take() {
             let on = || Sink {
                 node: self.node.clone(),
                 state: self.state.clone(),
                 on_change: self.on_change.clone(),
             };
-            let lookups = services::Lookups::new(self.client.clone(), on(), findings.clone());
-            tasks.spawn(lookups.run(token.clone()));
-            let ranges = ranges::Lookups::new(
-                self.client.clone(),
-                on(),
-                self.keys.clone(),
-                findings.clone(),
-                self.owner_lookup_spread,
-            );
-            tasks.spawn(ranges.run(token.clone()));
+            let services = services::Lookups(client.clone(), on());
+            tasks.spawn(follow::run(services, findings.clone(), token.clone()));
+            let ranges = ranges::Lookups {
+                client: client.clone(),
+                sink: on(),
+                keys: self.keys.clone(),
+                spread: self.owner_lookup_spread,
+            };
+            tasks.spawn(follow::run(ranges, findings.clone(), token.clone()));
             tasks.spawn(self.ip_pools_once_calico_runs(findings.clone(), token.clone()));
-            let confirmations = confirm::Confirmations::new(self.client.clone(), on(), findings);
-            tasks.spawn(confirmations.run(token.clone()));
+            let confirmations = confirm::Confirmations::new(client.clone(), on());
+            tasks.spawn(follow::run(confirmations, findings, token.clone()));
         }
-        let refusals = sandbox::Refusals::new(
-            self.client.clone(),
-            self.state.clone(),
-            self.on_change.clone(),
-        );
-        tasks.spawn(refusals.run(token.clone()));
+        let refusals =
+            sandbox::Refusals(client.clone(), self.state.clone(), self.on_change.clone());
+        // Read on the clock alone: no input to follow.
+        tasks.spawn(follow::run(refusals, channel::channel(()).1, token));
     }
 
     /// Watches Calico's IPPools from the first reconcile that finds Calico on

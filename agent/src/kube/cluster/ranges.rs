@@ -14,22 +14,20 @@
 
 use std::{sync::Arc, time::Duration};
 
-use ipnet::IpNet;
-use k8s_openapi::api::core::v1::Pod as K8sPod;
-use kube::{Api, Client};
-use tokio::{sync::watch as channel, time::Instant};
-use tokio_util::sync::CancellationToken;
-
 use super::{
-    OnChange, Shared, Sink,
+    Sink,
     convert::{convert_node, convert_pod},
+    follow::{Lookup, Pace},
     lean::LeanNode,
-    listed, lock,
+    listed,
 };
 use crate::{
     inventory::{NodeFacts, Pod},
     report::Published,
 };
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use kube::{Api, Client};
 
 /// How long an answer stands: a Node's podCIDRs change only when it re-joins.
 const REFRESH: Duration = Duration::from_mins(10);
@@ -54,166 +52,60 @@ pub(super) struct RangeOwners {
     pub(super) pods: Vec<Pod>,
 }
 
-/// The range lookups of one node.
+/// The range lookups of one node: one key, the ranges wanted, asked about
+/// again when they change.
 pub(super) struct Lookups {
-    client: Client,
-    node: String,
-    keys: Arc<Vec<String>>,
-    state: Shared,
-    on_change: OnChange,
-    published: channel::Receiver<Published>,
-    /// When the ranges in the state were last asked about.
-    asked: Option<Instant>,
-    /// The last round failed (logged once until one works).
-    failing: bool,
-    /// Rounds in a row that found no owner.
-    quiet: u32,
-    /// Rounds in a row that failed.
-    failures: u32,
-    /// No round before this (the start's spread).
-    not_before: Instant,
+    pub(super) client: Client,
+    pub(super) sink: Sink,
+    pub(super) keys: Arc<Vec<String>>,
+    /// The first round at a random point of it.
+    pub(super) spread: Duration,
 }
 
-impl Lookups {
-    pub(super) fn new(
-        client: Client,
-        sink: Sink,
-        keys: Arc<Vec<String>>,
-        published: channel::Receiver<Published>,
-        spread: Duration,
-    ) -> Self {
-        Self {
-            client,
-            node: sink.node,
-            keys,
-            state: sink.state,
-            on_change: sink.on_change,
-            published,
-            asked: None,
-            failing: false,
-            quiet: 0,
-            failures: 0,
-            // The first round at a random point of `spread`: a rollout does not
-            // make every node with such a bridge list the Nodes at once.
-            not_before: Instant::now() + spread.mul_f64(fastrand::f64()),
+impl Lookup for Lookups {
+    type Input = Published;
+    type Key = Arc<Vec<IpNet>>;
+    type Answer = RangeOwners;
+    type Error = kube::runtime::watcher::Error;
+    const ASKING: &'static str =
+        "listing Nodes to find who owns the range this node's bridge still routes";
+    const MEANWHILE: &'static str = "the stale bridge stays unreported until it works";
+
+    fn pace(&self) -> Pace {
+        Pace::AllKeys {
+            refresh: REFRESH,
+            gap: MIN_GAP,
+            quiet_doublings: QUIET_DOUBLINGS,
+            failure_doublings: FAILURE_DOUBLINGS,
+            spread: self.spread,
         }
     }
 
-    pub(super) async fn run(mut self, token: CancellationToken) {
-        loop {
-            let wanted = Arc::clone(&self.published.borrow_and_update().foreign_ranges);
-            let now = Instant::now();
-            let plan = |me: &Self| Plan {
-                asked: me.asked,
-                quiet: me.quiet,
-                failures: me.failures,
-                covered: lock(&me.state).range_owners.ranges == *wanted,
-                not_before: me.not_before,
-            };
-            if wanted.is_empty() {
-                self.quiet = 0;
-                self.store(RangeOwners::default());
-            } else if plan(&self).due(now) {
-                self.asked = Some(now);
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    () = self.round(&wanted) => {}
-                }
-            }
-            let wake = if wanted.is_empty() {
-                now + REFRESH
-            } else {
-                plan(&self).wake()
-            };
-            tokio::select! {
-                () = token.cancelled() => return,
-                changed = self.published.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep_until(wake) => {}
-            }
+    fn wanted(&mut self, input: &Published) -> Vec<Self::Key> {
+        if input.foreign_ranges.is_empty() {
+            self.store(&[], RangeOwners::default());
+            return Vec::new();
         }
+        vec![Arc::clone(&input.foreign_ranges)]
     }
 
-    /// Looks up the owners of `wanted` and their pods, and keeps them.
-    async fn round(&mut self, wanted: &[IpNet]) {
-        match owners(&self.client, &self.node, &self.keys, wanted).await {
-            Ok(found) => {
-                if self.failing {
-                    tracing::info!("looking up the owners of the bridge's ranges works again");
-                }
-                self.failing = false;
-                self.failures = 0;
-                self.quiet = if found.nodes.is_empty() {
-                    self.quiet.saturating_add(1)
-                } else {
-                    0
-                };
-                tracing::info!(
-                    ranges = ?wanted,
-                    owners = ?found.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
-                    "a bridge routes a range outside this node's podCIDRs: looked up its owner"
-                );
-                self.store(found);
-            }
-            Err(e) => {
-                if !self.failing {
-                    tracing::warn!(ranges = ?wanted, error = %e, "listing Nodes to find who owns the range this node's bridge still routes failed; the stale bridge stays unreported until it works; retrying");
-                }
-                self.failing = true;
-                self.failures = self.failures.saturating_add(1);
-            }
-        }
+    async fn ask(&self, keys: &[Self::Key]) -> Result<RangeOwners, Self::Error> {
+        let wanted = keys.first().map_or(&[][..], |k| k.as_slice());
+        owners(&self.client, &self.sink.node, &self.keys, wanted).await
     }
 
     /// Publishes `found`; a reconcile when it changed.
-    fn store(&self, found: RangeOwners) {
-        let changed = {
-            let mut st = lock(&self.state);
-            let changed = *st.range_owners != found;
-            if changed {
-                st.range_owners = Arc::new(found);
-            }
-            changed
-        };
-        if changed {
-            (self.on_change)();
+    fn store(&mut self, _: &[Self::Key], found: RangeOwners) -> bool {
+        if !found.ranges.is_empty() {
+            tracing::info!(
+                ranges = ?found.ranges,
+                owners = ?found.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+                "a bridge routes a range outside this node's podCIDRs: looked up its owner"
+            );
         }
-    }
-}
-
-/// When to ask about the wanted ranges.
-#[derive(Clone, Copy, Debug)]
-struct Plan {
-    /// The last round.
-    asked: Option<Instant>,
-    /// Rounds in a row that found no owner.
-    quiet: u32,
-    /// Rounds in a row that failed.
-    failures: u32,
-    /// The answers kept are for the ranges wanted now.
-    covered: bool,
-    /// The first round not before this.
-    not_before: Instant,
-}
-
-impl Plan {
-    /// How long after the last round the next one comes.
-    fn wait(self) -> Duration {
-        if self.failures > 0 {
-            MIN_GAP * 2u32.pow((self.failures - 1).min(FAILURE_DOUBLINGS))
-        } else if !self.covered {
-            MIN_GAP
-        } else {
-            REFRESH * 2u32.pow(self.quiet.min(QUIET_DOUBLINGS))
-        }
-    }
-
-    fn due(self, now: Instant) -> bool {
-        now >= self.wake()
-    }
-
-    /// When the next round is due (a change of the wanted ranges wakes sooner).
-    fn wake(self) -> Instant {
-        self.asked.map_or(self.not_before, |t| t + self.wait())
+        let owned = !found.nodes.is_empty();
+        self.sink.set(|st| &mut st.range_owners, Arc::new(found));
+        owned
     }
 }
 
@@ -271,53 +163,6 @@ mod tests {
 
     fn net(s: &str) -> IpNet {
         s.parse().expect("test CIDR")
-    }
-
-    #[test]
-    fn a_range_is_asked_again_after_the_refresh_and_less_often_while_nobody_owns_it_or_it_fails() {
-        let t = Instant::now();
-        let first = Plan {
-            asked: None,
-            quiet: 0,
-            failures: 0,
-            covered: false,
-            not_before: t + Duration::from_secs(90),
-        };
-        assert!(!first.due(t), "the start's spread");
-        assert!(first.due(t + Duration::from_secs(90)));
-        let kept = Plan {
-            asked: Some(t),
-            covered: true,
-            ..first
-        };
-        assert!(!kept.due(t + REFRESH - Duration::from_secs(1)));
-        assert!(kept.due(t + REFRESH));
-        assert_eq!(kept.wake(), t + REFRESH);
-        // New ranges wanted: asked again, but not within a minute of the last round.
-        let changed = Plan {
-            covered: false,
-            ..kept
-        };
-        assert!(!changed.due(t + Duration::from_secs(30)));
-        assert!(changed.due(t + MIN_GAP));
-        // Nobody owns it: 10, 20, 40 … minutes, to 1,280 at most.
-        let quiet: Vec<u64> = (0..9)
-            .map(|quiet| Plan { quiet, ..kept }.wait().as_secs() / 60)
-            .collect();
-        assert_eq!(quiet, [10, 20, 40, 80, 160, 320, 640, 1280, 1280]);
-        // Failing: 1, 2, 4 … minutes, to 32, whatever else holds.
-        let failing: Vec<u64> = (1..9)
-            .map(|failures| {
-                Plan {
-                    failures,
-                    ..changed
-                }
-                .wait()
-                .as_secs()
-                    / 60
-            })
-            .collect();
-        assert_eq!(failing, [1, 2, 4, 8, 16, 32, 32, 32]);
     }
 
     #[test]

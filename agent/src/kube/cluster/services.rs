@@ -15,28 +15,25 @@
 
 use std::{borrow::Cow, collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Api, Client, runtime::watcher};
-use serde::{Deserialize, Deserializer};
-use tokio::{sync::watch as channel, time::Instant};
-use tokio_util::sync::CancellationToken;
-
-use super::{OnChange, Shared, Sink, listed, lock};
-use crate::kube::ttl::Cache;
+use super::{
+    Sink,
+    follow::{Lookup, Pace},
+    listed, lock,
+};
 use crate::report::Published;
 use crate::{
     detect::{Cause, Finding, Role},
     inventory::{Covered, ServiceAddresses},
     kube::objects,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Api, Client, runtime::watcher};
+use serde::{Deserialize, Deserializer};
 
 /// How long a lookup's answer for an address stands.
 const REFRESH: Duration = Duration::from_mins(10);
 /// Lists at most this often, whatever the findings do.
 const MIN_GAP: Duration = Duration::from_secs(30);
-/// Addresses remembered as looked up at most: a node with more shadowing
-/// addresses than this lists again sooner, no worse.
-const ADDRESSES: usize = 1024;
 
 /// The local addresses of `node` that pods' IPs equal: those of its
 /// local-address collisions: a collision's kind follows its owner's role (a Service already named among them, so that the
@@ -142,121 +139,45 @@ pub async fn services_claiming(
     claims(client, ips).await
 }
 
-impl Lookups {
-    /// The Service lookups for the addresses `findings` name, answers into `sink`.
-    pub(super) fn new(client: Client, sink: Sink, findings: channel::Receiver<Published>) -> Self {
-        let Sink {
-            node,
-            state,
-            on_change,
-        } = sink;
-        Self {
-            client,
-            node,
-            state,
-            on_change,
-            findings,
-            asked: Cache::new(ADDRESSES),
-            last_list: None,
-            failing: false,
-        }
-    }
-}
+/// The Service lookups of one node, and where their answers go.
+pub(super) struct Lookups(pub(super) Client, pub(super) Sink);
 
-/// The Service lookups of one node: what was asked when, and where answers go.
-pub(super) struct Lookups {
-    client: Client,
-    node: String,
-    state: Shared,
-    on_change: OnChange,
-    findings: channel::Receiver<Published>,
-    /// The addresses looked up, each fresh for REFRESH.
-    asked: Cache<IpAddr, ()>,
-    last_list: Option<Instant>,
-    /// The last list failed (logged once until one works).
-    failing: bool,
-}
+impl Lookup for Lookups {
+    type Input = Published;
+    type Key = IpAddr;
+    type Answer = ServiceAddresses;
+    type Error = kube::Error;
+    const ASKING: &'static str =
+        "listing Services (which may claim this node's shadowing addresses)";
+    const MEANWHILE: &'static str = "those collisions stay unchecked and are not remediated";
 
-impl Lookups {
-    pub(super) async fn run(mut self, token: CancellationToken) {
-        loop {
-            let wanted = local_collisions(&self.findings.borrow_and_update().findings, &self.node);
-            self.asked.retain(|ip| wanted.contains(ip));
-            let now = Instant::now();
-            if self.due(&wanted, now) {
-                self.list(&wanted, now).await;
-            } else if wanted.is_empty() {
-                self.forget();
-            }
-            let wake = self.wake(&wanted, now);
-            tokio::select! {
-                () = token.cancelled() => return,
-                changed = self.findings.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep_until(wake) => {}
-            }
+    fn pace(&self) -> Pace {
+        Pace::AllKeys {
+            refresh: REFRESH,
+            gap: MIN_GAP,
+            quiet_doublings: 0,
+            failure_doublings: 0,
+            spread: Duration::ZERO,
         }
     }
 
-    /// Whether an address of `wanted` needs an answer and the gap allows a list.
-    fn due(&self, wanted: &BTreeSet<IpAddr>, now: Instant) -> bool {
-        let due = wanted.iter().any(|ip| !self.asked.fresh(ip, now));
-        let gap_passed = self
-            .last_list
-            .is_none_or(|t| now.duration_since(t) >= MIN_GAP);
-        due && gap_passed
+    /// The local collisions' addresses; with none, what was read is stale.
+    fn wanted(&mut self, input: &Published) -> Vec<IpAddr> {
+        let wanted = local_collisions(&input.findings, &self.1.node);
+        let mut st = lock(&self.1.state);
+        if wanted.is_empty() && !matches!(st.services.covered, Covered::Nothing) {
+            st.services = Arc::default();
+        }
+        wanted.into_iter().collect()
     }
 
-    /// Lists the Services' claims on `wanted` and keeps them.
-    async fn list(&mut self, wanted: &BTreeSet<IpAddr>, now: Instant) {
-        self.last_list = Some(now);
-        match claims(&self.client, wanted).await {
-            Ok(found) => {
-                if self.failing {
-                    tracing::info!("listing Services works again");
-                }
-                self.failing = false;
-                for ip in wanted {
-                    self.asked.put(*ip, (), REFRESH, false, now);
-                }
-                self.store(found);
-            }
-            Err(e) => {
-                if !self.failing {
-                    tracing::warn!(error = %e, "listing Services (which may claim this node's shadowing addresses) failed; those collisions stay unchecked and are not remediated; retrying");
-                }
-                self.failing = true;
-            }
-        }
+    async fn ask(&self, keys: &[IpAddr]) -> kube::Result<ServiceAddresses> {
+        claims(&self.0, &keys.iter().copied().collect()).await
     }
 
     /// Publishes `found`; a reconcile when it changed.
-    fn store(&self, found: ServiceAddresses) {
-        let changed = {
-            let mut st = lock(&self.state);
-            let changed = *st.services != found;
-            st.services = Arc::new(found);
-            changed
-        };
-        if changed {
-            (self.on_change)();
-        }
-    }
-
-    /// No such finding any more: what was read of the Services is stale.
-    fn forget(&self) {
-        let mut st = lock(&self.state);
-        if !matches!(st.services.covered, Covered::Nothing) {
-            st.services = Arc::default();
-        }
-    }
-
-    /// The next answer that expires, no sooner than the gap allows.
-    fn wake(&self, wanted: &BTreeSet<IpAddr>, now: Instant) -> Instant {
-        wanted
-            .iter()
-            .map(|ip| self.asked.fresh_until(ip).unwrap_or(now))
-            .min()
-            .unwrap_or(now + REFRESH)
-            .max(self.last_list.map_or(now, |t| t + MIN_GAP))
+    fn store(&mut self, _: &[IpAddr], found: ServiceAddresses) -> bool {
+        self.1.set(|st| &mut st.services, Arc::new(found));
+        true
     }
 }
