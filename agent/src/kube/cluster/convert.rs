@@ -29,7 +29,7 @@ pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
 
 pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
     let mut problems = Vec::new();
-    let r = objects::cilium_node(&o.json, &mut problems);
+    let r = objects::cilium_node(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 

@@ -70,10 +70,10 @@ fn pods_and_nodes_read_their_addresses_as_the_api_server_validated_them() {
 fn cni_objects_and_annotations_read_their_addresses_as_kubernetes_does() {
     let mut problems = vec![];
     let cn = cilium_node(
-        &json!({"metadata": {"name": "n1"},
+        &whole::lean(&json!({"metadata": {"name": "n1"},
                 "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "::ffff:10.244.4.251"}],
                          "ingress": {"ipv4": "010.244.004.012"},
-                         "ipam": {"podCIDRs": ["010.244.004.000/24"]}}}),
+                         "ipam": {"podCIDRs": ["010.244.004.000/24"]}}})),
         &mut problems,
     )
     .expect("a CiliumNode");

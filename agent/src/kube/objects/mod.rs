@@ -17,7 +17,8 @@ mod subnet;
 mod wordings;
 
 pub use calico::{ip_pool, ipam_block};
-pub use crds::{cilium_node, node_annotation_read, node_annotations};
+pub(in crate::kube) use crds::cilium_node;
+pub use crds::{node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
@@ -104,3 +105,5 @@ mod addresses_tests;
 pub(crate) mod props;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) mod whole;

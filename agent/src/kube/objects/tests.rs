@@ -149,7 +149,7 @@ fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
             "health": {"ipv4": 42}
         }
     });
-    let n = cilium_node(&v, &mut problems).expect("named node");
+    let n = cilium_node(&whole::lean(&v), &mut problems).expect("named node");
     assert_eq!(
         n.ips(Role::Router).collect::<Vec<_>>(),
         vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]
@@ -203,6 +203,6 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
 #[test]
 fn a_cilium_node_without_a_name_is_rejected() {
     let mut problems = vec![];
-    let err = cilium_node(&json!({"spec": {}}), &mut problems).expect_err("no name");
+    let err = cilium_node(&whole::lean(&json!({"spec": {}})), &mut problems).expect_err("no name");
     assert!(err.problem.contains("metadata.name"));
 }

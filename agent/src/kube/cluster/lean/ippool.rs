@@ -26,6 +26,14 @@ cluster_resource!(
     "ippools"
 );
 
+cluster_resource!(
+    LeanIpamBlock,
+    "IPAMBlock",
+    "crd.projectcalico.org",
+    "v1",
+    "ipamblocks"
+);
+
 /// The fields of an IPPool's `spec` the converter reads.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]

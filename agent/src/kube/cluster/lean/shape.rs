@@ -13,8 +13,8 @@ use serde::{
 /// Where a JSON object is expected: missing (or null), the object read as
 /// `T`, or any other JSON, skipped unparsed. Written back as the object, or
 /// `[]` for the other JSON: the converter names a wrong type, never its value.
-#[derive(Debug, Default)]
-pub(super) enum Shape<T> {
+#[derive(Clone, Debug, Default)]
+pub(in crate::kube) enum Shape<T> {
     #[default]
     Absent,
     Map(T),
@@ -33,6 +33,17 @@ impl<T: Default> Shape<T> {
             Self::Absent | Self::Other => T::default(),
         }
     }
+}
+
+/// Where a JSON object is expected: the object read as `T`, or `T`'s
+/// default for anything else (a wrong type reads as nothing there, as a JSON
+/// pointer through it finds nothing).
+pub(super) fn lenient<'de, T, D>(d: D) -> Result<T, D::Error>
+where
+    T: Deserialize<'de> + Default,
+    D: Deserializer<'de>,
+{
+    Shape::<T>::deserialize(d).map(Shape::or_default)
 }
 
 impl<T: Serialize> Serialize for Shape<T> {
@@ -90,8 +101,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
 }
 
 /// A value read for its key alone, written back as `{}`.
-#[derive(Debug)]
-pub(super) struct Skipped;
+#[derive(Clone, Debug)]
+pub(in crate::kube) struct Skipped;
 
 impl<'de> Deserialize<'de> for Skipped {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
