@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, value::RawValue};
 
 use super::{
-    cluster::lean::{LeanIpPool, LeanIpamBlock, LeanJson as _, LeanSubnet},
+    cluster::lean::{LeanIpPool, LeanIpamBlock, LeanJson as _},
     objects,
 };
 use crate::inventory::{
@@ -162,9 +162,7 @@ pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Cili
 
 /// The Subnets of a `kubectl get subnets.kubeovn.io -o json` file.
 pub fn subnets(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<Subnet>> {
-    named(path, "subnets.kubeovn.io", problems, |l: &LeanSubnet, p| {
-        objects::subnet(l.json(), p)
-    })
+    named(path, "subnets.kubeovn.io", problems, objects::subnet)
 }
 
 /// The IPAMBlocks of a `kubectl get ipamblocks.crd.projectcalico.org -o json` file.

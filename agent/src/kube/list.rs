@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 use super::{
     cluster::{
-        lean::{LeanCiliumNode, LeanJson as _, LeanListedNode, LeanNodeMeta, LeanPod, LeanSubnet},
+        lean::{LeanCiliumNode, LeanListedNode, LeanNodeMeta, LeanPod, LeanSubnet},
         list_body::{each_item, list_request},
     },
     objects,
@@ -279,7 +279,7 @@ async fn crds(
         (read, CLUSTER_MOST),
         progress,
         invalid,
-        |l, p| objects::subnet(l.json(), p),
+        objects::subnet,
     )
     .await?;
     Ok((cilium_nodes, subnets))

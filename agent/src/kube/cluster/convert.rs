@@ -35,7 +35,7 @@ pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
 
 pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
     let mut problems = Vec::new();
-    let r = objects::subnet(&o.json, &mut problems);
+    let r = objects::subnet(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 

@@ -48,7 +48,11 @@ proptest! {
 
     #[test]
     fn subnets_of_any_shape_never_panic(spec in any_json()) {
-        let _ = subnet(&json!({"metadata": {"name": "s"}, "spec": spec}), &mut Vec::new());
+        let v = json!({"metadata": {"name": "s"}, "spec": spec});
+        let (mut p1, mut p2) = (Vec::new(), Vec::new());
+        // The lean struct converts as the whole object does, whatever its shape.
+        prop_assert_eq!(whole::subnet(&v, &mut p1), subnet(&whole::lean(&v), &mut p2));
+        prop_assert_eq!(p1, p2);
     }
 
     #[test]

@@ -183,7 +183,7 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
         "spec": {"cidrBlock": "10.244.0.0/16,fd00:10:244::/112",
                  "excludeIps": ["10.244.0.1", "10.244.248.0..10.244.255.255", "10.0.0.9..10.0.0.1", 7]}
     });
-    let s = subnet(&v, &mut problems).expect("usable subnet");
+    let s = subnet(&whole::lean(&v), &mut problems).expect("usable subnet");
     assert_eq!(s.cidrs.len(), 2);
     assert_eq!(s.exclude.len(), 2);
     assert!(!s.allocates("10.244.0.1".parse().expect("ip")));
@@ -193,7 +193,7 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0].problem.contains("excludeIps[2]"));
     let err = subnet(
-        &json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}}),
+        &whole::lean(&json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}})),
         &mut problems,
     )
     .expect_err("no valid block");

@@ -249,7 +249,6 @@ fn ip_field(
     }
 }
 
-#[allow(dead_code, reason = "until Subnets are read lean")]
 pub(crate) fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
     let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
         return Err(unnamed("subnets"));

@@ -8,38 +8,57 @@
 //!
 //! [`objects::subnet`]: crate::kube::objects::subnet
 
-use serde::{Deserialize, Serialize};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::{LeanSpec, cluster_resource};
+use super::{Meta, cluster_resource, shape::Shape, shape::lenient};
 
-/// A Subnet cut to its name and the spec fields the converter reads.
-pub(in crate::kube) type LeanSubnet = LeanSpec<Spec>;
+/// A Subnet cut to its name and the spec fields the converter reads (any
+/// JSON: the converter checks their types); a `spec` of the wrong type
+/// reads as empty.
+#[derive(Clone, Debug, Default)]
+pub struct LeanSubnet {
+    /// Name (when a string), uid and resourceVersion only.
+    pub(in crate::kube) metadata: ObjectMeta,
+    pub(in crate::kube) spec: Spec,
+}
 
 cluster_resource!(LeanSubnet, "Subnet", "kubeovn.io", "v1", "subnets");
 
+impl<'de> Deserialize<'de> for LeanSubnet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
+        struct Wire {
+            metadata: Shape<Meta>,
+            #[serde(deserialize_with = "lenient")]
+            spec: Spec,
+        }
+        let w = Shape::<Wire>::deserialize(d)?.or_default();
+        Ok(Self {
+            metadata: w.metadata.object_meta(),
+            spec: w.spec,
+        })
+    }
+}
+
 /// The fields of a Subnet's `spec` the converter reads.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub(in crate::kube) struct Spec {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cidr_block: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exclude_ips: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vpc: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vlan: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<Value>,
+    pub(in crate::kube) cidr_block: Option<Value>,
+    pub(in crate::kube) exclude_ips: Option<Value>,
+    pub(in crate::kube) provider: Option<Value>,
+    pub(in crate::kube) vpc: Option<Value>,
+    pub(in crate::kube) vlan: Option<Value>,
+    pub(in crate::kube) default: Option<Value>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::objects;
+    use crate::kube::objects::{self, whole};
 
     /// The real Subnets of the corpus: each kept field as the object has it,
     /// and the same Subnet (or the same refusal) lean as whole.
@@ -54,23 +73,26 @@ mod tests {
                 item.pointer("/metadata/name").and_then(Value::as_str),
                 "{name}"
             );
-            for field in [
-                "cidrBlock",
-                "excludeIps",
-                "provider",
-                "vpc",
-                "vlan",
-                "default",
+            let s = &lean.spec;
+            for (field, kept) in [
+                ("cidrBlock", &s.cidr_block),
+                ("excludeIps", &s.exclude_ips),
+                ("provider", &s.provider),
+                ("vpc", &s.vpc),
+                ("vlan", &s.vlan),
+                ("default", &s.default),
             ] {
-                let at = format!("/spec/{field}");
-                let want = item.pointer(&at).filter(|v| !v.is_null());
-                assert_eq!(lean.json.pointer(&at), want, "{name} {field}");
+                let want = item.pointer(&format!("/spec/{field}"));
+                assert_eq!(
+                    kept.as_ref(),
+                    want.filter(|v| !v.is_null()),
+                    "{name} {field}"
+                );
             }
-            assert!(lean.json.get("status").is_none(), "{name}");
-            assert!(lean.json.pointer("/metadata/managedFields").is_none());
+            // `status` and `metadata.managedFields` have no field to be kept in.
             let (mut p1, mut p2) = (Vec::new(), Vec::new());
-            let whole = objects::subnet(&item, &mut p1);
-            let pruned = objects::subnet(&lean.json, &mut p2);
+            let whole = whole::subnet(&item, &mut p1);
+            let pruned = objects::subnet(&lean, &mut p2);
             assert_eq!(whole, pruned, "{name}");
             assert_eq!(p1, p2, "{name}");
             seen += 1;
@@ -92,7 +114,7 @@ mod tests {
         assert_eq!(lean.metadata.name.as_deref(), Some("ovn-default"));
         assert!(lean.metadata.resource_version.is_some());
         let mut problems = Vec::new();
-        let subnet = objects::subnet(&lean.json, &mut problems).expect("a Subnet");
+        let subnet = objects::subnet(&lean, &mut problems).expect("a Subnet");
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(subnet.name, "ovn-default");
         assert!(subnet.primary && subnet.is_default);
@@ -112,8 +134,8 @@ mod tests {
             let bytes = serde_json::to_vec(&junk).expect("bytes");
             let lean: LeanSubnet = serde_json::from_slice(&bytes).expect("never fails");
             let (mut p1, mut p2) = (Vec::new(), Vec::new());
-            let whole = objects::subnet(&junk, &mut p1);
-            let pruned = objects::subnet(&lean.json, &mut p2);
+            let whole = whole::subnet(&junk, &mut p1);
+            let pruned = objects::subnet(&lean, &mut p2);
             assert_eq!(whole, pruned, "{junk}");
             assert_eq!(p1, p2, "{junk}");
         }
