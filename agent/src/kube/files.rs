@@ -11,10 +11,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, value::RawValue};
 
-use super::{
-    cluster::lean::{LeanIpPool, LeanIpamBlock, LeanJson as _},
-    objects,
-};
+use super::objects;
 use crate::inventory::{
     CiliumConfig, CiliumNode, Invalid, IpPool, IpamBlock, NodeFacts, Pod, SandboxFailure, Subnet,
 };
@@ -171,7 +168,7 @@ pub fn ipam_blocks(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpamB
         path,
         "ipamblocks.crd.projectcalico.org",
         problems,
-        |l: &LeanIpamBlock, p| objects::ipam_block(l.json(), p),
+        objects::ipam_block,
     )
 }
 
@@ -181,7 +178,7 @@ pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>>
         path,
         "ippools.crd.projectcalico.org",
         problems,
-        |l: &LeanIpPool, p| objects::ip_pool(l.json(), p),
+        objects::ip_pool,
     )
 }
 

@@ -41,7 +41,7 @@ pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
 
 pub(super) fn convert_ip_pool(o: &LeanIpPool) -> Converted<IpPool> {
     let mut problems = Vec::new();
-    let r = objects::ip_pool(&o.json, &mut problems);
+    let r = objects::ip_pool(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 

@@ -9,7 +9,7 @@ use super::{ListError, Progress, Read, Scope, custom::custom_objects};
 use crate::{
     inventory::{CalicoIpam, Invalid},
     kube::{
-        cluster::lean::{LeanIpPool, LeanIpamBlock, LeanJson as _},
+        cluster::lean::{LeanIpPool, LeanIpamBlock},
         objects,
     },
 };
@@ -53,7 +53,7 @@ async fn read(
         (Read::Pages, usize::MAX),
         progress,
         invalid,
-        |l, p| objects::ipam_block(l.json(), p),
+        objects::ipam_block,
     )
     .await?;
     let pools = custom_objects::<LeanIpPool, _>(
@@ -62,7 +62,7 @@ async fn read(
         (Read::Pages, usize::MAX),
         progress,
         invalid,
-        |l, p| objects::ip_pool(l.json(), p),
+        objects::ip_pool,
     )
     .await?;
     Ok(Arc::new(CalicoIpam::new(blocks, pools)))

@@ -95,7 +95,7 @@ fn cni_objects_and_annotations_read_their_addresses_as_kubernetes_does() {
     assert_eq!(texts(&s.cidrs), ["10.16.0.0/16", "fd00:10:16::/64"]);
     assert_eq!(texts(&s.exclude), ["10.16.0.1", "10.16.0.10..10.16.0.20"]);
     let pool = ip_pool(
-        &json!({"metadata": {"name": "p"}, "spec": {"cidr": "192.168.000.000/16"}}),
+        &whole::lean(&json!({"metadata": {"name": "p"}, "spec": {"cidr": "192.168.000.000/16"}})),
         &mut problems,
     )
     .expect("an IPPool");

@@ -16,7 +16,7 @@ mod service;
 mod subnet;
 mod wordings;
 
-pub use calico::{ip_pool, ipam_block};
+pub(in crate::kube) use calico::{ip_pool, ipam_block};
 pub(in crate::kube) use crds::cilium_node;
 pub use crds::{node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts, with_addresses};
@@ -106,4 +106,8 @@ pub(crate) mod props;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+#[path = "whole_tests.rs"]
 pub(crate) mod whole;
+#[cfg(test)]
+#[path = "whole_calico_tests.rs"]
+pub(crate) mod whole_calico;

@@ -17,13 +17,13 @@ mod shape;
 mod subnet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer, Serialize, de};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 pub(in crate::kube) use self::{
     cilium::{LeanCiliumNode, Used},
     event::LeanEvent,
-    ippool::{LeanIpPool, LeanIpamBlock},
+    ippool::{Attribute, Checked, LeanIpPool, LeanIpamBlock},
     node::{LeanNode, LeanNodeMeta},
     node_listed::LeanListedNode,
     pod::LeanPod,
@@ -75,70 +75,42 @@ macro_rules! cluster_resource {
 }
 use cluster_resource;
 
-/// A custom resource cut to what its converter reads, as JSON.
-pub(in crate::kube) trait LeanJson {
-    /// What the converter reads.
-    fn json(&self) -> &Value;
-}
-
-impl<S> LeanJson for LeanSpec<S> {
-    fn json(&self) -> &Value {
-        &self.json
-    }
-}
-
-/// A cluster-scoped object cut to its name and the fields of its `spec` that
-/// `S` names (kube-ovn's Subnets, Calico's IPPools); serde skips the others
-/// unparsed, and the leaves are any JSON: the converter checks their types.
-#[derive(Clone, Debug, Default)]
+/// A cluster-scoped object cut to its name and `spec` as `S` (Calico's
+/// IPPools and IPAMBlocks); serde skips the other fields unparsed.
+#[derive(Clone, Debug)]
 pub(in crate::kube) struct LeanSpec<S> {
-    /// Name, uid and resourceVersion only.
+    /// Name (when a string), uid and resourceVersion only.
     pub(in crate::kube) metadata: ObjectMeta,
-    /// `{"metadata": {"name"}, "spec": {…}}`: what the converter reads, as JSON.
-    pub(super) json: Value,
-    spec: std::marker::PhantomData<S>,
+    /// The object there, or why not.
+    pub(in crate::kube) spec: Result<S, String>,
 }
 
-impl<'de, S: Deserialize<'de> + Serialize + Default> Deserialize<'de> for LeanSpec<S> {
+impl<'de, S: Deserialize<'de> + Default> Deserialize<'de> for LeanSpec<S> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let lean = Shape::<SpecOnly<S>>::deserialize(d)?.or_default();
-        let metadata = lean.metadata.object_meta();
-        let json = serde_json::to_value(&lean).map_err(de::Error::custom)?;
+        #[derive(Default, Deserialize)]
+        #[serde(default, bound(deserialize = "S: Deserialize<'de> + Default"))]
+        struct Wire<S> {
+            metadata: Shape<Meta>,
+            spec: Shape<S>,
+        }
+        let w = Shape::<Wire<S>>::deserialize(d)?.or_default();
+        let spec = match w.spec {
+            Shape::Other => Err("spec is not an object".to_owned()),
+            spec => Ok(spec.or_default()),
+        };
         Ok(Self {
-            metadata,
-            json,
-            spec: std::marker::PhantomData,
+            metadata: w.metadata.object_meta(),
+            spec,
         })
     }
 }
 
-/// An object's metadata and `spec` as `S`, each a [`Shape`] so that a wrong
-/// type parses.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(
-    default,
-    bound(
-        deserialize = "S: Deserialize<'de> + Default",
-        serialize = "S: Serialize + Default"
-    )
-)]
-struct SpecOnly<S> {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<Meta>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    spec: Shape<S>,
-}
-
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct Meta {
-    #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<Value>,
-    #[serde(skip_serializing)]
     namespace: Option<Value>,
-    #[serde(skip_serializing)]
     uid: Option<Value>,
-    #[serde(skip_serializing)]
     resource_version: Option<Value>,
 }
 

@@ -100,6 +100,37 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
     }
 }
 
+/// A field read as `T` (its default where absent), or, where the JSON is
+/// not a `T`, `T`'s default and serde's words for why: a wrong type names
+/// the object instead of failing the list.
+#[derive(Clone, Debug, Default)]
+pub(in crate::kube) struct Typed<T> {
+    pub(in crate::kube) value: T,
+    wrong: Option<String>,
+}
+
+impl<T> Typed<T> {
+    /// Why the JSON there is not a `T`, if it is not.
+    pub(in crate::kube) fn wrong(&self) -> Option<&str> {
+        self.wrong.as_deref()
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read as JSON first: a field of the wrong type cannot be skipped
+        // once serde has begun to read it as a `T`.
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(match T::deserialize(v) {
+            Ok(value) => Self { value, wrong: None },
+            Err(e) => Self {
+                value: T::default(),
+                wrong: Some(e.to_string()),
+            },
+        })
+    }
+}
+
 /// A value read for its key alone, written back as `{}`.
 #[derive(Clone, Debug)]
 pub(in crate::kube) struct Skipped;
