@@ -54,8 +54,9 @@ pub(in crate::kube) fn cilium_node(
         node.pod_cidrs.clear();
     }
     node.operator_pool = crd_style;
-    node.pool_cidrs = pool_cidrs(ipam.pools_allocated.as_ref(), &mut bad);
-    node.operator_error = operator_error(o.status.ipam.operator_error.as_ref(), &mut bad);
+    node.pool_cidrs = pool_cidrs(ipam.pools.allocated.as_ref(), &mut bad);
+    let error = o.status.ipam.operator_status.error.as_ref();
+    node.operator_error = operator_error(error, &mut bad);
     Ok(node)
 }
 
@@ -150,7 +151,7 @@ fn spec_addresses(v: Option<&Value>, node: &mut CiliumNode, bad: &mut dyn FnMut(
 /// The infrastructure owners of `status.ipam.used`; whether it lists any address
 /// at all (the mark of a CRD-style allocator).
 fn status_ipam_used(
-    used: &Shape<BTreeMap<String, Used>>,
+    used: &Shape<BTreeMap<String, Shape<Used>>>,
     node: &mut CiliumNode,
     bad: &mut dyn FnMut(String),
 ) -> bool {
@@ -165,10 +166,16 @@ fn status_ipam_used(
                 ));
             }
             for (key, entry) in used.iter().take(caps::IPAM_USED) {
-                let role = match entry.owner() {
-                    Some("router") => Role::Router,
-                    Some("health") => Role::Health,
-                    Some("ingress") => Role::Ingress,
+                let owner = match entry {
+                    Shape::Map(Used {
+                        owner: Some(Value::String(o)),
+                    }) => o.as_str(),
+                    _ => continue,
+                };
+                let role = match owner {
+                    "router" => Role::Router,
+                    "health" => Role::Health,
+                    "ingress" => Role::Ingress,
                     // Pods (`namespace/name`) and anything else: not Cilium's own.
                     _ => continue,
                 };

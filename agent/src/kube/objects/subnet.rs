@@ -17,7 +17,6 @@ use crate::kube::cluster::lean::LeanSubnet;
 /// A kube-ovn `Subnet` (kubeovn.io/v1). `Err` when the object is unusable
 /// (no name, or no valid `spec.cidrBlock`).
 pub fn subnet(o: &LeanSubnet, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
-    let spec = &o.spec;
     let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed("subnets"));
     };
@@ -26,7 +25,10 @@ pub fn subnet(o: &LeanSubnet, problems: &mut Vec<Invalid>) -> Result<Subnet, Inv
         object: name.to_owned(),
         problem,
     };
-    let Some(block) = spec.cidr_block.as_ref().and_then(Value::as_str) else {
+    // A spec of the wrong type has no `cidrBlock` either.
+    let spec = o.spec.as_ref().ok();
+    let block = spec.and_then(|s| s.cidr_block.as_ref()?.as_str());
+    let (Some(spec), Some(block)) = (spec, block) else {
         return Err(invalid(
             "spec.cidrBlock is missing or not a string; object skipped".to_owned(),
         ));

@@ -62,7 +62,10 @@ impl LeanCiliumNode {
     /// has entries is kept.
     fn cut(&mut self) {
         if let Shape::Map(used) = &mut self.status.ipam.used {
-            let infra = |u: &Used| matches!(u.owner(), Some("router" | "health" | "ingress"));
+            let infra = |u: &Shape<Used>| {
+                matches!(u, Shape::Map(Used { owner: Some(Value::String(o)) })
+                    if matches!(o.as_str(), "router" | "health" | "ingress"))
+            };
             let marker = used
                 .iter()
                 .find(|(_, u)| !infra(u))
@@ -99,9 +102,8 @@ pub(in crate::kube) struct Spec {
 pub(in crate::kube) struct SpecIpam {
     #[serde(rename = "podCIDRs")]
     pub(in crate::kube) pod_cidrs: Option<Value>,
-    /// `pools.allocated`, multi-pool's ranges.
-    #[serde(rename = "pools", deserialize_with = "allocated")]
-    pub(in crate::kube) pools_allocated: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub(in crate::kube) pools: Pools,
     /// Whether `pool` (ENI/Azure's available addresses) has any.
     #[serde(rename = "pool", deserialize_with = "any_key")]
     pub(in crate::kube) pool_any: bool,
@@ -116,14 +118,11 @@ fn any_key<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     lenient::<BTreeMap<String, Skipped>, D>(d).map(|m| !m.is_empty())
 }
 
-/// `pools.allocated`: none where `pools` is no object.
-fn allocated<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    #[derive(Default, Deserialize)]
-    #[serde(default)]
-    struct Pools {
-        allocated: Option<Value>,
-    }
-    lenient::<Pools, D>(d).map(|p| p.allocated)
+/// Multi-pool's ranges.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Pools {
+    pub(in crate::kube) allocated: Option<Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -138,42 +137,22 @@ pub(in crate::kube) struct Status {
 pub(in crate::kube) struct StatusIpam {
     /// One entry per address the node's allocator handed out (cut to
     /// Cilium's own and one more); a wrong type is named.
-    pub(in crate::kube) used: Shape<BTreeMap<String, Used>>,
-    /// `operator-status.error`.
-    #[serde(rename = "operator-status", deserialize_with = "error")]
-    pub(in crate::kube) operator_error: Option<Value>,
+    pub(in crate::kube) used: Shape<BTreeMap<String, Shape<Used>>>,
+    #[serde(rename = "operator-status", deserialize_with = "lenient")]
+    pub(in crate::kube) operator_status: OperatorStatus,
 }
 
-/// `operator-status.error`: none where `operator-status` is no object.
-fn error<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    #[derive(Default, Deserialize)]
-    #[serde(default)]
-    struct OperatorStatus {
-        error: Option<Value>,
-    }
-    lenient::<OperatorStatus, D>(d).map(|o| o.error)
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct OperatorStatus {
+    pub(in crate::kube) error: Option<Value>,
 }
 
-/// One `status.ipam.used` entry: its owner when a string, nothing else.
-#[derive(Clone, Debug, Default)]
-pub(in crate::kube) struct Used(Option<String>);
-
-impl Used {
-    pub(in crate::kube) fn owner(&self) -> Option<&str> {
-        self.0.as_deref()
-    }
-}
-
-impl<'de> Deserialize<'de> for Used {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Default, Deserialize)]
-        #[serde(default)]
-        struct Entry {
-            owner: Option<Value>,
-        }
-        let owner = lenient::<Entry, D>(d)?.owner;
-        Ok(Self(owner.and_then(|o| o.as_str().map(str::to_owned))))
-    }
+/// One `status.ipam.used` entry: its owner, nothing else.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Used {
+    pub(in crate::kube) owner: Option<Value>,
 }
 
 #[cfg(test)]

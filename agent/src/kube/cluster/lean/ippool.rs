@@ -54,10 +54,11 @@ pub(in crate::kube) struct PoolSpec {
 
 impl Checked for PoolSpec {
     fn wrong(&self) -> Option<&str> {
-        (self.allowed_uses.wrong())
-            .or(self.block_size.wrong())
-            .or(self.cidr.wrong())
-            .or(self.disabled.wrong())
+        (self.allowed_uses.wrong.as_ref())
+            .or(self.block_size.wrong.as_ref())
+            .or(self.cidr.wrong.as_ref())
+            .or(self.disabled.wrong.as_ref())
+            .map(String::as_str)
     }
 }
 
@@ -75,10 +76,11 @@ pub(in crate::kube) struct BlockSpec {
 
 impl Checked for BlockSpec {
     fn wrong(&self) -> Option<&str> {
-        (self.affinity.wrong())
-            .or(self.allocations.wrong())
-            .or(self.attributes.wrong())
-            .or(self.cidr.wrong())
+        (self.affinity.wrong.as_ref())
+            .or(self.allocations.wrong.as_ref())
+            .or(self.attributes.wrong.as_ref())
+            .or(self.cidr.wrong.as_ref())
+            .map(String::as_str)
     }
 }
 

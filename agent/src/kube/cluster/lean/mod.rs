@@ -75,10 +75,11 @@ macro_rules! cluster_resource {
 }
 use cluster_resource;
 
-/// A cluster-scoped object cut to its name and `spec` as `S` (Calico's
-/// IPPools and IPAMBlocks); serde skips the other fields unparsed.
+/// A cluster-scoped object cut to its name and `spec` as `S` (kube-ovn's
+/// Subnets, Calico's IPPools and IPAMBlocks); serde skips the other fields
+/// unparsed.
 #[derive(Clone, Debug)]
-pub(in crate::kube) struct LeanSpec<S> {
+pub struct LeanSpec<S> {
     /// Name (when a string), uid and resourceVersion only.
     pub(in crate::kube) metadata: ObjectMeta,
     /// The object there, or why not.

@@ -106,14 +106,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
 #[derive(Clone, Debug, Default)]
 pub(in crate::kube) struct Typed<T> {
     pub(in crate::kube) value: T,
-    wrong: Option<String>,
-}
-
-impl<T> Typed<T> {
     /// Why the JSON there is not a `T`, if it is not.
-    pub(in crate::kube) fn wrong(&self) -> Option<&str> {
-        self.wrong.as_deref()
-    }
+    pub(in crate::kube) wrong: Option<String>,
 }
 
 impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T> {
@@ -121,13 +115,9 @@ impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T
         // Read as JSON first: a field of the wrong type cannot be skipped
         // once serde has begun to read it as a `T`.
         let v = serde_json::Value::deserialize(d)?;
-        Ok(match T::deserialize(v) {
-            Ok(value) => Self { value, wrong: None },
-            Err(e) => Self {
-                value: T::default(),
-                wrong: Some(e.to_string()),
-            },
-        })
+        let (value, wrong) =
+            T::deserialize(v).map_or_else(|e| (T::default(), Some(e.to_string())), |t| (t, None));
+        Ok(Self { value, wrong })
     }
 }
 

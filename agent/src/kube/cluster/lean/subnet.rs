@@ -8,45 +8,21 @@
 //!
 //! [`objects::subnet`]: crate::kube::objects::subnet
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Meta, cluster_resource, shape::Shape, shape::lenient};
+use super::{LeanSpec, cluster_resource};
 
-/// A Subnet cut to its name and the spec fields the converter reads (any
-/// JSON: the converter checks their types); a `spec` of the wrong type
-/// reads as empty.
-#[derive(Clone, Debug, Default)]
-pub struct LeanSubnet {
-    /// Name (when a string), uid and resourceVersion only.
-    pub(in crate::kube) metadata: ObjectMeta,
-    pub(in crate::kube) spec: Spec,
-}
+/// A kube-ovn Subnet cut to its name and the spec fields the converter
+/// reads (any JSON: the converter checks their types).
+pub(in crate::kube) type LeanSubnet = LeanSpec<Spec>;
 
 cluster_resource!(LeanSubnet, "Subnet", "kubeovn.io", "v1", "subnets");
-
-impl<'de> Deserialize<'de> for LeanSubnet {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Default, Deserialize)]
-        #[serde(default)]
-        struct Wire {
-            metadata: Shape<Meta>,
-            #[serde(deserialize_with = "lenient")]
-            spec: Spec,
-        }
-        let w = Shape::<Wire>::deserialize(d)?.or_default();
-        Ok(Self {
-            metadata: w.metadata.object_meta(),
-            spec: w.spec,
-        })
-    }
-}
 
 /// The fields of a Subnet's `spec` the converter reads.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub(in crate::kube) struct Spec {
+pub struct Spec {
     pub(in crate::kube) cidr_block: Option<Value>,
     pub(in crate::kube) exclude_ips: Option<Value>,
     pub(in crate::kube) provider: Option<Value>,
@@ -73,7 +49,7 @@ mod tests {
                 item.pointer("/metadata/name").and_then(Value::as_str),
                 "{name}"
             );
-            let s = &lean.spec;
+            let s = lean.spec.as_ref().expect("a spec");
             for (field, kept) in [
                 ("cidrBlock", &s.cidr_block),
                 ("excludeIps", &s.exclude_ips),
