@@ -262,7 +262,8 @@ fn a_kops_eni_node_out_of_addresses_is_told_to_check_the_operator_not_its_range(
         "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web-0"},
         "message": real_message("No more IPs availabl"),
     });
-    let failure = ipshadow::kube::objects::sandbox_failure(&event).unwrap();
+    let failure =
+        ipshadow::kube::objects::sandbox_failure(&serde_json::from_value(event).unwrap()).unwrap();
     let pod = Pod {
         namespace: "default".into(),
         name: "web-0".into(),

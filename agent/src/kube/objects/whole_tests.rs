@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{bounded, capped, caps, quote, subnet::parse_range, unnamed};
 use crate::inventory::{
-    CiliumNode, Invalid, IpRange, Role, Source, Subnet,
+    CiliumNode, Invalid, IpRange, Role, SandboxFailure, Source, Subnet,
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
@@ -335,6 +335,51 @@ fn primary(v: &Value) -> bool {
         None | Some(Value::Null) => true,
         Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
     }
+}
+
+const REASON: &str = "FailedCreatePodSandBox";
+
+/// A `FailedCreatePodSandBox` Event about a pod (core/v1 as `kubectl get events
+/// -o json` prints it, or events.k8s.io/v1) as a [`SandboxFailure`]; `None` for
+/// any other Event, or a refusal ipshadow does not diagnose.
+pub(crate) fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
+    if event.get("reason").and_then(Value::as_str) != Some(REASON) {
+        return None;
+    }
+    let about = event
+        .get("involvedObject")
+        .or_else(|| event.get("regarding"))?;
+    if about.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return None;
+    }
+    let text = |v: Option<&Value>| cleaned(v.and_then(Value::as_str).unwrap_or_default());
+    // core/v1 lets an Event name a pod of another namespace than its own (when
+    // eventTime is unset); kubelet writes a pod's Events in the pod's
+    // namespace. One that differs was written by someone about a pod of
+    // another tenant: never counted.
+    let own = event.pointer("/metadata/namespace").and_then(Value::as_str);
+    if own.is_some_and(|ns| Some(ns) != about.get("namespace").and_then(Value::as_str)) {
+        return None;
+    }
+    let message = event.get("message").or_else(|| event.get("note"));
+    let message = message.and_then(Value::as_str)?;
+    let refusal = super::sandbox_refusal(message)?;
+    let count = event
+        .get("count")
+        .or_else(|| event.pointer("/series/count"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    Some(SandboxFailure {
+        namespace: text(about.get("namespace")),
+        pod: text(about.get("name")),
+        uid: text(about.get("uid")),
+        refusal,
+        count,
+        message: super::bounded(
+            &cleaned(&super::sandbox::normalize(message)),
+            SandboxFailure::MESSAGE_MAX,
+        ),
+    })
 }
 
 /// `v` read as the lean struct `L`, from its bytes as a watch reads it.

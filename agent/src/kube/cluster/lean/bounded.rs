@@ -104,7 +104,7 @@ impl<'de, const N: usize> Visitor<'de> for TextVisitor<N> {
 
 /// A number where one is expected (an Event's `count`: int32, which a
 /// client may write negative); any other JSON reads as none.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(in crate::kube) struct Count(Option<i64>);
 
 impl<'de> Deserialize<'de> for Count {
@@ -151,8 +151,8 @@ impl<'de> Visitor<'de> for CountVisitor {
 }
 
 impl Count {
-    pub(in crate::kube) fn is_none(&self) -> bool {
-        self.0.is_none()
+    pub(in crate::kube) fn get(self) -> Option<i64> {
+        self.0
     }
 }
 
@@ -295,7 +295,7 @@ mod tests {
             "18446744073709551615",
         ] {
             let n: Count = serde_json::from_str(junk).expect(junk);
-            assert!(n.is_none(), "{junk}");
+            assert!(n.get().is_none(), "{junk}");
         }
     }
 

@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 pub(in crate::kube) use self::{
+    bounded::Text,
     cilium::{LeanCiliumNode, Used},
     event::LeanEvent,
     ippool::{Attribute, Checked, LeanIpPool, LeanIpamBlock},
