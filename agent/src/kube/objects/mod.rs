@@ -111,3 +111,6 @@ pub(crate) mod whole;
 #[cfg(test)]
 #[path = "whole_calico_tests.rs"]
 pub(crate) mod whole_calico;
+#[cfg(test)]
+#[path = "whole_impact_tests.rs"]
+pub(crate) mod whole_impact;

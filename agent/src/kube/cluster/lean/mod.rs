@@ -28,7 +28,7 @@ pub(in crate::kube) use self::{
     node::{LeanNode, LeanNodeMeta},
     node_listed::LeanListedNode,
     pod::LeanPod,
-    routes::{LeanCaller, LeanSlice},
+    routes::{LeanCaller, LeanSlice, Service},
     shape::Shape,
     subnet::LeanSubnet,
 };

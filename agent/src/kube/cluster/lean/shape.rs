@@ -5,9 +5,8 @@
 use std::{fmt, marker::PhantomData};
 
 use serde::{
-    Deserialize, Deserializer, Serialize,
+    Deserialize, Deserializer,
     de::{IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
-    ser::{SerializeMap as _, SerializeSeq as _},
 };
 
 /// Where a JSON object is expected: missing (or null), the object read as
@@ -22,10 +21,6 @@ pub(in crate::kube) enum Shape<T> {
 }
 
 impl<T: Default> Shape<T> {
-    pub(super) fn is_absent(&self) -> bool {
-        matches!(self, Self::Absent)
-    }
-
     /// The object, or an empty one: a wrong type reads as nothing there.
     pub(super) fn or_default(self) -> T {
         match self {
@@ -44,16 +39,6 @@ where
     D: Deserializer<'de>,
 {
     Shape::<T>::deserialize(d).map(Shape::or_default)
-}
-
-impl<T: Serialize> Serialize for Shape<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Absent => s.serialize_unit(),
-            Self::Map(t) => t.serialize(s),
-            Self::Other => s.serialize_seq(Some(0))?.end(),
-        }
-    }
 }
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
@@ -128,12 +113,6 @@ pub(in crate::kube) struct Skipped;
 impl<'de> Deserialize<'de> for Skipped {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         IgnoredAny::deserialize(d).map(|_| Skipped)
-    }
-}
-
-impl Serialize for Skipped {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_map(Some(0))?.end()
     }
 }
 
