@@ -130,7 +130,7 @@ fn a_multi_pool_cidr_inside_a_primary_subnet_is_an_overlap_and_a_secondary_one_i
         }
         let mut problems = Vec::new();
         let s = ipshadow::kube::objects::subnet(
-            &json!({"metadata": {"name": "pods"}, "spec": spec}),
+            &serde_json::from_value(json!({"metadata": {"name": "pods"}, "spec": spec})).unwrap(),
             &mut problems,
         )
         .unwrap();
@@ -175,7 +175,10 @@ fn crd_style_pod_cidrs_claim_no_overlap() {
     .unwrap();
     assert!(cns[0].pod_cidrs.is_empty(), "{:?}", cns[0]);
     let s = ipshadow::kube::objects::subnet(
-        &json!({"metadata": {"name": "pods"}, "spec": {"cidrBlock": "100.96.0.0/16"}}),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "pods"}, "spec": {"cidrBlock": "100.96.0.0/16"}}),
+        )
+        .unwrap(),
         &mut problems,
     )
     .unwrap();
@@ -259,7 +262,8 @@ fn a_kops_eni_node_out_of_addresses_is_told_to_check_the_operator_not_its_range(
         "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web-0"},
         "message": real_message("No more IPs availabl"),
     });
-    let failure = ipshadow::kube::objects::sandbox_failure(&event).unwrap();
+    let failure =
+        ipshadow::kube::objects::sandbox_failure(&serde_json::from_value(event).unwrap()).unwrap();
     let pod = Pod {
         namespace: "default".into(),
         name: "web-0".into(),

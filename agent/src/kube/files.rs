@@ -7,6 +7,8 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, value::RawValue};
 
 use super::objects;
@@ -58,10 +60,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Calls `each` with every object of a `kubectl get -o json` file (a List's
 /// `items`, or one object), each a borrowed slice until parsed: one object's
 /// JSON tree alive at a time (5,000 CiliumNodes are ~20 MiB as trees).
-pub fn for_each_item(
+pub fn for_each_item<T: DeserializeOwned>(
     path: &Path,
     resource: &'static str,
-    each: impl FnMut(usize, Value),
+    each: impl FnMut(usize, T),
 ) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|source| Error::Read {
         path: path.to_owned(),
@@ -71,11 +73,11 @@ pub fn for_each_item(
 }
 
 /// [`for_each_item`] over bytes already read; `path` names them in errors.
-pub fn for_each_item_in(
+pub fn for_each_item_in<T: DeserializeOwned>(
     bytes: &[u8],
     path: &Path,
     resource: &'static str,
-    mut each: impl FnMut(usize, Value),
+    mut each: impl FnMut(usize, T),
 ) -> Result<()> {
     let json = |source| Error::Json {
         path: path.to_owned(),
@@ -111,11 +113,13 @@ pub fn for_each_item_in(
 }
 
 fn object_name(v: &Value, index: usize) -> String {
-    let name = v.pointer("/metadata/name").and_then(Value::as_str);
-    match (
-        v.pointer("/metadata/namespace").and_then(Value::as_str),
-        name,
-    ) {
+    let text = |p| v.pointer(p).and_then(Value::as_str);
+    name_of(text("/metadata/namespace"), text("/metadata/name"), index)
+}
+
+/// `namespace/name`, `name`, or the object's place in the file.
+fn name_of(namespace: Option<&str>, name: Option<&str>, index: usize) -> String {
+    match (namespace, name) {
         (Some(ns), Some(n)) => format!("{ns}/{n}"),
         (None, Some(n)) => n.to_owned(),
         _ => format!("items[{index}]"),
@@ -238,7 +242,7 @@ pub fn nodes(
 /// Cilium's configuration from `kubectl get cm -n kube-system cilium-config -o json`.
 pub fn cilium_config(path: &Path, problems: &mut Vec<Invalid>) -> Result<CiliumConfig> {
     let mut data = None;
-    for_each_item(path, "configmaps", |_, item| {
+    for_each_item(path, "configmaps", |_, item: Value| {
         if data.is_none() || item.pointer("/metadata/name") == Some(&Value::from("cilium-config")) {
             data = Some(
                 item.get("data")
@@ -257,16 +261,17 @@ pub fn cilium_config(path: &Path, problems: &mut Vec<Invalid>) -> Result<CiliumC
 
 /// The objects of a file converted by `convert`; an unusable one is skipped with
 /// its problem, named by position when it has no name.
-fn named<T>(
+fn named<L: DeserializeOwned + Resource, T>(
     path: &Path,
     resource: &'static str,
     problems: &mut Vec<Invalid>,
-    convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
+    convert: fn(&L, &mut Vec<Invalid>) -> Result<T, Invalid>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for_each_item(path, resource, |i, item| {
-        let object = object_name(&item, i);
+    for_each_item(path, resource, |i, item: L| {
+        let meta = item.meta();
+        let object = name_of(meta.namespace.as_deref(), meta.name.as_deref(), i);
         if !seen.insert(object.clone()) {
             problems.push(listed_twice(resource, object));
             return;
@@ -296,105 +301,5 @@ fn listed_twice(resource: &'static str, object: String) -> Invalid {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The objects of a file, collected.
-    fn read_items(path: &Path, resource: &'static str) -> Result<Vec<Value>> {
-        let mut items = Vec::new();
-        for_each_item(path, resource, |_, v| items.push(v))?;
-        Ok(items)
-    }
-
-    /// A temporary file holding `content`, removed on drop.
-    fn write(content: &str) -> tempfile::TempPath {
-        let mut f = tempfile::NamedTempFile::new().expect("temp file");
-        std::io::Write::write_all(&mut f, content.as_bytes()).expect("write temp file");
-        f.into_temp_path()
-    }
-
-    #[test]
-    fn unparsable_json_names_the_file_and_the_command() {
-        let f = write("{\"items\": [");
-        let err = read_items(&f, "pods").expect_err("bad json").to_string();
-        assert!(err.contains(&f.display().to_string()), "{err}");
-        assert!(err.contains("kubectl get pods -o json"), "{err}");
-    }
-
-    #[test]
-    fn a_list_or_a_single_object_is_accepted() {
-        let list = write(
-            r#"{"kind":"List","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
-        );
-        assert_eq!(read_items(&list, "ciliumnodes").expect("list").len(), 2);
-        let one = write(r#"{"kind":"CiliumNode","metadata":{"name":"a"}}"#);
-        assert_eq!(read_items(&one, "ciliumnodes").expect("one").len(), 1);
-        let wrong = write("[1,2]");
-        assert!(read_items(&wrong, "ciliumnodes").is_err());
-    }
-
-    /// What the streaming reader must agree with: the whole tree, then its items.
-    fn items_of_tree(v: Value) -> Option<Vec<Value>> {
-        match v {
-            Value::Object(mut o) => match o.remove("items") {
-                Some(Value::Array(items)) => Some(items),
-                Some(Value::Null) => Some(Vec::new()),
-                None if o.contains_key("metadata") => Some(vec![Value::Object(o)]),
-                Some(_) | None => None,
-            },
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn odd_documents_are_named_for_what_they_are() {
-        for (doc, items) in [
-            (r#"{"items":null}"#, Some(0)),
-            (r#"{"kind":"List","items":[]}"#, Some(0)),
-            (r#"{"items":5}"#, None),
-            (r#"{"items":{"a":1}}"#, None),
-            (r#""just a string""#, None),
-            (r#"{"kind":"Pod"}"#, None),
-        ] {
-            let f = write(doc);
-            let got = read_items(&f, "pods");
-            match items {
-                Some(n) => assert_eq!(got.expect(doc).len(), n, "{doc}"),
-                None => assert!(matches!(got, Err(Error::Shape { .. })), "{doc}: {got:?}"),
-            }
-        }
-        let f = write(r#"{"items":[]} trailing"#);
-        assert!(matches!(read_items(&f, "pods"), Err(Error::Json { .. })));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn streaming_reads_what_the_whole_tree_holds(
-            v in crate::kube::objects::props::any_json(),
-            items in proptest::collection::vec(crate::kube::objects::props::any_json(), 0..5),
-            wrap in proptest::bool::ANY,
-        ) {
-            let doc = if wrap { serde_json::json!({"kind": "List", "items": items}) } else { v };
-            let f = write(&doc.to_string());
-            let streamed = read_items(&f, "x").ok();
-            proptest::prop_assert_eq!(streamed, items_of_tree(doc));
-        }
-    }
-
-    #[test]
-    fn a_malformed_pod_is_skipped_by_name_and_the_rest_kept() {
-        let f = write(
-            r#"{"items":[
-                {"metadata":{"name":"bad","namespace":"ns"},"spec":{"containers":"nope"}},
-                {"metadata":{"name":"good","namespace":"ns"},"spec":{"containers":[],"nodeName":"n"},
-                 "status":{"podIPs":[{"ip":"10.0.0.1"}]}}
-            ]}"#,
-        );
-        let mut problems = vec![];
-        let pods = pods(&f, &[], &mut problems).expect("file reads");
-        assert_eq!(pods.len(), 1);
-        assert_eq!(pods[0].name, "good");
-        assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].object, "ns/bad");
-    }
-}
+#[path = "files_tests.rs"]
+mod tests;

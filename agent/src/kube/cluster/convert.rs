@@ -29,25 +29,25 @@ pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
 
 pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
     let mut problems = Vec::new();
-    let r = objects::cilium_node(&o.json, &mut problems);
+    let r = objects::cilium_node(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
 pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
     let mut problems = Vec::new();
-    let r = objects::subnet(&o.json, &mut problems);
+    let r = objects::subnet(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
 pub(super) fn convert_ip_pool(o: &LeanIpPool) -> Converted<IpPool> {
     let mut problems = Vec::new();
-    let r = objects::ip_pool(&o.json, &mut problems);
+    let r = objects::ip_pool(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
 }
 
 pub(super) fn convert_node(n: &LeanNode) -> Converted<NodeFacts> {
     let mut problems = Vec::new();
-    let facts = objects::node_facts(&n.node(), &mut problems);
+    let facts = objects::node_facts(n, &mut problems);
     (facts.name.clone(), Ok(facts), problems)
 }
 

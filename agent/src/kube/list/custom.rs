@@ -7,10 +7,9 @@ use kube::{
     api::{ApiResource, DynamicObject, GroupVersionKind},
 };
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::{Ask, ListError, Paged, Progress, Read, cut_list, pages};
-use crate::{inventory::Invalid, kube::cluster::lean::LeanJson};
+use crate::inventory::Invalid;
 
 pub(super) type Gvk = (&'static str, &'static str, &'static str, &'static str);
 
@@ -48,14 +47,14 @@ pub(super) async fn custom_objects<L, T>(
     (read, most): (Read, usize),
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
-    convert: fn(&Value, &mut Vec<Invalid>) -> Result<T, Invalid>,
+    convert: fn(&L, &mut Vec<Invalid>) -> Result<T, Invalid>,
 ) -> Result<Vec<T>, ListError>
 where
-    L: LeanJson + DeserializeOwned + Send + 'static,
+    L: DeserializeOwned + Send + 'static,
 {
     let mut out = Vec::new();
     let listed = custom(client, gvk, (read, most), progress, |l: L| {
-        match convert(l.json(), invalid) {
+        match convert(&l, invalid) {
             Ok(t) => out.push(t),
             Err(e) => invalid.push(e),
         }

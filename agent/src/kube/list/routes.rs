@@ -120,7 +120,7 @@ async fn slices(
     let url = K8sSlice::url_path(&(), Some(ns));
     let ask = Ask::new("endpointslices", &url, read, SLICES_MOST);
     let listed = pages(client, ask, progress, |s: LeanSlice| {
-        kept.extend(behind.keep(objects::impact::endpoint_slice(&s.json())));
+        kept.extend(behind.keep(objects::impact::endpoint_slice(&s)));
     })
     .await?;
     if listed.cut {
@@ -159,7 +159,7 @@ async fn callers(
     for gvk in kinds {
         let most = (read, CALLERS_MOST);
         let listed = custom(client, gvk, most, &mut *progress, |c: LeanCaller| {
-            let through = objects::impact::callers(&c.json(gvk.2));
+            let through = objects::impact::callers(&c, gvk.2);
             out.extend(through.into_iter().filter(|(_, s)| called.contains(s)));
         })
         .await?;

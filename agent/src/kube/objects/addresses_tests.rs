@@ -70,10 +70,10 @@ fn pods_and_nodes_read_their_addresses_as_the_api_server_validated_them() {
 fn cni_objects_and_annotations_read_their_addresses_as_kubernetes_does() {
     let mut problems = vec![];
     let cn = cilium_node(
-        &json!({"metadata": {"name": "n1"},
+        &whole::lean(&json!({"metadata": {"name": "n1"},
                 "spec": {"addresses": [{"type": "CiliumInternalIP", "ip": "::ffff:10.244.4.251"}],
                          "ingress": {"ipv4": "010.244.004.012"},
-                         "ipam": {"podCIDRs": ["010.244.004.000/24"]}}}),
+                         "ipam": {"podCIDRs": ["010.244.004.000/24"]}}})),
         &mut problems,
     )
     .expect("a CiliumNode");
@@ -86,16 +86,16 @@ fn cni_objects_and_annotations_read_their_addresses_as_kubernetes_does() {
     );
     assert_eq!(texts(&cn.pod_cidrs), ["10.244.4.0/24"]);
     let s = subnet(
-        &json!({"metadata": {"name": "ovn-default"},
+        &whole::lean(&json!({"metadata": {"name": "ovn-default"},
                 "spec": {"cidrBlock": "010.016.000.000/16, fd00:10:16::/64",
-                         "excludeIps": ["010.016.000.001", "10.16.0.010..10.16.0.020"]}}),
+                         "excludeIps": ["010.016.000.001", "10.16.0.010..10.16.0.020"]}})),
         &mut problems,
     )
     .expect("a Subnet");
     assert_eq!(texts(&s.cidrs), ["10.16.0.0/16", "fd00:10:16::/64"]);
     assert_eq!(texts(&s.exclude), ["10.16.0.1", "10.16.0.10..10.16.0.20"]);
     let pool = ip_pool(
-        &json!({"metadata": {"name": "p"}, "spec": {"cidr": "192.168.000.000/16"}}),
+        &whole::lean(&json!({"metadata": {"name": "p"}, "spec": {"cidr": "192.168.000.000/16"}})),
         &mut problems,
     )
     .expect("an IPPool");

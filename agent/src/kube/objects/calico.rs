@@ -1,4 +1,4 @@
-//! Calico's IPAMBlocks and IPPools, read as lean types: only the fields
+//! Calico's IPAMBlocks and IPPools, read from their lean structs: only the fields
 //! detection reads are kept, every other one (`unallocated`,
 //! `sequenceNumberForAllocation`, managedFields…) is skipped unparsed.
 //!
@@ -8,77 +8,39 @@
 
 use std::collections::BTreeMap;
 
-use ipnet::IpNet;
-use serde::Deserialize;
-use serde_json::Value;
-
 use super::{quote, unnamed};
 use crate::inventory::{
     Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
 };
+use crate::kube::cluster::lean::{Attribute, Checked, LeanIpPool, LeanIpamBlock, LeanSpec};
+use ipnet::IpNet;
 
 /// Addresses of one block read at most: Calico's smallest IPv4 block size
 /// is /20 (4,096 addresses), and an IPv6 block is no larger.
 const BLOCK_ADDRESSES: usize = 4096;
 
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct LeanBlock {
-    spec: BlockSpec,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct BlockSpec {
-    cidr: Option<String>,
-    affinity: Option<String>,
-    /// Per ordinal, the index of its attribute; null when free. The lists
-    /// may be null in pastes that elide them.
-    allocations: Option<Vec<Option<u64>>>,
-    attributes: Option<Vec<Attribute>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Attribute {
-    handle_id: Option<String>,
-    /// `node`, `type` (tunnels); `namespace`, `pod`, `timestamp` (pods).
-    secondary: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct LeanPool {
-    spec: PoolSpec,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct PoolSpec {
-    cidr: Option<String>,
-    block_size: Option<u8>,
-    disabled: bool,
-    /// `null` as absent: Calico's default, Workload and Tunnel.
-    allowed_uses: Option<Vec<String>>,
-}
-
-/// The name of an object of `resource` (read apart: `T` keeps no metadata),
-/// and the object as `T`; `Err` when unusable (no name, a field of the wrong
-/// JSON type).
-fn lean<T: for<'de> Deserialize<'de>>(
-    v: &Value,
+/// The name of an object of `resource` and its spec; `Err` when unusable (no
+/// name, a field of the wrong JSON type).
+fn lean<'a, S: Checked>(
+    o: &'a LeanSpec<S>,
     resource: &'static str,
-) -> Result<(String, T), Invalid> {
-    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+) -> Result<(String, &'a S), Invalid> {
+    let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed(resource));
     };
-    T::deserialize(v)
-        .map(|t| (cleaned(name), t))
-        .map_err(|e| Invalid {
+    match o
+        .spec
+        .as_ref()
+        .map_err(String::as_str)
+        .map(|s| (s, s.wrong()))
+    {
+        Ok((s, None)) => Ok((cleaned(name), s)),
+        Ok((_, Some(e))) | Err(e) => Err(Invalid {
             resource,
             object: name.to_owned(),
             problem: format!("not a valid {resource} object ({e}); skipped"),
-        })
+        }),
+    }
 }
 
 /// `spec.cidr` of an object, or why not.
@@ -99,20 +61,22 @@ fn cidr(resource: &'static str, name: &str, cidr: Option<&str>) -> Result<IpNet,
 /// A `crd.projectcalico.org/v1` IPAMBlock: its CIDR, its node, and each
 /// allocated address's owner. `Err` when unusable; an allocation pointing at
 /// no attribute is named in `problems` and kept as an unknown owner.
-pub fn ipam_block(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpamBlock, Invalid> {
-    let (name, block) = lean::<LeanBlock>(v, "ipamblocks")?;
-    let spec = block.spec;
-    let cidr = cidr("ipamblocks", &name, spec.cidr.as_deref())?;
-    let node = spec
-        .affinity
+pub(in crate::kube) fn ipam_block(
+    o: &LeanIpamBlock,
+    problems: &mut Vec<Invalid>,
+) -> Result<IpamBlock, Invalid> {
+    let (name, spec) = lean(o, "ipamblocks")?;
+    let cidr = cidr("ipamblocks", &name, spec.cidr.value.as_deref())?;
+    let (affinity, allocations) = (&spec.affinity.value, &spec.allocations.value);
+    let node = affinity
         .as_deref()
         .and_then(|a| a.strip_prefix("host:"))
         .filter(|n| !n.is_empty())
         .map(cleaned);
     // A block that lists no allocations is unknown, not free.
-    let listed = spec.allocations.as_ref().is_some_and(|a| !a.is_empty());
-    let allocations = spec.allocations.unwrap_or_default();
-    let attributes = spec.attributes.unwrap_or_default();
+    let listed = allocations.as_ref().is_some_and(|a| !a.is_empty());
+    let allocations = allocations.as_deref().unwrap_or_default();
+    let attributes = spec.attributes.value.as_deref().unwrap_or_default();
     let mut bad = |problem: String| {
         problems.push(Invalid {
             resource: "ipamblocks",
@@ -200,10 +164,13 @@ fn owner(attribute: Option<&Attribute>, block_node: Option<&str>) -> IpamOwner {
 
 /// An IPPool (`crd.projectcalico.org/v1`, or `projectcalico.org/v3` from
 /// Calico's API server: the same fields). `Err` when unusable.
-pub fn ip_pool(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpPool, Invalid> {
-    let (name, pool) = lean::<LeanPool>(v, "ippools")?;
-    let cidr = cidr("ippools", &name, pool.spec.cidr.as_deref())?;
-    let block_size = pool.spec.block_size.filter(|b| {
+pub(in crate::kube) fn ip_pool(
+    o: &LeanIpPool,
+    problems: &mut Vec<Invalid>,
+) -> Result<IpPool, Invalid> {
+    let (name, spec) = lean(o, "ippools")?;
+    let cidr = cidr("ippools", &name, spec.cidr.value.as_deref())?;
+    let block_size = spec.block_size.value.filter(|b| {
         let fits = *b <= cidr.max_prefix_len() && *b >= cidr.prefix_len();
         if !fits {
             problems.push(Invalid {
@@ -218,11 +185,11 @@ pub fn ip_pool(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpPool, Invalid
         name,
         cidr,
         block_size,
-        disabled: pool.spec.disabled,
+        disabled: spec.disabled.value,
         // Calico defaults an absent or empty list to Workload and Tunnel.
-        workloads: pool
-            .spec
+        workloads: spec
             .allowed_uses
+            .value
             .as_ref()
             .is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
     })

@@ -1,12 +1,21 @@
 use serde_json::json;
 
+use serde_json::Value;
+
 use super::*;
+use crate::kube::objects::{whole, whole_calico};
 
 fn block(spec: &Value) -> (Result<IpamBlock, Invalid>, Vec<Invalid>) {
     let mut problems = Vec::new();
     let v = json!({"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMBlock",
                    "metadata": {"name": "10-1-0-0-30"}, "spec": spec});
-    (ipam_block(&v, &mut problems), problems)
+    let block = ipam_block(&whole::lean(&v), &mut problems);
+    // As the whole object converts.
+    let mut whole_problems = Vec::new();
+    let whole = whole_calico::ipam_block(&v, &mut whole_problems);
+    assert_eq!(format!("{block:?}"), format!("{whole:?}"));
+    assert_eq!(problems, whole_problems);
+    (block, problems)
 }
 
 #[test]
@@ -171,7 +180,10 @@ fn broken_blocks_are_named_and_skipped_or_kept_with_what_is_known() {
         block(&json!({"cidr": "10.1.0.0/30", "allocations": null, "attributes": null}));
     assert!(b.expect("usable").allocated.is_empty() && problems.is_empty());
     let mut problems = Vec::new();
-    let unnamed = ipam_block(&json!({"spec": {"cidr": "10.1.0.0/30"}}), &mut problems);
+    let unnamed = ipam_block(
+        &whole::lean(&json!({"spec": {"cidr": "10.1.0.0/30"}})),
+        &mut problems,
+    );
     assert_eq!(unnamed.expect_err("unusable").object, "(unnamed)");
 }
 
@@ -180,7 +192,7 @@ fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them(
     let mut problems = Vec::new();
     let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "fd00::/48", "blockSize": 122,
                    "disabled": true, "vxlanMode": "Always"}});
-    let p = ip_pool(&v, &mut problems).expect("usable");
+    let p = ip_pool(&whole::lean(&v), &mut problems).expect("usable");
     assert_eq!(
         (p.cidr.to_string(), p.block_size, p.disabled),
         ("fd00::/48".to_owned(), Some(122), true)
@@ -198,11 +210,16 @@ fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them(
     ] {
         let v = json!({"metadata": {"name": "p"},
                        "spec": {"cidr": "10.0.0.0/16", "allowedUses": uses}});
-        let p = ip_pool(&v, &mut problems).expect("usable");
+        let p = ip_pool(&whole::lean(&v), &mut problems).expect("usable");
         assert_eq!(p.workloads, workloads, "{uses}");
     }
     let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "10.0.0.0/16", "blockSize": 8}});
-    assert_eq!(ip_pool(&v, &mut problems).expect("usable").block_size, None);
+    assert_eq!(
+        ip_pool(&whole::lean(&v), &mut problems)
+            .expect("usable")
+            .block_size,
+        None
+    );
     assert!(
         problems[0].problem.contains("spec.blockSize 8"),
         "{problems:?}"
@@ -230,6 +247,6 @@ fn a_block_without_its_allocations_list_is_read_as_unlisted() {
     );
     let v: Value = serde_json::from_slice(&std::fs::read(path).expect("corpus")).expect("json");
     let mut problems = Vec::new();
-    let real = ipam_block(&v["items"][0], &mut problems).expect("usable");
+    let real = ipam_block(&whole::lean(&v["items"][0]), &mut problems).expect("usable");
     assert!(real.listed && !real.allocated.is_empty());
 }

@@ -1,7 +1,8 @@
-//! Cilium's CiliumNodes, read from their JSON (no generated types: every field
-//! is checked by hand and named when it is wrong), and its Node annotations.
+//! Cilium's CiliumNodes, read from their lean structs (no generated types:
+//! every field is checked by hand and named when it is wrong), and its Node
+//! annotations.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
 use serde_json::Value;
@@ -12,15 +13,19 @@ use crate::inventory::{
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
+use crate::kube::cluster::lean::{LeanCiliumNode, Shape, Used};
 
-/// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode, read from
-/// JSON: every `CiliumInternalIP` of `spec.addresses`, `spec.ingress`,
-/// `spec.health`, the `router`/`health`/`ingress` owners of `status.ipam.used`
-/// (the CRD-style allocators), `spec.ipam.podCIDRs` (not in CRD-style modes,
-/// where it means nothing) and `spec.ipam.pools.allocated[].cidrs` (multi-pool).
-/// `Err` when the object is unusable (no name); field problems go to `problems`.
-pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode, Invalid> {
-    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+/// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode: every
+/// `CiliumInternalIP` of `spec.addresses`, `spec.ingress`, `spec.health`, the
+/// `router`/`health`/`ingress` owners of `status.ipam.used` (the CRD-style
+/// allocators), `spec.ipam.podCIDRs` (not in CRD-style modes, where it means
+/// nothing) and `spec.ipam.pools.allocated[].cidrs` (multi-pool). `Err` when
+/// the object is unusable (no name); field problems go to `problems`.
+pub(in crate::kube) fn cilium_node(
+    o: &LeanCiliumNode,
+    problems: &mut Vec<Invalid>,
+) -> Result<CiliumNode, Invalid> {
+    let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed("ciliumnodes"));
     };
     let mut bad = |problem: String| {
@@ -34,52 +39,53 @@ pub fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode,
         name: cleaned(name),
         ..Default::default()
     };
-    spec_addresses(v, &mut node, &mut bad);
-    spec_ingress_and_health(v, &mut node, &mut bad);
-    let crd_style = status_ipam_used(v, &mut node, &mut bad)
-        || v.pointer("/spec/ipam/pool")
-            .and_then(Value::as_object)
-            .is_some_and(|p| !p.is_empty());
-    node.pod_cidrs = cidr_list(
-        v.pointer("/spec/ipam/podCIDRs"),
-        "spec.ipam.podCIDRs",
-        &mut bad,
-    );
+    let (spec, ipam) = (&o.spec, &o.spec.ipam);
+    spec_addresses(spec.addresses.as_ref(), &mut node, &mut bad);
+    for (section, v, role, source) in [
+        ("ingress", &spec.ingress, Role::Ingress, Source::SpecIngress),
+        ("health", &spec.health, Role::Health, Source::SpecHealth),
+    ] {
+        spec_section(section, v.as_ref(), (role, source), &mut node, &mut bad);
+    }
+    let crd_style = status_ipam_used(&o.status.ipam.used, &mut node, &mut bad) || ipam.pool_any;
+    node.pod_cidrs = cidr_list(ipam.pod_cidrs.as_ref(), "spec.ipam.podCIDRs", &mut bad);
     if crd_style {
         // ENI, Azure, CRD: addresses come from the cloud's interfaces, not this range.
         node.pod_cidrs.clear();
     }
     node.operator_pool = crd_style;
-    node.pool_cidrs = pool_cidrs(v, &mut bad);
-    node.operator_error = operator_error(v, &mut bad);
+    node.pool_cidrs = pool_cidrs(ipam.pools.allocated.as_ref(), &mut bad);
+    let error = o.status.ipam.operator_status.error.as_ref();
+    node.operator_error = operator_error(error, &mut bad);
     Ok(node)
 }
 
-/// The addresses of `spec.ingress` and `spec.health`, one per family.
-fn spec_ingress_and_health(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
-    for (section, role, source) in [
-        ("ingress", Role::Ingress, Source::SpecIngress),
-        ("health", Role::Health, Source::SpecHealth),
-    ] {
-        match v.pointer(&format!("/spec/{section}")) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(o)) => {
-                for (family, v6) in [("ipv4", false), ("ipv6", true)] {
-                    let field = format!("spec.{section}.{family}");
-                    if let Some(ip) = ip_field(o.get(family), &field, Some(v6), bad) {
-                        node.add(ip, role, source);
-                    }
+/// The addresses of `spec.ingress` or `spec.health`, one per family.
+fn spec_section(
+    section: &str,
+    v: Option<&Value>,
+    (role, source): (Role, Source),
+    node: &mut CiliumNode,
+    bad: &mut dyn FnMut(String),
+) {
+    match v {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            for (family, v6) in [("ipv4", false), ("ipv6", true)] {
+                let field = format!("spec.{section}.{family}");
+                if let Some(ip) = ip_field(o.get(family), &field, Some(v6), bad) {
+                    node.add(ip, role, source);
                 }
             }
-            Some(_) => bad(format!("spec.{section} is not an object")),
         }
+        Some(_) => bad(format!("spec.{section} is not an object")),
     }
 }
 
 /// The CIDRs of every pool in `spec.ipam.pools.allocated` (multi-pool IPAM).
-fn pool_cidrs(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
+fn pool_cidrs(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
     let mut out = Vec::new();
-    match v.pointer("/spec/ipam/pools/allocated") {
+    match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(pools)) => {
             let pools = capped(pools, caps::CIDRS, "spec.ipam.pools.allocated", bad);
@@ -94,10 +100,10 @@ fn pool_cidrs(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
 }
 
 /// The operator's IPAM error for this node, if it reports one.
-fn operator_error(v: &Value, bad: &mut dyn FnMut(String)) -> Option<String> {
+fn operator_error(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Option<String> {
     // `error: ""` is the healthy case; `resourceIPAMError` beside it belongs to
     // the network-driver IPAM, not pod addresses.
-    match v.pointer("/status/ipam/operator-status/error") {
+    match v {
         None | Some(Value::Null) => None,
         Some(Value::String(e)) if e.trim().is_empty() => None,
         Some(Value::String(e)) => Some(bounded(&cleaned(e.trim()), ERROR_MAX)),
@@ -109,8 +115,8 @@ fn operator_error(v: &Value, bad: &mut dyn FnMut(String)) -> Option<String> {
 }
 
 /// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
-fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
-    match v.pointer("/spec/addresses") {
+fn spec_addresses(v: Option<&Value>, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
+    match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
             let addrs = capped(addrs, caps::ADDRESSES, "spec.addresses", bad);
@@ -144,10 +150,14 @@ fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String))
 
 /// The infrastructure owners of `status.ipam.used`; whether it lists any address
 /// at all (the mark of a CRD-style allocator).
-fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) -> bool {
-    match v.pointer("/status/ipam/used") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(used)) => {
+fn status_ipam_used(
+    used: &Shape<BTreeMap<String, Shape<Used>>>,
+    node: &mut CiliumNode,
+    bad: &mut dyn FnMut(String),
+) -> bool {
+    match used {
+        Shape::Absent => false,
+        Shape::Map(used) => {
             if used.len() > caps::IPAM_USED {
                 bad(format!(
                     "status.ipam.used has {} entries; only the first {} are read",
@@ -156,10 +166,16 @@ fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String
                 ));
             }
             for (key, entry) in used.iter().take(caps::IPAM_USED) {
-                let role = match entry.get("owner").and_then(Value::as_str) {
-                    Some("router") => Role::Router,
-                    Some("health") => Role::Health,
-                    Some("ingress") => Role::Ingress,
+                let owner = match entry {
+                    Shape::Map(Used {
+                        owner: Some(Value::String(o)),
+                    }) => o.as_str(),
+                    _ => continue,
+                };
+                let role = match owner {
+                    "router" => Role::Router,
+                    "health" => Role::Health,
+                    "ingress" => Role::Ingress,
                     // Pods (`namespace/name`) and anything else: not Cilium's own.
                     _ => continue,
                 };
@@ -173,7 +189,7 @@ fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String
             }
             !used.is_empty()
         }
-        Some(_) => {
+        Shape::Other => {
             bad("status.ipam.used is not an object".to_owned());
             false
         }

@@ -3,50 +3,52 @@
 
 use std::{net::IpAddr, path::Path};
 
-use serde_json::Value;
-
 use crate::{
     inventory::text::cleaned,
     inventory::{Caller, EndpointSlice, Routes, ServiceRef},
-    kube::files,
+    kube::{
+        cluster::lean::{LeanCaller, LeanSlice, Service, Shape, Text},
+        files,
+    },
 };
 
 /// Endpoints read of one slice at most (the API allows 1,000).
 pub(crate) const ENDPOINTS_MAX: usize = 1_000;
-/// Addresses read of one endpoint: the first, the one kube-proxy programs
-/// (`pkg/proxy/endpointslicecache.go` `addEndpoints` uses `Addresses[0]`; the
-/// API allows 100 and says "clients may choose to only use the first
-/// element"). An address listed after it receives no Service traffic.
-const ADDRESSES_MAX: usize = 1;
 /// Webhooks read of one configuration at most.
 pub(crate) const WEBHOOKS_MAX: usize = 256;
 
-fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+/// A string field's text, if it is a non-empty string.
+fn text<const N: usize>(t: Option<&Text<N>>) -> Option<&str> {
+    t.and_then(Text::as_str).filter(|s| !s.is_empty())
 }
 
 /// [`text`], made safe to show (names go into notes and tables).
-fn owned(v: &Value, pointer: &str) -> Option<String> {
-    text(v, pointer).map(cleaned)
+fn owned<const N: usize>(t: Option<&Text<N>>) -> Option<String> {
+    text(t).map(cleaned)
 }
 
-fn service(v: Option<&Value>) -> Option<ServiceRef> {
-    let v = v?;
+fn service(s: &Shape<Service>) -> Option<ServiceRef> {
+    let Shape::Map(s) = s else { return None };
     Some(ServiceRef {
-        namespace: owned(v, "/namespace")?,
-        name: owned(v, "/name")?,
+        namespace: owned(s.namespace.as_ref())?,
+        name: owned(s.name.as_ref())?,
     })
 }
 
 /// A `discovery.k8s.io/v1` EndpointSlice.
 #[must_use]
-pub fn endpoint_slice(v: &Value) -> EndpointSlice {
-    let service = match (
-        text(v, "/metadata/namespace"),
-        text(v, "/metadata/labels/kubernetes.io~1service-name"),
-    ) {
+pub(in crate::kube) fn endpoint_slice(v: &LeanSlice) -> EndpointSlice {
+    let (namespace, name) = match &v.metadata {
+        Shape::Map(m) => (
+            m.namespace.as_ref(),
+            match &m.labels {
+                Shape::Map(l) => l.service_name.as_ref(),
+                _ => None,
+            },
+        ),
+        _ => (None, None),
+    };
+    let service = match (text(namespace), text(name)) {
         (Some(namespace), Some(name)) => Some(ServiceRef {
             namespace: cleaned(namespace),
             name: cleaned(name),
@@ -54,21 +56,18 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
         _ => None,
     };
     let endpoints = v
-        .get("endpoints")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .take(ENDPOINTS_MAX)
+        .endpoints
+        .items()
+        .iter()
         .map(|e| {
-            let pod = (text(e, "/targetRef/kind") == Some("Pod"))
-                .then(|| owned(e, "/targetRef/name"))
-                .flatten();
-            let addresses: Vec<IpAddr> = e
-                .get("addresses")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .take(ADDRESSES_MAX)
+            let Shape::Map(e) = e else {
+                return (None, Vec::new());
+            };
+            let pod = match &e.target_ref {
+                Shape::Map(t) if text(t.kind.as_ref()) == Some("Pod") => owned(t.name.as_ref()),
+                _ => None,
+            };
+            let addresses: Vec<IpAddr> = (e.addresses.items().iter())
                 .filter_map(|a| crate::inventory::ip_text::parse_ip(a.as_str()?))
                 .collect();
             (pod, addresses)
@@ -78,13 +77,19 @@ pub fn endpoint_slice(v: &Value) -> EndpointSlice {
 }
 
 /// The Services a Validating- or MutatingWebhookConfiguration, or an
-/// APIService, sends the kube-apiserver's calls to.
+/// APIService (`kind`), sends the kube-apiserver's calls to.
 #[must_use]
-pub fn callers(v: &Value) -> Vec<(Caller, ServiceRef)> {
-    let name = owned(v, "/metadata/name").unwrap_or_default();
-    let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
+pub(in crate::kube) fn callers(v: &LeanCaller, kind: &str) -> Vec<(Caller, ServiceRef)> {
+    let name = match &v.metadata {
+        Shape::Map(m) => owned(m.name.as_ref()),
+        _ => None,
+    };
+    let name = name.unwrap_or_default();
     if kind == "APIService" {
-        return service(v.pointer("/spec/service"))
+        let Shape::Map(spec) = &v.spec else {
+            return Vec::new();
+        };
+        return service(&spec.service)
             .map(|s| (Caller::ApiService(name), s))
             .into_iter()
             .collect();
@@ -94,14 +99,14 @@ pub fn callers(v: &Value) -> Vec<(Caller, ServiceRef)> {
         "MutatingWebhookConfiguration" => Caller::MutatingWebhook,
         _ => return Vec::new(),
     };
-    v.get("webhooks")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .take(WEBHOOKS_MAX)
+    (v.webhooks.items().iter())
         .filter_map(|w| {
-            let s = service(w.pointer("/clientConfig/service"))?;
-            Some((make(name.clone(), owned(w, "/name")?), s))
+            let Shape::Map(w) = w else { return None };
+            let Shape::Map(calls) = &w.client_config else {
+                return None;
+            };
+            let s = service(&calls.service)?;
+            Some((make(name.clone(), owned(w.name.as_ref())?), s))
         })
         .collect()
 }
@@ -124,7 +129,10 @@ pub fn from_files(
         (apiservices, "apiservices"),
     ] {
         if let Some(p) = p {
-            files::for_each_item(p, what, |_, v| routes.callers.extend(callers(&v)))?;
+            files::for_each_item(p, what, |_, v: LeanCaller| {
+                let kind = v.kind.as_ref().and_then(Text::as_str);
+                routes.callers.extend(callers(&v, kind.unwrap_or_default()));
+            })?;
         }
     }
     Ok(routes)
@@ -135,10 +143,24 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::kube::objects::whole::lean;
+
+    fn slice(v: &serde_json::Value) -> EndpointSlice {
+        endpoint_slice(&lean(v))
+    }
+
+    /// The callers of an object whose `kind` is in it, as a file has it.
+    fn called(v: &serde_json::Value) -> Vec<(Caller, ServiceRef)> {
+        let c: LeanCaller = lean(v);
+        callers(
+            &c,
+            c.kind.as_ref().and_then(Text::as_str).unwrap_or_default(),
+        )
+    }
 
     #[test]
     fn slices_and_callers_are_read_from_their_real_shapes() {
-        let s = endpoint_slice(&json!({
+        let s = slice(&json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "virt-api-x7", "namespace": "kubevirt",
                          "labels": {"kubernetes.io/service-name": "virt-api"}},
@@ -148,7 +170,7 @@ mod tests {
         }));
         assert_eq!(s.service.map(|s| s.name), Some("virt-api".into()));
         assert_eq!(s.endpoints[0].0.as_deref(), Some("virt-api-0"));
-        let c = callers(&json!({
+        let c = called(&json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": "virt-api-validator"},
             "webhooks": [{"name": "virtualmachine-validator.kubevirt.io",
@@ -156,7 +178,7 @@ mod tests {
                          {"name": "by-url.example.com", "clientConfig": {"url": "https://example.com"}}]
         }));
         assert_eq!(c.len(), 1);
-        let a = callers(
+        let a = called(
             &json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
             "metadata": {"name": "v1beta1.metrics.k8s.io"},
             "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}}}),
@@ -164,7 +186,7 @@ mod tests {
         assert_eq!(a[0].0, Caller::ApiService("v1beta1.metrics.k8s.io".into()));
         // kube-proxy programs an endpoint's first address alone: a second one
         // receives nothing through the Service.
-        let s = endpoint_slice(&json!({
+        let s = slice(&json!({
             "metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "web"}},
             "endpoints": [{"addresses": ["10.244.4.12", "10.244.4.251"]}]
         }));
@@ -174,7 +196,7 @@ mod tests {
         );
         // A local APIService has no service.
         assert!(
-            callers(&json!({"kind": "APIService", "metadata": {"name": "v1."}, "spec": {}}))
+            called(&json!({"kind": "APIService", "metadata": {"name": "v1."}, "spec": {}}))
                 .is_empty()
         );
     }

@@ -16,8 +16,9 @@ mod service;
 mod subnet;
 mod wordings;
 
-pub use calico::{ip_pool, ipam_block};
-pub use crds::{cilium_node, node_annotation_read, node_annotations};
+pub(in crate::kube) use calico::{ip_pool, ipam_block};
+pub(in crate::kube) use crds::cilium_node;
+pub use crds::{node_annotation_read, node_annotations};
 pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
@@ -104,3 +105,12 @@ mod addresses_tests;
 pub(crate) mod props;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+#[path = "whole_tests.rs"]
+pub(crate) mod whole;
+#[cfg(test)]
+#[path = "whole_calico_tests.rs"]
+pub(crate) mod whole_calico;
+#[cfg(test)]
+#[path = "whole_impact_tests.rs"]
+pub(crate) mod whole_impact;

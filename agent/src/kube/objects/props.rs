@@ -32,10 +32,14 @@ proptest! {
     #[test]
     fn cilium_nodes_of_any_shape_never_panic(spec in any_json(), addrs in any_json(), ingress in any_json()) {
         let v = json!({"metadata": {"name": "n"}, "spec": spec});
-        let _ = cilium_node(&v, &mut Vec::new());
+        let (mut p1, mut p2) = (Vec::new(), Vec::new());
+        // The lean struct converts as the whole object does, whatever its shape.
+        let whole = format!("{:?}", whole::cilium_node(&v, &mut p1));
+        prop_assert_eq!(whole, format!("{:?}", cilium_node(&whole::lean(&v), &mut p2)));
+        prop_assert_eq!(p1, p2);
         let v = json!({"metadata": {"name": "n"}, "spec": {"addresses": addrs, "ingress": ingress, "health": ingress}});
         let mut problems = Vec::new();
-        if let Ok(n) = cilium_node(&v, &mut problems) {
+        if let Ok(n) = cilium_node(&whole::lean(&v), &mut problems) {
             // ipv4 and ipv6 fields keep at most one address each, of their own family.
             prop_assert!(n.ips(Role::Ingress).filter(IpAddr::is_ipv4).count() <= 1);
             prop_assert!(n.ips(Role::Ingress).filter(IpAddr::is_ipv6).count() <= 1);
@@ -44,7 +48,11 @@ proptest! {
 
     #[test]
     fn subnets_of_any_shape_never_panic(spec in any_json()) {
-        let _ = subnet(&json!({"metadata": {"name": "s"}, "spec": spec}), &mut Vec::new());
+        let v = json!({"metadata": {"name": "s"}, "spec": spec});
+        let (mut p1, mut p2) = (Vec::new(), Vec::new());
+        // The lean struct converts as the whole object does, whatever its shape.
+        prop_assert_eq!(whole::subnet(&v, &mut p1), subnet(&whole::lean(&v), &mut p2));
+        prop_assert_eq!(p1, p2);
     }
 
     #[test]

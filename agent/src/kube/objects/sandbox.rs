@@ -11,9 +11,10 @@
 //! garbage "address" — are never read as an address in use. Which plugin's
 //! words a refusal is in, and so whose it is: [`super::wordings`].
 
-use serde_json::Value;
-
-use crate::inventory::{SandboxFailure, SandboxRefusal, text::cleaned};
+use crate::{
+    inventory::{SandboxFailure, SandboxRefusal, text::cleaned},
+    kube::cluster::lean::{LeanEvent, Shape, Text},
+};
 
 /// The reason kubelet gives the Event.
 const REASON: &str = "FailedCreatePodSandBox";
@@ -21,41 +22,51 @@ const REASON: &str = "FailedCreatePodSandBox";
 /// A `FailedCreatePodSandBox` Event about a pod (core/v1 as `kubectl get events
 /// -o json` prints it, or events.k8s.io/v1) as a [`SandboxFailure`]; `None` for
 /// any other Event, or a refusal ipshadow does not diagnose.
-pub fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
-    if event.get("reason").and_then(Value::as_str) != Some(REASON) {
+pub fn sandbox_failure(event: &LeanEvent) -> Option<SandboxFailure> {
+    if text(event.reason.as_ref()) != Some(REASON) {
         return None;
     }
-    let about = event
-        .get("involvedObject")
-        .or_else(|| event.get("regarding"))?;
-    if about.get("kind").and_then(Value::as_str) != Some("Pod") {
+    let ((Shape::Map(about), _) | (Shape::Absent, Shape::Map(about))) =
+        (&event.involved_object, &event.regarding)
+    else {
+        return None;
+    };
+    if text(about.kind.as_ref()) != Some("Pod") {
         return None;
     }
-    let text = |v: Option<&Value>| cleaned(v.and_then(Value::as_str).unwrap_or_default());
     // core/v1 lets an Event name a pod of another namespace than its own (when
     // eventTime is unset); kubelet writes a pod's Events in the pod's
     // namespace. One that differs was written by someone about a pod of
     // another tenant: never counted.
-    let own = event.pointer("/metadata/namespace").and_then(Value::as_str);
-    if own.is_some_and(|ns| Some(ns) != about.get("namespace").and_then(Value::as_str)) {
+    let own = match &event.metadata {
+        Shape::Map(m) => text(m.namespace.as_ref()),
+        _ => None,
+    };
+    if own.is_some_and(|ns| Some(ns) != text(about.namespace.as_ref())) {
         return None;
     }
-    let message = event.get("message").or_else(|| event.get("note"));
-    let message = message.and_then(Value::as_str)?;
+    let message = event.message.as_ref().or(event.note.as_ref());
+    let message = message.and_then(Text::as_str)?;
     let refusal = sandbox_refusal(message)?;
-    let count = event
-        .get("count")
-        .or_else(|| event.pointer("/series/count"))
-        .and_then(Value::as_u64)
-        .unwrap_or(1);
+    let series = match &event.series {
+        Shape::Map(s) => s.count.get(),
+        _ => None,
+    };
+    let count = event.count.get().or(series);
+    let shown = |t: &Option<Text<_>>| cleaned(text(t.as_ref()).unwrap_or_default());
     Some(SandboxFailure {
-        namespace: text(about.get("namespace")),
-        pod: text(about.get("name")),
-        uid: text(about.get("uid")),
+        namespace: shown(&about.namespace),
+        pod: shown(&about.name),
+        uid: shown(&about.uid),
         refusal,
-        count,
+        count: count.and_then(|n| u64::try_from(n).ok()).unwrap_or(1),
         message: super::bounded(&cleaned(&normalize(message)), SandboxFailure::MESSAGE_MAX),
     })
+}
+
+/// The text of a string field, if a string was there.
+fn text<const N: usize>(t: Option<&Text<N>>) -> Option<&str> {
+    t.and_then(Text::as_str)
 }
 
 /// The prefix Kubernetes' event aggregation puts before a message it combined.
@@ -70,7 +81,7 @@ pub fn sandbox_refusal(message: &str) -> Option<SandboxRefusal> {
 }
 
 /// One line, ASCII quotes, single spaces.
-fn normalize(message: &str) -> String {
+pub(super) fn normalize(message: &str) -> String {
     message
         .chars()
         .map(|c| match c {
@@ -145,7 +156,7 @@ mod tests {
                 "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p"},
                 "message": m,
             });
-            if let Some(f) = sandbox_failure(&event) {
+            if let Some(f) = sandbox_failure(&crate::kube::objects::whole::lean(&event)) {
                 // cilium#9793 and cilium-cli#189 run past 400 bytes, to "range is full".
                 assert_eq!(f.message, normalize(m), "{m}");
             }
@@ -159,7 +170,7 @@ mod tests {
             "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p"},
             "message": huge,
         });
-        let f = sandbox_failure(&event).expect("a failure");
+        let f = sandbox_failure(&crate::kube::objects::whole::lean(&event)).expect("a failure");
         assert!(f.message.len() <= SandboxFailure::MESSAGE_MAX + '…'.len_utf8());
         assert!(
             f.message
@@ -211,7 +222,7 @@ mod tests {
             "involvedObject": {"kind": "Pod", "namespace": "t", "name": "gw", "uid": "u1"},
             "message": "putEndpointIdInvalid \"IP ipv4:10.244.4.12 is already in use\""
         });
-        let f = sandbox_failure(&event).expect("a failure");
+        let f = sandbox_failure(&crate::kube::objects::whole::lean(&event)).expect("a failure");
         assert_eq!((f.pod.as_str(), f.uid.as_str(), f.count), ("gw", "u1", 85));
         // events.k8s.io/v1's names for the same fields.
         let v1 = serde_json::json!({
@@ -219,7 +230,10 @@ mod tests {
             "regarding": {"kind": "Pod", "namespace": "t", "name": "gw"},
             "note": "putEndpointIdInvalid IP 10.244.4.12 is already in use"
         });
-        assert_eq!(sandbox_failure(&v1).map(|f| f.count), Some(3));
+        assert_eq!(
+            sandbox_failure(&crate::kube::objects::whole::lean(&v1)).map(|f| f.count),
+            Some(3)
+        );
         for other in [
             // Written in tenant-a about tenant-b's pod: the API server allows it, we do not.
             serde_json::json!({"reason": "FailedCreatePodSandBox", "metadata": {"namespace": "tenant-a"},
@@ -229,7 +243,11 @@ mod tests {
             serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Node"}, "message": "IP 10.0.0.1 is already in use"}),
             serde_json::json!({"reason": "FailedCreatePodSandBox", "involvedObject": {"kind": "Pod"}}),
         ] {
-            assert_eq!(sandbox_failure(&other), None, "{other}");
+            assert_eq!(
+                sandbox_failure(&crate::kube::objects::whole::lean(&other)),
+                None,
+                "{other}"
+            );
         }
         let pod = |name: &str, uid: &str, ips: Vec<PodIp>| Pod {
             namespace: "t".into(),

@@ -1,5 +1,5 @@
-//! kube-ovn's Subnets, read from their JSON (no generated types: every field is
-//! checked by hand and named when it is wrong).
+//! kube-ovn's Subnets, read from their lean structs (no generated types: every
+//! field is checked by hand and named when it is wrong).
 
 use std::net::IpAddr;
 
@@ -12,11 +12,12 @@ use crate::inventory::{
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
+use crate::kube::cluster::lean::LeanSubnet;
 
-/// A kube-ovn `Subnet` (kubeovn.io/v1) read from JSON. `Err` when the object is
-/// unusable (no name, or no valid `spec.cidrBlock`).
-pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
-    let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+/// A kube-ovn `Subnet` (kubeovn.io/v1). `Err` when the object is unusable
+/// (no name, or no valid `spec.cidrBlock`).
+pub fn subnet(o: &LeanSubnet, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid> {
+    let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed("subnets"));
     };
     let invalid = |problem: String| Invalid {
@@ -24,7 +25,10 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
         object: name.to_owned(),
         problem,
     };
-    let Some(block) = v.pointer("/spec/cidrBlock").and_then(Value::as_str) else {
+    // A spec of the wrong type has no `cidrBlock` either.
+    let spec = o.spec.as_ref().ok();
+    let block = spec.and_then(|s| s.cidr_block.as_ref()?.as_str());
+    let (Some(spec), Some(block)) = (spec, block) else {
         return Err(invalid(
             "spec.cidrBlock is missing or not a string; object skipped".to_owned(),
         ));
@@ -37,14 +41,16 @@ pub fn subnet(v: &Value, problems: &mut Vec<Invalid>) -> Result<Subnet, Invalid>
             quote(block)
         )));
     }
-    let exclude = exclude_ips(v, &mut bad);
-    let primary = primary(v);
+    let exclude = exclude_ips(spec.exclude_ips.as_ref(), &mut bad);
+    let primary = primary(spec.provider.as_ref());
     // kube-ovn's `ovn40subnets`: overlay Subnets of the default VPC.
-    let text = |field: &str| v.pointer(field).and_then(Value::as_str).unwrap_or_default();
-    let masqueraded =
-        primary && matches!(text("/spec/vpc"), "" | "ovn-cluster") && text("/spec/vlan").is_empty();
+    let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_owned);
+    let vpc = text(&spec.vpc).unwrap_or_default();
+    let masqueraded = primary
+        && matches!(vpc.as_str(), "" | "ovn-cluster")
+        && text(&spec.vlan).unwrap_or_default().is_empty();
     let is_default =
-        name == "ovn-default" || v.pointer("/spec/default").and_then(Value::as_bool) == Some(true);
+        name == "ovn-default" || spec.default.as_ref().and_then(Value::as_bool) == Some(true);
     Ok(Subnet {
         name: cleaned(name),
         primary,
@@ -72,9 +78,9 @@ fn cidr_block(block: &str, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
 }
 
 /// The addresses and ranges of `spec.excludeIps`; bad entries named and skipped.
-fn exclude_ips(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpRange> {
+fn exclude_ips(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Vec<IpRange> {
     let mut exclude = Vec::new();
-    match v.pointer("/spec/excludeIps") {
+    match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             let items = capped(items, caps::EXCLUDE_IPS, "spec.excludeIps", bad);
@@ -94,10 +100,10 @@ fn exclude_ips(v: &Value, bad: &mut dyn FnMut(String)) -> Vec<IpRange> {
 }
 
 /// Whether the Subnet holds pods' primary addresses.
-fn primary(v: &Value) -> bool {
+fn primary(provider: Option<&Value>) -> bool {
     // Unset or `ovn`: pods' primary addresses. `<nad>.<ns>` (IPAM only) and
     // `<nad>.<ns>.ovn` (kube-ovn attachments) are secondary networks.
-    match v.pointer("/spec/provider") {
+    match provider {
         None | Some(Value::Null) => true,
         Some(p) => p.as_str().is_some_and(|p| p.is_empty() || p == "ovn"),
     }

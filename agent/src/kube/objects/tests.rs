@@ -149,7 +149,7 @@ fn cilium_node_infra_addresses_are_read_and_bad_fields_named() {
             "health": {"ipv4": 42}
         }
     });
-    let n = cilium_node(&v, &mut problems).expect("named node");
+    let n = cilium_node(&whole::lean(&v), &mut problems).expect("named node");
     assert_eq!(
         n.ips(Role::Router).collect::<Vec<_>>(),
         vec!["10.244.4.251".parse::<IpAddr>().expect("ip")]
@@ -183,7 +183,7 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
         "spec": {"cidrBlock": "10.244.0.0/16,fd00:10:244::/112",
                  "excludeIps": ["10.244.0.1", "10.244.248.0..10.244.255.255", "10.0.0.9..10.0.0.1", 7]}
     });
-    let s = subnet(&v, &mut problems).expect("usable subnet");
+    let s = subnet(&whole::lean(&v), &mut problems).expect("usable subnet");
     assert_eq!(s.cidrs.len(), 2);
     assert_eq!(s.exclude.len(), 2);
     assert!(!s.allocates("10.244.0.1".parse().expect("ip")));
@@ -193,7 +193,7 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0].problem.contains("excludeIps[2]"));
     let err = subnet(
-        &json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}}),
+        &whole::lean(&json!({"metadata": {"name": "x"}, "spec": {"cidrBlock": "nope"}})),
         &mut problems,
     )
     .expect_err("no valid block");
@@ -203,6 +203,6 @@ fn subnets_read_blocks_and_exclusions_and_name_bad_entries() {
 #[test]
 fn a_cilium_node_without_a_name_is_rejected() {
     let mut problems = vec![];
-    let err = cilium_node(&json!({"spec": {}}), &mut problems).expect_err("no name");
+    let err = cilium_node(&whole::lean(&json!({"spec": {}})), &mut problems).expect_err("no name");
     assert!(err.problem.contains("metadata.name"));
 }

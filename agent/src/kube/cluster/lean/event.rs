@@ -13,8 +13,7 @@
 //!
 //! [`objects::sandbox_failure`]: crate::kube::objects::sandbox_failure
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Deserialize;
 
 use super::{
     bounded::{Count, Text},
@@ -30,66 +29,46 @@ use crate::{
 /// hundred bytes).
 pub(in crate::kube) const MESSAGE_READ_MAX: usize = 16 * 1024;
 /// Longest name, namespace, uid or kind kept (the API allows 253 for names).
-const NAME_MAX: usize = 256;
+pub(in crate::kube) const NAME_MAX: usize = 256;
 
 /// An Event (core/v1 or events.k8s.io/v1) cut to what the converter reads.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub(in crate::kube) struct LeanEvent {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<Meta>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    involved_object: Shape<Reference>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    regarding: Shape<Reference>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<Text<MESSAGE_READ_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<Text<MESSAGE_READ_MAX>>,
-    #[serde(skip_serializing_if = "Count::is_none")]
-    count: Count,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    series: Shape<Series>,
+pub struct LeanEvent {
+    pub(in crate::kube) metadata: Shape<Meta>,
+    pub(in crate::kube) reason: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) involved_object: Shape<Reference>,
+    pub(in crate::kube) regarding: Shape<Reference>,
+    pub(in crate::kube) message: Option<Text<MESSAGE_READ_MAX>>,
+    pub(in crate::kube) note: Option<Text<MESSAGE_READ_MAX>>,
+    pub(in crate::kube) count: Count,
+    pub(in crate::kube) series: Shape<Series>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Meta {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
+pub(in crate::kube) struct Meta {
+    pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
 }
 
 /// `involvedObject` / `regarding`: which object the Event is about.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Reference {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    uid: Option<Text<NAME_MAX>>,
+pub(in crate::kube) struct Reference {
+    pub(in crate::kube) kind: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) uid: Option<Text<NAME_MAX>>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Series {
-    #[serde(skip_serializing_if = "Count::is_none")]
-    count: Count,
+pub(in crate::kube) struct Series {
+    pub(in crate::kube) count: Count,
 }
 
 impl LeanEvent {
-    /// What the converter reads, as JSON.
-    pub(in crate::kube) fn json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
-
     /// Whether its message (or note) ran past [`MESSAGE_READ_MAX`].
     pub(in crate::kube) fn message_cut(&self) -> bool {
         [&self.message, &self.note]
@@ -111,7 +90,7 @@ impl LeanEvent {
                 ),
             });
         }
-        objects::sandbox_failure(&self.json())
+        objects::sandbox_failure(self)
     }
 
     /// `namespace/name`, made safe to show.
@@ -128,14 +107,10 @@ impl LeanEvent {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
-    use crate::kube::objects::{sandbox_failure, sandbox_refusal};
-
-    fn lean(v: &Value) -> LeanEvent {
-        serde_json::from_slice(&serde_json::to_vec(v).expect("bytes")).expect("lean")
-    }
+    use crate::kube::objects::{sandbox_failure, sandbox_refusal, whole, whole::lean};
 
     fn real_messages() -> Vec<String> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
@@ -167,9 +142,9 @@ mod tests {
                 "metadata": {"namespace": "t", "managedFields": [{"manager": "kubelet"}]},
                 "involvedObject": {"kind": "Pod", "namespace": "t", "name": "p", "uid": "u"},
                 "message": m, "source": {"component": "kubelet"}});
-            let l = lean(&event);
+            let l: LeanEvent = lean(&event);
             assert!(!l.message_cut());
-            assert_eq!(sandbox_failure(&l.json()), sandbox_failure(&event), "{m}");
+            assert_eq!(sandbox_failure(&l), whole::sandbox_failure(&event), "{m}");
         }
     }
 
@@ -183,20 +158,16 @@ mod tests {
                 "regarding": {"kind": "Pod", "namespace": "t", "name": "p", "uid": "u"},
                 "note": message})
         };
-        let first = lean(&event(format!("{refusal} {padding}")));
+        let first: LeanEvent = lean(&event(format!("{refusal} {padding}")));
         assert!(first.message_cut());
-        let json = first.json();
-        assert!(
-            json["note"]
-                .as_str()
-                .is_some_and(|n| n.len() == MESSAGE_READ_MAX)
-        );
-        let found = sandbox_failure(&json).expect("the refusal at the start");
+        let note = first.note.as_ref().and_then(Text::as_str);
+        assert!(note.is_some_and(|n| n.len() == MESSAGE_READ_MAX));
+        let found = sandbox_failure(&first).expect("the refusal at the start");
         assert_eq!((found.uid.as_str(), found.count), ("u", 4));
         // Past the prefix a wording is not read: the Event is no refusal.
-        let last = lean(&event(format!("{padding} {refusal}")));
+        let last: LeanEvent = lean(&event(format!("{padding} {refusal}")));
         assert!(last.message_cut());
-        assert_eq!(sandbox_failure(&last.json()), None);
+        assert_eq!(sandbox_failure(&last), None);
         assert!(sandbox_refusal(&format!("{padding} {refusal}")).is_some());
     }
 
@@ -207,8 +178,8 @@ mod tests {
             json!({"metadata": [1], "regarding": {"kind": ["Pod"]}, "series": 3, "note": false}),
             json!({"count": -4, "involvedObject": {"kind": "Pod", "name": {"n": 1}}}),
         ] {
-            let l = lean(&junk);
-            assert_eq!(sandbox_failure(&l.json()), None, "{junk}");
+            let l: LeanEvent = lean(&junk);
+            assert_eq!(sandbox_failure(&l), None, "{junk}");
         }
     }
 }

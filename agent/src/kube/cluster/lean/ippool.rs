@@ -6,13 +6,14 @@
 //!
 //! [`objects::ip_pool`]: crate::kube::objects::ip_pool
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::collections::BTreeMap;
 
-use super::{LeanSpec, cluster_resource};
+use serde::Deserialize;
+
+use super::{LeanSpec, cluster_resource, shape::Typed};
 
 /// An IPPool cut to its name and the spec fields the converter reads.
-pub(in crate::kube) type LeanIpPool = LeanSpec<Spec>;
+pub(in crate::kube) type LeanIpPool = LeanSpec<PoolSpec>;
 
 /// An IPAMBlock cut to its name and the spec fields the converter reads
 /// (`audit` lists them in pages; the agent never reads them).
@@ -26,38 +27,78 @@ cluster_resource!(
     "ippools"
 );
 
-/// The fields of an IPPool's `spec` the converter reads.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(in crate::kube) struct Spec {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cidr: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    block_size: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    disabled: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allowed_uses: Option<Value>,
+cluster_resource!(
+    LeanIpamBlock,
+    "IPAMBlock",
+    "crd.projectcalico.org",
+    "v1",
+    "ipamblocks"
+);
+
+/// What names the first field of a spec that is not of its type, if any
+/// (in the order of their names, as serde reads a whole object).
+pub(in crate::kube) trait Checked {
+    fn wrong(&self) -> Option<&str>;
 }
 
-/// The fields of an IPAMBlock's `spec` the converter reads.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+/// The fields of an IPPool's `spec` the converter reads, by name.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(in crate::kube) struct PoolSpec {
+    /// `null` as absent: Calico's default, Workload and Tunnel.
+    pub(in crate::kube) allowed_uses: Typed<Option<Vec<String>>>,
+    pub(in crate::kube) block_size: Typed<Option<u8>>,
+    pub(in crate::kube) cidr: Typed<Option<String>>,
+    pub(in crate::kube) disabled: Typed<bool>,
+}
+
+impl Checked for PoolSpec {
+    fn wrong(&self) -> Option<&str> {
+        (self.allowed_uses.wrong.as_ref())
+            .or(self.block_size.wrong.as_ref())
+            .or(self.cidr.wrong.as_ref())
+            .or(self.disabled.wrong.as_ref())
+            .map(String::as_str)
+    }
+}
+
+/// The fields of an IPAMBlock's `spec` the converter reads, by name.
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub(in crate::kube) struct BlockSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cidr: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    affinity: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allocations: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attributes: Option<Value>,
+    pub(in crate::kube) affinity: Typed<Option<String>>,
+    /// Per ordinal, the index of its attribute; null when free. The lists
+    /// may be null in pastes that elide them.
+    pub(in crate::kube) allocations: Typed<Option<Vec<Option<u64>>>>,
+    pub(in crate::kube) attributes: Typed<Option<Vec<Attribute>>>,
+    pub(in crate::kube) cidr: Typed<Option<String>>,
+}
+
+impl Checked for BlockSpec {
+    fn wrong(&self) -> Option<&str> {
+        (self.affinity.wrong.as_ref())
+            .or(self.allocations.wrong.as_ref())
+            .or(self.attributes.wrong.as_ref())
+            .or(self.cidr.wrong.as_ref())
+            .map(String::as_str)
+    }
+}
+
+/// One of an IPAMBlock's `attributes`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Attribute {
+    pub(in crate::kube) handle_id: Option<String>,
+    /// `node`, `type` (tunnels); `namespace`, `pod`, `timestamp` (pods).
+    pub(in crate::kube) secondary: Option<BTreeMap<String, String>>,
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
-    use crate::kube::objects;
+    use crate::kube::objects::{self, whole_calico};
 
     /// The real IPPools of the corpus: the same pool (or refusal) lean as whole.
     #[test]
@@ -92,8 +133,8 @@ mod tests {
                     "{name}"
                 );
                 let (mut p1, mut p2) = (Vec::new(), Vec::new());
-                let whole = objects::ip_pool(&item, &mut p1);
-                let pruned = objects::ip_pool(&lean.json, &mut p2);
+                let whole = whole_calico::ip_pool(&item, &mut p1);
+                let pruned = objects::ip_pool(&lean, &mut p2);
                 assert!(whole.is_ok(), "{name}: {whole:?}");
                 assert_eq!(whole, pruned, "{name}");
                 assert_eq!(p1, p2, "{name}");
@@ -117,8 +158,8 @@ mod tests {
             // Refused both ways, naming the same object (a spec of the wrong
             // type reads as `[]` lean, so serde names another type).
             match (
-                objects::ip_pool(&junk, &mut p1),
-                objects::ip_pool(&lean.json, &mut p2),
+                whole_calico::ip_pool(&junk, &mut p1),
+                objects::ip_pool(&lean, &mut p2),
             ) {
                 (Err(whole), Err(pruned)) => {
                     assert_eq!(

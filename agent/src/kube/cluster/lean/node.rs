@@ -27,25 +27,23 @@ use serde::{
 use super::cluster_resource;
 use crate::kube::objects::node_annotation_read;
 
-/// This node's Node: name, uid, pod CIDRs, allocatable pods, conditions.
+/// This node's Node: a `Node` holding its name, uid, resourceVersion, pod
+/// CIDRs, allocatable pods and conditions, nothing else.
 #[derive(Clone, Debug, Default)]
-pub(in crate::kube) struct LeanNode {
-    /// Name, uid and resourceVersion only.
-    pub(in crate::kube) metadata: ObjectMeta,
-    spec: Option<NodeSpec>,
-    status: Option<NodeStatus>,
-}
+pub(in crate::kube) struct LeanNode(Node);
 
 cluster_resource!(LeanNode, "Node", "", "v1", "nodes");
 
-impl LeanNode {
-    /// The kept fields as a `Node`, for the converter.
-    pub(in crate::kube) fn node(&self) -> Node {
-        Node {
-            metadata: self.metadata.clone(),
-            spec: self.spec.clone(),
-            status: self.status.clone(),
-        }
+impl std::ops::Deref for LeanNode {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for LeanNode {
+    fn deref_mut(&mut self) -> &mut Node {
+        &mut self.0
     }
 }
 
@@ -64,11 +62,11 @@ impl<'de> Deserialize<'de> for LeanNode {
             conditions: s.conditions,
             ..NodeStatus::default()
         });
-        Ok(Self {
+        Ok(Self(Node {
             metadata: lean.metadata.object_meta(),
             spec,
             status,
-        })
+        }))
     }
 }
 
@@ -249,7 +247,7 @@ mod tests {
             );
             assert_eq!(spec.provider_id, None, "{file}: not read");
             let (mut p1, mut p2) = (Vec::new(), Vec::new());
-            let facts = objects::node_facts(&lean.node(), &mut p1);
+            let facts = objects::node_facts(&lean, &mut p1);
             assert_eq!(facts, objects::node_facts(&whole, &mut p2), "{file}");
             assert_eq!(p1, p2, "{file}");
         }
@@ -327,7 +325,7 @@ mod tests {
         let whole: Node = serde_json::from_value(item).expect("a Node");
         let (mut p1, mut p2) = (Vec::new(), Vec::new());
         assert_eq!(
-            objects::node_facts(&lean.node(), &mut p1),
+            objects::node_facts(&lean, &mut p1),
             objects::node_facts(&whole, &mut p2)
         );
         assert_eq!(p1, p2);

@@ -11,8 +11,7 @@
 //!
 //! [`objects::impact`]: crate::kube::objects::impact
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Deserialize;
 
 use super::{
     bounded::{Capped, Text},
@@ -26,129 +25,97 @@ const NAME_MAX: usize = 256;
 const ADDRESS_MAX: usize = 64;
 
 /// A `discovery.k8s.io/v1` EndpointSlice cut to what the converter reads.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(in crate::kube) struct LeanSlice {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<SliceMeta>,
-    endpoints: Capped<Shape<Endpoint>, ENDPOINTS_MAX>,
+    pub(in crate::kube) metadata: Shape<SliceMeta>,
+    pub(in crate::kube) endpoints: Capped<Shape<Endpoint>, ENDPOINTS_MAX>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct SliceMeta {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    labels: Shape<Labels>,
+pub(in crate::kube) struct SliceMeta {
+    pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) labels: Shape<Labels>,
 }
 
 /// The one label read: which Service the slice is of.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Labels {
-    #[serde(
-        rename = "kubernetes.io/service-name",
-        skip_serializing_if = "Option::is_none"
-    )]
-    service_name: Option<Text<NAME_MAX>>,
+pub(in crate::kube) struct Labels {
+    #[serde(rename = "kubernetes.io/service-name")]
+    pub(in crate::kube) service_name: Option<Text<NAME_MAX>>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Endpoint {
-    /// The first address alone: what kube-proxy programs.
-    addresses: Capped<Text<ADDRESS_MAX>, 1>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    target_ref: Shape<TargetRef>,
+pub(in crate::kube) struct Endpoint {
+    /// The first address alone: what kube-proxy programs
+    /// (`pkg/proxy/endpointslicecache.go` `addEndpoints` uses `Addresses[0]`;
+    /// the API allows 100 and says "clients may choose to only use the first
+    /// element"). An address listed after it receives no Service traffic.
+    pub(in crate::kube) addresses: Capped<Text<ADDRESS_MAX>, 1>,
+    pub(in crate::kube) target_ref: Shape<TargetRef>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct TargetRef {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
-}
-
-impl LeanSlice {
-    /// What the converter reads, as JSON.
-    pub(in crate::kube) fn json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
+pub(in crate::kube) struct TargetRef {
+    pub(in crate::kube) kind: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
 }
 
 /// A Validating- or MutatingWebhookConfiguration, or an APIService, cut to
 /// its name and the Services it calls.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(in crate::kube) struct LeanCaller {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    metadata: Shape<Named>,
-    #[serde(skip_serializing_if = "Capped::is_empty")]
-    webhooks: Capped<Shape<Webhook>, WEBHOOKS_MAX>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    spec: Shape<ApiServiceSpec>,
+    /// In a file's items (a list's leave it out).
+    pub(in crate::kube) kind: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) metadata: Shape<Named>,
+    pub(in crate::kube) webhooks: Capped<Shape<Webhook>, WEBHOOKS_MAX>,
+    pub(in crate::kube) spec: Shape<ApiServiceSpec>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Named {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
+pub(in crate::kube) struct Named {
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Webhook {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    client_config: Shape<Calls>,
+pub(in crate::kube) struct Webhook {
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) client_config: Shape<Calls>,
 }
 
 /// A webhook's `clientConfig`, or an APIService's `spec`: the Service called.
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Calls {
-    #[serde(skip_serializing_if = "Shape::is_absent")]
-    service: Shape<ServiceRef>,
+pub(in crate::kube) struct Calls {
+    pub(in crate::kube) service: Shape<Service>,
 }
 
-type ApiServiceSpec = Calls;
+pub(in crate::kube) type ApiServiceSpec = Calls;
 
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct ServiceRef {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<Text<NAME_MAX>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Text<NAME_MAX>>,
-}
-
-impl LeanCaller {
-    /// What the converter reads, as JSON, with the `kind` a list's items
-    /// leave out.
-    pub(in crate::kube) fn json(&self, kind: &str) -> Value {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("kind".to_owned(), kind.into());
-        }
-        v
-    }
+pub(in crate::kube) struct Service {
+    pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
+    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
-    use crate::kube::objects::impact::{callers, endpoint_slice};
-
-    fn lean<T: for<'de> Deserialize<'de>>(v: &Value) -> T {
-        serde_json::from_slice(&serde_json::to_vec(v).expect("bytes")).expect("lean")
-    }
+    use crate::kube::objects::{
+        impact::{callers, endpoint_slice},
+        whole::lean,
+        whole_impact as whole,
+    };
 
     #[test]
     fn a_slice_converts_the_same_lean_as_whole_with_only_what_is_read_kept() {
@@ -166,14 +133,13 @@ mod tests {
         });
         let l: LeanSlice = lean(&whole);
         assert!(!l.endpoints.cut());
-        let json = l.json();
-        assert_eq!(endpoint_slice(&json), endpoint_slice(&whole));
-        assert!(json.pointer("/metadata/annotations").is_none() && json.get("ports").is_none());
-        assert_eq!(json.pointer("/metadata/labels/other"), None);
-        assert_eq!(
-            json.pointer("/endpoints/0/addresses"),
-            Some(&json!(["10.244.4.251"]))
-        );
+        assert_eq!(endpoint_slice(&l), whole::endpoint_slice(&whole));
+        // Annotations, ports and the other labels have no field to be kept in.
+        let Shape::Map(e) = &l.endpoints.items()[0] else {
+            panic!("an endpoint")
+        };
+        let kept: Vec<_> = e.addresses.items().iter().map(Text::as_str).collect();
+        assert_eq!(kept, [Some("10.244.4.251")]);
     }
 
     #[test]
@@ -188,8 +154,8 @@ mod tests {
                            "endpoints": endpoints});
         let l: LeanSlice = lean(&whole);
         assert!(l.endpoints.cut());
-        assert_eq!(endpoint_slice(&l.json()).endpoints.len(), ENDPOINTS_MAX);
-        assert_eq!(endpoint_slice(&l.json()), endpoint_slice(&whole));
+        assert_eq!(endpoint_slice(&l).endpoints.len(), ENDPOINTS_MAX);
+        assert_eq!(endpoint_slice(&l), whole::endpoint_slice(&whole));
     }
 
     #[test]
@@ -213,13 +179,10 @@ mod tests {
             let l: LeanCaller = lean(v);
             let mut whole = v.clone();
             whole["kind"] = kind.into();
-            let got = callers(&l.json(kind));
+            let got = callers(&l, kind);
             assert!(!got.is_empty(), "{kind}");
-            assert_eq!(got, callers(&whole), "{kind}");
-            assert!(
-                !l.json(kind).to_string().contains("QQQ"),
-                "{kind}: caBundle skipped"
-            );
+            assert_eq!(got, whole::callers(&whole), "{kind}");
+            // caBundle has no field to be kept in.
         }
     }
 
@@ -231,9 +194,9 @@ mod tests {
             json!({"metadata": {"name": 5}, "webhooks": [{"clientConfig": []}], "spec": 7}),
         ] {
             let s: LeanSlice = lean(&junk);
-            assert_eq!(endpoint_slice(&s.json()).service, None, "{junk}");
+            assert_eq!(endpoint_slice(&s).service, None, "{junk}");
             let c: LeanCaller = lean(&junk);
-            assert!(callers(&c.json("APIService")).is_empty(), "{junk}");
+            assert!(callers(&c, "APIService").is_empty(), "{junk}");
         }
     }
 }

@@ -5,16 +5,15 @@
 use std::{fmt, marker::PhantomData};
 
 use serde::{
-    Deserialize, Deserializer, Serialize,
+    Deserialize, Deserializer,
     de::{IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
-    ser::{SerializeMap as _, SerializeSeq as _},
 };
 
 /// Where a JSON object is expected: missing (or null), the object read as
 /// `T`, or any other JSON, skipped unparsed. Written back as the object, or
 /// `[]` for the other JSON: the converter names a wrong type, never its value.
-#[derive(Debug, Default)]
-pub(super) enum Shape<T> {
+#[derive(Clone, Debug, Default)]
+pub(in crate::kube) enum Shape<T> {
     #[default]
     Absent,
     Map(T),
@@ -22,10 +21,6 @@ pub(super) enum Shape<T> {
 }
 
 impl<T: Default> Shape<T> {
-    pub(super) fn is_absent(&self) -> bool {
-        matches!(self, Self::Absent)
-    }
-
     /// The object, or an empty one: a wrong type reads as nothing there.
     pub(super) fn or_default(self) -> T {
         match self {
@@ -35,14 +30,15 @@ impl<T: Default> Shape<T> {
     }
 }
 
-impl<T: Serialize> Serialize for Shape<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Absent => s.serialize_unit(),
-            Self::Map(t) => t.serialize(s),
-            Self::Other => s.serialize_seq(Some(0))?.end(),
-        }
-    }
+/// Where a JSON object is expected: the object read as `T`, or `T`'s
+/// default for anything else (a wrong type reads as nothing there, as a JSON
+/// pointer through it finds nothing).
+pub(super) fn lenient<'de, T, D>(d: D) -> Result<T, D::Error>
+where
+    T: Deserialize<'de> + Default,
+    D: Deserializer<'de>,
+{
+    Shape::<T>::deserialize(d).map(Shape::or_default)
 }
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
@@ -89,19 +85,34 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
     }
 }
 
+/// A field read as `T` (its default where absent), or, where the JSON is
+/// not a `T`, `T`'s default and serde's words for why: a wrong type names
+/// the object instead of failing the list.
+#[derive(Clone, Debug, Default)]
+pub(in crate::kube) struct Typed<T> {
+    pub(in crate::kube) value: T,
+    /// Why the JSON there is not a `T`, if it is not.
+    pub(in crate::kube) wrong: Option<String>,
+}
+
+impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read as JSON first: a field of the wrong type cannot be skipped
+        // once serde has begun to read it as a `T`.
+        let v = serde_json::Value::deserialize(d)?;
+        let (value, wrong) =
+            T::deserialize(v).map_or_else(|e| (T::default(), Some(e.to_string())), |t| (t, None));
+        Ok(Self { value, wrong })
+    }
+}
+
 /// A value read for its key alone, written back as `{}`.
-#[derive(Debug)]
-pub(super) struct Skipped;
+#[derive(Clone, Debug)]
+pub(in crate::kube) struct Skipped;
 
 impl<'de> Deserialize<'de> for Skipped {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         IgnoredAny::deserialize(d).map(|_| Skipped)
-    }
-}
-
-impl Serialize for Skipped {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_map(Some(0))?.end()
     }
 }
 

@@ -1,0 +1,160 @@
+//! CiliumNodes as the watch holds them: only what detection reads.
+//!
+//! Every agent lists every CiliumNode. Held as `DynamicObject`s, the initial
+//! list of a 5,000-node cluster is parsed whole into JSON trees — annotations,
+//! managedFields, ENI and Azure interface details, one `status.ipam.used` entry
+//! per pod — before conversion, and the allocator keeps that peak (~100 MiB per
+//! agent in the fleet benchmark). Here serde reads each object straight from
+//! the response's bytes into [`LeanCiliumNode`], which names the fields the
+//! converter reads and skips every other one unparsed. A malformed object
+//! still parses (an object where one is expected, any JSON at the leaves,
+//! which the converter checks and names) and is reported, never failing the
+//! list.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::{
+    Meta, cluster_resource,
+    shape::{Shape, Skipped, lenient},
+};
+
+/// A CiliumNode cut to what [`crate::kube::objects::cilium_node`] reads.
+/// An object where one is expected that is of another type reads as empty,
+/// as a JSON pointer through it finds nothing.
+#[derive(Clone, Debug, Default)]
+pub(in crate::kube) struct LeanCiliumNode {
+    /// Name (when a string), uid and resourceVersion only.
+    pub(in crate::kube) metadata: ObjectMeta,
+    pub(in crate::kube) spec: Spec,
+    pub(in crate::kube) status: Status,
+}
+
+cluster_resource!(
+    LeanCiliumNode,
+    "CiliumNode",
+    "cilium.io",
+    "v2",
+    "ciliumnodes"
+);
+
+impl<'de> Deserialize<'de> for LeanCiliumNode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let lean = Shape::<Wire>::deserialize(d)?.or_default();
+        let mut node = Self {
+            metadata: lean.metadata.object_meta(),
+            spec: lean.spec,
+            status: lean.status,
+        };
+        node.cut();
+        Ok(node)
+    }
+}
+
+impl LeanCiliumNode {
+    /// Keeps, of the list that grows with the node's pods, what the
+    /// converter reads: the owners Cilium itself holds in `status.ipam.used`,
+    /// and one entry besides (the mark of a CRD-style allocator: it only asks
+    /// whether there are any). Of `spec.ipam.pool`, likewise, only whether it
+    /// has entries is kept.
+    fn cut(&mut self) {
+        if let Shape::Map(used) = &mut self.status.ipam.used {
+            let infra = |u: &Shape<Used>| {
+                matches!(u, Shape::Map(Used { owner: Some(Value::String(o)) })
+                    if matches!(o.as_str(), "router" | "health" | "ingress"))
+            };
+            let marker = used
+                .iter()
+                .find(|(_, u)| !infra(u))
+                .map(|(ip, _)| ip.clone());
+            used.retain(|ip, u| infra(u) || Some(ip) == marker.as_ref());
+        }
+    }
+}
+
+/// The object as read, before its metadata is cut to an `ObjectMeta`.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Wire {
+    metadata: Shape<Meta>,
+    #[serde(deserialize_with = "lenient")]
+    spec: Spec,
+    #[serde(deserialize_with = "lenient")]
+    status: Status,
+}
+
+/// The fields of `spec` the converter reads; the leaves are any JSON.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Spec {
+    pub(in crate::kube) addresses: Option<Value>,
+    pub(in crate::kube) ingress: Option<Value>,
+    pub(in crate::kube) health: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub(in crate::kube) ipam: SpecIpam,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct SpecIpam {
+    #[serde(rename = "podCIDRs")]
+    pub(in crate::kube) pod_cidrs: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub(in crate::kube) pools: Pools,
+    /// Whether `pool` (ENI/Azure's available addresses) has any.
+    #[serde(rename = "pool", deserialize_with = "any_key")]
+    pub(in crate::kube) pool_any: bool,
+}
+
+/// Whether an object has keys: none where it is no object.
+#[allow(
+    clippy::zero_sized_map_values,
+    reason = "a JSON object read for whether it has keys"
+)]
+fn any_key<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    lenient::<BTreeMap<String, Skipped>, D>(d).map(|m| !m.is_empty())
+}
+
+/// Multi-pool's ranges.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Pools {
+    pub(in crate::kube) allocated: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Status {
+    #[serde(deserialize_with = "lenient")]
+    pub(in crate::kube) ipam: StatusIpam,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct StatusIpam {
+    /// One entry per address the node's allocator handed out (cut to
+    /// Cilium's own and one more); a wrong type is named.
+    pub(in crate::kube) used: Shape<BTreeMap<String, Shape<Used>>>,
+    #[serde(rename = "operator-status", deserialize_with = "lenient")]
+    pub(in crate::kube) operator_status: OperatorStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct OperatorStatus {
+    pub(in crate::kube) error: Option<Value>,
+}
+
+/// One `status.ipam.used` entry: its owner, nothing else.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub(in crate::kube) struct Used {
+    pub(in crate::kube) owner: Option<Value>,
+}
+
+#[cfg(test)]
+#[path = "cilium_tests.rs"]
+mod tests;
