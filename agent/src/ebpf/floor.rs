@@ -20,14 +20,14 @@ impl Floor {
     pub fn attach(iface: &str, mode: AttachMode) -> Result<Self> {
         let mut ebpf = load_object()?;
         let prog = program(&mut ebpf, FLOOR_PROGRAM_NAME)?;
-        prog.load().map_err(|source| Error::Program {
+        prog.load().map_err(|cause| Error::Program {
             action: "loading the floor classifier",
-            source,
+            cause,
         })?;
         prog.attach_with_options(iface, TcAttachType::Ingress, attach_options(iface, mode))
-            .map_err(|source| Error::Program {
+            .map_err(|cause| Error::Program {
                 action: "attaching the floor classifier",
-                source,
+                cause,
             })?;
         Ok(Self { ebpf })
     }
