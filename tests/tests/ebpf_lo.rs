@@ -15,7 +15,7 @@ use std::{
 use ipshadow::ebpf::{AttachMode, Observer, Ownership};
 use ipshadow_tests::{
     can_run_netns_tests, kernel_at_least,
-    lab::ROUTER,
+    lab::{ROUTER, wait_for},
     netns::{NetNs, attached_programs},
 };
 
@@ -101,7 +101,11 @@ fn counts_syns_rsts_and_samples(mode: AttachMode) {
     // Dropping the observer detaches it.
     drop(obs);
     drop(inside_again);
-    assert_eq!(attached_programs(&ns, "lo", "ipshadow_lo"), 0, "{mode:?}");
+    // The link goes when its last fd closes, and a process another test
+    // forks at that moment holds a copy until it execs.
+    wait_for(&format!("{mode:?} detached"), ipshadow_tests::HANG, || {
+        (attached_programs(&ns, "lo", "ipshadow_lo") == 0).then_some(())
+    });
 }
 
 #[test]
