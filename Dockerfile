@@ -3,10 +3,11 @@
 #
 # Two ways to build it:
 # - here, with no registry access: `cargo xtask image` builds the static binary
-#   on the host and runs the last stage only (`docker build --target image`, or
-#   podman's where no Docker engine runs, with the binary in the context), since
-#   FROM scratch needs nothing pulled; `cargo xtask test` builds it so with
-#   podman and runs it (tests/tests/image.rs);
+#   on the host (for arm64 linked by zig) and runs the `image` stage only
+#   (`docker build --target image --platform linux/<arch>`, or podman's where
+#   no Docker engine runs, with the binary in the context), since FROM scratch
+#   needs nothing pulled and nothing runs; `cargo xtask test` builds the amd64
+#   one so with podman and runs it (tests/tests/image.rs);
 # - anywhere with registry access: `docker build -t ipshadow .` runs both stages.
 
 FROM rust:1.95-bookworm AS build

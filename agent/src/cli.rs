@@ -94,6 +94,7 @@ Examples:
   # A subcommand's flags and examples
   ipshadow audit --help";
 
+#[cfg(target_os = "linux")]
 const CHECK_EXAMPLES: &str = "\
 Examples:
   # This node against the cluster (on the node, as root; NODE_NAME or the hostname names it)
@@ -119,6 +120,7 @@ Examples:
   # From files someone else listed
   ipshadow audit --pods pods.json --ciliumnodes ciliumnodes.json --nodes nodes.json";
 
+#[cfg(target_os = "linux")]
 const AGENT_EXAMPLES: &str = "\
 Examples:
   # As the DaemonSet runs it (deploy/ and the Helm chart set the flags through IPSHADOW_* env)

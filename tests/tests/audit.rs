@@ -420,25 +420,40 @@ fn the_krew_manifest_installs_the_binary_as_the_plugin_kubectl_looks_for() {
     assert_eq!(version, format!("v{}", env!("CARGO_PKG_VERSION")));
     assert!(m["spec"]["shortDescription"].as_str().unwrap().len() <= 50);
     let platforms = m["spec"]["platforms"].as_array().unwrap();
-    let arches: BTreeSet<&str> = platforms
+    let label = |p: &Value, k: &str| p["selector"]["matchLabels"][k].as_str().unwrap().to_owned();
+    let listed: BTreeSet<(String, String)> = platforms
         .iter()
-        .map(|p| p["selector"]["matchLabels"]["arch"].as_str().unwrap())
+        .map(|p| (label(p, "os"), label(p, "arch")))
         .collect();
-    assert_eq!(arches, BTreeSet::from(["amd64", "arm64"]));
+    // What `cargo xtask plugin` builds (macOS needs Apple's SDK to link).
+    let expected = [("linux", "amd64"), ("linux", "arm64"), ("windows", "amd64")];
+    assert_eq!(
+        listed,
+        expected.map(|(o, a)| (o.to_owned(), a.to_owned())).into()
+    );
     for p in platforms {
-        assert_eq!(p["selector"]["matchLabels"]["os"], "linux");
-        assert_eq!(p["bin"], "kubectl-ipshadow");
+        let (os, arch) = (label(p, "os"), label(p, "arch"));
+        // kubectl finds a plugin on Windows only as an .exe.
+        let bin = if os == "windows" {
+            "kubectl-ipshadow.exe"
+        } else {
+            "kubectl-ipshadow"
+        };
+        assert_eq!(p["bin"], bin);
+        let files: Vec<&str> = p["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["from"].as_str().unwrap())
+            .collect();
+        // krew-index wants the license in the archive.
         assert!(
-            p["files"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["from"] == "kubectl-ipshadow")
+            files.contains(&bin) && files.contains(&"LICENSE"),
+            "{files:?}"
         );
         let uri = p["uri"].as_str().unwrap();
-        let arch = p["selector"]["matchLabels"]["arch"].as_str().unwrap();
         assert!(
-            uri.contains(version) && uri.ends_with(&format!("_linux_{arch}.tar.gz")),
+            uri.contains(version) && uri.ends_with(&format!("_{os}_{arch}.tar.gz")),
             "{uri}"
         );
         let sha = p["sha256"].as_str().unwrap();

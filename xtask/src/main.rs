@@ -4,7 +4,9 @@
 //! on a fresh machine and can install that toolchain.
 
 mod bench_readme;
+mod cross;
 mod guards;
+mod image;
 mod plugin;
 mod runner;
 mod setup;
@@ -27,9 +29,10 @@ enum Task {
     Setup,
     /// Build the agent (with its eBPF program) in release mode.
     Build,
-    /// Everything CI checks: fmt, clippy (host and eBPF), unit tests, root-only network-namespace tests.
+    /// Everything CI checks: fmt, clippy (host and eBPF), the macOS type check,
+    /// unit tests, root-only network-namespace tests.
     Test {
-        /// Skip fmt and clippy.
+        /// Skip fmt, clippy and the macOS type check.
         #[arg(long)]
         no_lint: bool,
         /// Skip the soaks (tests/tests/soak.rs: a 5-minute API outage, a
@@ -49,8 +52,15 @@ enum Task {
     /// Rewrite the flag reference in docs/reference.md from the agent's clap
     /// definitions (a test fails while it differs).
     Docs,
-    /// The kubectl plugin's krew archive (target/krew) and its manifest with the sha256.
-    Plugin,
+    /// The kubectl plugin's krew archives (target/krew), one per platform, and
+    /// the manifest listing those built with their sha256. linux/arm64 and
+    /// windows/amd64 are linked by zig (`setup` installs it); each release
+    /// build takes minutes.
+    Plugin {
+        /// Only these platforms (default: all).
+        #[arg(long = "platform", value_enum)]
+        platforms: Vec<plugin::Platform>,
+    },
     /// The Helm chart deploy/helm/ipshadow packaged by Helm's engine as
     /// target/chart/ipshadow-<version>.tgz, version and appVersion the crate's.
     Chart,
@@ -69,12 +79,16 @@ enum Task {
         /// Only these targets (default: all).
         targets: Vec<String>,
     },
-    /// The container image: a static (musl) binary on `FROM scratch`, built with
-    /// the local Docker engine if one runs, else with podman (no registry needed).
+    /// The container images: a static (musl) binary on `FROM scratch`, for
+    /// amd64 (tagged TAG) and arm64 (TAG-arm64, linked by zig), built with the
+    /// local Docker engine if one runs, else with podman (no registry needed).
     Image {
         /// Image name and tag.
         #[arg(long, default_value = concat!("ipshadow:", env!("CARGO_PKG_VERSION")))]
         tag: String,
+        /// Only these architectures (default: both).
+        #[arg(long, value_enum)]
+        arch: Vec<image::Arch>,
     },
     /// Benchmarks (not tests, root): `ebpf` measures the classifier's cost on lo,
     /// `idle` the agent's CPU and memory on an idle node.
@@ -201,7 +215,7 @@ fn main() -> anyhow::Result<()> {
             "--write",
             "docs/reference.md",
         ]),
-        Task::Plugin => plugin::build(),
+        Task::Plugin { platforms } => plugin::build(&platforms),
         Task::Chart => chart().map(|_| ()),
         Task::Demo { non_interactive } => {
             cargo(&["build", "--locked", "-p", "ipshadow"])?;
@@ -219,7 +233,7 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args)
         }
-        Task::Image { tag } => image(&tag, engine()?),
+        Task::Image { tag, arch } => image::build(&tag, &arch, image::engine()?),
         Task::Fuzz { seconds, targets } => {
             for line in fuzz(seconds, &targets)? {
                 println!("{line}");
@@ -227,89 +241,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-const MUSL: &str = "x86_64-unknown-linux-musl";
-
-/// The image `cargo xtask test` builds with podman and tests/tests/image.rs runs.
-const TEST_IMAGE: &str = concat!("localhost/ipshadow:", env!("CARGO_PKG_VERSION"));
-
-#[derive(Clone, Copy, Debug)]
-enum Engine {
-    Docker,
-    Podman,
-}
-
-/// Docker when an engine answers, else podman (Debian's, with runc: see
-/// tests/podman/containers.conf), else an error that says what to install.
-fn engine() -> anyhow::Result<Engine> {
-    let answers = |program: &str| {
-        Command::new(program)
-            .arg("info")
-            .env("CONTAINERS_CONF", containers_conf())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if answers("docker") {
-        Ok(Engine::Docker)
-    } else if answers("podman") {
-        Ok(Engine::Podman)
-    } else {
-        bail!(
-            "neither a Docker engine nor podman answers here (`docker info`, `podman info`): \
-             `cargo xtask setup` installs Debian's podman and runc"
-        )
-    }
-}
-
-/// Podman's settings for this kind of machine, in the repository.
-fn containers_conf() -> PathBuf {
-    workspace_root().join("tests/podman/containers.conf")
-}
-
-/// cargo's target directory: `$CARGO_TARGET_DIR`, else the workspace's target/.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || workspace_root().join("target"),
-        |d| workspace_root().join(d),
-    )
-}
-
-/// The static binary on `FROM scratch` (the Dockerfile's `image` stage: the
-/// binary is built here, so nothing is pulled), tagged `tag`.
-fn image(tag: &str, engine: Engine) -> anyhow::Result<()> {
-    cargo(&[
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "ipshadow",
-        "--target",
-        MUSL,
-    ])?;
-    let context = target_dir().join("image");
-    std::fs::create_dir_all(&context).context("creating the image's context directory")?;
-    let binary = target_dir().join(format!("{MUSL}/release/ipshadow"));
-    std::fs::copy(&binary, context.join("ipshadow"))
-        .with_context(|| format!("copying {}", binary.display()))?;
-    std::fs::copy(
-        workspace_root().join("Dockerfile"),
-        context.join("Dockerfile"),
-    )
-    .context("copying the Dockerfile")?;
-    let mut cmd = match engine {
-        Engine::Docker => Command::new("docker"),
-        Engine::Podman => {
-            let mut c = Command::new("podman");
-            c.env("CONTAINERS_CONF", containers_conf());
-            c
-        }
-    };
-    run(cmd
-        .args(["build", "--target", "image", "-t", tag])
-        .arg(&context))
 }
 
 /// Packages deploy/helm/ipshadow with Helm's engine (tests/helm/helm_sdk.py in
@@ -413,6 +344,14 @@ fn bench_readme() -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", readme_path.display()))
 }
 
+/// cargo's target directory: `$CARGO_TARGET_DIR`, else the workspace's target/.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || workspace_root().join("target"),
+        |d| workspace_root().join(d),
+    )
+}
+
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -468,12 +407,18 @@ fn test(no_lint: bool, quick: bool, jobs: usize, cargo_args: &[String]) -> anyho
             "-D",
             "warnings",
         ]))?;
+        // `audit` and the kubectl plugin build off Linux.
+        cross::check_darwin()?;
     }
     // The network-namespace tests run the real binary, and tests/tests/image.rs
     // the real image, built here as `cargo xtask image` builds it (with podman,
     // which runs it too).
     cargo(&["build", "--locked", "-p", "ipshadow"])?;
-    image(TEST_IMAGE, Engine::Podman)?;
+    image::build(
+        image::TEST_IMAGE,
+        &[image::Arch::Amd64],
+        image::Engine::Podman,
+    )?;
     // The soaks are #[ignore]d so that a plain `cargo test` stays quick.
     let mut test_args = Vec::new();
     if !quick {
@@ -490,12 +435,12 @@ fn test(no_lint: bool, quick: bool, jobs: usize, cargo_args: &[String]) -> anyho
     let _ = std::fs::remove_file(&guard_file);
     let bin = target_dir().join("debug/ipshadow");
     let venv = setup::helm_venv();
-    let conf = containers_conf();
+    let conf = image::containers_conf();
     let env: [(&str, &std::ffi::OsStr); 7] = [
         ("IPSHADOW_FIGURES", figures.as_os_str()),
         ("IPSHADOW_GUARDS", guard_file.as_os_str()),
         ("IPSHADOW_BIN", bin.as_os_str()),
-        ("IPSHADOW_IMAGE", TEST_IMAGE.as_ref()),
+        ("IPSHADOW_IMAGE", image::TEST_IMAGE.as_ref()),
         ("IPSHADOW_HELM_VENV", venv.as_os_str()),
         ("CONTAINERS_CONF", conf.as_os_str()),
         ("PROPTEST_CASES", PROPTEST_CASES.as_ref()),

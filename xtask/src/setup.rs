@@ -1,6 +1,7 @@
 //! Installs the build and test toolchain on a Debian 12 machine, idempotently:
 //! nightly's rust-src (for `-Z build-std=core`), Debian's LLVM 22 (bpf-linker
-//! links against it), bpf-linker, and the network tools the tests use.
+//! links against it), bpf-linker, the network tools the tests use, and zig
+//! with cargo-zigbuild for the other platforms' builds (crate::cross).
 //! See ../shared/TOOLCHAIN.md for why each piece is what it is.
 
 use std::process::{Command, Stdio};
@@ -49,6 +50,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     kubectl()?;
     kubernetes_validate()?;
     musl()?;
+    crate::cross::setup()?;
     helm_sdk()
 }
 
@@ -63,30 +65,43 @@ pub(crate) fn helm_venv() -> std::path::PathBuf {
     std::path::Path::new(&home).join(".cache/ipshadow/helm-venv")
 }
 
-/// Installs the requirements into [`helm_venv`] unless the marker file says
-/// they are there: a venv of Debian's python3 that sees its python3-yaml.
+/// Installs tests/helm/requirements.txt into [`helm_venv`]: a venv of
+/// Debian's python3 that sees its python3-yaml.
 fn helm_sdk() -> anyhow::Result<()> {
-    let reqs_path = crate::workspace_root().join("tests/helm/requirements.txt");
-    let reqs = std::fs::read_to_string(&reqs_path)
+    python_venv(
+        &helm_venv(),
+        &crate::workspace_root().join("tests/helm/requirements.txt"),
+        true,
+    )
+}
+
+/// Installs the pinned requirements `reqs_path` into the venv `venv` unless
+/// its marker file says they are there.
+pub(crate) fn python_venv(
+    venv: &std::path::Path,
+    reqs_path: &std::path::Path,
+    system_site_packages: bool,
+) -> anyhow::Result<()> {
+    let reqs = std::fs::read_to_string(reqs_path)
         .with_context(|| format!("reading {}", reqs_path.display()))?;
-    let venv = helm_venv();
     let marker = venv.join("ipshadow-requirements.txt");
     if venv.join("bin/python").exists() && std::fs::read_to_string(&marker).is_ok_and(|m| m == reqs)
     {
         return Ok(());
     }
     if venv.exists() {
-        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+        std::fs::remove_dir_all(venv).with_context(|| format!("removing {}", venv.display()))?;
     }
-    checked(
-        Command::new("/usr/bin/python3")
-            .args(["-m", "venv", "--system-site-packages"])
-            .arg(&venv),
-    )?;
+    let mut create = Command::new("/usr/bin/python3");
+    create.args(["-m", "venv"]);
+    if system_site_packages {
+        create.arg("--system-site-packages");
+    }
+    checked(create.arg(venv))?;
     checked(
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&reqs_path),
+            .arg(reqs_path),
     )?;
     std::fs::write(&marker, reqs).with_context(|| format!("writing {}", marker.display()))
 }
@@ -229,10 +244,15 @@ fn cargo_fuzz() -> anyhow::Result<()> {
 /// The musl target and its C toolchain (ring builds C; musl-tools is in
 /// APT_PACKAGES) for the image's static binary, which `cargo xtask test` builds.
 pub(crate) fn musl() -> anyhow::Result<()> {
+    rust_target("x86_64-unknown-linux-musl")
+}
+
+/// `rustup target add target` unless it is installed.
+pub(crate) fn rust_target(target: &str) -> anyhow::Result<()> {
     let targets =
         output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
-    if !targets.lines().any(|t| t == "x86_64-unknown-linux-musl") {
-        checked(Command::new("rustup").args(["target", "add", "x86_64-unknown-linux-musl"]))?;
+    if !targets.lines().any(|t| t == target) {
+        checked(Command::new("rustup").args(["target", "add", target]))?;
     }
     Ok(())
 }
