@@ -2,7 +2,7 @@
 //! nightly's rust-src (for `-Z build-std=core`), Debian's LLVM 22 (bpf-linker
 //! links against it), bpf-linker, the network tools the tests use, and zig
 //! with cargo-zigbuild for the other platforms' builds (crate::cross).
-//! See ../shared/TOOLCHAIN.md for why each piece is what it is.
+//! Why each piece is what it is: the comments below, and README.md's requirements.
 
 use std::process::{Command, Stdio};
 

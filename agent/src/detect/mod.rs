@@ -1,6 +1,6 @@
 //! Detection: a pure function from one [`Inventory`] to the findings it shows.
 //!
-//! Rules (DESIGN.md):
+//! Rules:
 //! - this node's pods are checked against every address this node holds (its
 //!   kernel's FIB answer first, then its addresses and CiliumNode) and against
 //!   the Cilium infrastructure addresses of every other node;

@@ -1,4 +1,4 @@
-//! Printing a [`Report`]: JSON as DESIGN.md fixes it, or a table for people.
+//! Printing a [`Report`]: the JSON of docs/reference.md#json-output, or a table for people.
 
 mod cause;
 mod format;
@@ -42,7 +42,7 @@ struct JsonReport<'a> {
     truth_table: Option<&'a crate::inventory::TruthTable>,
 }
 
-/// The JSON contract of one finding (DESIGN.md): fields may be added, never renamed.
+/// The JSON contract of one finding (docs/reference.md#json-output): fields may be added, never renamed.
 #[derive(Serialize)]
 pub(super) struct JsonFinding<'a> {
     kind: FindingKind,
@@ -215,7 +215,7 @@ fn truth_row<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::inventory
     report.truth.as_ref()?.rows.iter().find(|r| r.ip == ip)
 }
 
-/// The report as the JSON DESIGN.md fixes, pretty-printed.
+/// The report as docs/reference.md#json-output fixes it, pretty-printed.
 pub fn json(report: &Report) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&document(report))
 }
