@@ -3,7 +3,8 @@
 //! per-pod route — kube-ovn's `<id>_h` ports on its OVS bridge, Cilium's
 //! `lxc…` veths routed through `cilium_host` and its `lxc_health` namespace.
 //! Every pod's namespace is read and tabled; nothing is found. And the kernel's
-//! duplicate address detection, failed on a bridge (`dadfailed`).
+//! duplicate address detection, failed on a bridge (`dadfailed`) or never
+//! ending (`tentative`).
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use ipshadow_tests::{
@@ -233,4 +234,65 @@ fn a_pods_ipv6_address_the_kernel_marks_dadfailed_is_reported_on_that_pod() {
     assert_eq!(failed["owner"]["device"], "calibc08975e859", "{failed:#}");
     assert_eq!(failed["trust"], "hint", "{failed:#}");
     assert_eq!(kind_of("a")["kind"], "PodAddressHeldTwice", "{v:#}");
+}
+
+/// A pod whose IPv6 address stays tentative (its DAD stalled: a 10-minute
+/// retransmit time) is told so by `check` once the kernel made the address 10 s
+/// ago, on the pod and its link (issue 39); that a younger one is not is the
+/// parser's unit test, on the kernel's stamps.
+#[test]
+fn a_pods_ipv6_address_left_tentative_is_reported_once_its_dad_outlasts_ten_seconds() {
+    let test = "a_pods_ipv6_address_left_tentative_is_reported_once_its_dad_outlasts_ten_seconds";
+    if !can_run(test) {
+        return;
+    }
+    let node = node("tent");
+    node.ip_batch("link add br0 type bridge\naddr add fd00:20::1/64 dev br0\nlink set br0 up\n");
+    let addr = "fd00:20::5";
+    let pod_ns = NetNs::new("tentp");
+    node.ip_batch(&format!(
+        "link add calibc08975e859 type veth peer name eth0 netns {}\n\
+         link set calibc08975e859 master br0\nlink set calibc08975e859 up\n",
+        pod_ns.name
+    ));
+    // NetNs turns DAD off; this pod's runs, and waits 10 minutes for answers.
+    for setting in [
+        "net.ipv6.conf.eth0.accept_dad=1",
+        "net.ipv6.conf.eth0.dad_transmits=3",
+        "net.ipv6.neigh.eth0.retrans_time_ms=600000",
+    ] {
+        let sysctl = pod_ns
+            .command("sysctl")
+            .args(["-qw", setting])
+            .status()
+            .unwrap();
+        assert!(sysctl.success(), "{setting}");
+    }
+    pod_ns.ip_batch(&format!("addr add {addr}/64 dev eth0\nlink set eth0 up\n"));
+    wait_for_flag(&pod_ns, addr, "tentative", true);
+    let pods = list(vec![pod("tenant", "t", ME, &[addr])]);
+    let kind_of = |v: &Value| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["ip"] == addr)
+            .map(|f| f["kind"].as_str().unwrap().to_owned())
+    };
+    let found = wait_for("PodAddressTentative", HANG, || {
+        let v = check(&node, &[("--pods", pods.clone())]);
+        (kind_of(&v).as_deref() == Some("PodAddressTentative")).then_some(v)
+    });
+    let f = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["ip"] == addr)
+        .unwrap()
+        .clone();
+    assert_eq!(f["pod"]["name"], "t", "{f:#}");
+    assert_eq!(f["owner"]["device"], "calibc08975e859", "{f:#}");
+    assert_eq!(f["trust"], "hint", "{f:#}");
+    // Still tentative: what was told is the kernel's state, not a guess.
+    wait_for_flag(&pod_ns, addr, "tentative", true);
 }

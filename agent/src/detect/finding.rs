@@ -45,6 +45,7 @@ pub enum FindingKind {
     LeakedSandboxAddress,
     PodAddressNotHeld,
     PodAddressDadFailed,
+    PodAddressTentative,
     NodeAddressShadowed,
     UnallocatedTunnelAddress,
 }
@@ -79,6 +80,7 @@ impl FindingKind {
             Self::LeakedSandboxAddress => &kernel::LEAKED,
             Self::PodAddressNotHeld => &kernel::NOT_HELD,
             Self::PodAddressDadFailed => &kernel::DAD_FAILED,
+            Self::PodAddressTentative => &kernel::DAD_STUCK,
             Self::NodeAddressShadowed => &vip::NODE_ADDRESS,
             Self::UnallocatedTunnelAddress => &calico::UNALLOCATED,
         }

@@ -65,6 +65,16 @@ pub enum KernelFix {
         /// The host interfaces of the other namespaces of this node holding it.
         others: Vec<String>,
     },
+    /// Let the pod's link end DAD (its carrier, its DAD sysctls), else
+    /// recreate the pod so its address is added again.
+    FinishDad {
+        /// The node.
+        node: String,
+        /// The pod.
+        pod: PodRef,
+        /// The host interface of the pod's link.
+        iface: String,
+    },
     /// Bring the pod's interface back, or recreate the pod.
     RestoreLink {
         /// The node.

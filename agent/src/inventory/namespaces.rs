@@ -84,7 +84,15 @@ pub struct NsAddress {
     /// IPv6 duplicate address detection failed (`IFA_F_DADFAILED`): the kernel
     /// keeps the address but never uses it.
     pub dad_failed: bool,
+    /// IPv6 duplicate address detection has not ended [`DAD_STUCK_AFTER`]
+    /// after the kernel made the address (`IFA_F_TENTATIVE` still): the kernel
+    /// uses it for nothing meanwhile. It ends within seconds where it runs.
+    pub dad_stuck: bool,
 }
+
+/// How long an address may stay tentative: DAD takes `dad_transmits` (1)
+/// times `retrans_time_ms` (1 s) after a random delay of at most 1 s.
+pub const DAD_STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One peer namespace, read from the host namespace by its nsid.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

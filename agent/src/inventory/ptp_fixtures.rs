@@ -68,6 +68,7 @@ pub(crate) fn ns_address(a: &str) -> NsAddress {
         prefix_len: 24,
         index: 2,
         dad_failed: false,
+        dad_stuck: false,
     }
 }
 

@@ -2,6 +2,7 @@
 //! failed (`dadfailed`) and never uses it, so the pod has no working address
 //! however healthy it looks. Another holder on its link answered for it: a
 //! namespace of this node (a bridge CNI, a leaked sandbox) or a host beyond it.
+//! An address whose DAD never ends (`tentative` for long) is as unusable.
 
 use super::{Index, KERNEL_TRUTH, finding, site};
 use crate::{
@@ -10,7 +11,7 @@ use crate::{
         kind::{Count, Spec},
         truth::{KernelFix, KernelTruth},
     },
-    inventory::{Holder, Pod, TruthRow},
+    inventory::{Holder, NsAddress, Pod, TruthRow},
 };
 
 /// The pod's IPv6 address failed duplicate address detection in its namespace.
@@ -25,18 +26,44 @@ pub(in crate::detect) const DAD_FAILED: Spec = Spec {
     )
 };
 
+/// The pod's IPv6 address has stayed tentative: its DAD never ended.
+pub(in crate::detect) const DAD_STUCK: Spec = Spec {
+    unseen_by_audit: Some("duplicate address detection runs in the node's kernel"),
+    ..Spec::pod(
+        "PodAddressTentative",
+        "the pod's IPv6 address has stayed tentative in its namespace (duplicate address \
+         detection never ended): it carries no traffic",
+        Count::KernelTruth,
+        KERNEL_TRUTH,
+    )
+};
+
 /// The finding about `pod`'s address `row.ip` where its namespace's copy
-/// failed DAD. Which namespace is the pod's: the one its host route reaches,
-/// else the one named for it; where neither tells, only a failure in every
-/// holder is surely the pod's (else: two holders, [`super`]'s held twice).
-pub(super) fn dad_failed(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<Finding> {
+/// failed DAD, else where it has stayed tentative. Which namespace is the
+/// pod's: the one its host route reaches, else the one named for it; where
+/// neither tells, only a verdict on every holder is surely the pod's (else:
+/// two holders, [`super`]'s held twice).
+pub(super) fn dad_verdict(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<Finding> {
+    let failed = |a: &NsAddress| a.dad_failed;
+    let stuck = |a: &NsAddress| a.dad_stuck;
+    verdict(idx, row, pod, FindingKind::PodAddressDadFailed, &failed)
+        .or_else(|| verdict(idx, row, pod, FindingKind::PodAddressTentative, &stuck))
+}
+
+fn verdict(
+    idx: &Index<'_>,
+    row: &TruthRow,
+    pod: &Pod,
+    kind: FindingKind,
+    marked: &dyn Fn(&NsAddress) -> bool,
+) -> Option<Finding> {
     let inv = idx.inv;
     let failed = |h: &Holder| {
         inv.host
             .namespaces
             .namespaces
             .get(&h.nsid)
-            .is_some_and(|n| n.addresses.iter().any(|a| a.ip == row.ip && a.dad_failed))
+            .is_some_and(|n| n.addresses.iter().any(|a| a.ip == row.ip && marked(a)))
     };
     let name = format!("{}/{}", pod.namespace, pod.name);
     let by_route = row.route.as_ref().and_then(|r| r.nsid);
@@ -54,17 +81,7 @@ pub(super) fn dad_failed(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<F
     if !failed(own) {
         return None;
     }
-    let others = row
-        .holders
-        .iter()
-        .filter(|h| h.nsid != own.nsid)
-        .map(|h| h.iface.clone())
-        .collect();
-    let fix = KernelFix::RedoDad {
-        node: inv.node.clone(),
-        pod: PodRef::from(pod),
-        others,
-    };
+    let fix = fix(kind, &inv.node, row, own, pod);
     let truth = KernelTruth {
         site: Some(site(inv, pod)),
         row: row.clone(),
@@ -72,14 +89,30 @@ pub(super) fn dad_failed(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<F
         other_pod: None,
     };
     let device = Some(own.iface.clone());
-    let mut f = finding(
-        inv,
-        (FindingKind::PodAddressDadFailed, row.ip),
-        truth,
-        fix,
-        device,
-    );
-    // A pod with NET_ADMIN can fail its own DAD, or a neighbour's on a shared link.
+    let mut f = finding(inv, (kind, row.ip), truth, fix, device);
+    // A pod with NET_ADMIN can fail its own DAD (or a neighbour's on a shared
+    // link), or stall it with its own sysctls.
     f.trust = Trust::Hint;
     Some(f)
+}
+
+/// A failed DAD: remove the other holders on the pod's link. One that never
+/// ends: let the pod's own link finish it.
+fn fix(kind: FindingKind, node: &str, row: &TruthRow, own: &Holder, pod: &Pod) -> KernelFix {
+    let (node, pod) = (node.to_owned(), PodRef::from(pod));
+    if kind == FindingKind::PodAddressDadFailed {
+        let others = row
+            .holders
+            .iter()
+            .filter(|h| h.nsid != own.nsid)
+            .map(|h| h.iface.clone())
+            .collect();
+        KernelFix::RedoDad { node, pod, others }
+    } else {
+        KernelFix::FinishDad {
+            node,
+            pod,
+            iface: own.iface.clone(),
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! A pod's address whose duplicate address detection failed in its own
 //! namespace (issue 39): reported on the pod, as a hint, with its fix (its words:
 //! `report/message/catalog_tests/kernel.rs`); a
-//! failed copy elsewhere leaves the pod's own working address alone.
+//! failed copy elsewhere leaves the pod's own working address alone. One whose
+//! DAD never ends (tentative for long) is reported the same way.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use super::tests::api;
 use crate::{
     detect::{Cause, Finding, FindingKind, KernelFix, Remedy, Trust, detect},
     inventory::{
-        Inventory,
+        Inventory, NsAddress,
         fixtures::ip,
         ptp_fixtures::{PTP_PODS, hold, ptp_inventory},
     },
@@ -17,10 +18,14 @@ use crate::{
 
 /// Marks the copy of `addr` in namespace `nsid` as failed DAD.
 fn fail_dad(inv: &mut Inventory, nsid: i32, addr: &str) {
+    mark(inv, nsid, addr, |a| a.dad_failed = true);
+}
+
+fn mark(inv: &mut Inventory, nsid: i32, addr: &str, set: impl Fn(&mut NsAddress)) {
     let host = Arc::make_mut(&mut inv.host);
     let ns = Arc::make_mut(host.namespaces.namespaces.get_mut(&nsid).expect("nsid"));
     for a in ns.addresses.iter_mut().filter(|a| a.ip == ip(addr)) {
-        a.dad_failed = true;
+        set(a);
     }
 }
 
@@ -71,4 +76,33 @@ fn a_failed_copy_in_another_namespace_leaves_the_pods_working_address_held_twice
         "{:?}",
         f.remedy
     );
+}
+
+#[test]
+fn a_pods_own_address_tentative_for_long_is_reported_with_its_link() {
+    let mut inv = ptp_inventory(api());
+    mark(&mut inv, 0, PTP_PODS[0], |a| a.dad_stuck = true);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressTentative);
+    assert_eq!(f.pod().map(|p| p.name.as_str()), Some("a"));
+    assert_eq!(f.trust, Trust::Hint, "a pod can stall its own DAD");
+    assert!(
+        matches!(&f.remedy, Remedy::Kernel(KernelFix::FinishDad { iface, .. }) if iface == "veth0"),
+        "{:?}",
+        f.remedy
+    );
+    assert_eq!(about(&inv, PTP_PODS[1]), None);
+    // A failed DAD is the verdict told, not the wait before it.
+    mark(&mut inv, 0, PTP_PODS[0], |a| a.dad_failed = true);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressDadFailed);
+}
+
+#[test]
+fn a_stuck_copy_in_another_namespace_leaves_the_pods_working_address_held_twice() {
+    let mut inv = ptp_inventory(api());
+    hold(&mut inv, 1, &[PTP_PODS[1], PTP_PODS[0]]);
+    mark(&mut inv, 1, PTP_PODS[0], |a| a.dad_stuck = true);
+    let f = about(&inv, PTP_PODS[0]).expect("a finding about pod a");
+    assert_eq!(f.kind, FindingKind::PodAddressHeldTwice);
 }

@@ -125,7 +125,7 @@ pub(super) fn kernel_findings(
         }
         for p in idx.own_at(row.ip) {
             if !seen.contains(&(p.uid.as_str(), row.ip)) {
-                let dad = dad::dad_failed(&idx, row, p);
+                let dad = dad::dad_verdict(&idx, row, p);
                 out.extend(dad.or_else(|| pod_finding(&idx, row, p)));
             }
         }
@@ -340,7 +340,7 @@ mod dad;
 mod holder_tests;
 mod index;
 mod leaked;
-pub(in crate::detect) use dad::DAD_FAILED;
+pub(in crate::detect) use dad::{DAD_FAILED, DAD_STUCK};
 pub(in crate::detect) use leaked::LEAKED;
 #[cfg(test)]
 mod dad_tests;

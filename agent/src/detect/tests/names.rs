@@ -63,6 +63,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::LeakedSandboxAddress => "LeakedSandboxAddress",
             FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
             FindingKind::PodAddressDadFailed => "PodAddressDadFailed",
+            FindingKind::PodAddressTentative => "PodAddressTentative",
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
             FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
         },
@@ -71,7 +72,7 @@ fn finding_kinds_keep_their_names_everywhere() {
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 27);
+    assert_eq!(all.len(), 28);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
     assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
 }

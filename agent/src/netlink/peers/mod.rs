@@ -336,11 +336,7 @@ impl Peers {
             });
         }
         ns.truncated |= msgs.len() > MAX_ADDRESSES;
-        ns.addresses = msgs
-            .iter()
-            .take(MAX_ADDRESSES)
-            .filter_map(ns_address)
-            .collect();
+        ns.addresses = ns_addresses(&msgs[..msgs.len().min(MAX_ADDRESSES)]);
         Ok(ns)
     }
 }
@@ -394,7 +390,9 @@ fn namespaces_of(ifaces: &[HostIface]) -> BTreeMap<i32, Vec<Through>> {
 
 mod parse;
 
-pub use parse::{address_answers_for, host_iface, link_answers_for, ns_address, ns_link};
+pub use parse::{
+    address_answers_for, host_iface, link_answers_for, ns_address, ns_addresses, ns_link,
+};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use netlink_packet_route::{
     link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
-use crate::inventory::{HostIface, NsAddress, NsLink, OperState};
+use crate::inventory::{DAD_STUCK_AFTER, HostIface, NsAddress, NsLink, OperState};
 
 /// A host link whose peer is in another namespace (`IFLA_LINK_NETNSID` and `IFLA_LINK`).
 pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
@@ -72,9 +72,24 @@ pub fn ns_link(msg: &LinkMessage) -> Option<NsLink> {
     })
 }
 
+/// The addresses of a peer namespace that can carry pod traffic. Whether one
+/// has been tentative for long is told by its age, from the kernel's
+/// creation stamp against the time since boot, read only when one is tentative.
+pub fn ns_addresses(msgs: &[AddressMessage]) -> Vec<NsAddress> {
+    let since_boot = msgs
+        .iter()
+        .any(|m| flagged(m, AddressFlags::Tentative, AddressHeaderFlags::Tentative))
+        .then(centis_since_boot)
+        .flatten();
+    msgs.iter()
+        .filter_map(|m| ns_address(m, since_boot))
+        .collect()
+}
+
 /// An address of a peer namespace that can carry pod traffic; `None` for
-/// loopback, IPv6 link-local and multicast addresses.
-pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
+/// loopback, IPv6 link-local and multicast addresses. `since_boot`: now, in
+/// the kernel's hundredths of a second since boot, where known.
+pub fn ns_address(msg: &AddressMessage, since_boot: Option<u32>) -> Option<NsAddress> {
     let ip = crate::netlink::convert::local_ip(msg)?;
     let carries = match ip {
         // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
@@ -89,24 +104,46 @@ pub fn ns_address(msg: &AddressMessage) -> Option<NsAddress> {
                 && !v6.is_unicast_link_local()
         }
     };
+    let dad_failed = flagged(msg, AddressFlags::Dadfailed, AddressHeaderFlags::Dadfailed);
+    let tentative = flagged(msg, AddressFlags::Tentative, AddressHeaderFlags::Tentative);
+    let made = msg.attributes.iter().find_map(|a| match a {
+        AddressAttribute::CacheInfo(c) => Some(c.cstamp),
+        _ => None,
+    });
+    let stuck_after = u32::try_from(DAD_STUCK_AFTER.as_millis() / 10).unwrap_or(u32::MAX);
+    let dad_stuck = tentative
+        && !dad_failed
+        && matches!((since_boot, made), (Some(now), Some(made)) if now.wrapping_sub(made) >= stuck_after);
     carries.then_some(NsAddress {
         ip,
         prefix_len: msg.header.prefix_len,
         index: msg.header.index,
-        dad_failed: dad_failed(msg),
+        dad_failed,
+        dad_stuck,
     })
 }
 
-/// Whether the kernel marks the address `dadfailed`: in `IFA_FLAGS` (32 bits)
-/// where sent, else in the header's 8 bits (the flag fits both).
-fn dad_failed(msg: &AddressMessage) -> bool {
+/// Whether the kernel sets `flag` on the address: in `IFA_FLAGS` (32 bits)
+/// where sent, else in the header's 8 bits (both DAD flags fit).
+fn flagged(msg: &AddressMessage, flag: AddressFlags, header: AddressHeaderFlags) -> bool {
     msg.attributes
         .iter()
         .find_map(|a| match a {
-            AddressAttribute::Flags(f) => Some(f.contains(AddressFlags::Dadfailed)),
+            AddressAttribute::Flags(f) => Some(f.contains(flag)),
             _ => None,
         })
-        .unwrap_or_else(|| msg.header.flags.contains(AddressHeaderFlags::Dadfailed))
+        .unwrap_or_else(|| msg.header.flags.contains(header))
+}
+
+/// Now in hundredths of a second since boot, as the kernel stamps addresses
+/// (`/proc/uptime`); `None` where it cannot be read.
+fn centis_since_boot() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+    // Truncation is meant: the kernel's stamp is a wrapping u32 of hundredths.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let centis = (secs * 100.0) as u64 as u32;
+    Some(centis)
 }
 
 /// Whether a link answer says it is about namespace `nsid`.

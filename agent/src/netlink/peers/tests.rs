@@ -46,7 +46,7 @@ fn peer_addresses_skip_loopback_and_link_local() {
         m.header.prefix_len = 24;
         m.attributes
             .push(AddressAttribute::Address(ip.parse().expect("ip")));
-        ns_address(&m)
+        ns_address(&m, None)
     };
     assert_eq!(addr("10.250.1.2").map(|a| a.index), Some(2));
     assert!(addr("127.0.0.1").is_none());
@@ -141,7 +141,7 @@ fn the_kernels_dadfailed_flag_is_read_from_ifa_flags_else_the_header() {
         m.attributes
             .push(AddressAttribute::Address("fd00::2".parse().expect("ip")));
         m.attributes.extend(attr.map(AddressAttribute::Flags));
-        ns_address(&m).expect("a pod address")
+        ns_address(&m, None).expect("a pod address")
     };
     let failed = AddressFlags::Dadfailed | AddressFlags::Tentative;
     assert!(v6(Some(failed), AddressHeaderFlags::empty()).dad_failed);
@@ -150,4 +150,35 @@ fn the_kernels_dadfailed_flag_is_read_from_ifa_flags_else_the_header() {
     // IFA_FLAGS, where sent, is the whole truth (the header keeps 8 bits).
     assert!(!v6(Some(AddressFlags::Permanent), AddressHeaderFlags::Dadfailed).dad_failed);
     assert!(!v6(None, AddressHeaderFlags::empty()).dad_failed);
+}
+
+#[test]
+fn an_address_tentative_for_long_is_told_by_its_kernel_stamp() {
+    use netlink_packet_route::address::{AddressFlags, CacheInfo};
+    let v6 = |flags: AddressFlags, made: Option<u32>, now: Option<u32>| {
+        let mut m = AddressMessage::default();
+        m.header.index = 2;
+        m.header.prefix_len = 64;
+        m.attributes
+            .push(AddressAttribute::Address("fd00::2".parse().expect("ip")));
+        m.attributes.push(AddressAttribute::Flags(flags));
+        m.attributes.extend(made.map(|cstamp| {
+            let mut info = CacheInfo::default();
+            info.cstamp = cstamp;
+            info.tstamp = cstamp;
+            AddressAttribute::CacheInfo(info)
+        }));
+        ns_address(&m, now).expect("a pod address").dad_stuck
+    };
+    let t = AddressFlags::Tentative;
+    // Ten seconds (1,000 hundredths) after the kernel made it, not before.
+    assert!(v6(t, Some(500), Some(1_500)));
+    assert!(!v6(t, Some(500), Some(1_499)));
+    // The kernel's stamp wraps.
+    assert!(v6(t, Some(u32::MAX - 10), Some(995)));
+    // Not tentative, failed rather than unfinished, or of unknown age: not stuck.
+    assert!(!v6(AddressFlags::Permanent, Some(500), Some(9_000)));
+    assert!(!v6(t | AddressFlags::Dadfailed, Some(500), Some(9_000)));
+    assert!(!v6(t, None, Some(9_000)));
+    assert!(!v6(t, Some(500), None));
 }

@@ -52,6 +52,11 @@ pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
              (the kernel marks it dadfailed): another holder on its link answered for it, and \
              the pod's namespace will not use it. Traffic to it reaches no pod."
         ),
+        FindingKind::PodAddressTentative => format!(
+            "On node {node}, this pod's IPv6 address {ip} is still tentative: duplicate address \
+             detection never ended (its link has no carrier, or the namespace's DAD sysctls \
+             stall it), so the pod's namespace will not use it. Traffic to it reaches no pod."
+        ),
         FindingKind::PodAddressNotHeld => format!(
             "No network namespace on node {node} holds this pod's IP {ip}: its sandbox is gone \
              or holds another address. Traffic to it reaches no pod."
@@ -154,6 +159,12 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
                 reader.pod(pod)
             )
         }
+        KernelFix::FinishDad { node, pod, iface } => format!(
+            "Fix: on {node}, give {iface} a carrier (it and its peer up) and check the pod's \
+             accept_dad, dad_transmits and retrans_time_ms; else delete {} so its address is \
+             added again.",
+            reader.pod(pod)
+        ),
         KernelFix::RestoreLink { node, iface } => format!(
             "Fix: on {node}, bring {iface} and its peer up, or delete the pod so its sandbox is \
              recreated."

@@ -49,6 +49,12 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         .namespaces
         .get_mut(&0);
     Arc::make_mut(ns.expect("nsid 0")).addresses[0].dad_failed = true;
+    let mut stuck = ptp_inventory(api());
+    let ns = Arc::make_mut(&mut stuck.host)
+        .namespaces
+        .namespaces
+        .get_mut(&0);
+    Arc::make_mut(ns.expect("nsid 0")).addresses[0].dad_stuck = true;
     [
         misdirected,
         changed,
@@ -57,6 +63,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         ptp_inventory(leaked_pods),
         ptp_inventory(missing),
         dad,
+        stuck,
     ]
     .iter()
     .flat_map(kernel)
@@ -96,5 +103,22 @@ fn a_failed_dad_says_dadfailed_and_where_the_other_holder_is() {
     let text = super::super::render(&f);
     assert!(text.contains("dadfailed"), "{text}");
     assert!(text.contains("not a namespace of this node"), "{text}");
+    assert!(text.contains("delete pod"), "{text}");
+}
+
+/// A DAD that never ends says the address is tentative, names the pod's link
+/// and its sysctls, and names no other pod.
+#[test]
+fn a_stuck_dad_says_tentative_and_names_the_link() {
+    let (_, f) = cases()
+        .into_iter()
+        .find(|(_, f)| f.kind == crate::detect::FindingKind::PodAddressTentative)
+        .expect("a stuck DAD case");
+    let text = super::super::render(&f);
+    assert!(text.contains("tentative"), "{text}");
+    assert!(
+        text.contains("veth0") && text.contains("dad_transmits"),
+        "{text}"
+    );
     assert!(text.contains("delete pod"), "{text}");
 }
