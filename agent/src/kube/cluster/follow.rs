@@ -1,16 +1,18 @@
 //! Following the findings: every lookup they call for (the Services behind a
 //! local address, kube-ovn's record of an annotated pod, a waiting pod's
 //! sandbox Events, the owner of a bridge's foreign range, what routes to a
-//! shadowed pod) is asked by [`run`], which owns when to ask, the waits after
-//! a failure and their logging. A [`Lookup`] says only what it wants, how it
-//! asks and where it keeps the answer.
+//! shadowed pod, the pod holding an address with unexplained traffic) is
+//! asked by [`run`], which owns when to ask, the waits after a failure and
+//! their logging. A [`Lookup`] says only what it wants, how it asks and where
+//! it keeps the answer.
 
-use std::{fmt::Display, future::Future, hash::Hash, time::Duration};
+use std::{collections::BTreeMap, fmt::Display, future::Future, hash::Hash, time::Duration};
 
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::kube::{pace::Backoffs, ttl::Cache};
+use crate::kube::pace::{Backoffs, Budget};
+use crate::kube::ttl::Cache;
 
 /// Keys whose answers are remembered at most: beyond, they are asked again sooner.
 const REMEMBERED: usize = 1024;
@@ -39,6 +41,16 @@ pub(crate) enum Pace {
         failure_doublings: u32,
         spread: Duration,
     },
+    /// Each key alone, once it has news ([`Lookup::news`] changed since its
+    /// last ask) and its wait passed: `first` doubling up to `longest`, over
+    /// again when an answer found something; across keys `burst` at once,
+    /// then `per_minute`. A round whenever the input changes or a wait ends.
+    OnNews {
+        first: Duration,
+        longest: Duration,
+        burst: u32,
+        per_minute: u32,
+    },
 }
 
 /// What a lookup wants, how it asks and where it keeps the answer.
@@ -64,8 +76,14 @@ pub(crate) trait Lookup: Send + Sync + 'static {
         keys: &[Self::Key],
     ) -> impl Future<Output = Result<Self::Answer, Self::Error>> + Send;
     /// Keeps the answer for `keys`; whether it found anything (an answer that
-    /// found nothing is asked for ever less often, see [`Pace::AllKeys`]).
+    /// found nothing is asked for ever less often, see [`Pace::AllKeys`]; one
+    /// that found something starts a key's waits over).
     fn store(&mut self, keys: &[Self::Key], answer: Self::Answer) -> bool;
+    /// [`Pace::OnNews`]: a count of `key`'s news in `input` that grows with
+    /// each; `None` while it must not be asked.
+    fn news(&self, _input: &Self::Input, _key: &Self::Key) -> Option<u64> {
+        None
+    }
     /// Asking failed, the first time in a row.
     fn failed(&mut self) {}
     /// After each round of asks, for the `input` the round served.
@@ -84,6 +102,9 @@ pub(crate) async fn run<L: Lookup>(
     loop {
         let current = input.borrow_and_update().clone();
         let wanted = lookup.wanted(&current);
+        pacer.news = (wanted.iter())
+            .filter_map(|k| Some((k.clone(), lookup.news(&current, k)?)))
+            .collect();
         let now = Instant::now();
         for keys in pacer.due(&wanted, now) {
             let answer = tokio::select! {
@@ -132,13 +153,26 @@ struct Pacer<K> {
     failures: u32,
     /// Answers in a row that found nothing.
     quiet: u32,
+    /// [`Pace::OnNews`]: each wanted key's news now, and at its last ask.
+    news: BTreeMap<K, u64>,
+    asked_at: BTreeMap<K, u64>,
+    budget: Option<Budget>,
 }
 
 impl<K: Ord + Hash + Clone> Pacer<K> {
     fn new(pace: Pace, now: Instant) -> Self {
-        let (first, longest, spread) = match pace {
-            Pace::EachKey { first, longest, .. } => (first, longest, Duration::ZERO),
-            Pace::AllKeys { spread, .. } => (Duration::ZERO, Duration::ZERO, spread),
+        let (first, longest, spread, budget) = match pace {
+            Pace::EachKey { first, longest, .. } => (first, longest, Duration::ZERO, None),
+            Pace::AllKeys { spread, .. } => (Duration::ZERO, Duration::ZERO, spread, None),
+            Pace::OnNews {
+                first,
+                longest,
+                burst,
+                per_minute,
+            } => {
+                let budget = Some(Budget::new(burst, per_minute));
+                (first, longest, Duration::ZERO, budget)
+            }
         };
         Self {
             pace,
@@ -148,6 +182,9 @@ impl<K: Ord + Hash + Clone> Pacer<K> {
             not_before: now + spread.mul_f64(fastrand::f64()),
             failures: 0,
             quiet: 0,
+            news: BTreeMap::new(),
+            asked_at: BTreeMap::new(),
+            budget,
         }
     }
 
@@ -178,12 +215,36 @@ impl<K: Ord + Hash + Clone> Pacer<K> {
                 self.last = Some(now);
                 vec![wanted.to_vec()]
             }
+            Pace::OnNews { .. } => self.due_on_news(wanted, now.into_std()),
         }
+    }
+
+    /// [`Pace::OnNews`]: the keys with news whose wait passed, as the budget
+    /// allows. A key's wait is kept while it is wanted or pending.
+    fn due_on_news(&mut self, wanted: &[K], now: std::time::Instant) -> Vec<Vec<K>> {
+        let mut due = Vec::new();
+        for (k, &news) in wanted.iter().filter_map(|k| Some((k, self.news.get(k)?))) {
+            if self.asked_at.get(k) == Some(&news) || !self.waits.ready(k, now) {
+                continue;
+            }
+            if !self.budget.as_mut().is_some_and(Budget::take) {
+                break;
+            }
+            self.asked_at.insert(k.clone(), news);
+            self.waits.asked(k.clone(), now);
+            due.push(vec![k.clone()]);
+        }
+        self.waits.retain(|k, at| wanted.contains(k) || now < at);
+        self.asked_at.retain(|k, _| self.waits.contains(k));
+        due
     }
 
     /// An answer for `keys` asked at `asked`; `found`: it named something.
     fn answered(&mut self, keys: &[K], found: bool, asked: Instant) {
         self.failures = 0;
+        keys.iter()
+            .filter(|_| found)
+            .for_each(|k| self.waits.reset(k));
         if let Pace::AllKeys {
             refresh,
             quiet_doublings,
@@ -206,6 +267,7 @@ impl<K: Ord + Hash + Clone> Pacer<K> {
     fn wake(&self, wanted: &[K], now: Instant) -> Instant {
         match self.pace {
             Pace::EachKey { tick, .. } => now + tick,
+            Pace::OnNews { .. } => self.wake_on_news(now),
             Pace::AllKeys { refresh, .. } if wanted.is_empty() => now + refresh,
             Pace::AllKeys { .. } => (wanted.iter())
                 .map(|k| self.fresh.fresh_until(k).unwrap_or(now))
@@ -213,6 +275,18 @@ impl<K: Ord + Hash + Clone> Pacer<K> {
                 .unwrap_or(now)
                 .max(self.allowed()),
         }
+    }
+
+    /// [`Pace::OnNews`]: when a key with news is due or, while an ask is
+    /// refused, the budget allows one again; with neither, a day after `now`.
+    fn wake_on_news(&self, now: Instant) -> Instant {
+        let per_key = (self.asked_at.iter())
+            .filter(|(k, at)| self.news.get(*k).is_some_and(|n| n != *at))
+            .filter_map(|(k, _)| self.waits.next(k))
+            .min();
+        // Only while an ask is refused: a token that came back is no wait.
+        let token = self.budget.as_ref().and_then(Budget::ready_at);
+        (per_key.max(token)).map_or(now + Duration::from_hours(24), Instant::from_std)
     }
 
     /// [`Pace::AllKeys`]: when the gap after the last ask (or a failure) has passed.

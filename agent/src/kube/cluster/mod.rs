@@ -244,7 +244,15 @@ impl ClusterSource {
             token.clone(),
         ));
         if let Some(unexplained) = self.unexplained.take() {
-            self.look_up(unexplained, &tasks, &token).await;
+            let holders = lookup::Holders {
+                client: self.client.clone(),
+                sink: self.sink(),
+                keys: self.keys.clone(),
+                tasks: tasks.clone(),
+                token: token.clone(),
+                followed: BTreeMap::new(),
+            };
+            follow::run(holders, unexplained, token.clone()).await;
         } else {
             token.cancelled().await;
         }
@@ -324,28 +332,32 @@ impl ClusterSource {
     fn spawn_records(&mut self, tasks: &TaskTracker, token: &CancellationToken) {
         let (client, token) = (&self.client, token.clone());
         if let Some(findings) = self.findings.take() {
-            let on = || Sink {
-                node: self.node.clone(),
-                state: self.state.clone(),
-                on_change: self.on_change.clone(),
-            };
-            let services = services::Lookups(client.clone(), on());
+            let services = services::Lookups(client.clone(), self.sink());
             tasks.spawn(follow::run(services, findings.clone(), token.clone()));
             let ranges = ranges::Lookups {
                 client: client.clone(),
-                sink: on(),
+                sink: self.sink(),
                 keys: self.keys.clone(),
                 spread: self.owner_lookup_spread,
             };
             tasks.spawn(follow::run(ranges, findings.clone(), token.clone()));
             tasks.spawn(self.ip_pools_once_calico_runs(findings.clone(), token.clone()));
-            let confirmations = confirm::Confirmations::new(client.clone(), on());
+            let confirmations = confirm::Confirmations::new(client.clone(), self.sink());
             tasks.spawn(follow::run(confirmations, findings, token.clone()));
         }
         let refusals =
             sandbox::Refusals(client.clone(), self.state.clone(), self.on_change.clone());
         // Read on the clock alone: no input to follow.
         tasks.spawn(follow::run(refusals, channel::channel(()).1, token));
+    }
+
+    /// Where a sub-task's answers go.
+    fn sink(&self) -> Sink {
+        Sink {
+            node: self.node.clone(),
+            state: self.state.clone(),
+            on_change: self.on_change.clone(),
+        }
     }
 
     /// Watches Calico's IPPools from the first reconcile that finds Calico on
