@@ -30,7 +30,7 @@ pub(crate) enum Arch {
 
 impl Arch {
     /// Builds the static release binary; returns its path.
-    fn binary(self) -> anyhow::Result<PathBuf> {
+    pub(crate) fn binary(self) -> anyhow::Result<PathBuf> {
         match self {
             Self::Amd64 => {
                 cargo(&[

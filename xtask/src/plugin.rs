@@ -5,7 +5,7 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
-use crate::{cargo, cross, image::MUSL, run, target_dir, workspace_root};
+use crate::{cross, image, run, workspace_root};
 
 /// The placeholder sha256 of deploy/krew/ipshadow.yaml.
 const PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -44,22 +44,12 @@ impl Platform {
         }
     }
 
-    /// Builds the release binary; returns its path.
+    /// Builds the release binary, as the image of its architecture has it
+    /// (Windows: linked by zig); returns its path.
     fn build(self) -> anyhow::Result<std::path::PathBuf> {
         match self {
-            Self::LinuxAmd64 => {
-                cargo(&[
-                    "build",
-                    "--release",
-                    "--locked",
-                    "-p",
-                    "ipshadow",
-                    "--target",
-                    MUSL,
-                ])?;
-                Ok(target_dir().join(format!("{MUSL}/release/ipshadow")))
-            }
-            Self::LinuxArm64 => cross::build(cross::LINUX_ARM64, "ipshadow"),
+            Self::LinuxAmd64 => image::Arch::Amd64.binary(),
+            Self::LinuxArm64 => image::Arch::Arm64.binary(),
             Self::WindowsAmd64 => cross::build(cross::WINDOWS, "ipshadow.exe"),
         }
     }

@@ -91,13 +91,7 @@ impl Lookup for ImpactTask {
     const MEANWHILE: &'static str = "findings keep severity warning meanwhile";
 
     fn pace(&self) -> Pace {
-        Pace::AllKeys {
-            refresh: REFRESH,
-            gap: MIN_GAP,
-            quiet_doublings: 0,
-            failure_doublings: 0,
-            spread: Duration::ZERO,
-        }
+        Pace::all_keys(REFRESH, MIN_GAP)
     }
 
     /// The pods (and addresses) behind this node's findings.

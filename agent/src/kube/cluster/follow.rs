@@ -53,6 +53,20 @@ pub(crate) enum Pace {
     },
 }
 
+impl Pace {
+    /// All keys in one ask, refreshed every `refresh`, at most one ask per
+    /// `gap`, with no doubling and no spread.
+    pub(crate) const fn all_keys(refresh: Duration, gap: Duration) -> Self {
+        Self::AllKeys {
+            refresh,
+            gap,
+            quiet_doublings: 0,
+            failure_doublings: 0,
+            spread: Duration::ZERO,
+        }
+    }
+}
+
 /// What a lookup wants, how it asks and where it keeps the answer.
 pub(crate) trait Lookup: Send + Sync + 'static {
     /// What it follows: the published findings, or nothing but the clock.

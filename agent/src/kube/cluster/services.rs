@@ -152,13 +152,7 @@ impl Lookup for Lookups {
     const MEANWHILE: &'static str = "those collisions stay unchecked and are not remediated";
 
     fn pace(&self) -> Pace {
-        Pace::AllKeys {
-            refresh: REFRESH,
-            gap: MIN_GAP,
-            quiet_doublings: 0,
-            failure_doublings: 0,
-            spread: Duration::ZERO,
-        }
+        Pace::all_keys(REFRESH, MIN_GAP)
     }
 
     /// The local collisions' addresses; with none, what was read is stale.
