@@ -7,8 +7,13 @@ use kube::Api;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope,
-    lean::LeanNodeMeta, lock, wants_annotations, watch,
+    ClusterSource,
+    cache::Cache,
+    convert::convert_node_annotations,
+    initial::Scope,
+    lean::LeanNodeMeta,
+    lock, wants_annotations,
+    watch::{self, Watched},
 };
 
 impl ClusterSource {
@@ -20,15 +25,11 @@ impl ClusterSource {
         tasks: TaskTracker,
         token: CancellationToken,
     ) -> impl Future<Output = ()> + use<> {
-        let (client, state, on_change) = (
-            self.client.clone(),
-            self.state.clone(),
-            self.on_change.clone(),
-        );
+        let (client, sink) = (self.client.clone(), self.sink());
         async move {
             let mut running: Option<CancellationToken> = None;
             loop {
-                let want = wants_annotations(&lock(&state));
+                let want = wants_annotations(&lock(&sink.state));
                 match (&running, want) {
                     (None, true) => {
                         tracing::info!(
@@ -36,11 +37,12 @@ impl ClusterSource {
                         );
                         let stop = token.child_token();
                         tasks.spawn(watch::run(
-                            Api::<LeanNodeMeta>::all(client.clone()),
-                            Scope::Cluster,
-                            "node-annotations",
-                            state.clone(),
-                            on_change.clone(),
+                            Watched {
+                                api: Api::<LeanNodeMeta>::all(client.clone()),
+                                scope: Scope::Cluster,
+                                source: "node-annotations",
+                            },
+                            sink.clone(),
                             |st, ev| st.annotated.apply(ev, convert_node_annotations),
                             stop.clone(),
                         ));
@@ -53,12 +55,12 @@ impl ClusterSource {
                         stop.cancel();
                         running = None;
                         {
-                            let mut st = lock(&state);
+                            let mut st = lock(&sink.state);
                             st.annotated = Cache::default();
                             // Not read, so no series (a stale 1 or 0 would stay).
                             st.absent.insert("node-annotations");
                         }
-                        on_change();
+                        (sink.on_change)();
                     }
                     _ => {}
                 }

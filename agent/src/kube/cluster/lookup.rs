@@ -27,7 +27,8 @@ use super::{
     convert::convert_pod,
     follow::{Lookup, Pace},
     lean::LeanPod,
-    selected, watch,
+    selected,
+    watch::{self, Watched},
 };
 use crate::{inventory::Pod, report::traffic::Unexplained};
 
@@ -152,12 +153,13 @@ impl Holders {
         let stopped = stop.clone();
         let name = f.name.clone();
         watch::run(
-            Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-            selected(&format!("metadata.name={name}")),
-            // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
-            "pods-elsewhere",
-            self.sink.state.clone(),
-            self.sink.on_change.clone(),
+            Watched {
+                api: Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
+                scope: selected(&format!("metadata.name={name}")),
+                // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
+                source: "pods-elsewhere",
+            },
+            self.sink.clone(),
             move |st, ev| {
                 // An event that raced the stop must not bring the cache back.
                 if stopped.is_cancelled() {

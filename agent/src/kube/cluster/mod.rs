@@ -44,6 +44,7 @@ use self::{
     initial::{Initial, InitialList, Scope},
     lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanSubnet},
     lookup::Followed,
+    watch::Watched,
 };
 pub use self::{
     lookup::pods_holding,
@@ -270,11 +271,12 @@ impl ClusterSource {
     ) -> Arc<tokio::sync::Notify> {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
-            Api::<K8sPod>::all(self.client.clone()),
-            selected(&format!("spec.nodeName={}", self.node)),
-            "pods",
-            self.state.clone(),
-            self.on_change.clone(),
+            Watched {
+                api: Api::<K8sPod>::all(self.client.clone()),
+                scope: selected(&format!("spec.nodeName={}", self.node)),
+                source: "pods",
+            },
+            self.sink(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
             token.clone(),
         ));
@@ -282,14 +284,18 @@ impl ClusterSource {
         let moved = cilium_nodes_moved.clone();
         let on_change = self.on_change.clone();
         tasks.spawn(watch::run(
-            Api::<LeanCiliumNode>::all(self.client.clone()),
-            Scope::Cluster,
-            "ciliumnodes",
-            self.state.clone(),
-            Arc::new(move || {
-                on_change();
-                moved.notify_one();
-            }),
+            Watched {
+                api: Api::<LeanCiliumNode>::all(self.client.clone()),
+                scope: Scope::Cluster,
+                source: "ciliumnodes",
+            },
+            Sink {
+                on_change: Arc::new(move || {
+                    on_change();
+                    moved.notify_one();
+                }),
+                ..self.sink()
+            },
             |st, ev| st.cilium_nodes.apply(ev, convert_cilium_node),
             token.clone(),
         ));
@@ -299,29 +305,32 @@ impl ClusterSource {
     /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
-            Api::<LeanSubnet>::all(self.client.clone()),
-            Scope::Cluster,
-            "subnets",
-            self.state.clone(),
-            self.on_change.clone(),
+            Watched {
+                api: Api::<LeanSubnet>::all(self.client.clone()),
+                scope: Scope::Cluster,
+                source: "subnets",
+            },
+            self.sink(),
             |st, ev| st.subnets.apply(ev, convert_subnet),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<LeanNode>::all(self.client.clone()),
-            selected(&format!("metadata.name={}", self.node)),
-            "nodes",
-            self.state.clone(),
-            self.on_change.clone(),
+            Watched {
+                api: Api::<LeanNode>::all(self.client.clone()),
+                scope: selected(&format!("metadata.name={}", self.node)),
+                source: "nodes",
+            },
+            self.sink(),
             |st, ev| st.node.apply(ev, convert_node),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
-            selected(&format!("metadata.name={CILIUM_CONFIG}")),
-            "cilium-config",
-            self.state.clone(),
-            self.on_change.clone(),
+            Watched {
+                api: Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
+                scope: selected(&format!("metadata.name={CILIUM_CONFIG}")),
+                source: "cilium-config",
+            },
+            self.sink(),
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
         ));
@@ -370,7 +379,7 @@ impl ClusterSource {
         token: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let api = Api::<LeanIpPool>::all(self.client.clone());
-        let (state, on_change) = (self.state.clone(), self.on_change.clone());
+        let sink = self.sink();
         async move {
             let seen = tokio::select! {
                 () = token.cancelled() => return,
@@ -380,16 +389,12 @@ impl ClusterSource {
                 return;
             }
             let apply = |st: &mut State, ev| st.ip_pools.apply(ev, convert_ip_pool);
-            watch::run(
+            let pools = Watched {
                 api,
-                Scope::Cluster,
-                "ippools",
-                state,
-                on_change,
-                apply,
-                token,
-            )
-            .await;
+                scope: Scope::Cluster,
+                source: "ippools",
+            };
+            watch::run(pools, sink, apply, token).await;
         }
     }
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    OnChange, Shared,
+    OnChange, Shared, Sink,
     initial::{Initial, Scope, Start},
     lock,
 };
@@ -81,19 +81,27 @@ where
     }
 }
 
-/// Runs one watcher of `scope` until `token` is cancelled, applying its events
-/// to the shared state and calling `on_change` when what detection reads changed.
+/// What one watch reads, and the name its failures and metrics carry.
+pub(super) struct Watched<K> {
+    pub(super) api: Api<K>,
+    pub(super) scope: Scope,
+    pub(super) source: &'static str,
+}
+
+/// Runs one watcher until `token` is cancelled, applying its events to the
+/// sink's state and telling the sink when what detection reads changed.
 pub(super) async fn run<K>(
-    api: Api<K>,
-    scope: Scope,
-    source: &'static str,
-    state: Shared,
-    on_change: OnChange,
+    what: Watched<K>,
+    sink: Sink,
     apply: impl Fn(&mut super::State, watcher::Event<K>) -> bool + Send + 'static,
     token: CancellationToken,
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    let Watched { api, scope, source } = what;
+    let Sink {
+        state, on_change, ..
+    } = sink;
     // Our own backoff rather than kube's default_backoff: kube's watcher yields
     // Ok(Init) before every relist attempt, which resets kube's backoff, so a
     // failing list (an absent CRD, an API outage) would retry every ~1 s forever.
