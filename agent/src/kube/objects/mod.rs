@@ -81,11 +81,7 @@ pub fn quote(s: &str) -> String {
 
 /// The first `max` bytes of `s` at most, cut at a character boundary.
 fn prefix(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// `s` cut to `max` bytes, marked `…` when cut: text from outside kept bounded.

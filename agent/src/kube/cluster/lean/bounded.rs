@@ -36,10 +36,7 @@ impl<const N: usize> Text<N> {
     }
 
     fn of(s: &str) -> Self {
-        let mut end = s.len().min(N);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = s.floor_char_boundary(N);
         Self {
             kept: Some(s[..end].to_owned()),
             cut: end < s.len(),
