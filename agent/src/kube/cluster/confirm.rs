@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use super::{
     Sink,
     follow::{Lookup, Pace},
+    lean::LeanIp,
     lock,
     sandbox::{EACH_POD, PodKey},
 };
@@ -19,15 +20,7 @@ use crate::{
     inventory::{IpSource, Pod},
     kube::objects,
 };
-use kube::{
-    Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
-};
-
-/// kube-ovn's IP resource (kubeovn.io/v1, cluster-scoped).
-fn ips_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kubeovn.io", "v1", "IP"), "ips")
-}
+use kube::{Api, Client};
 
 /// The uids of this node's pods that have a finding resting on their annotation.
 fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
@@ -45,7 +38,7 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
 
 /// The lookups of one node's kube-ovn records, and where their answers go.
 pub(super) struct Confirmations {
-    pub(super) api: Api<DynamicObject>,
+    pub(super) api: Api<LeanIp>,
     pub(super) sink: Sink,
 }
 
@@ -53,7 +46,7 @@ impl Confirmations {
     /// The lookups of kube-ovn's records for the pods the findings name, answers into `sink`.
     pub(super) fn new(client: Client, sink: Sink) -> Self {
         Self {
-            api: Api::all_with(client, &ips_resource()),
+            api: Api::all(client),
             sink,
         }
     }
@@ -90,13 +83,7 @@ impl Lookup for Confirmations {
             return Ok(Vec::new());
         };
         let record = self.api.get_opt(&format!("{name}.{namespace}")).await?;
-        Ok(record.map_or_else(Vec::new, |r| {
-            objects::kube_ovn_ip(
-                &serde_json::to_value(&r).unwrap_or_default(),
-                namespace,
-                name,
-            )
-        }))
+        Ok(record.map_or_else(Vec::new, |r| objects::kube_ovn_ip(&r, namespace, name)))
     }
 
     /// Keeps what the record holds; a reconcile when that changed. Read again

@@ -8,7 +8,10 @@ use k8s_openapi::{
 };
 
 use super::quote;
-use crate::inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned};
+use crate::{
+    inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned},
+    kube::cluster::lean::LeanIp,
+};
 
 /// kube-ovn's annotation naming the Subnet a pod's address came from.
 const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
@@ -184,23 +187,30 @@ fn controller(meta: &ObjectMeta) -> Option<String> {
         .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256))
 }
 
+/// A string field's text; empty when absent or not a string.
+fn text(v: Option<&serde_json::Value>) -> &str {
+    v.and_then(serde_json::Value::as_str).unwrap_or_default()
+}
+
 /// The addresses kube-ovn's record of an allocation (an `ips.kubeovn.io`
 /// object, named `<pod>.<namespace>`) holds for the pod `namespace/name`:
 /// `spec.v4IpAddress`, `spec.v6IpAddress`, `spec.ipAddress` (comma-separated
 /// for dual stack). Empty when the record is about another pod.
-pub fn kube_ovn_ip(v: &serde_json::Value, namespace: &str, name: &str) -> Vec<IpAddr> {
-    let text = |field: &str| {
-        v.pointer(&format!("/spec/{field}"))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
+pub fn kube_ovn_ip(record: &LeanIp, namespace: &str, name: &str) -> Vec<IpAddr> {
+    let Ok(spec) = &record.spec else {
+        return Vec::new();
     };
-    if text("podName") != name || text("namespace") != namespace {
+    if text(spec.pod_name.as_ref()) != name || text(spec.namespace.as_ref()) != namespace {
         return Vec::new();
     }
     let mut out: Vec<IpAddr> = Vec::new();
-    for part in [text("v4IpAddress"), text("v6IpAddress"), text("ipAddress")]
-        .into_iter()
-        .flat_map(|t| t.split(',').take(ANNOTATION_PARTS_MAX))
+    for part in [
+        text(spec.v4_ip_address.as_ref()),
+        text(spec.v6_ip_address.as_ref()),
+        text(spec.ip_address.as_ref()),
+    ]
+    .into_iter()
+    .flat_map(|t| t.split(',').take(ANNOTATION_PARTS_MAX))
     {
         if let Some(ip) = parse_ip(part.trim())
             && !out.contains(&ip)

@@ -8,7 +8,10 @@ use serde_json::Value;
 use std::net::IpAddr;
 
 use super::*;
-use crate::inventory::{IpSource, Role};
+use crate::{
+    inventory::{IpSource, Role},
+    kube::cluster::lean::LeanIp,
+};
 
 fn k8s_pod(v: Value) -> K8sPod {
     serde_json::from_value(v).expect("test pod")
@@ -128,10 +131,12 @@ fn kube_ovns_ip_record_holds_the_pods_addresses_only_for_that_pod() {
         "metadata": {"name": "gw.tenant"},
         "spec": {"podName": "gw", "namespace": "tenant", "ipAddress": "10.244.4.12,fd00::c",
                  "v4IpAddress": "10.244.4.12", "v6IpAddress": "fd00::c"}});
+    let lean = |v: Value| -> LeanIp { serde_json::from_value(v).expect("any object reads") };
+    let record = lean(record);
     let ips = kube_ovn_ip(&record, "tenant", "gw");
     assert_eq!(ips.len(), 2, "{ips:?}");
     assert!(kube_ovn_ip(&record, "tenant", "other").is_empty());
-    assert!(kube_ovn_ip(&json!({"spec": "junk"}), "tenant", "gw").is_empty());
+    assert!(kube_ovn_ip(&lean(json!({"spec": "junk"})), "tenant", "gw").is_empty());
 }
 
 #[test]

@@ -3,11 +3,12 @@
 //! response's bytes into a lean struct and skips every other field unparsed,
 //! and the converter reads that struct. CiliumNodes ([`cilium`]), Subnets
 //! ([`subnet`]), Nodes ([`node`]), Calico's IPPools ([`ippool`]), pods
-//! ([`pod`]), Events ([`event`]).
+//! ([`pod`]), Events ([`event`]), kube-ovn's IP records ([`ip`]).
 
 mod bounded;
 mod cilium;
 mod event;
+mod ip;
 mod ippool;
 mod node;
 mod node_listed;
@@ -24,6 +25,7 @@ pub(in crate::kube) use self::{
     bounded::Text,
     cilium::{LeanCiliumNode, Used},
     event::LeanEvent,
+    ip::LeanIp,
     ippool::{Attribute, Checked, LeanIpPool, LeanIpamBlock},
     node::{LeanNode, LeanNodeMeta},
     node_listed::LeanListedNode,
