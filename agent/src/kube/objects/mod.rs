@@ -6,6 +6,7 @@
 
 mod calico;
 mod crds;
+mod every;
 pub mod impact;
 mod node;
 mod ovn;
@@ -19,6 +20,7 @@ mod wordings;
 pub(in crate::kube) use calico::{ip_pool, ipam_block};
 pub(in crate::kube) use crds::cilium_node;
 pub use crds::{node_annotation_read, node_annotations};
+pub use every::every_reading;
 pub use node::{cilium_config, node_facts, with_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
