@@ -58,7 +58,7 @@ fn verdict(
     marked: &dyn Fn(&NsAddress) -> bool,
 ) -> Option<Finding> {
     let inv = idx.inv;
-    let failed = |h: &Holder| {
+    let marked_in = |h: &Holder| {
         inv.host
             .namespaces
             .namespaces
@@ -74,11 +74,11 @@ fn verdict(
         .or_else(|| {
             row.holders
                 .iter()
-                .all(failed)
+                .all(marked_in)
                 .then(|| row.holders.first())
                 .flatten()
         })?;
-    if !failed(own) {
+    if !marked_in(own) {
         return None;
     }
     let fix = fix(kind, &inv.node, row, own, pod);
