@@ -11,6 +11,7 @@ pub mod audit;
 #[cfg(target_os = "linux")]
 pub mod check;
 pub mod cli;
+pub mod cni;
 #[cfg(target_os = "linux")]
 pub mod daemon;
 pub mod detect;

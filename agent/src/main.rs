@@ -76,7 +76,9 @@ async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
 
 /// `ipshadow docs` (hidden): the flag reference, printed or written into a file.
 fn docs(args: &ipshadow::cli::reference::Args) -> anyhow::Result<ExitCode> {
-    use ipshadow::cli::reference::{BEGIN, END, KINDS_BEGIN, KINDS_END, markdown, splice};
+    use ipshadow::cli::reference::{
+        BEGIN, CNIS_BEGIN, CNIS_END, END, KINDS_BEGIN, KINDS_END, markdown, splice,
+    };
     let Some(path) = &args.write else {
         print!("{}", markdown());
         return Ok(ExitCode::SUCCESS);
@@ -85,8 +87,8 @@ fn docs(args: &ipshadow::cli::reference::Args) -> anyhow::Result<ExitCode> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let new = splice(&doc).with_context(|| {
         format!(
-            "{} lacks the lines {BEGIN:?} and {END:?}, or {KINDS_BEGIN:?} and {KINDS_END:?} \
-             (each pair in that order)",
+            "{} lacks the lines {BEGIN:?} and {END:?}, {KINDS_BEGIN:?} and {KINDS_END:?}, or \
+             {CNIS_BEGIN:?} and {CNIS_END:?} (each pair in that order)",
             path.display()
         )
     })?;

@@ -267,8 +267,8 @@ fn vips_in_pod_ranges(inv: &Inventory) -> Vec<IpAddr> {
         .addresses
         .iter()
         .filter(|a| {
-            crate::inventory::VIP_DEVICES.contains(&a.device.as_str())
-                || a.device == crate::inventory::NODE_LOCAL_DNS
+            crate::cni::holds(&a.device, crate::cni::Holds::ServiceAddresses)
+                || crate::cni::holds(&a.device, crate::cni::Holds::NodeLocalDns)
         })
         .map(|a| a.ip)
         .collect();

@@ -122,18 +122,20 @@ fn the_flag_reference_is_what_the_cli_renders() {
     let doc = read("docs/reference.md");
     let want = reference::splice(&doc).unwrap_or_else(|| {
         panic!(
-            "docs/reference.md lacks the lines {:?} and {:?} around its flag tables, or {:?} \
-             and {:?} around its finding kinds",
+            "docs/reference.md lacks the lines {:?} and {:?} around its flag tables, {:?} \
+             and {:?} around its finding kinds, or {:?} and {:?} around the CNIs' devices",
             reference::BEGIN,
             reference::END,
             reference::KINDS_BEGIN,
-            reference::KINDS_END
+            reference::KINDS_END,
+            reference::CNIS_BEGIN,
+            reference::CNIS_END
         )
     });
     assert!(
         want == doc,
-        "docs/reference.md's flag tables or finding kinds differ from the clap definitions \
-         and the kinds' declarations in agent/src \
+        "docs/reference.md's flag tables, finding kinds or CNI devices differ from the clap \
+         definitions and the kinds' and CNIs' declarations in agent/src \
          (- in the file, + generated). Run `cargo xtask docs` to regenerate them \
          (or `cargo run -p ipshadow -- docs --write docs/reference.md`):\n{}",
         diff(&want, &doc)

@@ -24,6 +24,11 @@ pub const KINDS_BEGIN: &str = "<!-- BEGIN generated finding kinds: `cargo xtask 
 /// The line after it.
 pub const KINDS_END: &str = "<!-- END generated finding kinds -->";
 
+/// The line before the generated table of the devices each CNI declares.
+pub const CNIS_BEGIN: &str = "<!-- BEGIN generated CNI devices: `cargo xtask docs` rewrites it from each CNI's declaration (agent/src/cni/) -->";
+/// The line after it.
+pub const CNIS_END: &str = "<!-- END generated CNI devices -->";
+
 /// `ipshadow docs` (hidden): the flag reference for docs/reference.md.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -103,11 +108,13 @@ pub fn kinds_markdown() -> String {
     out
 }
 
-/// `doc` with its generated parts replaced by [`markdown`] and
-/// [`kinds_markdown`]; `None` without both pairs of markers, each in order.
+/// `doc` with its generated parts replaced by [`markdown`],
+/// [`kinds_markdown`] and `cni::markdown`; `None` without the three pairs of
+/// markers, each in order.
 pub fn splice(doc: &str) -> Option<String> {
     let doc = replace_between(doc, (BEGIN, END), &markdown())?;
-    replace_between(&doc, (KINDS_BEGIN, KINDS_END), &kinds_markdown())
+    let doc = replace_between(&doc, (KINDS_BEGIN, KINDS_END), &kinds_markdown())?;
+    replace_between(&doc, (CNIS_BEGIN, CNIS_END), &crate::cni::markdown())
 }
 
 fn replace_between(doc: &str, (begin, end): (&str, &str), with: &str) -> Option<String> {
@@ -217,13 +224,17 @@ mod tests {
     fn only_the_generated_part_is_replaced() {
         let doc = format!(
             "# Title\n\nhand-written\n\n{BEGIN}\nold\n{END}\n\nmore\n\n\
-             {KINDS_BEGIN}\nstale\n{KINDS_END}\n\nend\n"
+             {KINDS_BEGIN}\nstale\n{KINDS_END}\n\n{CNIS_BEGIN}\ngone\n{CNIS_END}\n\nend\n"
         );
         let new = splice(&doc).expect("markers found");
         assert!(new.starts_with("# Title\n\nhand-written\n\n"));
         assert!(new.contains(&format!("\n{END}\n\nmore\n\n{KINDS_BEGIN}\n")));
-        assert!(new.ends_with(&format!("\n{KINDS_END}\n\nend\n")));
-        assert!(!new.contains("\nold\n") && !new.contains("\nstale\n"));
+        assert!(new.contains(&format!("\n{KINDS_END}\n\n{CNIS_BEGIN}\n")));
+        assert!(new.ends_with(&format!("\n{CNIS_END}\n\nend\n")));
+        assert!(
+            !new.contains("\nold\n") && !new.contains("\nstale\n") && !new.contains("\ngone\n")
+        );
+        assert!(new.contains("| Calico | `tunl0` | tunnel address"));
         assert!(new.contains("| `PodRouteTaken` | Pod | `ipshadow_ipam_problems` |"));
         assert_eq!(
             splice(&new).as_deref(),
@@ -235,6 +246,11 @@ mod tests {
             splice(&format!("{BEGIN}\n{END}\n")),
             None,
             "no kinds markers"
+        );
+        assert_eq!(
+            splice(&format!("{BEGIN}\n{END}\n{KINDS_BEGIN}\n{KINDS_END}\n")),
+            None,
+            "no CNI markers"
         );
     }
 }

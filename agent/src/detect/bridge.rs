@@ -10,7 +10,10 @@ use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec, rank},
 };
-use crate::inventory::{BRIDGE_DEVICES, Inventory, RouteKind, Source, TABLE_MAIN};
+use crate::{
+    cni::{self, Holds},
+    inventory::{Inventory, RouteKind, Source, TABLE_MAIN},
+};
 
 /// A bridge kept an address of a pod range that is no longer this node's.
 pub(super) const STALE_BRIDGE: Spec = Spec {
@@ -67,7 +70,7 @@ fn foreign(inv: &Inventory) -> Vec<(&str, IpNet)> {
             .iter()
             .any(|c| c.addr().is_ipv6() == r.dst.addr().is_ipv6())
             && !link_local(&r.dst);
-        if !BRIDGE_DEVICES.contains(&bridge) || mine || !judged {
+        if !cni::holds(bridge, Holds::Gateway) || mine || !judged {
             continue;
         }
         let Some(address) = inv

@@ -22,7 +22,10 @@ use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
 };
-use crate::inventory::{Allocation, CALICO_TUNNEL_DEVICES, Inventory, IpamOwner, Source};
+use crate::{
+    cni::{self, Holds},
+    inventory::{Allocation, Inventory, IpamOwner, Source},
+};
 
 /// A node's Calico tunnel address that no IPAMBlock allocates to its tunnel.
 pub(super) const UNALLOCATED: Spec = Spec::node(
@@ -136,7 +139,7 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
         .host
         .addresses
         .iter()
-        .filter(|a| CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
+        .filter(|a| cni::holds(&a.device, Holds::Tunnel))
         .map(|a| (a.ip, Some(a.device.as_str()), Source::Kernel));
     let announced = inv
         .cluster

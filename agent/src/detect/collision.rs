@@ -11,9 +11,12 @@ use super::{
     refused,
     remedy::{collision_remedy, uses_kube_ovn},
 };
-use crate::inventory::{
-    FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, ServiceAddress, Source, TABLE_LOCAL,
-    TABLE_MAIN, VIP_DEVICES,
+use crate::{
+    cni::{self, Holds},
+    inventory::{
+        FibResult, Inventory, IpSource, Pod, PodIp, RouteKind, ServiceAddress, Source, TABLE_LOCAL,
+        TABLE_MAIN,
+    },
 };
 
 /// The alert on every collision: host traffic to the pod never reaches it.
@@ -305,7 +308,7 @@ fn service_claim(inv: &Inventory, ip: IpAddr, owner: &Owner) -> (Trust, Option<S
     let vip_device = owner
         .device
         .as_deref()
-        .is_some_and(|d| VIP_DEVICES.contains(&d));
+        .is_some_and(|d| cni::holds(d, Holds::ServiceAddresses));
     let trust = if service.is_some() || vip_device {
         Trust::TenantAddress
     } else if holders.is_some() {

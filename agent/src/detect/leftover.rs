@@ -22,9 +22,11 @@ use super::{
     Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec, rank},
 };
-use crate::inventory::{
-    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, Inventory, IpSource, Pod, RouteKind, SandboxFailure,
-    SandboxRefusal, Source, TABLE_MAIN,
+use crate::{
+    cni::{self, Holds},
+    inventory::{
+        Inventory, IpSource, Pod, RouteKind, SandboxFailure, SandboxRefusal, Source, TABLE_MAIN,
+    },
 };
 
 /// The CNI refused the pod: the host routes its address through another interface.
@@ -178,8 +180,7 @@ fn holder_of<'a>(inv: &'a Inventory, pod: &Pod, ip: IpAddr) -> Option<&'a Pod> {
 fn through_pod_veth(inv: &Inventory, iface: Option<&str>) -> bool {
     let Some(iface) = iface else { return true };
     let ns = &inv.host.namespaces;
-    !CALICO_TUNNEL_DEVICES.contains(&iface)
-        && (!ns.read || ns.ifaces.iter().any(|i| i.name == iface))
+    !cni::holds(iface, Holds::Tunnel) && (!ns.read || ns.ifaces.iter().any(|i| i.name == iface))
 }
 
 /// The interface the main table's host route to `ip` leads through.
@@ -261,7 +262,7 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
 /// Whether `bridge` is a CNI's pod bridge, or its gateway `wanted` lies in this
 /// node's pod range: a Multus bridge shared by two networks is no stale podCIDR.
 fn pods_bridge(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> bool {
-    BRIDGE_DEVICES.contains(&bridge)
+    cni::holds(bridge, Holds::Gateway)
         || wanted.is_some_and(|w| {
             inv.node_facts
                 .iter()

@@ -17,9 +17,11 @@ use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
 };
-use crate::inventory::{
-    Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, ServiceField, Source,
-    VIP_DEVICES,
+use crate::{
+    cni::{self, Holds},
+    inventory::{
+        Inventory, IpSource, NodeFacts, Pod, ServiceAddress, ServiceAddresses, ServiceField, Source,
+    },
 };
 
 /// Another node's InternalIP/ExternalIP held here or claimed by a Service.
@@ -70,7 +72,7 @@ impl NodeAddressClaim {
     pub fn on_vip_device(&self) -> bool {
         self.held
             .as_ref()
-            .is_some_and(|(_, d)| VIP_DEVICES.contains(&d.as_str()))
+            .is_some_and(|(_, d)| cni::holds(d, Holds::ServiceAddresses))
     }
 }
 

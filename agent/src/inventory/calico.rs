@@ -337,7 +337,7 @@ impl super::Inventory {
                 self.host
                     .addresses
                     .iter()
-                    .filter(|a| super::CALICO_TUNNEL_DEVICES.contains(&a.device.as_str()))
+                    .filter(|a| crate::cni::holds(&a.device, crate::cni::Holds::Tunnel))
                     .map(|a| a.ip),
             )
     }

@@ -1,76 +1,28 @@
-//! The devices that tell what an address is to the node that holds it: each
-//! CNI names its own.
+//! What an address on a device is to the node that holds it, from what each
+//! CNI declares of its devices (`crate::cni`).
 
 use super::Role;
-
-/// Calico's tunnel devices: IPIP, VXLAN (v4, v6) and WireGuard (v4, v6). Each
-/// holds one address of the node's IPAM block, which no pod may be given.
-pub const CALICO_TUNNEL_DEVICES: [&str; 5] = [
-    "tunl0",
-    "vxlan.calico",
-    "vxlan-v6.calico",
-    "wireguard.cali",
-    "wg-v6.cali",
-];
+use crate::cni::{self, Holds};
 
 /// Whether Calico runs on the node whose devices are `links`: a Calico
-/// tunnel device, or a pod veth named as Calico names them (`cali` and 11
-/// hex digits of a hash; BGP mode has no tunnel device).
+/// tunnel device, or a pod veth named as Calico names them (BGP mode has no
+/// tunnel device).
 pub fn calico_runs_here(links: &[super::Link]) -> bool {
-    links.iter().any(|l| {
-        CALICO_TUNNEL_DEVICES.contains(&l.name.as_str())
-            || l.name
-                .strip_prefix("cali")
-                .is_some_and(|h| h.len() == 11 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-    })
-}
-
-/// NodeLocal DNSCache's dummy device: on every node it holds the cache's
-/// listen address (`-localip`, 169.254.20.10 by default) and, with
-/// kube-proxy in iptables mode, the kube-dns ClusterIP
-/// (kubernetes/website PR#18716).
-pub const NODE_LOCAL_DNS: &str = "nodelocaldns";
-
-/// Devices whose address is the pods' gateway: the bridge plugin's (flannel's
-/// `cni0`), kube-router's, kubenet's bridges, Antrea's OVS gateway port.
-pub const BRIDGE_DEVICES: [&str; 4] = ["cni0", "kube-bridge", "cbr0", "antrea-gw0"];
-
-/// ovn-kubernetes' management port: the host's leg in the node's subnet
-/// (named `k8s-<node>` before 2020: [`is_legacy_management_port`]).
-pub const OVN_MANAGEMENT_PORT: &str = "ovn-k8s-mp0";
-
-/// ovn-kubernetes' default join subnets (config.go `V4JoinSubnet`, `V6JoinSubnet`).
-pub const OVN_DEFAULT_JOIN: [&str; 2] = ["100.64.0.0/16", "fd98::/64"];
-
-/// Whether `device` is ovn-kubernetes' management port as releases before
-/// `ovn-k8s-mp0` named it on `node` (ovn-kubernetes#698): `k8s-` and the
-/// node's name lower-cased, cut to 11 bytes to fit IFNAMSIZ
-/// (`GetLegacyK8sMgmtIntfName` in go-controller/pkg/util). Only this node's
-/// name is matched: another `k8s-…` device is nobody's gateway.
-fn is_legacy_management_port(device: &str, node: &str) -> bool {
-    let Some(rest) = device.strip_prefix("k8s-") else {
-        return false;
-    };
-    let lower = node.to_ascii_lowercase();
-    // Node names are DNS names (ASCII): a byte cut is a character cut.
-    let cut = lower.get(..11).unwrap_or(&lower);
-    !cut.is_empty() && rest == cut
+    cni::calico::CALICO.runs_on(links.iter().map(|l| l.name.as_str()))
 }
 
 impl Role {
     /// What an address the kernel shows on `device` is to `node`, where
-    /// Cilium's router device is `router_device`.
+    /// Cilium's router device is `router_device` (whatever its name).
     pub fn of_device(device: &str, router_device: &str, node: &str) -> Self {
         if device == router_device {
-            Self::Router
-        } else if CALICO_TUNNEL_DEVICES.contains(&device) {
-            Self::Tunnel
-        } else if BRIDGE_DEVICES.contains(&device) {
-            Self::Gateway
-        } else if device == OVN_MANAGEMENT_PORT || is_legacy_management_port(device, node) {
-            Self::ManagementPort
-        } else {
-            Self::Local
+            return Self::Router;
+        }
+        match cni::device(device, node).map(|(_, d)| d.holds) {
+            Some(Holds::Tunnel) => Self::Tunnel,
+            Some(Holds::Gateway) => Self::Gateway,
+            Some(Holds::ManagementPort) => Self::ManagementPort,
+            _ => Self::Local,
         }
     }
 }
@@ -111,34 +63,6 @@ mod tests {
                 role,
                 "{device} on {node}"
             );
-        }
-    }
-
-    #[test]
-    fn calico_runs_where_its_tunnel_or_a_veth_named_as_it_names_them_is() {
-        let links = |names: &[&str]| -> Vec<crate::inventory::Link> {
-            names
-                .iter()
-                .zip(1..)
-                .map(|(n, index)| crate::inventory::Link {
-                    index,
-                    name: (*n).to_owned(),
-                })
-                .collect()
-        };
-        // BGP mode: only pods' veths (a real one, from the corpus's
-        // sandbox/event-messages-other-cnis.json).
-        assert!(calico_runs_here(&links(&["eth0", "cali05ad595351c"])));
-        assert!(calico_runs_here(&links(&["eth0", "vxlan.calico"])));
-        assert!(calico_runs_here(&links(&["tunl0"])));
-        for other in [
-            &["eth0", "cilium_host", "lxc1234567890a"][..],
-            &["calico"],
-            &["cali1c5b2b6e4a9x"],
-            &["caliXYZ5b2b6e4a"],
-            &["cni0", "veth1c5b2b6e"],
-        ] {
-            assert!(!calico_runs_here(&links(other)), "{other:?}");
         }
     }
 }

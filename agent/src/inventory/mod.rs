@@ -26,10 +26,7 @@ use std::sync::Arc;
 
 pub use calico::{Allocation, CalicoIpam, IpPool, IpamBlock, IpamOwner, TunnelKind};
 pub use cluster::{AsRead, Assembled, ClusterState, Invalid, SourceStatus};
-pub use devices::{
-    BRIDGE_DEVICES, CALICO_TUNNEL_DEVICES, NODE_LOCAL_DNS, OVN_DEFAULT_JOIN, OVN_MANAGEMENT_PORT,
-    calico_runs_here,
-};
+pub use devices::calico_runs_here;
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
@@ -44,10 +41,10 @@ pub use node::{
     SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
-pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField, VIP_DEVICES};
+pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 
 /// Device name Cilium puts its router IP on.
-pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";
+pub const DEFAULT_ROUTER_DEVICE: &str = crate::cni::cilium::ROUTER_DEVICE;
 /// Annotation kube-ovn writes with the IP(s) it assigned, before the pod has a status IP.
 pub const DEFAULT_POD_IP_ANNOTATION: &str = "ovn.kubernetes.io/ip_address";
 

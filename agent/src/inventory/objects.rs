@@ -135,10 +135,10 @@ pub enum Role {
     /// Cilium's health endpoint IP.
     Health,
     /// A tunnel device's address: Calico's IPIP, VXLAN or WireGuard address
-    /// (devices [`CALICO_TUNNEL_DEVICES`], `projectcalico.org/*` Node annotations).
+    /// (its tunnel devices, `projectcalico.org/*` Node annotations).
     Tunnel,
     /// The gateway of the node's pod subnet: a bridge's address
-    /// ([`BRIDGE_DEVICES`]) or ovn-kubernetes' `.1`.
+    /// (`crate::cni`'s gateways) or ovn-kubernetes' `.1`.
     Gateway,
     /// ovn-kubernetes' management port (`ovn-k8s-mp0`): `.2` of the node's subnet.
     #[serde(rename = "management-port")]

@@ -13,11 +13,6 @@ use std::{
 
 use super::{Invalid, ServiceRef};
 
-/// Devices that hold Services' addresses only: kube-proxy's in IPVS mode,
-/// kube-router's. An address on one is a Service's even before the Services
-/// are read.
-pub const VIP_DEVICES: [&str; 2] = ["kube-ipvs0", "kube-dummy-if"];
-
 /// Where in a Service an address is set.
 #[derive(
     Clone,

@@ -15,6 +15,7 @@ use std::{
 
 /// Each top-level module of the agent and its layer (lower = more basic).
 const LAYERS: &[(&str, u8)] = &[
+    ("cni", 0),
     ("inventory", 0),
     ("detect", 1),
     ("report", 2),

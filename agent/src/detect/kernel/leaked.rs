@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::{Index, NODE_IFACES, finding};
+use super::{Index, finding, node_iface};
 use crate::detect::{
     Finding, FindingKind, PodRef, Trust,
     kind::{Alert, Count, Spec},
@@ -26,10 +26,10 @@ pub(in crate::detect) const LEAKED: Spec = Spec {
 };
 
 /// Whether `ip`, held behind `iface`, is the node's own: behind one of
-/// [`NODE_IFACES`], or an address the cluster names for this node (Cilium's
+/// [`node_iface`], or an address the cluster names for this node (Cilium's
 /// router, health or Ingress IP, another CNI's gateway).
 fn node_held(inv: &Inventory, ip: IpAddr, iface: &str) -> bool {
-    NODE_IFACES.contains(&iface)
+    node_iface(iface)
         || inv
             .own_cni_nodes()
             .any(|c| c.addresses.iter().any(|a| a.ip == ip))

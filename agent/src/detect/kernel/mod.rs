@@ -280,19 +280,21 @@ fn goes_elsewhere(idx: &Index<'_>, row: &TruthRow, i: &HostIface, pod: &Pod) -> 
         || idx.host_owner(i, pod).is_some()
 }
 
-/// Host interfaces whose peer namespace is the node's own, not a pod's:
+/// Whether `iface`'s peer namespace is the node's own, not a pod's:
 /// Cilium's health endpoint (it holds the health IP, in the pod range), and
-/// kube-ovn's node port where it is a veth.
-const NODE_IFACES: [&str; 2] = ["lxc_health", "ovn0"];
+/// kube-ovn's node port where it is a veth (`cni::Holds::NodeEndpoint`).
+fn node_iface(iface: &str) -> bool {
+    crate::cni::holds(iface, crate::cni::Holds::NodeEndpoint)
+}
 
 /// The host interface behind which the one pod namespace holding `ip` sits;
-/// `None` where none or several do, or only the node's own (`NODE_IFACES`).
+/// `None` where none or several do, or only the node's own ([`node_iface`]).
 pub(super) fn sole_pod_holder(inv: &Inventory, ip: IpAddr) -> Option<String> {
     let mut pods = inv
         .host
         .namespaces
         .holders(ip)
-        .filter(|i| !NODE_IFACES.contains(&i.name.as_str()));
+        .filter(|i| !node_iface(&i.name));
     let one = pods.next()?;
     pods.next().is_none().then(|| one.name.clone())
 }

@@ -36,7 +36,7 @@ pub(super) const NODE_ID: &str = "k8s.ovn.org/node-id";
 /// The annotations read here: the metadata watch keeps them.
 pub(super) const KEYS: [&str; 4] = [LRP_IFADDR, LRP_IFADDRS, TRANSIT_IFADDR, NODE_ID];
 
-use crate::inventory::OVN_DEFAULT_JOIN as DEFAULT_JOIN;
+use crate::cni::ovn_kubernetes::DEFAULT_JOIN;
 
 /// Adds the join and transit addresses `annotations` give `node` (after its
 /// node subnets are read); a malformed value is named through `bad`.

@@ -5,19 +5,16 @@ use std::fmt::Write as _;
 
 use super::{NOT_DISJOINT, Reader, pod_name, remedy_for};
 use crate::{
+    cni::{self, Holds},
     detect::{Finding, Remedy, Reserver, Role, Scope},
-    inventory::{IpRange, ServiceAddress, ServiceField, Source, VIP_DEVICES},
+    inventory::{IpRange, ServiceAddress, ServiceField, Source},
 };
 
-/// What usually puts an address on a device, for the fix.
+/// What usually puts an address on a device, for the fix: its CNI's word
+/// (`cni::fix`), else what its name suggests.
 fn device_hint(device: &str) -> &'static str {
-    if device == "kube-ipvs0" {
-        " (kube-proxy in IPVS mode puts every Service's ClusterIP and external IPs there: the \
-         pod range and the Service range overlap)"
-    } else if device == crate::inventory::NODE_LOCAL_DNS {
-        " (NodeLocal DNSCache binds it on every node: give node-local-dns a -localip outside \
-         every pod range, 169.254.20.10 by default, fd00::10 for IPv6; for the kube-dns \
-         ClusterIP, the Service range overlaps the pod range)"
+    if let Some(fix) = crate::cni::fix(device) {
+        fix
     } else if device == "lo" || device.starts_with("dummy") {
         " (a virtual IP manager, e.g. kube-vip, keepalived or a load balancer's agent)"
     } else if [
@@ -275,11 +272,11 @@ fn local_address(
             reader.service(&a.service),
             a.field
         ),
-        None if device.is_some_and(|d| VIP_DEVICES.contains(&d)) => format!(
+        None if device.is_some_and(|d| cni::holds(d, Holds::ServiceAddresses)) => format!(
             "a local address of node {node}{dev}, where kube-proxy binds Services' \
              cluster, external and load-balancer IPs"
         ),
-        None if device == Some(crate::inventory::NODE_LOCAL_DNS) => {
+        None if device.is_some_and(|d| cni::holds(d, Holds::NodeLocalDns)) => {
             format!("NodeLocal DNSCache's address on node {node}{dev}, held on every node")
         }
         None => format!("a local address of node {node}{dev}"),

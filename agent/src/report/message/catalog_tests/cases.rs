@@ -144,11 +144,11 @@ fn collisions() -> Vec<(Mode, Finding)> {
         collision(Role::Local, Scope::SameNode, local),
     ));
     let local = Remedy::RemoveLocalAddress {
-        device: Some(crate::inventory::NODE_LOCAL_DNS.into()),
+        device: Some(crate::cni::node_local_dns::DEVICE.into()),
         subnet: None,
     };
     let mut f = collision(Role::Local, Scope::CrossNode, local);
-    f.owner.device = Some(crate::inventory::NODE_LOCAL_DNS.into());
+    f.owner.device = Some(crate::cni::node_local_dns::DEVICE.into());
     out.push((Mode::CiliumOnly, f));
     let local = Remedy::RemoveLocalAddress {
         device: Some("dummy0".into()),

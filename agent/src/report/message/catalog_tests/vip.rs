@@ -75,7 +75,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
 fn a_pod_on_node_local_dnss_address_is_told_whose_it_is_and_how_to_move_it() {
     let (_, f) = super::cases::catalog()
         .into_iter()
-        .find(|(_, f)| f.owner.device.as_deref() == Some(crate::inventory::NODE_LOCAL_DNS))
+        .find(|(_, f)| f.owner.device.as_deref() == Some(crate::cni::node_local_dns::DEVICE))
         .expect("a NodeLocal DNSCache case");
     let m = super::super::render_for(&f, super::super::Reader::Operator);
     assert!(

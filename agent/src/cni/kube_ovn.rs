@@ -1,0 +1,16 @@
+//! kube-ovn: its node port, `ovn0`, the host's leg in the join subnet.
+
+use super::{Cni, Device, Holds, Name};
+
+/// kube-ovn.
+pub const KUBE_OVN: Cni = Cni {
+    name: "kube-ovn",
+    devices: &[Device {
+        name: Name::Is("ovn0"),
+        holds: Holds::NodeEndpoint,
+        marks: false,
+        fix: None,
+        about: "the node's port in the join subnet; where it is a veth, the namespace behind \
+                it is the node's",
+    }],
+};

@@ -1,0 +1,47 @@
+use super::*;
+
+#[test]
+fn calico_runs_where_its_tunnel_or_a_veth_named_as_it_names_them_is() {
+    let calico = &calico::CALICO;
+    // BGP mode: only pods' veths (a real one, from the corpus's
+    // sandbox/event-messages-other-cnis.json).
+    assert!(calico.runs_on(["eth0", "cali05ad595351c"].into_iter()));
+    assert!(calico.runs_on(["eth0", "vxlan.calico"].into_iter()));
+    assert!(calico.runs_on(["tunl0"].into_iter()));
+    for other in [
+        &["eth0", "cilium_host", "lxc1234567890a"][..],
+        &["calico"],
+        &["cali1c5b2b6e4a9x"],
+        &["caliXYZ5b2b6e4a"],
+        &["cni0", "veth1c5b2b6e"],
+    ] {
+        assert!(!calico.runs_on(other.iter().copied()), "{other:?}");
+    }
+}
+
+#[test]
+fn every_device_is_declared_once_and_the_docs_table_lists_it() {
+    let table = markdown();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in ALL {
+        for d in c.devices {
+            let shown = d.name.shown();
+            assert!(seen.insert(shown.clone()), "{shown} declared twice");
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.starts_with(&format!("| {} | {shown} |", c.name))),
+                "{shown} of {} missing from the table",
+                c.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_prefix_needs_a_suffix_and_a_hash_its_length() {
+    assert!(Name::Prefix("antrea-ext.").matches("antrea-ext.100", ""));
+    assert!(!Name::Prefix("antrea-ext.").matches("antrea-ext.", ""));
+    assert!(Name::Hashed("cali", 11).matches("cali05ad595351c", ""));
+    assert!(!Name::Hashed("cali", 11).matches("cali05ad595351", ""));
+}
