@@ -7,6 +7,7 @@
 //!
 //! Adding a CNI: docs/architecture.md, "Adding a CNI".
 
+pub mod antrea;
 pub mod bridge;
 pub mod calico;
 pub mod cilium;
@@ -20,13 +21,14 @@ use std::fmt::Write as _;
 
 /// Every CNI and address-binding component the agent knows, in the order a
 /// device is looked up (the first declaration naming it wins).
-pub const ALL: [&Cni; 8] = [
+pub const ALL: [&Cni; 9] = [
     &cilium::CILIUM,
     &calico::CALICO,
     &ovn_kubernetes::OVN_KUBERNETES,
     &kube_ovn::KUBE_OVN,
     &bridge::BRIDGE,
     &kube_router::KUBE_ROUTER,
+    &antrea::ANTREA,
     &kube_proxy::KUBE_PROXY,
     &node_local_dns::NODE_LOCAL_DNS,
 ];

@@ -45,3 +45,28 @@ fn a_prefix_needs_a_suffix_and_a_hash_its_length() {
     assert!(Name::Hashed("cali", 11).matches("cali05ad595351c", ""));
     assert!(!Name::Hashed("cali", 11).matches("cali05ad595351", ""));
 }
+
+#[test]
+fn antreas_gateway_egress_ips_and_tunnel_are_read_as_antrea_names_them() {
+    // The names antrea-agent gives them (antrea-io/antrea@fc70f2bb:
+    // cmd/antrea-agent/options.go `defaultHostGateway`, pkg/agent/agent.go
+    // `defaultTunInterfaceName`, egress_controller.go `egressDummyDevice`,
+    // ipassigner's `vlanInterfacePrefix` and a VLAN id).
+    let of = |d: &str| device(d, "worker-1").map(|(c, d)| (c.name, d.holds));
+    assert_eq!(of("antrea-gw0"), Some(("Antrea", Holds::Gateway)));
+    assert_eq!(of("antrea-tun0"), Some(("Antrea", Holds::NoAddress)));
+    assert_eq!(of("antrea-egress0"), Some(("Antrea", Holds::Assigned)));
+    assert_eq!(of("antrea-ext.100"), Some(("Antrea", Holds::Assigned)));
+    assert_eq!(of("antrea-ext."), None);
+    for egress in ["antrea-egress0", "antrea-ext.100"] {
+        assert!(
+            fix(egress).is_some_and(|f| f.contains("ExternalIPPool")),
+            "{egress}"
+        );
+    }
+    assert_eq!(fix("antrea-gw0"), None);
+    assert!(holds("antrea-gw0", Holds::Gateway));
+    let antrea = &antrea::ANTREA;
+    assert!(antrea.runs_on(["eth0", "antrea-gw0", "antrea-tun0"].into_iter()));
+    assert!(!antrea.runs_on(["eth0", "antrea-egress0", "cni0"].into_iter()));
+}
