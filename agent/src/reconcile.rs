@@ -158,7 +158,7 @@ impl Reconciler {
             let claimable = claimable(&inventory);
             let leaving = leaving(&inventory);
             let foreign_ranges = crate::detect::foreign_bridge_ranges(&inventory);
-            let calico = crate::inventory::calico_runs_here(&inventory.host.links);
+            let calico = crate::cni::calico::runs_here(&inventory.host.links);
             Reconciled {
                 findings,
                 claimable,
@@ -189,7 +189,7 @@ pub struct Reconciled {
     /// Ranges this node's bridges route that are not its own (see
     /// [`crate::detect::foreign_bridge_ranges`]).
     pub foreign_ranges: Vec<ipnet::IpNet>,
-    /// Calico runs on this node (see [`crate::inventory::calico_runs_here`]).
+    /// Calico runs on this node (see [`crate::cni::calico::runs_here`]).
     pub calico: bool,
     /// The host snapshot it ran on, for reconciles of cluster changes only.
     pub host: Arc<HostNetwork>,

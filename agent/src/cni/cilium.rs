@@ -8,7 +8,7 @@ pub const CILIUM: Cni = Cni {
     name: "Cilium",
     devices: &[
         Device {
-            name: Name::Is(ROUTER_DEVICE),
+            name: Name::Is(crate::inventory::DEFAULT_ROUTER_DEVICE),
             holds: Holds::Router,
             marks: false,
             fix: None,
@@ -23,6 +23,3 @@ pub const CILIUM: Cni = Cni {
         },
     ],
 };
-
-/// The device Cilium puts its router IP on.
-pub const ROUTER_DEVICE: &str = "cilium_host";

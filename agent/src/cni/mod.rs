@@ -1,9 +1,9 @@
 //! What each CNI, and each other component that binds addresses on a node,
 //! holds there: one file per CNI declares its devices ([`Cni`]), and [`ALL`]
 //! lists them. The rest of the agent asks here what a device is ([`device`],
-//! [`holds`], [`fix`]; `inventory::Role::of_device`) and never names a CNI's
-//! device itself. Plain declarations: this module imports nothing of the
-//! agent's.
+//! [`holds`], [`fix`], [`Role::of_device`]) and never names a CNI's device
+//! itself. Between the data (`inventory`) and detection: it reads the one and
+//! is read by the other.
 //!
 //! Adding a CNI: docs/architecture.md, "Adding a CNI".
 
@@ -18,6 +18,8 @@ pub mod node_local_dns;
 pub mod ovn_kubernetes;
 
 use std::fmt::Write as _;
+
+use crate::inventory::Role;
 
 /// Every CNI and address-binding component the agent knows, in the order a
 /// device is looked up (the first declaration naming it wins).
@@ -157,6 +159,22 @@ pub fn fix(device: &str) -> Option<&'static str> {
 #[must_use]
 pub fn holds(device: &str, holds: Holds) -> bool {
     self::device(device, "").is_some_and(|(_, d)| d.holds == holds)
+}
+
+impl Role {
+    /// What an address the kernel shows on `device` is to `node`, where
+    /// Cilium's router device is `router_device` (whatever its name).
+    pub fn of_device(device: &str, router_device: &str, node: &str) -> Self {
+        if device == router_device {
+            return Self::Router;
+        }
+        match self::device(device, node).map(|(_, d)| d.holds) {
+            Some(Holds::Tunnel) => Self::Tunnel,
+            Some(Holds::Gateway) => Self::Gateway,
+            Some(Holds::ManagementPort) => Self::ManagementPort,
+            _ => Self::Local,
+        }
+    }
 }
 
 impl Cni {

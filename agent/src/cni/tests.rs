@@ -1,6 +1,41 @@
 use super::*;
 
 #[test]
+fn ovn_kubernetes_old_management_port_is_named_for_its_own_node_only() {
+    let cases = [
+        // (device, node, role)
+        ("ovn-k8s-mp0", "worker-1", Role::ManagementPort),
+        ("k8s-worker-1", "worker-1", Role::ManagementPort),
+        ("k8s-worker-1", "Worker-1", Role::ManagementPort),
+        // ovn-kubernetes#698's node, cut to 11 bytes.
+        (
+            "k8s-ip-10-0-0-1",
+            "ip-10-0-0-100.ec2.internal",
+            Role::ManagementPort,
+        ),
+        ("k8s-worker-2", "worker-1", Role::Local),
+        ("k8s-", "worker-1", Role::Local),
+        ("k8s-worker-1x", "worker-1", Role::Local),
+        (
+            "k8s-ip-10-0-0-100",
+            "ip-10-0-0-100.ec2.internal",
+            Role::Local,
+        ),
+        ("tunl0", "worker-1", Role::Tunnel),
+        ("cni0", "worker-1", Role::Gateway),
+        ("cilium_host", "worker-1", Role::Router),
+        ("eth0", "worker-1", Role::Local),
+    ];
+    for (device, node, role) in cases {
+        assert_eq!(
+            Role::of_device(device, "cilium_host", node),
+            role,
+            "{device} on {node}"
+        );
+    }
+}
+
+#[test]
 fn calico_runs_where_its_tunnel_or_a_veth_named_as_it_names_them_is() {
     let calico = &calico::CALICO;
     // BGP mode: only pods' veths (a real one, from the corpus's

@@ -6,7 +6,6 @@
 
 mod calico;
 mod cluster;
-mod devices;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod host;
@@ -26,7 +25,6 @@ use std::sync::Arc;
 
 pub use calico::{Allocation, CalicoIpam, IpPool, IpamBlock, IpamOwner, TunnelKind};
 pub use cluster::{AsRead, Assembled, ClusterState, Invalid, SourceStatus};
-pub use devices::calico_runs_here;
 pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
@@ -44,7 +42,7 @@ pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, 
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 
 /// Device name Cilium puts its router IP on.
-pub const DEFAULT_ROUTER_DEVICE: &str = crate::cni::cilium::ROUTER_DEVICE;
+pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";
 /// Annotation kube-ovn writes with the IP(s) it assigned, before the pod has a status IP.
 pub const DEFAULT_POD_IP_ANNOTATION: &str = "ovn.kubernetes.io/ip_address";
 

@@ -138,7 +138,7 @@ pub enum Role {
     /// (its tunnel devices, `projectcalico.org/*` Node annotations).
     Tunnel,
     /// The gateway of the node's pod subnet: a bridge's address
-    /// (`crate::cni`'s gateways) or ovn-kubernetes' `.1`.
+    /// (the CNIs' gateways) or ovn-kubernetes' `.1`.
     Gateway,
     /// ovn-kubernetes' management port (`ovn-k8s-mp0`): `.2` of the node's subnet.
     #[serde(rename = "management-port")]

@@ -370,7 +370,7 @@ impl ClusterSource {
     }
 
     /// Watches Calico's IPPools from the first reconcile that finds Calico on
-    /// this node ([`crate::inventory::calico_runs_here`]), until `token` is
+    /// this node ([`crate::cni::calico::runs_here`]), until `token` is
     /// cancelled: on a cluster without Calico no agent asks for a resource
     /// that is not there.
     fn ip_pools_once_calico_runs(
