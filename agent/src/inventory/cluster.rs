@@ -32,6 +32,9 @@ pub struct ClusterState<Stage = Assembled> {
     pub services: Arc<super::ServiceAddresses>,
     /// Calico's IPAMBlocks and IPPools, when read (never by the agent's watches).
     pub calico: Arc<super::CalicoIpam>,
+    /// The ranges of the address plan read from allocators' own objects
+    /// (MetalLB, Cilium's pools, ServiceCIDRs, attachments), when read.
+    pub plan: Arc<Vec<super::Planned>>,
     /// Objects (or fields) skipped as malformed in the last read (shared: an
     /// audit's inventory per node copies none).
     pub invalid: Arc<Vec<Invalid>>,
@@ -78,6 +81,7 @@ impl ClusterState {
             routes: read.routes,
             services: read.services,
             calico: read.calico,
+            plan: read.plan,
             invalid,
             stage: PhantomData,
         }

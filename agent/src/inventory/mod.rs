@@ -15,6 +15,7 @@ pub mod ip_text;
 mod namespaces;
 mod node;
 mod objects;
+mod plan;
 #[cfg(test)]
 pub(crate) mod ptp_fixtures;
 mod ranges;
@@ -39,6 +40,7 @@ pub use node::{
     SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use plan::{PlanOwner, Planned, Purpose};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 
 /// Device name Cilium puts its router IP on.

@@ -1,0 +1,108 @@
+//! The objects in which allocators keep their ranges, declared once each:
+//! which API kind to read and how one object becomes ranges of the address
+//! plan. `audit` lists each kind that exists (or reads `--address-plan`
+//! files) and hands every object to its declaration's `read`.
+
+use crate::inventory::{
+    Invalid, IpRange, Planned,
+    ip_text::{parse_cidr, parse_ip},
+};
+
+/// An API kind that holds ranges of the address plan.
+#[derive(Debug)]
+pub struct Records {
+    /// The allocator or component (`MetalLB`).
+    pub allocator: &'static str,
+    /// The API group (`metallb.io`; empty for the core group).
+    pub group: &'static str,
+    /// The versions to list, the preferred first: the next is tried where
+    /// the API server does not serve one.
+    pub versions: &'static [&'static str],
+    /// The kind (`IPAddressPool`).
+    pub kind: &'static str,
+    /// The resource (`ipaddresspools`), as lists and errors name it.
+    pub plural: &'static str,
+    /// One object's JSON as ranges; what it cannot read is named in the
+    /// invalid objects (the object's name, the field, what was skipped).
+    pub read: fn(&str, &mut Vec<Invalid>) -> Vec<Planned>,
+}
+
+impl Records {
+    /// Whether an object of `api_version` and `kind` is one of these.
+    #[must_use]
+    pub fn holds(&self, api_version: &str, kind: &str) -> bool {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        group == self.group && kind == self.kind
+    }
+
+    /// `plural.group`, as kubectl names the resource.
+    #[must_use]
+    pub fn resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_owned()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// Every kind read for the address plan.
+pub const RECORDS: [&Records; 0] = [];
+
+/// The declaration of objects of `api_version` and `kind`, if any.
+#[must_use]
+pub fn records_of(api_version: &str, kind: &str) -> Option<&'static Records> {
+    RECORDS.iter().copied().find(|r| r.holds(api_version, kind))
+}
+
+/// The metadata the readers need.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Meta {
+    /// `metadata.name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+impl Meta {
+    /// `namespace/name` or `name`, as the invalid objects and the plan name it.
+    #[must_use]
+    pub fn object(&self) -> String {
+        let name = self.name.as_deref().unwrap_or("(no name)");
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+}
+
+/// A CIDR (host bits allowed, as Go's `ParseCIDR` reads it) or a `first-last`
+/// range (spaces around `-` allowed, one family) as the addresses it covers.
+#[must_use]
+pub fn parse_entry(s: &str) -> Option<IpRange> {
+    let s = s.trim();
+    if let Some((a, b)) = s.split_once('-') {
+        let (first, last) = (parse_ip(a.trim())?, parse_ip(b.trim())?);
+        return (first.is_ipv4() == last.is_ipv4() && first <= last)
+            .then_some(IpRange { first, last });
+    }
+    if s.contains('/') {
+        return parse_cidr(s).map(|c| IpRange::of(&c.net));
+    }
+    parse_ip(s).map(|ip| IpRange {
+        first: ip,
+        last: ip,
+    })
+}
+
+/// An object skipped, or a field of it, named for the invalid objects.
+#[must_use]
+pub fn invalid(records: &Records, object: String, problem: String) -> Invalid {
+    Invalid {
+        resource: records.plural,
+        object,
+        problem,
+    }
+}
