@@ -7,7 +7,7 @@ use crate::{
     detect::audit::{Audit, audit},
     inventory::{AsRead, ClusterState, Invalid},
     kube::{
-        self, CalicoFiles, ReadArgs, SourceArgs,
+        self, CalicoFiles, PlanFiles, ReadArgs, SourceArgs,
         connect::{ConnectArgs, KubeconfigError},
         list::{Behind, ListError, ListOptions, Read, Scope, cluster_state, routes},
         sources::FileSources,
@@ -37,6 +37,9 @@ pub struct Args {
     /// Calico's IPAM objects, from files.
     #[command(flatten)]
     pub calico: CalicoFiles,
+    /// The address plan's objects, from files.
+    #[command(flatten)]
+    pub plan: PlanFiles,
 }
 
 /// Why an audit could not run.
@@ -107,7 +110,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
     };
     let keys = &args.read.pod_ip_annotations;
     let (state, client) = if let Some(files) = FileSources::new(&args.sources, keys) {
-        let mut files = files.with_calico(&args.calico);
+        let mut files = files.with_calico(&args.calico).with_plan(&args.plan);
         if let Some(e) = files.refresh().into_iter().next() {
             return Err(e.into());
         }

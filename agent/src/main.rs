@@ -71,7 +71,9 @@ async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
     }
     let text = ipshadow::report::audit::render(&audit, args.output)?;
     println!("{}", text.trim_end());
-    Ok(ExitCode::from(u8::from(audit.findings().next().is_some())))
+    Ok(ExitCode::from(u8::from(
+        audit.findings().next().is_some() || !audit.plan.is_empty(),
+    )))
 }
 
 /// `ipshadow docs` (hidden): the flag reference, printed or written into a file.

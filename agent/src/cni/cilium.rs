@@ -1,7 +1,14 @@
-//! Cilium: its router device and its health endpoint's veth. Its Ingress IP
-//! is held by its endpoint manager alone, on no device.
+//! Cilium: its router device and its health endpoint's veth (its Ingress IP
+//! is held by its endpoint manager alone, on no device), and its pools of
+//! load-balancer and pod addresses.
 
-use super::{Cni, Device, Holds, Name};
+use serde::Deserialize;
+
+use super::{
+    Cni, Device, Holds, Name,
+    plan::{Records, ranges, spec},
+};
+use crate::inventory::{Invalid, Planned, Purpose};
 
 /// Cilium.
 pub const CILIUM: Cni = Cni {
@@ -23,3 +30,109 @@ pub const CILIUM: Cni = Cni {
         },
     ],
 };
+
+/// Cilium's LB-IPAM pools: `spec.blocks` (`{cidr}` or `{start[, stop]}`),
+/// `spec.cidrs` before 1.15; a `disabled` pool hands out nothing. Cilium
+/// checks them against each other only.
+pub const LB_POOLS: Records = Records {
+    allocator: "Cilium LB-IPAM",
+    group: "cilium.io",
+    versions: &["v2", "v2alpha1"],
+    kind: "CiliumLoadBalancerIPPool",
+    plural: "ciliumloadbalancerippools",
+    read: read_lb_pool,
+};
+
+/// Cilium's multi-pool IPAM pools: `spec.ipv4.cidrs` and `spec.ipv6.cidrs`,
+/// strings (v2alpha1) or `{cidr}` objects (v2).
+pub const POD_POOLS: Records = Records {
+    allocator: "Cilium multi-pool IPAM",
+    group: "cilium.io",
+    versions: &["v2alpha1", "v2"],
+    kind: "CiliumPodIPPool",
+    plural: "ciliumpodippools",
+    read: read_pod_pool,
+};
+
+#[derive(Deserialize)]
+struct LbSpec {
+    #[serde(default)]
+    blocks: Vec<Block>,
+    #[serde(default)]
+    cidrs: Vec<Block>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+#[derive(Deserialize)]
+struct Block {
+    cidr: Option<String>,
+    start: Option<String>,
+    stop: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PodSpec {
+    ipv4: Option<Family>,
+    ipv6: Option<Family>,
+}
+
+#[derive(Deserialize)]
+struct Family {
+    #[serde(default)]
+    cidrs: Vec<Cidr>,
+}
+
+/// `"10.0.0.0/16"` (v2alpha1) or `{"cidr": "10.0.0.0/16"}` (v2).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Cidr {
+    Text(String),
+    Object { cidr: String },
+}
+
+fn read_lb_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
+    let Some((object, spec)) = spec::<LbSpec>(&LB_POOLS, json, bad) else {
+        return Vec::new();
+    };
+    if spec.disabled {
+        return Vec::new();
+    }
+    let field = if spec.blocks.is_empty() {
+        "spec.cidrs"
+    } else {
+        "spec.blocks"
+    };
+    let texts =
+        spec.blocks
+            .iter()
+            .chain(&spec.cidrs)
+            .filter_map(|b| match (&b.cidr, &b.start, &b.stop) {
+                (Some(c), _, _) => Some(c.clone()),
+                (None, Some(s), Some(e)) => Some(format!("{s}-{e}")),
+                (None, Some(s), None) => Some(s.clone()),
+                (None, None, _) => None,
+            });
+    ranges(&LB_POOLS, &object, field, Purpose::LoadBalancer, texts, bad)
+}
+
+fn read_pod_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
+    let Some((object, spec)) = spec::<PodSpec>(&POD_POOLS, json, bad) else {
+        return Vec::new();
+    };
+    let texts = [spec.ipv4, spec.ipv6]
+        .into_iter()
+        .flatten()
+        .flat_map(|f| f.cidrs)
+        .map(|c| match c {
+            Cidr::Text(t) | Cidr::Object { cidr: t } => t,
+        });
+    ranges(
+        &POD_POOLS,
+        &object,
+        "spec.ipv4/ipv6.cidrs",
+        Purpose::Pods,
+        texts,
+        bad,
+    )
+}

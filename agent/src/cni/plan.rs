@@ -3,8 +3,10 @@
 //! plan. `audit` lists each kind that exists (or reads `--address-plan`
 //! files) and hands every object to its declaration's `read`.
 
+use serde::Deserialize;
+
 use crate::inventory::{
-    Invalid, IpRange, Planned,
+    Invalid, IpRange, PlanOwner, Planned, Purpose,
     ip_text::{parse_cidr, parse_ip},
 };
 
@@ -47,7 +49,22 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 0] = [];
+pub const RECORDS: [&Records; 4] = [
+    &super::metallb::POOLS,
+    &super::cilium::LB_POOLS,
+    &super::cilium::POD_POOLS,
+    &super::kubernetes::SERVICE_CIDRS,
+];
+
+/// The kinds read, as `IPAddressPool.metallb.io, …`, for messages.
+#[must_use]
+pub fn kinds() -> String {
+    RECORDS
+        .iter()
+        .map(|r| format!("{}.{}", r.kind, r.group))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The declaration of objects of `api_version` and `kind`, if any.
 #[must_use]
@@ -56,7 +73,7 @@ pub fn records_of(api_version: &str, kind: &str) -> Option<&'static Records> {
 }
 
 /// The metadata the readers need.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct Meta {
     /// `metadata.name`.
     #[serde(default)]
@@ -105,4 +122,67 @@ pub fn invalid(records: &Records, object: String, problem: String) -> Invalid {
         object,
         problem,
     }
+}
+
+/// An object of the plan as its readers parse it: its metadata and `spec`.
+#[derive(Deserialize)]
+struct Object<S> {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default = "Option::default")]
+    spec: Option<S>,
+}
+
+/// The object's name and its `spec`; `None` (named in `bad`) when unreadable
+/// or without one.
+pub fn spec<S: serde::de::DeserializeOwned>(
+    records: &Records,
+    json: &str,
+    bad: &mut Vec<Invalid>,
+) -> Option<(String, S)> {
+    match serde_json::from_str::<Object<S>>(json) {
+        Ok(Object {
+            metadata,
+            spec: Some(spec),
+        }) => Some((metadata.object(), spec)),
+        Ok(Object { .. }) => None,
+        Err(e) => {
+            bad.push(invalid(
+                records,
+                "(unreadable)".into(),
+                format!("skipped: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+/// The ranges written as `texts` in `field` of `object`.
+pub fn ranges(
+    records: &'static Records,
+    object: &str,
+    field: &'static str,
+    purpose: Purpose,
+    texts: impl Iterator<Item = String>,
+    bad: &mut Vec<Invalid>,
+) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for text in texts {
+        let Some(range) = parse_entry(&text) else {
+            bad.push(invalid(
+                records,
+                object.to_owned(),
+                format!("{field} {text:?} is no CIDR or range: it is not checked"),
+            ));
+            continue;
+        };
+        let owner = PlanOwner {
+            allocator: records.allocator,
+            kind: records.kind,
+            object: object.to_owned(),
+            field,
+        };
+        out.push(Planned::new(owner, purpose, range, text));
+    }
+    out
 }

@@ -38,6 +38,10 @@ pub struct Audit {
     pub pods_checked: usize,
     /// What breaks behind each pod with a finding, once [`Audit::assess`] ran.
     pub impacts: BTreeMap<PodRef, Impact>,
+    /// The address plan's overlaps, cluster-wide ([`super::plan`]).
+    pub plan: Vec<Finding>,
+    /// Ranges of the address plan checked.
+    pub ranges_checked: usize,
 }
 
 impl Audit {
@@ -139,11 +143,14 @@ pub fn audit(
             list.push(f);
         }
     }
+    let (plan, ranges_checked) = super::plan::plan_overlaps(state);
     Audit {
         nodes: ranked(found),
         nodes_checked: total,
         pods_checked: state.pods.len(),
         impacts: BTreeMap::new(),
+        plan,
+        ranges_checked,
     }
 }
 

@@ -1,8 +1,7 @@
 //! What a finding is about beyond its kind and address, and the remedy that fits, typed.
 
-use std::net::IpAddr;
-
 use ipnet::IpNet;
+use std::net::IpAddr;
 
 use super::finding::{PodRef, PodSite, Reserver};
 use crate::inventory::{DeadEnd, InfraAddress, IpRange, ServiceAddress};
@@ -20,8 +19,7 @@ pub enum Cause {
         shadowed_route: Option<String>,
         /// kubelet's report of the refusal, when the IP came from it.
         kubelet: Option<KubeletReport>,
-        /// The Service whose address the local one is (external IPs, a
-        /// load-balancer IP), when the Services were read.
+        /// The Service whose address it is (external, load-balancer IP), if read.
         service: Option<ServiceAddress>,
         /// The host interface (`lxc…`, `cali…`, `veth…`) behind which a pod
         /// namespace of this node holds the address, where one does: the
@@ -75,9 +73,10 @@ pub enum Cause {
         /// The route it dies on, `ip route`-like, when one is in the tables.
         route: Option<String>,
     },
-    /// What the namespaces behind the host's interfaces hold contradicts the
-    /// host's routes or the API (issue 24).
+    /// What the pods' namespaces hold contradicts the host's routes or the API.
     Kernel(Box<super::truth::KernelTruth>),
+    /// Two ranges of the address plan overlap where they must not.
+    Plan(Box<super::plan::PlanOverlap>),
     /// Cilium's address (or range) lies in a kube-ovn Subnet and is not excluded.
     Overlap {
         /// The Subnet's name.
@@ -395,4 +394,6 @@ pub enum Remedy {
     FreeNodeAddress(Box<super::vip::NodeAddressClaim>),
     /// A fix in Calico's terms.
     Calico(super::calico::CalicoFix),
+    /// Move one range of the address plan off another.
+    Plan(Box<super::plan::Move>),
 }

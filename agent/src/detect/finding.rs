@@ -48,12 +48,15 @@ pub enum FindingKind {
     PodAddressTentative,
     NodeAddressShadowed,
     UnallocatedTunnelAddress,
+    AddressPlanOverlap,
 }
 
 impl FindingKind {
     /// Its declaration: the one place a kind is registered.
     pub fn spec(self) -> &'static Spec {
-        use super::{bridge, calico, collision, kernel, leftover, node, overlap, refused, vip};
+        use super::{
+            bridge, calico, collision, kernel, leftover, node, overlap, plan, refused, vip,
+        };
         match self {
             Self::RouterIpCollision => &collision::ROUTER,
             Self::IngressIpCollision => &collision::INGRESS,
@@ -83,6 +86,7 @@ impl FindingKind {
             Self::PodAddressTentative => &kernel::DAD_STUCK,
             Self::NodeAddressShadowed => &vip::NODE_ADDRESS,
             Self::UnallocatedTunnelAddress => &calico::UNALLOCATED,
+            Self::AddressPlanOverlap => &plan::PLAN,
         }
     }
 
@@ -363,7 +367,7 @@ impl Finding {
             | Cause::Leftover { site, .. }
             | Cause::Duplicate { site, .. } => Some(site),
             Cause::Kernel(k) => k.site.as_ref(),
-            Cause::Overlap { .. } | Cause::Node(_) => None,
+            Cause::Overlap { .. } | Cause::Node(_) | Cause::Plan(_) => None,
         }
     }
 

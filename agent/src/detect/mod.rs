@@ -24,6 +24,8 @@ mod leftover;
 mod node;
 mod overlap;
 mod owners;
+pub mod plan;
+mod plan_sources;
 mod pool;
 mod refused;
 mod remedy;

@@ -95,7 +95,8 @@ impl Trust {
             | Source::CiliumConfig
             | Source::NodeStatus
             | Source::Subnets
-            | Source::CalicoIpamBlock => Self::Cluster,
+            | Source::CalicoIpamBlock
+            | Source::AddressPlan => Self::Cluster,
             // Any user who may create a Service sets its external IPs.
             Source::Services => Self::TenantAddress,
         }

@@ -268,6 +268,10 @@ pub enum Source {
     #[serde(rename = "services")]
     #[strum(serialize = "the Services' addresses")]
     Services,
+    /// The cluster's address plan: allocators' pools, Service ranges, Nodes.
+    #[serde(rename = "address-plan")]
+    #[strum(serialize = "the cluster's address plan")]
+    AddressPlan,
     /// An allocation of a Calico IPAMBlock to a node's tunnel handle.
     #[serde(rename = "ipamblock.calico")]
     #[strum(serialize = "Calico's IPAMBlocks")]

@@ -182,6 +182,41 @@ pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>>
     )
 }
 
+/// The ranges of the address plan in a `kubectl get <kinds> -A -o json`
+/// file: each item read by the declaration of its kind (`cni::plan`);
+/// an item of another kind is named among the invalid objects.
+pub fn plan(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<crate::inventory::Planned>> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Kind {
+        #[serde(default)]
+        api_version: String,
+        #[serde(default)]
+        kind: String,
+    }
+    let mut out = Vec::new();
+    for_each_item(path, "address plan", |i, item: Box<RawValue>| {
+        let kind: Kind = serde_json::from_str(item.get()).unwrap_or(Kind {
+            api_version: String::new(),
+            kind: String::new(),
+        });
+        match crate::cni::plan::records_of(&kind.api_version, &kind.kind) {
+            Some(records) => out.extend((records.read)(item.get(), problems)),
+            None => problems.push(Invalid {
+                resource: "address plan",
+                object: format!("{}[{i}]", path.display()),
+                problem: format!(
+                    "{} {} is no kind of the address plan ({}): skipped",
+                    kind.api_version,
+                    kind.kind,
+                    crate::cni::plan::kinds()
+                ),
+            }),
+        }
+    })?;
+    Ok(out)
+}
+
 /// The addresses Services claim, from `kubectl get services -A -o json`: the
 /// whole list, so every address is covered unless a Service could not be read.
 pub fn services(path: &Path) -> Result<crate::inventory::ServiceAddresses> {

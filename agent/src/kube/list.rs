@@ -14,6 +14,7 @@
 
 mod calico;
 mod custom;
+mod plan;
 pub(in crate::kube) mod refusals;
 mod routes;
 
@@ -243,6 +244,7 @@ pub async fn cluster_state(
     let sandbox = refusals::refusals(client, scope, &pods, progress, &mut invalid).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
     let calico = calico::ipam(client, scope, progress, &mut invalid).await;
+    let plan = plan::plan(client, scope, progress, &mut invalid).await;
     Ok(ClusterState {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
@@ -252,6 +254,7 @@ pub async fn cluster_state(
         sandbox: Arc::new(sandbox),
         cilium_config: config,
         calico,
+        plan: Arc::new(plan),
         invalid: Arc::new(invalid),
         // Asked for afterwards, only for the local addresses that shadow a pod.
         ..ClusterState::default()

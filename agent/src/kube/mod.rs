@@ -91,6 +91,19 @@ pub struct SourceArgs {
     pub apiservices: Option<PathBuf>,
 }
 
+/// The address plan's objects from files, for `audit`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct PlanFiles {
+    /// With --pods: the objects allocators keep their ranges in, as `kubectl get
+    /// ipaddresspools.metallb.io,ciliumloadbalancerippools.cilium.io,ciliumpodippools.cilium.io,servicecidrs.networking.k8s.io,network-attachment-definitions.k8s.cni.cncf.io
+    /// -A -o json` prints them (any of these kinds, in one file or several), checked
+    /// against each other and the Nodes, pods, Calico's pools and kube-ovn's Subnets:
+    /// overlaps that will collide. Repeat or comma-separate the flag for several files.
+    #[arg(long = "address-plan", env = "IPSHADOW_ADDRESS_PLAN_FILES", value_delimiter = ',',
+          requires = "pods", help_heading = FILES_HEADING)]
+    pub address_plan: Vec<PathBuf>,
+}
+
 /// Calico's IPAM objects from files, for `check` and `audit` (never the agent:
 /// they are cluster-wide, and `audit` lists them from the cluster).
 #[derive(Clone, Debug, Default, clap::Args)]

@@ -7,7 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use super::{CalicoFiles, SourceArgs, files};
+use super::{CalicoFiles, PlanFiles, SourceArgs, files};
 use crate::inventory::{AsRead, ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
@@ -24,11 +24,13 @@ pub struct FileSources {
     calico: [Option<PathBuf>; 2],
     /// EndpointSlices, webhook configurations, APIServices.
     routes: [Option<PathBuf>; 3],
+    /// The address plan's objects.
+    plan: Vec<PathBuf>,
     annotation_keys: Vec<String>,
     /// What the files held at their last good read.
     read: ClusterState<AsRead>,
     state: ClusterState,
-    invalid: [Vec<Invalid>; 7],
+    invalid: [Vec<Invalid>; 8],
     status: Vec<SourceStatus>,
 }
 
@@ -84,6 +86,7 @@ impl FileSources {
                 args.webhooks.clone(),
                 args.apiservices.clone(),
             ],
+            plan: Vec::new(),
             annotation_keys: annotation_keys.to_vec(),
             read: ClusterState::default(),
             state: ClusterState::default(),
@@ -99,6 +102,13 @@ impl FileSources {
         self
     }
 
+    /// Also reads the address plan's objects from the files `plan` names.
+    #[must_use]
+    pub fn with_plan(mut self, plan: &PlanFiles) -> Self {
+        self.plan.clone_from(&plan.address_plan);
+        self
+    }
+
     /// The files to watch for changes.
     pub fn paths(&self) -> Vec<&Path> {
         std::iter::once(self.pods.as_path())
@@ -110,6 +120,7 @@ impl FileSources {
             .chain(self.services.as_deref())
             .chain(self.calico.iter().filter_map(Option::as_deref))
             .chain(self.routes.iter().filter_map(Option::as_deref))
+            .chain(self.plan.iter().map(PathBuf::as_path))
             .collect()
     }
 
@@ -126,6 +137,7 @@ impl FileSources {
         self.read_nodes(&mut out);
         self.read_calico(&mut out);
         self.read_context(&mut out);
+        self.read_plan(&mut out);
         self.read.invalid = Arc::new(self.invalid.concat());
         self.state = ClusterState::assemble(self.read.clone());
         self.status = status;
@@ -180,7 +192,7 @@ impl FileSources {
     /// Calico's IPAMBlocks and IPPools: indexed together, each file keeping
     /// its last good content.
     fn read_calico(&mut self, out: &mut Outcome<'_>) {
-        let [.., blocks_invalid, pools_invalid] = &mut self.invalid;
+        let [.., blocks_invalid, pools_invalid, _] = &mut self.invalid;
         let [blocks_path, pools_path] = &self.calico;
         let mut blocks = self.read.calico.blocks().to_vec();
         let mut pools = self.read.calico.pools.clone();
@@ -223,6 +235,23 @@ impl FileSources {
                 .map(Arc::new)
             });
         }
+    }
+
+    /// The address plan: every file's ranges, together (one file failing
+    /// keeps the last good read of all).
+    fn read_plan(&mut self, out: &mut Outcome<'_>) {
+        if self.plan.is_empty() {
+            return;
+        }
+        let [.., plan_invalid] = &mut self.invalid;
+        let paths = &self.plan;
+        out.read("address plan", &mut self.read.plan, plan_invalid, |bad| {
+            let mut all = Vec::new();
+            for path in paths {
+                all.extend(files::plan(path, bad)?);
+            }
+            Ok(Arc::new(all))
+        });
     }
 
     /// What was last read.

@@ -9,7 +9,10 @@ use super::{
     Report,
     output::{self, EncodeError, JsonFinding, OutputFormat},
 };
-use crate::detect::{FindingKind, audit::Audit};
+use crate::{
+    detect::{Cause, FindingKind, audit::Audit},
+    inventory::{PlanOwner, Planned, Purpose},
+};
 
 /// What only the agent on a node sees, and why (each kind's
 /// `unseen_by_audit`, then traffic evidence): said instead of guessed.
@@ -30,7 +33,79 @@ struct JsonAudit<'a> {
     pods_checked: usize,
     findings: usize,
     nodes: Vec<JsonNode<'a>>,
+    address_plan: JsonPlan<'a>,
     not_checked: Vec<JsonNotChecked>,
+}
+
+/// The address plan's overlaps (`address_plan`).
+#[derive(Serialize)]
+struct JsonPlan<'a> {
+    ranges_checked: usize,
+    overlaps: Vec<JsonOverlap<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonOverlap<'a> {
+    kind: &'static str,
+    /// `first..last` of the addresses both give.
+    shared: String,
+    /// The range to change.
+    change: JsonRange<'a>,
+    other: JsonRange<'a>,
+    /// Changing `other` does as well.
+    either: bool,
+    /// More objects of `other`'s kind overlapped, named up to a few.
+    more: &'a [String],
+    more_count: usize,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct JsonRange<'a> {
+    #[serde(flatten)]
+    owner: &'a PlanOwner,
+    range: &'a str,
+    purpose: Purpose,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+}
+
+impl<'a> JsonRange<'a> {
+    fn of(p: &'a Planned) -> Self {
+        Self {
+            owner: &p.owner,
+            range: &p.text,
+            purpose: p.purpose,
+            domain: p.domain.as_deref(),
+            node: p.node.as_deref(),
+        }
+    }
+}
+
+fn plan_document(audit: &Audit) -> JsonPlan<'_> {
+    let overlaps = audit
+        .plan
+        .iter()
+        .filter_map(|f| match &f.cause {
+            Cause::Plan(o) => Some(JsonOverlap {
+                kind: f.kind.as_str(),
+                shared: o.shared.to_string(),
+                change: JsonRange::of(&o.change),
+                other: JsonRange::of(&o.other),
+                either: o.either,
+                more: &o.more.0,
+                more_count: o.more.1,
+                message: super::message::render(f),
+            }),
+            _ => None,
+        })
+        .collect();
+    JsonPlan {
+        ranges_checked: audit.ranges_checked,
+        overlaps,
+    }
 }
 
 #[derive(Serialize)]
@@ -81,6 +156,7 @@ fn document(audit: &Audit) -> JsonAudit<'_> {
                     .collect(),
             })
             .collect(),
+        address_plan: plan_document(audit),
         not_checked: not_checked()
             .into_iter()
             .map(|(kind, why)| JsonNotChecked { kind, why })
@@ -133,6 +209,7 @@ fn table_text(audit: &Audit, wide: bool) -> String {
             output::table(&report)
         });
     }
+    plan_text(&mut out, audit);
     let _ = writeln!(
         out,
         "\nNot checked without the node's kernel (run the agent, or `ipshadow check` on the node):"
@@ -143,6 +220,25 @@ fn table_text(audit: &Audit, wide: bool) -> String {
         let _ = writeln!(out, "  {kind:<width$}  {why}");
     }
     out
+}
+
+/// The address plan's overlaps, each as its message.
+fn plan_text(out: &mut String, audit: &Audit) {
+    let n = audit.plan.len();
+    let _ = writeln!(
+        out,
+        "\naddress plan: {} range{} checked, {}",
+        audit.ranges_checked,
+        plural(audit.ranges_checked),
+        if n == 0 {
+            "no overlap that will collide".to_owned()
+        } else {
+            format!("{n} overlap{} that will collide:", plural(n))
+        }
+    );
+    for f in &audit.plan {
+        let _ = writeln!(out, "  - {}", super::message::render(f));
+    }
 }
 
 fn plural(n: usize) -> &'static str {

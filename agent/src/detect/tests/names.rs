@@ -66,15 +66,16 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::PodAddressTentative => "PodAddressTentative",
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
             FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
+            FindingKind::AddressPlanOverlap => "AddressPlanOverlap",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 28);
+    assert_eq!(all.len(), 29);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"UnallocatedTunnelAddress"));
+    assert_eq!(all.last(), Some(&"AddressPlanOverlap"));
 }
 
 #[test]
@@ -170,6 +171,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::Subnets => "kube-ovn's Subnets",
             Source::Services => "the Services' addresses",
             Source::CalicoIpamBlock => "Calico's IPAMBlocks",
+            Source::AddressPlan => "the cluster's address plan",
         },
         Some(|s| s.as_str()),
         None,
@@ -197,6 +199,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::Subnets => "subnets",
             Source::Services => "services",
             Source::CalicoIpamBlock => "ipamblock.calico",
+            Source::AddressPlan => "address-plan",
         };
         assert_eq!(json(&s), format!("\"{want}\""), "JSON of {s:?}");
     }

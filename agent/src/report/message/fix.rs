@@ -53,6 +53,7 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
             subnet, exclude, ..
         } => format!("Fix: add \"{exclude}\" to spec.excludeIps of Subnet {subnet}."),
         Remedy::Kernel(k) => super::kernel::fix(k, reader),
+        Remedy::Plan(m) => super::plan::fix(m),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
             super::leftover::fix(r, reader)
         }

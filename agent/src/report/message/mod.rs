@@ -9,6 +9,7 @@ mod ipam;
 mod kernel;
 mod leftover;
 mod note;
+mod plan;
 mod pool;
 mod vip;
 
@@ -140,6 +141,7 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
             dead_end, route, ..
         } => blackhole(f, *dead_end, route.as_deref(), reader),
         Cause::Kernel(k) => kernel::render(f, k, reader),
+        Cause::Plan(o) => plan::render(o),
         Cause::Overlap {
             subnet,
             block,
@@ -303,6 +305,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
         Remedy::Kernel(k) => kernel::fix(k, reader),
         Remedy::Calico(c) => calico::remedy(c),
+        Remedy::Plan(m) => plan::fix(m),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
             leftover::remedy(r, reader)
         }

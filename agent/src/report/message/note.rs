@@ -131,6 +131,7 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
         } => overlap(f, subnet, addresses, cilium_range.map(|(r, _)| r)),
         Cause::Node(problem) => node_problem(f, problem),
         Cause::Kernel(k) => super::kernel::what(f, k, reader),
+        Cause::Plan(o) => super::plan::what(o),
     }
 }
 

@@ -44,7 +44,7 @@ impl<'a> CauseFields<'a> {
                 kubelet: Some(kubelet),
                 ..Self::default()
             },
-            Cause::Node(_) => Self::default(),
+            Cause::Node(_) | Cause::Plan(_) => Self::default(),
             Cause::Kernel(k) => Self {
                 kernel: Some(JsonKernel {
                     row: &k.row,

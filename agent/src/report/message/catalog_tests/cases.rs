@@ -388,5 +388,6 @@ pub(super) fn catalog() -> Vec<(Mode, Finding)> {
     all.extend(super::cni_cases::leftovers());
     all.extend(super::vip::cases());
     all.extend(super::calico_ipam::cases());
+    all.extend(super::plan::cases());
     all
 }

@@ -6,6 +6,7 @@ mod cases;
 mod cni_cases;
 mod kernel;
 mod modes;
+mod plan;
 mod vip;
 
 use cases::{Mode, carve, catalog, collision};

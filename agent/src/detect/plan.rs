@@ -1,0 +1,261 @@
+//! AddressPlanOverlap: two ranges of the cluster's address plan that will
+//! hand out (or bind) one address twice, found before any pod is hurt — a
+//! load-balancer pool over pods or a node, a Service range over pod ranges,
+//! two secondary networks on one interface. What is overlapped by design is
+//! not: a range excluded where it is carved from, one node's pod range inside
+//! another allocator's pool (Calico and Cilium's pools ignore podCIDRs),
+//! ServiceCIDRs over each other, ranges of different networks, whereabouts
+//! ranges that share reservations.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use super::{
+    Cause, Finding, FindingKind, Owner, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec},
+};
+use crate::inventory::{ClusterState, IpRange, PlanOwner, Planned, Purpose, Source};
+
+/// Latent: two allocators (or an allocator and a node) share addresses.
+pub(super) const PLAN: Spec = Spec {
+    unseen_by_audit: None,
+    ..Spec::node(
+        "AddressPlanOverlap",
+        "latent: two ranges of the cluster's address plan overlap where they must not (a \
+         load-balancer pool over pods or a node's address, a Service range over pod ranges, two \
+         secondary networks on one interface): one address will be handed out twice",
+        Count::AllocatorOverlaps,
+        Alert::None(
+            "found by `audit`, cluster-wide, from objects no agent reads: run it after changing \
+             a pool",
+        ),
+    )
+};
+
+/// Two ranges that overlap where they must not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanOverlap {
+    /// The range to change (the one easier to move), or the first of two
+    /// equals.
+    pub change: Planned,
+    /// The other.
+    pub other: Planned,
+    /// The addresses both hold (the first and last both may give).
+    pub shared: IpRange,
+    /// Whether either may be changed alike (neither is easier to move).
+    pub either: bool,
+    /// More objects of the other side's kind the same range overlaps (nodes,
+    /// say), named up to [`NAMED`], and how many in all.
+    pub more: (Vec<String>, usize),
+}
+
+impl PlanOverlap {
+    /// The fix: the range to change, off the addresses shared.
+    #[must_use]
+    pub fn moving(&self) -> Move {
+        Move {
+            owner: self.change.owner.clone(),
+            text: self.change.text.clone(),
+            purpose: self.change.purpose,
+            shared: self.shared,
+            or: self.either.then(|| self.other.owner.clone()),
+        }
+    }
+}
+
+/// Which range to move, off what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// The object to change.
+    pub owner: PlanOwner,
+    /// Its range, as written.
+    pub text: String,
+    /// What the range is for.
+    pub purpose: Purpose,
+    /// The addresses to leave out.
+    pub shared: IpRange,
+    /// The other object, when changing it does as well.
+    pub or: Option<PlanOwner>,
+}
+
+/// Objects named beyond the first in one finding.
+pub const NAMED: usize = 5;
+
+/// Every overlap of the plan: `state`'s records and what the cluster's other
+/// objects say (Nodes' podCIDRs and addresses, CiliumNodes' pod ranges,
+/// Calico's pools in use, kube-ovn's primary Subnets).
+/// With how many ranges were checked.
+#[must_use]
+pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
+    let mut ranges: Vec<Planned> = state.plan.iter().cloned().collect();
+    ranges.extend(super::plan_sources::derived(state));
+    let mut groups: BTreeMap<(PlanOwner, String, &'static str, Purpose), PlanOverlap> =
+        BTreeMap::new();
+    for (a, b, shared) in overlaps(&ranges) {
+        let (change, other, either) = ordered(a, b);
+        let key = (
+            change.owner.clone(),
+            change.text.clone(),
+            other.owner.kind,
+            other.purpose,
+        );
+        groups
+            .entry(key)
+            .and_modify(|g| {
+                g.more.1 += 1;
+                if g.more.0.len() < NAMED {
+                    g.more.0.push(other.owner.object.clone());
+                }
+            })
+            .or_insert_with(|| PlanOverlap {
+                change: change.clone(),
+                other: other.clone(),
+                shared,
+                either,
+                more: (Vec::new(), 0),
+            });
+    }
+    (groups.into_values().map(finding).collect(), ranges.len())
+}
+
+fn finding(o: PlanOverlap) -> Finding {
+    let node = o.other.node.clone().or_else(|| o.change.node.clone());
+    let remedy = Remedy::Plan(Box::new(o.moving()));
+    Finding {
+        kind: FindingKind::AddressPlanOverlap,
+        scope: Scope::SameNode,
+        ip: Some(o.shared.first),
+        owner: Owner {
+            node: node.unwrap_or_default(),
+            role: Role::Node,
+            device: None,
+            source: Source::AddressPlan,
+        },
+        cause: Cause::Plan(Box::new(o)),
+        remedy,
+        trust: Trust::Cluster,
+    }
+}
+
+/// How hard a range is to move, lower first: the one to change.
+fn weight(p: &Planned) -> u8 {
+    match p.purpose {
+        Purpose::LoadBalancer => 0,
+        Purpose::Secondary => 1,
+        Purpose::Services => 2,
+        Purpose::Pods => 3,
+        Purpose::NodePods => 4,
+        Purpose::NodeAddress => 5,
+    }
+}
+
+fn ordered<'a>(a: &'a Planned, b: &'a Planned) -> (&'a Planned, &'a Planned, bool) {
+    match weight(a).cmp(&weight(b)) {
+        std::cmp::Ordering::Greater => (b, a, false),
+        std::cmp::Ordering::Less => (a, b, false),
+        std::cmp::Ordering::Equal => (a, b, true),
+    }
+}
+
+/// Whether `a` and `b` must not share an address, by what they are for.
+fn must_not_meet(a: &Planned, b: &Planned) -> bool {
+    use Purpose::{LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
+    if a.owner == b.owner || a.domain != b.domain || (a.shared.is_some() && a.shared == b.shared) {
+        return false;
+    }
+    let (x, y) = if a.purpose <= b.purpose {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    match (x.purpose, y.purpose) {
+        (Pods, Pods) | (LoadBalancer, LoadBalancer) => x.owner.allocator != y.owner.allocator,
+        // Two nodes' ranges of one record (Nodes, CiliumNodes): one range twice.
+        (NodePods, NodePods) => x.owner.kind == y.owner.kind,
+        (Pods | NodePods, LoadBalancer | Services | NodeAddress)
+        | (Services | LoadBalancer, NodeAddress)
+        | (Services, LoadBalancer)
+        | (Secondary, Secondary) => true,
+        _ => false,
+    }
+}
+
+/// Every pair of ranges that must not meet and share an address both give,
+/// with the addresses they share: a sweep over the ranges by first address,
+/// so disjoint ranges (every node's) are never compared.
+fn overlaps(ranges: &[Planned]) -> Vec<(&Planned, &Planned, IpRange)> {
+    let mut sorted: Vec<&Planned> = ranges.iter().collect();
+    sorted.sort_by_key(|p| (p.range.first, std::cmp::Reverse(p.range.last)));
+    let mut open: Vec<&Planned> = Vec::new();
+    let mut out = Vec::new();
+    for b in sorted {
+        open.retain(|a| same_family(a.range.first, b.range.first) && a.range.last >= b.range.first);
+        for a in &open {
+            if must_not_meet(a, b)
+                && let Some(shared) = given_by_both(a, b)
+            {
+                out.push((*a, b, shared));
+            }
+        }
+        open.push(b);
+    }
+    out
+}
+
+fn same_family(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+/// The first and last addresses both `a` and `b` may give (neither
+/// excludes), if any.
+fn given_by_both(a: &Planned, b: &Planned) -> Option<IpRange> {
+    let lo = a.range.first.max(b.range.first);
+    let hi = a.range.last.min(b.range.last);
+    let excluded: Vec<&IpRange> = a.exclude.iter().chain(&b.exclude).collect();
+    let first = skip_excluded(lo, hi, &excluded, true)?;
+    let last = skip_excluded(hi, first, &excluded, false)?;
+    Some(IpRange { first, last })
+}
+
+/// From `from` towards `to`, the first address no range of `excluded` holds;
+/// bounded by the exclusions (each is jumped at most once per pass).
+fn skip_excluded(from: IpAddr, to: IpAddr, excluded: &[&IpRange], up: bool) -> Option<IpAddr> {
+    let mut at = from;
+    for _ in 0..=excluded.len() {
+        let Some(r) = excluded.iter().find(|r| r.contains(at)) else {
+            return Some(at);
+        };
+        at = step(if up { r.last } else { r.first }, up)?;
+        if (up && at > to) || (!up && at < to) {
+            return None;
+        }
+    }
+    None
+}
+
+/// The address after (or before) `ip`.
+fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
+    match ip {
+        IpAddr::V4(a) => {
+            let n = u32::from(a);
+            let n = if up {
+                n.checked_add(1)?
+            } else {
+                n.checked_sub(1)?
+            };
+            Some(IpAddr::V4(n.into()))
+        }
+        IpAddr::V6(a) => {
+            let n = u128::from(a);
+            let n = if up {
+                n.checked_add(1)?
+            } else {
+                n.checked_sub(1)?
+            };
+            Some(IpAddr::V6(n.into()))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/plan.rs"]
+mod tests;

@@ -1,0 +1,94 @@
+//! The ranges of the address plan that the cluster's other objects already
+//! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
+//! pools in use, kube-ovn's primary Subnets.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::inventory::{ClusterState, IpRange, IpSource, PlanOwner, Planned, Purpose};
+
+fn owner(
+    allocator: &'static str,
+    kind: &'static str,
+    object: &str,
+    field: &'static str,
+) -> PlanOwner {
+    PlanOwner {
+        allocator,
+        kind,
+        object: object.to_owned(),
+        field,
+    }
+}
+
+fn node_range(owner: PlanOwner, purpose: Purpose, net: &IpNet, node: &str) -> Planned {
+    Planned {
+        node: Some(node.to_owned()),
+        ..Planned::new(owner, purpose, IpRange::of(net), net.to_string())
+    }
+}
+
+/// Every range `state` tells beyond its allocators' own records.
+pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for n in state.nodes.iter() {
+        for c in &n.pod_cidrs {
+            let o = owner("Kubernetes", "Node", &n.name, "spec.podCIDRs");
+            out.push(node_range(o, Purpose::NodePods, c, &n.name));
+        }
+        for a in &n.addresses {
+            let o = owner("Kubernetes", "Node", &n.name, "status.addresses");
+            let one = IpRange {
+                first: a.ip,
+                last: a.ip,
+            };
+            out.push(Planned {
+                node: Some(n.name.clone()),
+                ..Planned::new(o, Purpose::NodeAddress, one, format!("{} {}", a.kind, a.ip))
+            });
+        }
+    }
+    for c in state.cilium_nodes.iter() {
+        for r in &c.pod_cidrs {
+            let o = owner("Cilium", "CiliumNode", &c.name, "spec.ipam.podCIDRs");
+            out.push(node_range(o, Purpose::NodePods, r, &c.name));
+        }
+    }
+    out.extend(calico_pools(state));
+    for s in state.primary_subnets() {
+        for c in &s.cidrs {
+            let o = owner("kube-ovn", "Subnet", &s.name, "spec.cidrBlock");
+            out.push(Planned {
+                exclude: s.exclude.clone(),
+                ..Planned::new(o, Purpose::Pods, IpRange::of(c), c.to_string())
+            });
+        }
+    }
+    out
+}
+
+/// Calico's pools that give pods addresses and are in use: a block of them
+/// exists, or a pod's status address lies in them.
+fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
+    let calico = &state.calico;
+    let pod_ips: Vec<IpAddr> = state
+        .pods
+        .iter()
+        .filter(|p| !p.host_network)
+        .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Status))
+        .map(|i| i.ip)
+        .collect();
+    calico
+        .pools
+        .iter()
+        .filter(move |p| {
+            p.workloads
+                && (calico.blocks().iter().any(|b| p.cidr.contains(&b.cidr))
+                    || pod_ips.iter().any(|ip| p.cidr.contains(ip)))
+        })
+        .map(|p| {
+            let o = owner("Calico", "IPPool", &p.name, "spec.cidr");
+            Planned::new(o, Purpose::Pods, IpRange::of(&p.cidr), p.cidr.to_string())
+        })
+}

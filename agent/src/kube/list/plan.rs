@@ -1,0 +1,72 @@
+//! The address plan's objects (`cni::plan::RECORDS`: MetalLB's pools,
+//! Cilium's LB-IPAM and pod pools, ServiceCIDRs, attachments), listed for
+//! `audit` only, in pages: cluster-wide objects no agent reads. Each kind is
+//! asked at its preferred version, then the next where the API server does
+//! not serve it (404); a kind no version of which is served (its CRD is not
+//! installed) is nothing, said nowhere.
+
+use serde_json::value::RawValue;
+
+use super::{Ask, ListError, Progress, Read, Scope, pages};
+use crate::{
+    cni::plan::{RECORDS, Records},
+    inventory::{Invalid, Planned},
+};
+
+/// Every range of the plan for `Scope::Cluster`; nothing for one node's
+/// `check`. Optional, as every source: a kind that cannot be listed (no
+/// `list` on it) is warned about and left out, and the rest stands.
+pub(super) async fn plan(
+    client: &kube::Client,
+    scope: Scope<'_>,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Vec<Planned> {
+    let mut out = Vec::new();
+    if scope != Scope::Cluster {
+        return out;
+    }
+    for records in RECORDS {
+        if let Err(e) = kind(client, records, progress, invalid, &mut out).await {
+            tracing::warn!(
+                error = %e,
+                resource = %records.resource(),
+                "listing the address plan's objects failed: their ranges are not checked \
+                 (`kubectl auth can-i list {}`)",
+                records.resource()
+            );
+        }
+    }
+    out
+}
+
+/// The objects of one kind, at the first version served.
+async fn kind(
+    client: &kube::Client,
+    records: &'static Records,
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+    out: &mut Vec<Planned>,
+) -> Result<(), ListError> {
+    for version in records.versions {
+        let url = format!("/apis/{}/{version}/{}", records.group, records.plural);
+        let ask = Ask::new(records.plural, &url, Read::Pages, usize::MAX);
+        let mut read = Vec::new();
+        let listed = pages(client, ask, &mut *progress, |item: Box<RawValue>| {
+            read.extend((records.read)(item.get(), invalid));
+        })
+        .await;
+        match listed {
+            Ok(_) => {
+                out.append(&mut read);
+                return Ok(());
+            }
+            Err(ListError {
+                cause: kube::Error::Api(s),
+                ..
+            }) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

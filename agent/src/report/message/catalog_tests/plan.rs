@@ -1,0 +1,149 @@
+//! The cases of the address plan (`AddressPlanOverlap`): a MetalLB pool over
+//! Calico's pool in use, a Cilium LB-IPAM pool over a node's address, a
+//! ServiceCIDR over nodes' pod ranges, two attachments on one interface.
+
+use std::sync::Arc;
+
+use super::cases::{Mode, ip, net};
+use crate::{
+    cni::plan::parse_entry,
+    detect::{Finding, plan::plan_overlaps},
+    inventory::{
+        CalicoIpam, ClusterState, IpPool, IpSource, NodeAddress, NodeFacts, PlanOwner, Planned,
+        Pod, PodIp, Purpose,
+    },
+};
+
+fn planned(
+    allocator: &'static str,
+    kind: &'static str,
+    name: &str,
+    purpose: Purpose,
+    text: &str,
+) -> Planned {
+    let owner = PlanOwner {
+        allocator,
+        kind,
+        object: name.to_owned(),
+        field: "spec.addresses",
+    };
+    Planned::new(
+        owner,
+        purpose,
+        parse_entry(text).expect("a range"),
+        text.to_owned(),
+    )
+}
+
+fn nodes(n: u8) -> Vec<NodeFacts> {
+    (0..n)
+        .map(|i| NodeFacts {
+            name: format!("worker-{i}"),
+            pod_cidrs: vec![net(&format!("10.244.{i}.0/24"))],
+            addresses: vec![NodeAddress {
+                ip: ip(&format!("192.168.1.{}", i + 3)),
+                kind: "InternalIP",
+            }],
+            ..NodeFacts::default()
+        })
+        .collect()
+}
+
+fn overlaps(plan: Vec<Planned>, state: ClusterState) -> Vec<Finding> {
+    let (found, _) = plan_overlaps(&ClusterState {
+        plan: Arc::new(plan),
+        ..state
+    });
+    assert!(!found.is_empty(), "no overlap found");
+    found
+}
+
+pub(super) fn cases() -> Vec<(Mode, Finding)> {
+    let calico = CalicoIpam::new(
+        Vec::new(),
+        vec![IpPool {
+            name: "default-ipv4-ippool".into(),
+            cidr: net("192.168.0.0/16"),
+            block_size: Some(26),
+            disabled: false,
+            workloads: true,
+        }],
+    );
+    let pod = Pod {
+        namespace: "tenant".into(),
+        name: "web".into(),
+        node: Some("worker-0".into()),
+        ips: vec![PodIp {
+            ip: ip("192.168.7.9"),
+            source: IpSource::Status,
+        }],
+        ..Pod::default()
+    };
+    let mut out = Vec::new();
+    let metallb = planned(
+        "MetalLB",
+        "IPAddressPool",
+        "metallb-system/first-pool",
+        Purpose::LoadBalancer,
+        "192.168.10.0/24",
+    );
+    let state = ClusterState {
+        calico: Arc::new(calico),
+        pods: Arc::new(vec![pod]),
+        ..ClusterState::default()
+    };
+    out.extend(
+        overlaps(vec![metallb], state)
+            .into_iter()
+            .map(|f| (Mode::Calico, f)),
+    );
+    let lb = planned(
+        "Cilium LB-IPAM",
+        "CiliumLoadBalancerIPPool",
+        "private",
+        Purpose::LoadBalancer,
+        "192.168.1.3-192.168.1.5",
+    );
+    let with_nodes = ClusterState {
+        nodes: Arc::new(nodes(9)),
+        ..ClusterState::default()
+    };
+    out.extend(
+        overlaps(vec![lb], with_nodes.clone())
+            .into_iter()
+            .map(|f| (Mode::CiliumOnly, f)),
+    );
+    let svc = planned(
+        "Kubernetes",
+        "ServiceCIDR",
+        "newcidr1",
+        Purpose::Services,
+        "10.244.0.0/20",
+    );
+    out.extend(
+        overlaps(vec![svc], with_nodes)
+            .into_iter()
+            .map(|f| (Mode::OvnOrBridge, f)),
+    );
+    let nad = |name: &str, text: &str| {
+        let mut p = planned(
+            "whereabouts",
+            "NetworkAttachmentDefinition",
+            name,
+            Purpose::Secondary,
+            text,
+        );
+        p.domain = Some("eth1".into());
+        p
+    };
+    let secondary = vec![
+        nad("storage/a", "192.168.2.0/24"),
+        nad("storage/b", "192.168.2.225-192.168.2.230"),
+    ];
+    out.extend(
+        overlaps(secondary, ClusterState::default())
+            .into_iter()
+            .map(|f| (Mode::OvnOrBridge, f)),
+    );
+    out
+}

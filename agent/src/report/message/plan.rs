@@ -1,0 +1,139 @@
+//! The text of an address plan overlap ([`crate::detect::plan`]): which two
+//! objects share which addresses, what will break, and which object to change.
+
+use crate::{
+    detect::plan::{Move, PlanOverlap},
+    inventory::{PlanOwner, Planned, Purpose},
+};
+
+/// `MetalLB's IPAddressPool metallb-system/first (load-balancer IPs,
+/// spec.addresses 192.168.10.0/24)`; Kubernetes' own objects (Nodes,
+/// ServiceCIDRs) go by their kind alone.
+fn named(p: &Planned) -> String {
+    let o = &p.owner;
+    let whose = if o.allocator == "Kubernetes" {
+        String::new()
+    } else {
+        format!("{}'s ", o.allocator)
+    };
+    format!(
+        "{whose}{} {} ({}, {} {})",
+        o.kind,
+        o.object,
+        p.purpose.words(),
+        o.field,
+        p.text
+    )
+}
+
+/// What will break when both give one address.
+fn breaks(o: &PlanOverlap) -> String {
+    use Purpose::{LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
+    let (a, b) = (&o.change, &o.other);
+    let node = b.node.as_deref().or(a.node.as_deref()).unwrap_or("a node");
+    match (a.purpose, b.purpose) {
+        (LoadBalancer, Pods | NodePods) => "a Service and a pod will be given one address: \
+             traffic to it reaches one of them"
+            .to_owned(),
+        (LoadBalancer, NodeAddress) => format!(
+            "a Service will be given node {node}'s own address: announcing it takes {node}'s \
+             traffic (in metallb#1397, ssh to the worker broke)"
+        ),
+        (LoadBalancer, LoadBalancer) => "two controllers will hand one address to two \
+             Services; each checks only its own pools"
+            .to_owned(),
+        (LoadBalancer, Services) | (Services, LoadBalancer) => "the API server may give a \
+             load-balancer IP to a Service as its ClusterIP too"
+            .to_owned(),
+        (Services, Pods | NodePods) => "a ClusterIP and a pod will share an address: every \
+             node's proxy takes traffic for the pod to the Service"
+            .to_owned(),
+        (Services | Pods | NodePods, NodeAddress) => format!(
+            "node {node}'s own address may be handed out: its traffic goes to a pod or a Service \
+             instead"
+        ),
+        (NodePods, NodePods) => "two nodes route one pod range: their pods get the same \
+             addresses (antrea#7893)"
+            .to_owned(),
+        (Secondary, Secondary) => format!(
+            "two attachments on {} will give one address to two pods (antrea#7306)",
+            a.domain.as_deref().unwrap_or("one network")
+        ),
+        _ => "two allocators will give one address to two pods".to_owned(),
+    }
+}
+
+fn more(o: &PlanOverlap) -> String {
+    let (names, count) = &o.more;
+    if *count == 0 {
+        return String::new();
+    }
+    let rest = count - names.len();
+    let tail = if rest > 0 {
+        format!(" and {rest} more")
+    } else {
+        String::new()
+    };
+    format!(
+        " It overlaps {count} more {} too ({}{tail}).",
+        o.other.owner.kind,
+        names.join(", ")
+    )
+}
+
+/// The long message, with the fix.
+pub(super) fn render(o: &PlanOverlap) -> String {
+    format!(
+        "{} and {} both hold {}: {}; nothing checks one against the other.{} {}",
+        named(&o.change),
+        named(&o.other),
+        o.shared,
+        breaks(o),
+        more(o),
+        fix(&o.moving())
+    )
+}
+
+/// The Event note's prose, without the fix.
+pub(super) fn what(o: &PlanOverlap) -> String {
+    format!(
+        "{} {} and {} {} both hold {}: {}.",
+        o.change.owner.kind,
+        o.change.owner.object,
+        o.other.owner.kind,
+        o.other.owner.object,
+        o.shared,
+        breaks(o)
+    )
+}
+
+fn object(o: &PlanOwner) -> String {
+    format!("{} {}", o.kind, o.object)
+}
+
+/// The fix: which object to change, and how.
+pub(super) fn fix(m: &Move) -> String {
+    let or =
+        m.or.as_ref()
+            .map_or_else(String::new, |o| format!(" (or {}'s)", object(o)));
+    match m.purpose {
+        Purpose::NodePods => format!(
+            "Fix: one node's pod range is given twice: the podCIDR of {} is immutable; delete and \
+             re-register the newer Node so the node IPAM gives it a free range{or}.",
+            object(&m.owner)
+        ),
+        Purpose::NodeAddress => format!(
+            "Fix: move the other range off {}'s address {}{or}.",
+            object(&m.owner),
+            m.shared
+        ),
+        _ => format!(
+            "Fix: change {}'s {} ({}) to leave out {}{or}, before anything is handed an address \
+             from it.",
+            object(&m.owner),
+            m.owner.field,
+            m.text,
+            m.shared
+        ),
+    }
+}
