@@ -14,6 +14,7 @@ pub mod cilium;
 pub mod kube_ovn;
 pub mod kube_proxy;
 pub mod kube_router;
+pub mod multus;
 pub mod node_local_dns;
 pub mod ovn_kubernetes;
 pub mod plan;

@@ -47,7 +47,7 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 0] = [];
+pub const RECORDS: [&Records; 1] = [&super::multus::ATTACHMENTS];
 
 /// The declaration of objects of `api_version` and `kind`, if any.
 #[must_use]
