@@ -16,6 +16,7 @@ pub mod kube_proxy;
 pub mod kube_router;
 pub mod kubernetes;
 pub mod metallb;
+pub mod multus;
 pub mod node_local_dns;
 pub mod ovn_kubernetes;
 pub mod plan;

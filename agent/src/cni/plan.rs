@@ -49,11 +49,12 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 4] = [
+pub const RECORDS: [&Records; 5] = [
     &super::metallb::POOLS,
     &super::cilium::LB_POOLS,
     &super::cilium::POD_POOLS,
     &super::kubernetes::SERVICE_CIDRS,
+    &super::multus::ATTACHMENTS,
 ];
 
 /// The kinds read, as `IPAddressPool.metallb.io, …`, for messages.
