@@ -73,6 +73,16 @@ pub enum Res {
     IpamBlocks,
     /// crd.projectcalico.org/v1 IPPools.
     IpPools,
+    /// metallb.io/v1beta1 IPAddressPools.
+    IpAddressPools,
+    /// cilium.io/v2alpha1 CiliumLoadBalancerIPPools (served at v2alpha1 only,
+    /// as before Cilium 1.18: a client asking v2 first gets 404).
+    LbIpPools,
+    /// networking.k8s.io/v1 ServiceCIDRs ("installed" as a CRD is: a cluster
+    /// before 1.33 without the feature serves none).
+    ServiceCidrs,
+    /// k8s.cni.cncf.io/v1 NetworkAttachmentDefinitions.
+    NetAttachDefs,
 }
 
 impl Res {
@@ -85,6 +95,8 @@ impl Res {
                 | Self::Pdbs
                 | Self::EndpointSlices
                 | Self::Services
+                | Self::IpAddressPools
+                | Self::NetAttachDefs
         )
     }
     fn api_version(self) -> &'static str {
@@ -98,6 +110,10 @@ impl Res {
             Self::ValidatingWebhooks | Self::MutatingWebhooks => "admissionregistration.k8s.io/v1",
             Self::ApiServices => "apiregistration.k8s.io/v1",
             Self::IpamBlocks | Self::IpPools => "crd.projectcalico.org/v1",
+            Self::IpAddressPools => "metallb.io/v1beta1",
+            Self::LbIpPools => "cilium.io/v2alpha1",
+            Self::ServiceCidrs => "networking.k8s.io/v1",
+            Self::NetAttachDefs => "k8s.cni.cncf.io/v1",
         }
     }
     fn kind(self) -> &'static str {
@@ -117,6 +133,10 @@ impl Res {
             Self::Services => "Service",
             Self::IpamBlocks => "IPAMBlock",
             Self::IpPools => "IPPool",
+            Self::IpAddressPools => "IPAddressPool",
+            Self::LbIpPools => "CiliumLoadBalancerIPPool",
+            Self::ServiceCidrs => "ServiceCIDR",
+            Self::NetAttachDefs => "NetworkAttachmentDefinition",
         }
     }
     fn plural(self) -> &'static str {
@@ -136,13 +156,25 @@ impl Res {
             Self::Services => "services",
             Self::IpamBlocks => "ipamblocks",
             Self::IpPools => "ippools",
+            Self::IpAddressPools => "ipaddresspools",
+            Self::LbIpPools => "ciliumloadbalancerippools",
+            Self::ServiceCidrs => "servicecidrs",
+            Self::NetAttachDefs => "network-attachment-definitions",
         }
     }
     /// Custom resources exist only while their CRD is "installed".
     fn is_crd(self) -> bool {
         matches!(
             self,
-            Self::CiliumNodes | Self::Subnets | Self::KubeOvnIps | Self::IpamBlocks | Self::IpPools
+            Self::CiliumNodes
+                | Self::Subnets
+                | Self::KubeOvnIps
+                | Self::IpamBlocks
+                | Self::IpPools
+                | Self::IpAddressPools
+                | Self::LbIpPools
+                | Self::ServiceCidrs
+                | Self::NetAttachDefs
         )
     }
 }
@@ -871,7 +903,8 @@ fn parse_path(path: &str) -> Option<Target> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group_len, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] => (2, rest),
-        ["apis", "cilium.io", "v2", rest @ ..]
+        ["apis", "cilium.io", "v2" | "v2alpha1", rest @ ..]
+        | ["apis", "metallb.io", "v1beta1", rest @ ..]
         | [
             "apis",
             "kubeovn.io"
@@ -879,7 +912,9 @@ fn parse_path(path: &str) -> Option<Target> {
             | "discovery.k8s.io"
             | "admissionregistration.k8s.io"
             | "apiregistration.k8s.io"
-            | "crd.projectcalico.org",
+            | "crd.projectcalico.org"
+            | "networking.k8s.io"
+            | "k8s.cni.cncf.io",
             "v1",
             rest @ ..,
         ] => (3, rest),
@@ -896,7 +931,14 @@ fn parse_path(path: &str) -> Option<Target> {
         ["pods", n, "eviction"] => ("pods", Some((*n).to_owned()), Some(Sub::Eviction)),
         _ => return None,
     };
+    // Each kind at the version it is served at, and no other.
+    let version = if group_len == 3 { parts[2] } else { "v1" };
     let res = match (parts[1], plural) {
+        ("cilium.io", "ciliumloadbalancerippools") if version == "v2alpha1" => Res::LbIpPools,
+        ("cilium.io", _) if version != "v2" => return None,
+        ("metallb.io", "ipaddresspools") => Res::IpAddressPools,
+        ("networking.k8s.io", "servicecidrs") => Res::ServiceCidrs,
+        ("k8s.cni.cncf.io", "network-attachment-definitions") => Res::NetAttachDefs,
         ("v1", "pods") => Res::Pods,
         ("v1", "nodes") => Res::Nodes,
         ("v1" | "events.k8s.io", "events") => Res::Events,
@@ -995,7 +1037,11 @@ fn field_label_supported(res: Res, label: &str) -> bool {
         | Res::MutatingWebhooks
         | Res::ApiServices
         | Res::IpamBlocks
-        | Res::IpPools => meta,
+        | Res::IpPools
+        | Res::IpAddressPools
+        | Res::LbIpPools
+        | Res::ServiceCidrs
+        | Res::NetAttachDefs => meta,
         Res::Events => {
             meta || matches!(
                 label,
