@@ -28,6 +28,23 @@ fn real(file: &str) -> Vec<Value> {
     v["items"].as_array().unwrap().clone()
 }
 
+/// A pod with a secondary address on Harvester's storage network, recorded
+/// by Multus as in the real pod of
+/// multus/pod-harvester-longhorn-instance-manager-network-status-partial.json.
+fn storage_pod(name: &str, node: &str, created: &str, ip: &str) -> Value {
+    let mut p = pod("longhorn-system", name, node, &["10.233.70.20"]);
+    let status = json!([
+        {"name": "k8s-pod-network", "ips": ["10.233.70.20"], "default": true, "dns": {}},
+        {"name": "harvester-system/storagenetwork-58mfl", "interface": "lhnet1", "ips": [ip],
+         "mac": "da:3f:fb:7a:e2:eb", "dns": {}}
+    ]);
+    p["metadata"]["annotations"] = json!({"k8s.v1.cni.cncf.io/network-status": serde_json::to_string_pretty(&status).unwrap()});
+    p["metadata"]["creationTimestamp"] = json!(created);
+    p["status"]["podIP"] = json!(format!("10.233.70.{}", name.len()));
+    p["status"]["podIPs"] = json!([{"ip": format!("10.233.70.{}", name.len())}]);
+    p
+}
+
 fn node_at(name: &str, pod_cidr: &str, internal: &str) -> Value {
     let mut n = node(name, &[pod_cidr]);
     n["status"] = json!({"addresses": [{"type": "InternalIP", "address": internal},
@@ -68,7 +85,21 @@ fn healthy() -> Cluster {
             node_at("worker-a", "10.244.0.0/24", "192.168.1.2"),
             node_at("worker-b", "10.244.1.0/24", "192.168.1.3"),
         ],
-        pods: vec![pod("shop", "web-0", "worker-a", &["10.233.70.9"])],
+        pods: vec![
+            pod("shop", "web-0", "worker-a", &["10.233.70.9"]),
+            storage_pod(
+                "instance-manager-a",
+                "worker-a",
+                "2025-11-01T10:00:00Z",
+                "192.168.50.3",
+            ),
+            storage_pod(
+                "instance-manager-bb",
+                "worker-b",
+                "2025-11-02T10:00:00Z",
+                "192.168.50.4",
+            ),
+        ],
         calico_pools: real("calico/ippool-danny-blog-crd-v1-vxlan.json"),
         metallb: real("metallb/ipaddresspool-metallb-docs-l2-range-only.json"),
         cilium_lb: lb,
@@ -81,13 +112,20 @@ fn healthy() -> Cluster {
     }
 }
 
-/// The healthy plan and four mistakes: a MetalLB pool inside Calico's pool in
+/// The healthy plan and five mistakes: the second storage pod on the
+/// first's secondary address (whereabouts#176); a MetalLB pool inside Calico's pool in
 /// use; worker-c's InternalIP inside Cilium's LB range 20.0.20.100-200;
 /// worker-c's podCIDR the newer ServiceCIDR's 10.96.0.0/24; a third
 /// whereabouts attachment on eth0 with its own reservations
 /// (`enable_overlapping_ranges: false`) over the README's.
 fn broken() -> Cluster {
     let mut c = healthy();
+    c.pods[2] = storage_pod(
+        "instance-manager-bb",
+        "worker-b",
+        "2025-11-02T10:00:00Z",
+        "192.168.50.3",
+    );
     c.nodes
         .push(node_at("worker-c", "10.96.0.0/24", "20.0.20.150"));
     let mut inside = real("metallb/ipaddresspool-metallb-docs-l2-range-only.json");
@@ -236,6 +274,7 @@ fn a_healthy_plan_of_every_kind_gives_nothing_from_the_api_and_from_files() {
     let c = healthy();
     for (code, v) in [from_api(&c), from_files(&c)] {
         assert_eq!(overlaps(&v), BTreeSet::new(), "{v:#}");
+        assert_eq!(v["findings"], 0, "{v:#}");
         assert_eq!(code, Some(0), "{v:#}");
         // Every range was read: 2 podCIDRs, 2 addresses, Calico's pool, MetalLB's
         // range, Cilium's 4 blocks, 2 ServiceCIDRs, 3 attachments.
@@ -249,6 +288,28 @@ fn each_overlap_that_will_collide_is_named_on_both_sides_from_the_api_and_from_f
     for (code, v) in [from_api(&c), from_files(&c)] {
         assert_eq!(overlaps(&v), want(), "{v:#}");
         assert_eq!(code, Some(1));
+        let kinds: Vec<[&str; 3]> = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["findings"].as_array().unwrap())
+            .map(|f| {
+                [
+                    f["kind"].as_str().unwrap(),
+                    f["pod"]["name"].as_str().unwrap(),
+                    f["ip"].as_str().unwrap(),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [[
+                "DuplicateSecondaryIP",
+                "instance-manager-bb",
+                "192.168.50.3"
+            ]],
+            "{v:#}"
+        );
         for o in v["address_plan"]["overlaps"].as_array().unwrap() {
             let m = o["message"].as_str().unwrap();
             let changed = o["change"]["object"].as_str().unwrap();

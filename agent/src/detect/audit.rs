@@ -132,6 +132,12 @@ pub fn audit(
         progress(done + 1, total);
     }
     add_duplicates(&mut found, &holders);
+    for f in super::secondary::duplicates(&state.pods) {
+        found
+            .entry(f.pod_node().unwrap_or_default().to_owned())
+            .or_default()
+            .push(f);
+    }
     // A Service claiming a Node's address: under the node it cuts off.
     for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
         found.entry(f.owner.node.clone()).or_default().push(f);

@@ -26,8 +26,7 @@ pub enum Cause {
         /// kernel's word that the pod is there while the node answers for it.
         held_behind: Option<String>,
     },
-    /// kubelet reports Cilium refused the pod's address as already in use, and
-    /// no address of a node explains it.
+    /// kubelet reports Cilium refused the pod's address as in use; no node's address explains it.
     Refused {
         /// The pod refused.
         site: PodSite,
@@ -61,6 +60,8 @@ pub enum Cause {
         site: PodSite,
         /// The older pod holding the same address.
         holder: PodRef,
+        /// For a secondary network's address: the network (and the interfaces).
+        network: Option<String>,
     },
     /// Something about a node's pod allocator or Cilium's configuration.
     Node(NodeProblem),

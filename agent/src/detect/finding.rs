@@ -49,13 +49,15 @@ pub enum FindingKind {
     NodeAddressShadowed,
     UnallocatedTunnelAddress,
     AddressPlanOverlap,
+    DuplicateSecondaryIp,
 }
 
 impl FindingKind {
     /// Its declaration: the one place a kind is registered.
     pub fn spec(self) -> &'static Spec {
         use super::{
-            bridge, calico, collision, kernel, leftover, node, overlap, plan, refused, vip,
+            bridge, calico, collision, kernel, leftover, node, overlap, plan, refused, secondary,
+            vip,
         };
         match self {
             Self::RouterIpCollision => &collision::ROUTER,
@@ -87,6 +89,7 @@ impl FindingKind {
             Self::NodeAddressShadowed => &vip::NODE_ADDRESS,
             Self::UnallocatedTunnelAddress => &calico::UNALLOCATED,
             Self::AddressPlanOverlap => &plan::PLAN,
+            Self::DuplicateSecondaryIp => &secondary::DUPLICATE_SECONDARY,
         }
     }
 

@@ -29,6 +29,7 @@ mod plan_sources;
 mod pool;
 mod refused;
 mod remedy;
+mod secondary;
 mod trust;
 mod truth;
 pub mod vip;

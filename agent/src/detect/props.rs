@@ -30,6 +30,7 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
             source: IpSource::Status,
         }],
         host_network: false,
+        secondary: Vec::new(),
         phase: Some("Running".into()),
         created: None,
         logical_switch: None,

@@ -248,6 +248,7 @@ pub(super) fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
                         controller: p.controller.clone(),
                     },
                     holder: holder.clone(),
+                    network: None,
                 },
                 remedy: Remedy::RecreateNewer {
                     pod: PodRef::from(*p),

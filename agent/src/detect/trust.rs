@@ -70,7 +70,7 @@ impl Trust {
     pub fn of_ip(source: &IpSource) -> Self {
         match source {
             IpSource::Status | IpSource::KubeOvnIp => Self::Cluster,
-            IpSource::Annotation | IpSource::Event => Self::Hint,
+            IpSource::Annotation | IpSource::Event | IpSource::NetworkStatus => Self::Hint,
         }
     }
 
@@ -78,7 +78,8 @@ impl Trust {
     pub fn of_source(source: Source) -> Self {
         match source {
             Source::Kernel => Self::Kernel,
-            Source::KubeletEvent => Self::Hint,
+            // Anyone who may create or edit pods writes these.
+            Source::KubeletEvent | Source::PodNetworkStatus => Self::Hint,
             Source::SpecAddresses
             | Source::SpecIngress
             | Source::SpecHealth

@@ -134,6 +134,7 @@ pub(crate) fn pod(name: &str, node: &str, ips: &[&str]) -> Pod {
             })
             .collect(),
         host_network: false,
+        secondary: Vec::new(),
         phase: Some("Running".into()),
         created: None,
         logical_switch: None,

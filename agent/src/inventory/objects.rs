@@ -39,6 +39,8 @@ pub struct Pod {
     /// node's CNI leads to it, so no namespace behind one holding its address is
     /// no evidence of a missing sandbox.
     pub default_network_elsewhere: bool,
+    /// Its addresses on secondary networks (Multus' `network-status`).
+    pub secondary: Vec<super::SecondaryIp>,
 }
 
 impl IpSource {
@@ -108,6 +110,10 @@ pub enum IpSource {
     /// kubelet's `FailedCreatePodSandBox` Event: Cilium refused this address for
     /// the pod as already in use (the pod has no address of its own yet).
     Event,
+    /// Multus' `k8s.v1.cni.cncf.io/network-status` annotation: a secondary
+    /// network's address, which anyone who may edit the pod can write.
+    #[serde(rename = "network-status")]
+    NetworkStatus,
 }
 
 /// What an address is to the node that holds it.
@@ -268,6 +274,10 @@ pub enum Source {
     #[serde(rename = "services")]
     #[strum(serialize = "the Services' addresses")]
     Services,
+    /// Multus' `k8s.v1.cni.cncf.io/network-status` annotation of the other pod.
+    #[serde(rename = "pod.annotations.network-status")]
+    #[strum(serialize = "the other pod's network-status annotation")]
+    PodNetworkStatus,
     /// The cluster's address plan: allocators' pools, Service ranges, Nodes.
     #[serde(rename = "address-plan")]
     #[strum(serialize = "the cluster's address plan")]

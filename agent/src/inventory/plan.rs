@@ -7,6 +7,18 @@ use std::{fmt, net::IpAddr};
 
 use super::IpRange;
 
+/// A pod's address on a secondary network, as Multus records it in the
+/// pod's `k8s.v1.cni.cncf.io/network-status` annotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecondaryIp {
+    /// The attachment: `namespace/name` of its NetworkAttachmentDefinition.
+    pub network: String,
+    /// The pod's interface on it (`net1`).
+    pub interface: Option<String>,
+    /// The address.
+    pub ip: IpAddr,
+}
+
 /// What a range is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]

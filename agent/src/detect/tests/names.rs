@@ -67,15 +67,16 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
             FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
             FindingKind::AddressPlanOverlap => "AddressPlanOverlap",
+            FindingKind::DuplicateSecondaryIp => "DuplicateSecondaryIP",
         },
         Some(|k| k.as_str()),
         Some(json),
     );
     // In declaration order, every one: metrics and audits list them so.
     let all: Vec<_> = FindingKind::all().map(FindingKind::as_str).collect();
-    assert_eq!(all.len(), 29);
+    assert_eq!(all.len(), 30);
     assert_eq!(all.first(), Some(&"RouterIPCollision"));
-    assert_eq!(all.last(), Some(&"AddressPlanOverlap"));
+    assert_eq!(all.last(), Some(&"DuplicateSecondaryIP"));
 }
 
 #[test]
@@ -135,6 +136,7 @@ fn roles_and_ip_sources_keep_their_names() {
             IpSource::Annotation => "annotation",
             IpSource::KubeOvnIp => "kube-ovn-ip",
             IpSource::Event => "event",
+            IpSource::NetworkStatus => "network-status",
         },
         Some(IpSource::as_str),
         Some(json),
@@ -172,6 +174,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::Services => "the Services' addresses",
             Source::CalicoIpamBlock => "Calico's IPAMBlocks",
             Source::AddressPlan => "the cluster's address plan",
+            Source::PodNetworkStatus => "the other pod's network-status annotation",
         },
         Some(|s| s.as_str()),
         None,
@@ -200,6 +203,7 @@ fn sources_keep_their_words_and_their_json_names() {
             Source::Services => "services",
             Source::CalicoIpamBlock => "ipamblock.calico",
             Source::AddressPlan => "address-plan",
+            Source::PodNetworkStatus => "pod.annotations.network-status",
         };
         assert_eq!(json(&s), format!("\"{want}\""), "JSON of {s:?}");
     }

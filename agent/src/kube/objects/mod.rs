@@ -8,6 +8,7 @@ mod calico;
 mod crds;
 mod every;
 pub mod impact;
+mod network_status;
 mod node;
 mod ovn;
 mod ovn_ports;

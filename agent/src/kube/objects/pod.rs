@@ -116,6 +116,12 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
                 .to_owned(),
         );
     }
+    let secondary = p
+        .metadata
+        .annotations
+        .as_ref()
+        .map(|a| super::network_status::secondary(a, &namespace, &mut bad))
+        .unwrap_or_default();
     Pod {
         namespace,
         name,
@@ -140,6 +146,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(MULTUS_DEFAULT_NETWORK)),
+        secondary,
     }
 }
 

@@ -113,8 +113,27 @@ pub(super) fn refused(
 }
 
 /// Two live pods with one address in their status.
-pub(super) fn duplicate(f: &Finding, holder: &PodRef, reader: Reader<'_>) -> String {
+pub(super) fn duplicate(
+    f: &Finding,
+    holder: &PodRef,
+    network: Option<&str>,
+    reader: Reader<'_>,
+) -> String {
     let ip = f.ip_text();
+    if let Some(network) = network {
+        return format!(
+            "{} on node {} and {} on node {} both hold {ip} on secondary network {network}, as \
+             Multus records it (network-status): the attachment's IPAM handed one address out \
+             twice (a static address in the attachment, overlapping ranges, whereabouts' \
+             reconciler freeing a live address), and traffic to {ip} on that network reaches \
+             only one of them. {}",
+            pod_name(f),
+            f.pod_node().unwrap_or("?"),
+            reader.pod(holder),
+            f.owner.node,
+            super::remedy_for(&f.remedy, reader)
+        );
+    }
     format!(
         "{} on node {} and {} on node {} both hold {ip} in status.podIPs: two \
          allocators (or one that lost its state) handed out one address, and traffic to {ip} \

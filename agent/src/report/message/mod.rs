@@ -135,7 +135,9 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Leftover { .. } => leftover::Leftover::of(&f.cause)
             .map(|l| leftover::render(f, &l, reader))
             .unwrap_or_default(),
-        Cause::Duplicate { holder, .. } => ipam::duplicate(f, holder, reader),
+        Cause::Duplicate {
+            holder, network, ..
+        } => ipam::duplicate(f, holder, network.as_deref(), reader),
         Cause::Node(problem) => ipam::node(f, problem, reader),
         Cause::Blackhole {
             dead_end, route, ..

@@ -117,6 +117,15 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Leftover { .. } => super::leftover::Leftover::of(&f.cause)
             .map(|l| super::leftover::what(f, &l, reader))
             .unwrap_or_default(),
+        Cause::Duplicate {
+            holder,
+            network: Some(_),
+            ..
+        } => format!(
+            "This pod and {} on node {node} both hold {ip} on a secondary network. Traffic to \
+             it there reaches only one of them.",
+            reader.pod(holder)
+        ),
         Cause::Duplicate { holder, .. } => format!(
             "This pod and {} on node {node} both hold {ip}. Traffic to {ip} reaches only one of \
              them.",

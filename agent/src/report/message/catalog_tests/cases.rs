@@ -246,6 +246,7 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
     let cause = Cause::Duplicate {
         site: site(),
         holder: pod_ref("tenant", "web-1"),
+        network: None,
     };
     let remedy = Remedy::RecreateNewer {
         pod: pod_ref("tenant", "postgres-cluster-0"),
@@ -257,7 +258,15 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
         cause,
         remedy,
     );
+    let mut secondary = dup.clone();
+    secondary.kind = FindingKind::DuplicateSecondaryIp;
+    secondary.trust = crate::detect::Trust::Hint;
+    if let Cause::Duplicate { network, .. } = &mut secondary.cause {
+        *network =
+            Some("storage/storagenetwork-58mfl (this pod's lhnet1, the other's lhnet1)".into());
+    }
     out.push((Mode::CiliumOnly, dup));
+    out.push((Mode::OvnOrBridge, secondary));
     for (dead_end, kube_ovn) in [
         (DeadEnd::NoRoute, true),
         (DeadEnd::NoRoute, false),

@@ -1,0 +1,170 @@
+//! DuplicateSecondaryIP: two live pods hold one address on one secondary
+//! network (Multus' `network-status`): whereabouts' reconciler freeing the
+//! wrong address (whereabouts#176), a static address in an attachment every
+//! pod of it gets, overlapping IP pools (antrea#7306). Traffic to the
+//! address on that network reaches one of them.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use super::{
+    Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Count, Spec, rank},
+};
+use crate::inventory::{IpSource, Pod, Source};
+
+/// Two pods on one secondary address.
+pub(super) const DUPLICATE_SECONDARY: Spec = Spec {
+    rank: rank::general,
+    ..Spec::pod(
+        "DuplicateSecondaryIP",
+        "another live pod holds the pod's address on the same secondary network (Multus' \
+         network-status): traffic to it on that network reaches one of them",
+        Count::IpamProblems,
+        Alert::None(
+            "it rests on Multus' network-status annotation, which anyone who may edit the pod \
+             can write: a hint",
+        ),
+    )
+};
+
+/// A pod and its interface on the network.
+type Held<'a> = (&'a Pod, Option<&'a str>);
+
+/// Every pair of live pods holding one address on one secondary network:
+/// the newer pod's finding names the older.
+pub(super) fn duplicates(pods: &[Pod]) -> Vec<Finding> {
+    let mut by: BTreeMap<(&str, IpAddr), Vec<Held<'_>>> = BTreeMap::new();
+    for p in pods.iter().filter(|p| p.reportable() && p.node.is_some()) {
+        for s in &p.secondary {
+            by.entry((s.network.as_str(), s.ip))
+                .or_default()
+                .push((p, s.interface.as_deref()));
+        }
+    }
+    let mut out = Vec::new();
+    for ((network, ip), mut holders) in by.into_iter().filter(|(_, h)| h.len() > 1) {
+        holders.sort_by(|(a, _), (b, _)| {
+            (a.created, &a.namespace, &a.name).cmp(&(b.created, &b.namespace, &b.name))
+        });
+        holders.dedup_by(|(a, _), (b, _)| a.uid == b.uid && a.name == b.name);
+        let Some(((oldest, old_iface), newer)) = holders.split_first() else {
+            continue;
+        };
+        for (p, iface) in newer {
+            out.push(finding(network, ip, (oldest, *old_iface), (p, *iface)));
+        }
+    }
+    out
+}
+
+fn finding(
+    network: &str,
+    ip: IpAddr,
+    (holder, holder_iface): (&Pod, Option<&str>),
+    (p, iface): (&Pod, Option<&str>),
+) -> Finding {
+    let holder_node = holder.node.clone().unwrap_or_default();
+    let node = p.node.clone().unwrap_or_default();
+    let scope = if node == holder_node {
+        Scope::SameNode
+    } else {
+        Scope::CrossNode
+    };
+    let on = |i: Option<&str>| i.map_or_else(String::new, |i| format!(" {i}"));
+    Finding {
+        kind: FindingKind::DuplicateSecondaryIp,
+        scope,
+        ip: Some(ip),
+        owner: Owner {
+            node: holder_node,
+            role: Role::Pod,
+            device: holder_iface.map(str::to_owned),
+            source: Source::PodNetworkStatus,
+        },
+        cause: Cause::Duplicate {
+            site: PodSite {
+                pod: PodRef::from(p),
+                node,
+                ip_source: IpSource::NetworkStatus,
+                created: p.created,
+                controller: p.controller.clone(),
+            },
+            holder: PodRef::from(holder),
+            network: Some(format!(
+                "{network} (this pod's{}, the other's{})",
+                on(iface),
+                on(holder_iface)
+            )),
+        },
+        remedy: Remedy::RecreateNewer {
+            pod: PodRef::from(p),
+        },
+        trust: Trust::Hint,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::SecondaryIp;
+
+    fn pod(name: &str, node: &str, created: i64, network: &str, ip: &str) -> Pod {
+        Pod {
+            namespace: "storage".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            node: Some(node.into()),
+            phase: Some("Running".into()),
+            created: Some(created),
+            secondary: vec![SecondaryIp {
+                network: network.into(),
+                interface: Some("lhnet1".into()),
+                ip: ip.parse().expect("test address"),
+            }],
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn two_pods_on_one_address_of_one_network_make_the_newer_ones_finding() {
+        let net = "harvester-system/storagenetwork-58mfl";
+        let pods = [
+            pod("instance-manager-b", "harv2", 20, net, "192.168.50.4"),
+            pod("instance-manager-a", "harv1", 10, net, "192.168.50.4"),
+            pod("instance-manager-c", "harv1", 30, net, "192.168.50.5"),
+            // The same address on another network is no duplicate.
+            pod("other", "harv1", 40, "storage/other-net", "192.168.50.4"),
+        ];
+        let found = duplicates(&pods);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert_eq!(f.kind, FindingKind::DuplicateSecondaryIp);
+        assert_eq!(f.pod().map(|p| p.name.as_str()), Some("instance-manager-b"));
+        assert_eq!(f.scope, Scope::CrossNode);
+        assert_eq!(f.trust, Trust::Hint);
+        let Cause::Duplicate {
+            holder, network, ..
+        } = &f.cause
+        else {
+            panic!("{f:?}")
+        };
+        assert_eq!(holder.name, "instance-manager-a");
+        assert!(
+            network.as_deref().is_some_and(|n| n.starts_with(net)),
+            "{network:?}"
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_or_done_is_no_holder() {
+        let net = "ns/a";
+        let mut gone = pod("old", "n1", 10, net, "10.1.1.1");
+        gone.terminating = true;
+        let mut done = pod("job", "n1", 15, net, "10.1.1.1");
+        done.phase = Some("Succeeded".into());
+        assert_eq!(
+            duplicates(&[gone, done, pod("new", "n1", 20, net, "10.1.1.1")]),
+            []
+        );
+    }
+}
