@@ -116,10 +116,8 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
                 .to_owned(),
         );
     }
-    let secondary = p
-        .metadata
-        .annotations
-        .as_ref()
+    let annotations = p.metadata.annotations.as_ref();
+    let secondary = annotations
         .map(|a| super::network_status::secondary(a, &namespace, &mut bad))
         .unwrap_or_default();
     Pod {
@@ -141,10 +139,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         logical_switch,
         terminating: p.metadata.deletion_timestamp.is_some(),
         controller: controller(&p.metadata),
-        default_network_elsewhere: p
-            .metadata
-            .annotations
-            .as_ref()
+        default_network_elsewhere: annotations
             .is_some_and(|a| a.contains_key(MULTUS_DEFAULT_NETWORK)),
         secondary,
     }

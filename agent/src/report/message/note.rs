@@ -118,19 +118,8 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
             .map(|l| super::leftover::what(f, &l, reader))
             .unwrap_or_default(),
         Cause::Duplicate {
-            holder,
-            network: Some(_),
-            ..
-        } => format!(
-            "This pod and {} on node {node} both hold {ip} on a secondary network. Traffic to \
-             it there reaches only one of them.",
-            reader.pod(holder)
-        ),
-        Cause::Duplicate { holder, .. } => format!(
-            "This pod and {} on node {node} both hold {ip}. Traffic to {ip} reaches only one of \
-             them.",
-            reader.pod(holder)
-        ),
+            holder, network, ..
+        } => duplicate(node, &ip, &reader.pod(holder), network.is_some()),
         Cause::Blackhole { dead_end, .. } => blackhole(node, &ip, *dead_end),
         Cause::Overlap {
             subnet,
@@ -141,6 +130,21 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Node(problem) => node_problem(f, problem),
         Cause::Kernel(k) => super::kernel::what(f, k, reader),
         Cause::Plan(o) => super::plan::what(o),
+    }
+}
+
+/// Two pods on one address (on a secondary network, where `secondary`).
+fn duplicate(node: &str, ip: &str, holder: &str, secondary: bool) -> String {
+    if secondary {
+        format!(
+            "This pod and {holder} on node {node} both hold {ip} on a secondary network. \
+             Traffic to it there reaches only one of them."
+        )
+    } else {
+        format!(
+            "This pod and {holder} on node {node} both hold {ip}. Traffic to {ip} reaches only \
+             one of them."
+        )
     }
 }
 

@@ -258,15 +258,8 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
         cause,
         remedy,
     );
-    let mut secondary = dup.clone();
-    secondary.kind = FindingKind::DuplicateSecondaryIp;
-    secondary.trust = crate::detect::Trust::Hint;
-    if let Cause::Duplicate { network, .. } = &mut secondary.cause {
-        *network =
-            Some("storage/storagenetwork-58mfl (this pod's lhnet1, the other's lhnet1)".into());
-    }
+    out.push((Mode::OvnOrBridge, super::plan::secondary(&dup)));
     out.push((Mode::CiliumOnly, dup));
-    out.push((Mode::OvnOrBridge, secondary));
     for (dead_end, kube_ovn) in [
         (DeadEnd::NoRoute, true),
         (DeadEnd::NoRoute, false),

@@ -147,3 +147,15 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
     );
     out
 }
+
+/// `dup` (a `DuplicatePodIP`) as two pods on one secondary network's address.
+pub(super) fn secondary(dup: &Finding) -> Finding {
+    let mut f = dup.clone();
+    f.kind = crate::detect::FindingKind::DuplicateSecondaryIp;
+    f.trust = crate::detect::Trust::Hint;
+    if let crate::detect::Cause::Duplicate { network, .. } = &mut f.cause {
+        *network =
+            Some("storage/storagenetwork-58mfl (this pod's lhnet1, the other's lhnet1)".into());
+    }
+    f
+}
