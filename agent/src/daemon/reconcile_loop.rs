@@ -197,8 +197,9 @@ impl ReconcileLoop {
             Input::Files(files) => {
                 if std::mem::take(&mut self.files_dirty) {
                     let reading = Arc::clone(files);
-                    let refresh =
-                        tokio::task::spawn_blocking(move || lock_files(&reading).refresh());
+                    let refresh = tokio::task::spawn_blocking(move || {
+                        crate::inventory::lock(&reading).refresh()
+                    });
                     tokio::pin!(refresh);
                     // The loop still answers /healthz while a large file is read.
                     let errors = loop {
@@ -211,7 +212,7 @@ impl ReconcileLoop {
                         tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
                     }
                 }
-                let files = lock_files(files);
+                let files = crate::inventory::lock(files);
                 let state = files.has_pods().then(|| files.state().clone());
                 (state, None, files.status().to_vec())
             }
@@ -324,13 +325,6 @@ impl ReconcileLoop {
         }
         self.seen_invalid = current;
     }
-}
-
-fn lock_files(files: &std::sync::Mutex<FileSources>) -> std::sync::MutexGuard<'_, FileSources> {
-    // A panic mid-refresh leaves the last good content of each file: keep going.
-    files
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {

@@ -43,6 +43,15 @@ pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, 
 pub use plan::{PlanOwner, Planned, Purpose, SecondaryIp};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 
+/// `mutex` locked, whoever panicked while holding it: what the agent keeps
+/// behind a lock (caches, counts, the files' last good content) stays usable
+/// after a panic elsewhere.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Device name Cilium puts its router IP on.
 pub const DEFAULT_ROUTER_DEVICE: &str = "cilium_host";
 /// Annotation kube-ovn writes with the IP(s) it assigned, before the pod has a status IP.

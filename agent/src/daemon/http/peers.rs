@@ -4,7 +4,7 @@
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex, MutexGuard},
 };
 
 /// The open connections of each peer of one listener. A peer is in the table
@@ -32,8 +32,7 @@ impl Peers {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, usize>> {
-        // Counts only: a panic elsewhere leaves them usable.
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::inventory::lock(&self.open)
     }
 
     /// A place for one more connection of `peer`, unless it holds its cap.

@@ -25,7 +25,7 @@ mod watch;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex},
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
@@ -52,7 +52,7 @@ pub use self::{
     watch::{Failure, backoff},
 };
 use crate::{
-    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet},
+    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet, lock},
     report::traffic::Unexplained,
 };
 
@@ -133,11 +133,6 @@ impl Sink {
             (self.on_change)();
         }
     }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while holding the lock leaves consistent-enough caches: keep going.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a field selector picks: one node's pods, one object by name.

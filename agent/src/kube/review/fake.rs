@@ -62,7 +62,7 @@ impl FakeApi {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Api> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::inventory::lock(&self.0)
     }
 
     /// TokenReviews asked for `token`.

@@ -207,10 +207,7 @@ impl Reviewer {
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding it leaves only caches behind: still usable.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::inventory::lock(&self.state)
     }
 
     /// The answer in `cache` for `k`, and whether to re-review it now.
