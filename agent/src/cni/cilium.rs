@@ -111,7 +111,9 @@ fn read_lb_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
                 (Some(c), _, _) => Some(c.clone()),
                 (None, Some(s), Some(e)) => Some(format!("{s}-{e}")),
                 (None, Some(s), None) => Some(s.clone()),
-                (None, None, _) => None,
+                // A stop with no start: named as no range.
+                (None, None, Some(e)) => Some(format!("(no start)-{e}")),
+                (None, None, None) => None,
             });
     ranges(&LB_POOLS, &object, field, Purpose::LoadBalancer, texts, bad)
 }

@@ -195,29 +195,32 @@ fn ipam_plugin(config: &Value) -> Option<(&Value, &Value)> {
 ///   default-route interface);
 /// - bridge: the `bridge` (default `cni0`), with ` vlan <n>` when `vlan` is set;
 /// - sriov, host-device: the device plugin's resource (the
-///   `k8s.v1.cni.cncf.io/resourceName` annotation), else `device`;
-/// - ovs: the `bridge`;
+///   `k8s.v1.cni.cncf.io/resourceName` annotation), else `device`, with its
+///   ` vlan <n>`;
+/// - ovs: the `bridge`, with its ` vlan <n>`;
 /// - anything else: the plugin's `type` and the config's `name`.
 ///
 /// Interfaces of the same name on different nodes count as one domain: a
 /// secondary network is cabled alike on every node it reaches.
+/// `on` and the plugin's VLAN, where it sets one (each VLAN is an L2 of its own).
+fn with_vlan(on: &str, plugin: &Value) -> String {
+    match plugin.get("vlan").and_then(Value::as_u64) {
+        Some(vlan) if vlan != 0 => format!("{on} vlan {vlan}"),
+        _ => on.to_owned(),
+    }
+}
+
 fn domain(plugin: &Value, name: &str, resource: Option<&str>) -> String {
     let field = |k| str_at(plugin, k).filter(|s| !s.is_empty());
     let kind = field("type").unwrap_or("");
     let named = match kind {
         "macvlan" | "ipvlan" => Some(field("master").unwrap_or(DEFAULT_ROUTE).to_owned()),
-        "bridge" => {
-            let bridge = field("bridge").unwrap_or("cni0");
-            match plugin.get("vlan").and_then(Value::as_u64) {
-                Some(vlan) if vlan != 0 => Some(format!("{bridge} vlan {vlan}")),
-                _ => Some(bridge.to_owned()),
-            }
-        }
+        "bridge" => Some(with_vlan(field("bridge").unwrap_or("cni0"), plugin)),
         "sriov" | "host-device" => resource
             .filter(|r| !r.is_empty())
             .or_else(|| field("device"))
-            .map(str::to_owned),
-        "ovs" => field("bridge").map(str::to_owned),
+            .map(|d| with_vlan(d, plugin)),
+        "ovs" => field("bridge").map(|b| with_vlan(b, plugin)),
         _ => None,
     };
     named.unwrap_or_else(|| format!("{kind} {name}").trim().to_owned())

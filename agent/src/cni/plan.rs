@@ -148,11 +148,14 @@ pub fn spec<S: serde::de::DeserializeOwned>(
         }) => Some((metadata.object(), spec)),
         Ok(Object { .. }) => None,
         Err(e) => {
-            bad.push(invalid(
-                records,
-                "(unreadable)".into(),
-                format!("skipped: {e}"),
-            ));
+            // The name, where the metadata alone is readable.
+            let object = serde_json::from_str::<Named>(json)
+                .map_or_else(|_| "(unnamed)".to_owned(), |n| n.metadata.object());
+            let problem = format!(
+                "is not in the shape {} writes ({e}): its ranges are not checked",
+                records.allocator
+            );
+            bad.push(invalid(records, object, problem));
             None
         }
     }
@@ -186,4 +189,10 @@ pub fn ranges(
         out.push(Planned::new(owner, purpose, range, text));
     }
     out
+}
+
+#[derive(Deserialize)]
+struct Named {
+    #[serde(default)]
+    metadata: Meta,
 }

@@ -90,7 +90,7 @@ pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
     ranges.extend(super::plan_sources::derived(state));
     let mut groups: BTreeMap<(PlanOwner, String, &'static str, Purpose), PlanOverlap> =
         BTreeMap::new();
-    for (a, b, shared) in overlaps(&ranges) {
+    overlaps(&ranges, |a, b, shared| {
         let (change, other, either) = ordered(a, b);
         let key = (
             change.owner.clone(),
@@ -113,7 +113,7 @@ pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
                 either,
                 more: (Vec::new(), 0),
             });
-    }
+    });
     (groups.into_values().map(finding).collect(), ranges.len())
 }
 
@@ -182,23 +182,23 @@ fn must_not_meet(a: &Planned, b: &Planned) -> bool {
 /// Every pair of ranges that must not meet and share an address both give,
 /// with the addresses they share: a sweep over the ranges by first address,
 /// so disjoint ranges (every node's) are never compared.
-fn overlaps(ranges: &[Planned]) -> Vec<(&Planned, &Planned, IpRange)> {
+/// Each pair is handed to `each` as found, never kept: many ranges over one
+/// another (a tenant's attachments) cost time, not memory.
+fn overlaps<'a>(ranges: &'a [Planned], mut each: impl FnMut(&'a Planned, &'a Planned, IpRange)) {
     let mut sorted: Vec<&Planned> = ranges.iter().collect();
     sorted.sort_by_key(|p| (p.range.first, std::cmp::Reverse(p.range.last)));
     let mut open: Vec<&Planned> = Vec::new();
-    let mut out = Vec::new();
     for b in sorted {
         open.retain(|a| same_family(a.range.first, b.range.first) && a.range.last >= b.range.first);
         for a in &open {
             if must_not_meet(a, b)
                 && let Some(shared) = given_by_both(a, b)
             {
-                out.push((*a, b, shared));
+                each(a, b, shared);
             }
         }
         open.push(b);
     }
-    out
 }
 
 fn same_family(a: IpAddr, b: IpAddr) -> bool {

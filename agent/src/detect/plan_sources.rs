@@ -1,6 +1,6 @@
 //! The ranges of the address plan that the cluster's other objects already
 //! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
-//! pools in use, kube-ovn's primary Subnets.
+//! pools in use, kube-ovn's primary Subnets of the default VPC's overlay.
 
 use std::net::IpAddr;
 
@@ -56,7 +56,9 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
         }
     }
     out.extend(calico_pools(state));
-    for s in state.primary_subnets() {
+    // Only the default VPC's overlay Subnets: a custom VPC's reuse addresses
+    // by design, and an underlay Subnet holds the nodes' own network.
+    for s in state.primary_subnets().filter(|s| s.masqueraded) {
         for c in &s.cidrs {
             let o = owner("kube-ovn", "Subnet", &s.name, "spec.cidrBlock");
             out.push(Planned {

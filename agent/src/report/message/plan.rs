@@ -116,16 +116,43 @@ pub(super) fn fix(m: &Move) -> String {
     let or =
         m.or.as_ref()
             .map_or_else(String::new, |o| format!(" (or {}'s)", object(o)));
-    match m.purpose {
-        Purpose::NodePods => format!(
-            "Fix: one node's pod range is given twice: the podCIDR of {} is immutable; delete and \
-             re-register the newer Node so the node IPAM gives it a free range{or}.",
+    match (m.purpose, m.owner.kind) {
+        (Purpose::NodePods, _) if m.or.is_some() => format!(
+            "Fix: one pod range is given to two nodes and a Node's podCIDR is immutable: drain, \
+             delete and re-register the newer of {} and its peer so the node IPAM gives it a \
+             free range.",
             object(&m.owner)
         ),
-        Purpose::NodeAddress => format!(
+        (Purpose::NodePods, _) => format!(
+            "Fix: the node's address {} lies in {}'s pod range {}: give the node's pod ranges \
+             (kube-controller-manager's --cluster-cidr) room outside the nodes' network, or move \
+             the node.",
+            m.shared,
+            object(&m.owner),
+            m.text
+        ),
+        (Purpose::NodeAddress, _) => format!(
             "Fix: move the other range off {}'s address {}{or}.",
             object(&m.owner),
             m.shared
+        ),
+        (_, "ServiceCIDR") => format!(
+            "Fix: a ServiceCIDR's spec.cidrs cannot change: create one without {} and delete \
+             {} (the default one, `kubernetes`, follows kube-apiserver's \
+             --service-cluster-ip-range){or}.",
+            m.shared,
+            object(&m.owner)
+        ),
+        (_, "IPPool") => format!(
+            "Fix: a Calico IPPool's spec.cidr cannot be narrowed in place: reserve {} with an \
+             IPReservation, or create a pool without it and disable {} (spec.disabled){or}.",
+            m.shared,
+            object(&m.owner)
+        ),
+        (_, "Subnet") => format!(
+            "Fix: add \"{}\" to spec.excludeIps of {}{or}.",
+            m.shared,
+            object(&m.owner)
         ),
         _ => format!(
             "Fix: change {}'s {} ({}) to leave out {}{or}, before anything is handed an address \
