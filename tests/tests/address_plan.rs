@@ -1,12 +1,14 @@
 //! `ipshadow audit`'s address plan, from the test API server and from
 //! `--address-plan` files alike: a MetalLB pool over a Calico pool in use, a
-//! Cilium LB-IPAM pool holding a Node's InternalIP, a ServiceCIDR over a
-//! Node's podCIDR, two attachments on one interface whose whereabouts ranges
-//! do not share reservations — each named on both sides with the object to
-//! change; the same real objects in a healthy plan give nothing. The pools,
-//! ServiceCIDRs and attachments are the real ones of
+//! Cilium LB-IPAM pool and kube-vip's `range-global` holding a Node's
+//! InternalIP, a ServiceCIDR over a Node's podCIDR, two attachments on one
+//! interface whose whereabouts ranges do not share reservations — each named
+//! on both sides with the object to change; without ServiceCIDRs, a pool over
+//! the `kubernetes` Service's ClusterIP; the same real objects in a healthy
+//! plan give nothing. The pools, ServiceCIDRs, attachments, kube-vip's
+//! ConfigMap and the `kubernetes` Service are the real ones of
 //! tests/corpus/realworld (metallb/, cilium-lb/, servicecidr/, multus/,
-//! calico/), changed only where a row below says so.
+//! calico/, kube-vip/), changed only where a row below says so.
 #![allow(clippy::unwrap_used, reason = "tests unwrap to keep the stack trace")]
 
 use std::{
@@ -61,6 +63,8 @@ struct Cluster {
     cilium_lb: Vec<Value>,
     service_cidrs: Vec<Value>,
     attachments: Vec<Value>,
+    config_maps: Vec<Value>,
+    services: Vec<Value>,
 }
 
 /// Every object kind of the plan, none overlapping where it must not:
@@ -68,8 +72,15 @@ struct Cluster {
 /// beside the nodes, Cilium's LB pool with a CIDR, a range and one address,
 /// the default ServiceCIDR (10.96.0.0/28, inside the newer one by design),
 /// whereabouts' two README attachments on eth0 (one inside the other, with
-/// the reservations they share) and Harvester's on another bridge.
+/// the reservations they share) and Harvester's on another bridge, kube-vip's
+/// pools (192.168.0.200-247) beside the nodes and another ConfigMap with a
+/// kube-vip key over them that is not kube-vip's (never read), and the
+/// `kubernetes` Service (10.96.0.1, inside the ServiceCIDRs: not a range).
 fn healthy() -> Cluster {
+    let mut other_cm =
+        real("kube-vip/configmap-kubevip-website-cloud-provider-cidr-range-global.json");
+    other_cm[0]["metadata"]["name"] = json!("kubevip-old");
+    other_cm[0]["data"] = json!({"cidr-global": "192.168.1.0/24"});
     let mut default_cidr =
         real("servicecidr/servicecidr-k8s-website-newcidr1-v1-terminating-orphan.json");
     default_cidr.push(
@@ -109,12 +120,21 @@ fn healthy() -> Cluster {
             real("multus/nad-harvester-storagenetwork-bridge-vlan-whereabouts.json"),
         ]
         .concat(),
+        config_maps: [
+            real("kube-vip/configmap-kubevip-website-cloud-provider-cidr-range-global.json"),
+            other_cm,
+        ]
+        .concat(),
+        services: real(
+            "servicecidr/service-cilium-controlplane-kubernetes-default-kind-v1.27.json",
+        ),
     }
 }
 
 /// The healthy plan and five mistakes: the second storage pod on the
 /// first's secondary address (whereabouts#176); a MetalLB pool inside Calico's pool in
 /// use; worker-c's InternalIP inside Cilium's LB range 20.0.20.100-200;
+/// kube-vip's `range-global` over worker-a's InternalIP;
 /// worker-c's podCIDR the newer ServiceCIDR's 10.96.0.0/24; a third
 /// whereabouts attachment on eth0 with its own reservations
 /// (`enable_overlapping_ranges: false`) over the README's.
@@ -140,6 +160,7 @@ fn broken() -> Cluster {
         "\"range\": \"192.168.2.230-192.168.2.250/24\", \"enable_overlapping_ranges\": false"
     ));
     c.attachments.push(own);
+    c.config_maps[0]["data"]["range-global"] = json!("192.168.1.1-192.168.1.2");
     c
 }
 
@@ -179,6 +200,11 @@ fn want() -> BTreeSet<[String; 3]> {
             "CiliumLoadBalancerIPPool blue-pool",
             "Node worker-c",
             "20.0.20.150",
+        ],
+        [
+            "ConfigMap kube-system/kubevip",
+            "Node worker-a",
+            "192.168.1.2",
         ],
         [
             "ServiceCIDR newcidr1",
@@ -230,6 +256,8 @@ fn from_api(c: &Cluster) -> (Option<i32>, Value) {
         (Res::LbIpPools, &c.cilium_lb[..]),
         (Res::ServiceCidrs, &c.service_cidrs[..]),
         (Res::NetAttachDefs, &c.attachments[..]),
+        (Res::ConfigMaps, &c.config_maps[..]),
+        (Res::Services, &c.services[..]),
     ]);
     let dir = ipshadow_tests::TempDir::new("address-plan-api");
     let kubeconfig = dir.join("kubeconfig");
@@ -251,7 +279,13 @@ fn from_files(c: &Cluster) -> (Option<i32>, Value) {
     );
     write_list(
         &dir.join("rest.json"),
-        [&c.service_cidrs[..], &c.attachments[..]].concat(),
+        [
+            &c.service_cidrs[..],
+            &c.attachments[..],
+            &c.config_maps[..],
+            &c.services[..],
+        ]
+        .concat(),
     );
     let plan = format!("{},{}", path("lb.json"), path("rest.json"));
     let out = audit(&[
@@ -277,8 +311,9 @@ fn a_healthy_plan_of_every_kind_gives_nothing_from_the_api_and_from_files() {
         assert_eq!(v["findings"], 0, "{v:#}");
         assert_eq!(code, Some(0), "{v:#}");
         // Every range was read: 2 podCIDRs, 2 addresses, Calico's pool, MetalLB's
-        // range, Cilium's 4 blocks, 2 ServiceCIDRs, 3 attachments.
-        assert_eq!(v["address_plan"]["ranges_checked"], 15, "{v:#}");
+        // range, Cilium's 4 blocks, 2 ServiceCIDRs, 3 attachments, kube-vip's 5
+        // pools (not the other ConfigMap's, not the `kubernetes` Service's IP).
+        assert_eq!(v["address_plan"]["ranges_checked"], 20, "{v:#}");
     }
 }
 
@@ -319,5 +354,26 @@ fn each_overlap_that_will_collide_is_named_on_both_sides_from_the_api_and_from_f
             assert!(fix.contains(&format!("{kind} {changed}")), "{m}");
             assert!(m.contains(o["other"]["object"].as_str().unwrap()), "{m}");
         }
+    }
+}
+
+#[test]
+fn without_service_cidrs_a_pool_over_the_kubernetes_services_cluster_ip_is_found() {
+    let mut c = healthy();
+    c.service_cidrs.clear();
+    let mut over = real("metallb/ipaddresspool-metallb-docs-l2-range-only.json");
+    over[0]["metadata"]["name"] = json!("over-services");
+    over[0]["spec"]["addresses"] = json!(["10.96.0.0/30"]);
+    c.metallb.extend(over);
+    let want: BTreeSet<[String; 3]> = [[
+        "IPAddressPool metallb-system/over-services",
+        "Service default/kubernetes",
+        "10.96.0.1",
+    ]
+    .map(str::to_owned)]
+    .into();
+    for (code, v) in [from_api(&c), from_files(&c)] {
+        assert_eq!(overlaps(&v), want, "{v:#}");
+        assert_eq!(code, Some(1));
     }
 }

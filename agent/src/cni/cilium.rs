@@ -41,6 +41,7 @@ pub const LB_POOLS: Records = Records {
     kind: "CiliumLoadBalancerIPPool",
     plural: "ciliumloadbalancerippools",
     read: read_lb_pool,
+    only: None,
 };
 
 /// Cilium's multi-pool IPAM pools: `spec.ipv4.cidrs` and `spec.ipv6.cidrs`,
@@ -52,6 +53,7 @@ pub const POD_POOLS: Records = Records {
     kind: "CiliumPodIPPool",
     plural: "ciliumpodippools",
     read: read_pod_pool,
+    only: None,
 };
 
 #[derive(Deserialize)]

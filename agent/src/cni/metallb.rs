@@ -16,6 +16,7 @@ pub const POOLS: Records = Records {
     kind: "IPAddressPool",
     plural: "ipaddresspools",
     read,
+    only: None,
 };
 
 #[derive(Deserialize)]

@@ -14,6 +14,7 @@ pub mod cilium;
 pub mod kube_ovn;
 pub mod kube_proxy;
 pub mod kube_router;
+pub mod kube_vip;
 pub mod kubernetes;
 pub mod metallb;
 pub mod multus;

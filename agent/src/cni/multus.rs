@@ -24,6 +24,7 @@ pub const ATTACHMENTS: Records = Records {
     kind: "NetworkAttachmentDefinition",
     plural: "network-attachment-definitions",
     read,
+    only: None,
 };
 
 /// Ranges read from one object at most: a config is written by hand, and a

@@ -27,6 +27,10 @@ pub struct Records {
     /// One object's JSON as ranges; what it cannot read is named in the
     /// invalid objects (the object's name, the field, what was skipped).
     pub read: fn(&str, &mut Vec<Invalid>) -> Vec<Planned>,
+    /// The one object read (namespace, name), for a kind whose other objects
+    /// hold no ranges (ConfigMaps): only it is asked for, and the others of a
+    /// file are skipped. `None`: every object of the kind.
+    pub only: Option<(&'static str, &'static str)>,
 }
 
 impl Records {
@@ -35,6 +39,13 @@ impl Records {
     pub fn holds(&self, api_version: &str, kind: &str) -> bool {
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         group == self.group && kind == self.kind
+    }
+
+    /// Whether the object `namespace/name` of this kind is read.
+    #[must_use]
+    pub fn selects(&self, namespace: Option<&str>, name: Option<&str>) -> bool {
+        self.only
+            .is_none_or(|(ns, n)| namespace == Some(ns) && name == Some(n))
     }
 
     /// `plural.group`, as kubectl names the resource.
@@ -49,20 +60,27 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 5] = [
+pub const RECORDS: [&Records; 7] = [
     &super::metallb::POOLS,
     &super::cilium::LB_POOLS,
     &super::cilium::POD_POOLS,
     &super::kubernetes::SERVICE_CIDRS,
+    &super::kubernetes::API_SERVICE,
     &super::multus::ATTACHMENTS,
+    &super::kube_vip::CONFIG,
 ];
 
-/// The kinds read, as `IPAddressPool.metallb.io, …`, for messages.
+/// The kinds read, as `IPAddressPool.metallb.io, …, ConfigMap
+/// kube-system/kubevip`, for messages.
 #[must_use]
 pub fn kinds() -> String {
     RECORDS
         .iter()
-        .map(|r| format!("{}.{}", r.kind, r.group))
+        .map(|r| match r.only {
+            Some((ns, name)) => format!("{} {ns}/{name}", r.kind),
+            None if r.group.is_empty() => r.kind.to_owned(),
+            None => format!("{}.{}", r.kind, r.group),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

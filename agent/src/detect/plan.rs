@@ -5,7 +5,8 @@
 //! not: a range excluded where it is carved from, one node's pod range inside
 //! another allocator's pool (Calico and Cilium's pools ignore podCIDRs),
 //! ServiceCIDRs over each other, ranges of different networks, whereabouts
-//! ranges that share reservations.
+//! ranges that share reservations. The `kubernetes` Service's cluster IP
+//! stands for the Service range only where no ServiceCIDR is read.
 
 use std::{collections::BTreeMap, net::IpAddr};
 
@@ -13,7 +14,13 @@ use super::{
     Cause, Finding, FindingKind, Owner, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
 };
-use crate::inventory::{ClusterState, IpRange, PlanOwner, Planned, Purpose, Source};
+use crate::{
+    cni::{
+        kubernetes::{API_SERVICE, SERVICE_CIDRS},
+        plan::Records,
+    },
+    inventory::{ClusterState, IpRange, PlanOwner, Planned, Purpose, Source},
+};
 
 /// Latent: two allocators (or an allocator and a node) share addresses.
 pub(super) const PLAN: Spec = Spec {
@@ -87,6 +94,7 @@ pub const NAMED: usize = 5;
 #[must_use]
 pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
     let mut ranges: Vec<Planned> = state.plan.iter().cloned().collect();
+    without_api_service_ip(&mut ranges);
     ranges.extend(super::plan_sources::derived(state));
     let mut groups: BTreeMap<(PlanOwner, String, &'static str, Purpose), PlanOverlap> =
         BTreeMap::new();
@@ -115,6 +123,17 @@ pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
             });
     });
     (groups.into_values().map(finding).collect(), ranges.len())
+}
+
+/// The `kubernetes` Service's cluster IP is the one record of the Service
+/// range only without ServiceCIDRs (before 1.33, or the API off): with any,
+/// they hold the range, the address is in it, and each overlap of it would
+/// be named twice.
+fn without_api_service_ip(ranges: &mut Vec<Planned>) {
+    let of = |p: &Planned, r: &Records| p.owner.allocator == r.allocator && p.owner.kind == r.kind;
+    if ranges.iter().any(|p| of(p, &SERVICE_CIDRS)) {
+        ranges.retain(|p| !of(p, &API_SERVICE));
+    }
 }
 
 fn finding(o: PlanOverlap) -> Finding {

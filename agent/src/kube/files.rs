@@ -184,24 +184,29 @@ pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>>
 
 /// The ranges of the address plan in a `kubectl get <kinds> -A -o json`
 /// file: each item read by the declaration of its kind (`cni::plan`);
-/// an item of another kind is named among the invalid objects.
+/// an item of another kind is named among the invalid objects, one of a
+/// kind whose one object is read (ConfigMaps, Services) and not it is
+/// skipped silently (`kubectl get cm -A` prints them all).
 pub fn plan(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<crate::inventory::Planned>> {
-    #[derive(serde::Deserialize)]
+    #[derive(Default, serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
-    struct Kind {
+    struct Head {
         #[serde(default)]
         api_version: String,
         #[serde(default)]
         kind: String,
+        #[serde(default)]
+        metadata: crate::cni::plan::Meta,
     }
     let mut out = Vec::new();
     for_each_item(path, "address plan", |i, item: Box<RawValue>| {
-        let kind: Kind = serde_json::from_str(item.get()).unwrap_or(Kind {
-            api_version: String::new(),
-            kind: String::new(),
-        });
+        let kind: Head = serde_json::from_str(item.get()).unwrap_or_default();
+        let (ns, name) = (&kind.metadata.namespace, &kind.metadata.name);
         match crate::cni::plan::records_of(&kind.api_version, &kind.kind) {
-            Some(records) => out.extend((records.read)(item.get(), problems)),
+            Some(records) if records.selects(ns.as_deref(), name.as_deref()) => {
+                out.extend((records.read)(item.get(), problems));
+            }
+            Some(_) => {}
             None => problems.push(Invalid {
                 resource: "address plan",
                 object: format!("{}[{i}]", path.display()),

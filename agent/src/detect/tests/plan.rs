@@ -340,3 +340,34 @@ fn two_load_balancer_controllers_collide_but_one_controllers_pools_are_its_own_b
     let m = metallb("metallb-system/p", "20.0.10.128/25");
     assert_eq!(found(&state(vec![cilium, m], Vec::new())).len(), 1);
 }
+
+#[test]
+fn the_kubernetes_services_ip_stands_for_the_service_range_only_without_service_cidrs() {
+    let api = planned(
+        "Kubernetes",
+        "Service",
+        "default/kubernetes",
+        Purpose::Services,
+        "10.96.0.1",
+    );
+    let pool = metallb("metallb-system/p", "10.96.0.0/30");
+    let alone = state(vec![api.clone(), pool.clone()], Vec::new());
+    assert_eq!(
+        found(&alone),
+        [(
+            "metallb-system/p".to_owned(),
+            "default/kubernetes".to_owned(),
+            "10.96.0.1".to_owned()
+        )]
+    );
+    let cidr = planned(
+        "Kubernetes",
+        "ServiceCIDR",
+        "kubernetes",
+        Purpose::Services,
+        "10.96.0.0/28",
+    );
+    let (findings, checked) = plan_overlaps(&state(vec![api, pool, cidr], Vec::new()));
+    assert_eq!(checked, 2);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+}

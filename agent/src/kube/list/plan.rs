@@ -3,7 +3,9 @@
 //! `audit` only, in pages: cluster-wide objects no agent reads. Each kind is
 //! asked at its preferred version, then the next where the API server does
 //! not serve it (404); a kind no version of which is served (its CRD is not
-//! installed) is nothing, said nowhere.
+//! installed) is nothing, said nowhere. A kind of which one object is read
+//! (kube-vip's ConfigMap, the `kubernetes` Service) is listed in its
+//! namespace by name: the cluster's other objects of it are never read.
 
 use serde_json::value::RawValue;
 
@@ -28,11 +30,14 @@ pub(super) async fn plan(
     }
     for records in RECORDS {
         if let Err(e) = kind(client, records, progress, invalid, &mut out).await {
+            let namespace = records
+                .only
+                .map_or_else(String::new, |(ns, _)| format!(" -n {ns}"));
             tracing::warn!(
                 error = %e,
                 resource = %records.resource(),
                 "listing the address plan's objects failed: their ranges are not checked \
-                 (`kubectl auth can-i list {}`)",
+                 (`kubectl auth can-i list {}{namespace}`)",
                 records.resource()
             );
         }
@@ -48,9 +53,15 @@ async fn kind(
     invalid: &mut Vec<Invalid>,
     out: &mut Vec<Planned>,
 ) -> Result<(), ListError> {
+    let fields = records
+        .only
+        .map(|(_, name)| format!("metadata.name={name}"));
     for version in records.versions {
-        let url = format!("/apis/{}/{version}/{}", records.group, records.plural);
-        let ask = Ask::new(records.plural, &url, Read::Pages, usize::MAX);
+        let url = url(records, version);
+        let ask = Ask {
+            fields: fields.as_deref(),
+            ..Ask::new(records.plural, &url, Read::Pages, usize::MAX)
+        };
         let mut read = Vec::new();
         let listed = pages(client, ask, &mut *progress, |item: Box<RawValue>| {
             read.extend((records.read)(item.get(), invalid));
@@ -69,4 +80,17 @@ async fn kind(
         }
     }
     Ok(())
+}
+
+/// The collection's path at `version`: in the one object's namespace, if one.
+fn url(records: &Records, version: &str) -> String {
+    let base = if records.group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{}/{version}", records.group)
+    };
+    match records.only {
+        Some((ns, _)) => format!("{base}/namespaces/{ns}/{}", records.plural),
+        None => format!("{base}/{}", records.plural),
+    }
 }
