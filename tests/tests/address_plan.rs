@@ -32,12 +32,14 @@ fn real(file: &str) -> Vec<Value> {
 
 /// A pod with a secondary address on Harvester's storage network, recorded
 /// by Multus as in the real pod of
-/// multus/pod-harvester-longhorn-instance-manager-network-status-partial.json.
+/// multus/pod-harvester-longhorn-instance-manager-network-status-partial.json
+/// (its attachment named as the one of this cluster: whereabouts hands its
+/// addresses out across nodes).
 fn storage_pod(name: &str, node: &str, created: &str, ip: &str) -> Value {
     let mut p = pod("longhorn-system", name, node, &["10.233.70.20"]);
     let status = json!([
         {"name": "k8s-pod-network", "ips": ["10.233.70.20"], "default": true, "dns": {}},
-        {"name": "harvester-system/storagenetwork-58mfl", "interface": "lhnet1", "ips": [ip],
+        {"name": "harvester-system/storagenetwork-sg8d8", "interface": "lhnet1", "ips": [ip],
          "mac": "da:3f:fb:7a:e2:eb", "dns": {}}
     ]);
     p["metadata"]["annotations"] = json!({"k8s.v1.cni.cncf.io/network-status": serde_json::to_string_pretty(&status).unwrap()});

@@ -107,6 +107,14 @@ fn whereabouts_entry(
 /// An entry's `exclude` CIDRs; a bad one is named and left out.
 fn excludes(e: &Value, field: &str, r: &mut Reader<'_>) -> Vec<IpRange> {
     let list = e.get("exclude").and_then(Value::as_array);
+    if list.is_some_and(|l| l.len() > MAX_RANGES) {
+        let problem = format!(
+            "{field} excludes more than {MAX_RANGES} CIDRs; the rest are not read: addresses \
+             they exclude may be reported as shared"
+        );
+        r.invalid
+            .push(invalid(&ATTACHMENTS, r.object.clone(), problem));
+    }
     let mut out = Vec::new();
     for x in list.into_iter().flatten().take(MAX_RANGES) {
         let t = x.as_str().map_or_else(|| x.to_string(), str::to_owned);

@@ -132,7 +132,13 @@ pub fn audit(
         progress(done + 1, total);
     }
     add_duplicates(&mut found, &holders);
-    for f in super::secondary::duplicates(&state.pods) {
+    // Which attachments hand addresses out across nodes, as their IPAM says.
+    let cluster_wide = |network: &str| {
+        state.plan.iter().any(|p| {
+            p.owner.object == network && matches!(p.owner.allocator, "whereabouts" | "static")
+        })
+    };
+    for f in super::secondary::duplicates(&state.pods, cluster_wide) {
         found
             .entry(f.pod_node().unwrap_or_default().to_owned())
             .or_default()

@@ -31,8 +31,11 @@ pub(super) const DUPLICATE_SECONDARY: Spec = Spec {
 type Held<'a> = (&'a Pod, Option<&'a str>);
 
 /// Every pair of live pods holding one address on one secondary network:
-/// the newer pod's finding names the older.
-pub(super) fn duplicates(pods: &[Pod]) -> Vec<Finding> {
+/// the newer pod's finding names the older. Pods on different nodes only
+/// where `cluster_wide` says the network's IPAM hands addresses out across
+/// nodes (whereabouts, a static address): host-local's ranges are per node,
+/// and a node-local bridge gives each node the same addresses by design.
+pub(super) fn duplicates(pods: &[Pod], cluster_wide: impl Fn(&str) -> bool) -> Vec<Finding> {
     let mut by: BTreeMap<(&str, IpAddr), Vec<Held<'_>>> = BTreeMap::new();
     for p in pods.iter().filter(|p| p.reportable() && p.node.is_some()) {
         for s in &p.secondary {
@@ -50,8 +53,11 @@ pub(super) fn duplicates(pods: &[Pod]) -> Vec<Finding> {
         let Some(((oldest, old_iface), newer)) = holders.split_first() else {
             continue;
         };
+        let across = cluster_wide(network);
         for (p, iface) in newer {
-            out.push(finding(network, ip, (oldest, *old_iface), (p, *iface)));
+            if across || p.node == oldest.node {
+                out.push(finding(network, ip, (oldest, *old_iface), (p, *iface)));
+            }
         }
     }
     out
@@ -135,7 +141,9 @@ mod tests {
             // The same address on another network is no duplicate.
             pod("other", "harv1", 40, "storage/other-net", "192.168.50.4"),
         ];
-        let found = duplicates(&pods);
+        let found = duplicates(&pods, |_| true);
+        // A network whose IPAM is per node (or unknown): the same node only.
+        assert_eq!(duplicates(&pods, |_| false), []);
         assert_eq!(found.len(), 1, "{found:?}");
         let f = &found[0];
         assert_eq!(f.kind, FindingKind::DuplicateSecondaryIp);
@@ -163,7 +171,9 @@ mod tests {
         let mut done = pod("job", "n1", 15, net, "10.1.1.1");
         done.phase = Some("Succeeded".into());
         assert_eq!(
-            duplicates(&[gone, done, pod("new", "n1", 20, net, "10.1.1.1")]),
+            duplicates(&[gone, done, pod("new", "n1", 20, net, "10.1.1.1")], |_| {
+                true
+            }),
             []
         );
     }
