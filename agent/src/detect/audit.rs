@@ -132,18 +132,7 @@ pub fn audit(
         progress(done + 1, total);
     }
     add_duplicates(&mut found, &holders);
-    // Which attachments hand addresses out across nodes, as their IPAM says.
-    let cluster_wide = |network: &str| {
-        state.plan.iter().any(|p| {
-            p.owner.object == network && matches!(p.owner.allocator, "whereabouts" | "static")
-        })
-    };
-    for f in super::secondary::duplicates(&state.pods, cluster_wide) {
-        found
-            .entry(f.pod_node().unwrap_or_default().to_owned())
-            .or_default()
-            .push(f);
-    }
+    add_secondary_duplicates(&mut found, state);
     // A Service claiming a Node's address: under the node it cuts off.
     for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
         found.entry(f.owner.node.clone()).or_default().push(f);
@@ -252,6 +241,20 @@ fn add_duplicates(
         {
             list.push(f);
         }
+    }
+}
+
+/// Adds the pods on one secondary address to their nodes.
+fn add_secondary_duplicates(found: &mut BTreeMap<String, Vec<Finding>>, state: &ClusterState) {
+    // Which attachments hand addresses out across nodes, as their IPAM says.
+    let cluster_wide = |network: &str| {
+        state.plan.iter().any(|p| {
+            p.owner.object == network && matches!(p.owner.allocator, "whereabouts" | "static")
+        })
+    };
+    for f in super::secondary::duplicates(&state.pods, cluster_wide) {
+        let node = f.pod_node().unwrap_or_default().to_owned();
+        found.entry(node).or_default().push(f);
     }
 }
 
