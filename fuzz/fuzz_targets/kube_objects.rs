@@ -4,8 +4,10 @@
 //! Event, an EndpointSlice, a webhook configuration or APIService, a Service)
 //! and through its converter, and as a Pod (with its IP annotations), a Node's
 //! facts and Cilium annotations, a ConfigMap as Cilium's config and, for an
-//! Event, its message as a sandbox refusal; every string of the item is also read as an address and a CIDR the
-//! way Kubernetes reads them. Whatever the bytes: no panic, no hang.
+//! Event, its message as a sandbox refusal, and by every reader of the address plan (MetalLB's,
+//! Cilium's and kube-vip's pools, ServiceCIDRs, attachments' IPAM in their config string); every
+//! string of the item is also read as an address and a CIDR the way Kubernetes reads them.
+//! Whatever the bytes: no panic, no hang.
 #![no_main]
 
 use std::path::Path;
@@ -29,6 +31,10 @@ fuzz_target!(|data: &[u8]| {
         });
         // Every lean struct and its converter, a Pod, a Node's facts.
         objects::every_reading(&item, &keys, &mut problems);
+        let text = item.to_string();
+        for records in ipshadow::cni::plan::RECORDS {
+            let _ = (records.read)(&text, &mut problems);
+        }
         if let Ok(meta) = serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(
             item["metadata"].clone(),
         ) && let Some(annotations) = &meta.annotations
