@@ -23,20 +23,17 @@ use crate::{
 };
 
 /// Latent: two allocators (or an allocator and a node) share addresses.
-pub(super) const PLAN: Spec = Spec {
-    unseen_by_audit: None,
-    ..Spec::node(
-        "AddressPlanOverlap",
-        "latent: two ranges of the cluster's address plan overlap where they must not (a \
+pub(super) const PLAN: Spec = Spec::node(
+    "AddressPlanOverlap",
+    "latent: two ranges of the cluster's address plan overlap where they must not (a \
          load-balancer pool over pods or a node's address, a Service range over pod ranges, two \
          secondary networks on one interface): one address will be handed out twice",
-        Count::AllocatorOverlaps,
-        Alert::None(
-            "found by `audit`, cluster-wide, from objects no agent reads: run it after changing \
+    Count::AllocatorOverlaps,
+    Alert::None(
+        "found by `audit`, cluster-wide, from objects no agent reads: run it after changing \
              a pool",
-        ),
-    )
-};
+    ),
+);
 
 /// Two ranges that overlap where they must not.
 #[derive(Clone, Debug, PartialEq, Eq)]
