@@ -16,7 +16,8 @@ mod pod;
 mod sandbox;
 mod service;
 mod subnet;
-mod wordings;
+#[cfg(test)]
+mod wordings_tests;
 
 pub(in crate::kube) use calico::{ip_pool, ipam_block};
 pub(in crate::kube) use crds::cilium_node;
