@@ -8,7 +8,10 @@
 //! ranges that share reservations. The `kubernetes` Service's cluster IP
 //! stands for the Service range only where no ServiceCIDR is read.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+};
 
 use super::{
     Cause, Finding, FindingKind, Owner, Remedy, Role, Scope, Trust,
@@ -150,10 +153,11 @@ pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
 }
 
 /// The overlaps among `ranges`, a pair's others of one kind and purpose
-/// grouped under its first.
+/// grouped under its first, each other object counted once (a node's
+/// InternalIP and ExternalIP in one pool are one node).
 fn grouped(ranges: &[Planned]) -> Vec<PlanOverlap> {
-    let mut groups: BTreeMap<(PlanOwner, String, &'static str, Purpose), PlanOverlap> =
-        BTreeMap::new();
+    type Key = (PlanOwner, String, &'static str, Purpose);
+    let mut groups: BTreeMap<Key, (PlanOverlap, BTreeSet<&str>)> = BTreeMap::new();
     overlaps(ranges, |a, b, shared| {
         let (change, other, either) = ordered(a, b);
         let key = (
@@ -162,23 +166,24 @@ fn grouped(ranges: &[Planned]) -> Vec<PlanOverlap> {
             other.owner.kind,
             other.purpose,
         );
-        groups
-            .entry(key)
-            .and_modify(|g| {
-                g.more.1 += 1;
-                if g.more.0.len() < NAMED {
-                    g.more.0.push(other.owner.object.clone());
-                }
-            })
-            .or_insert_with(|| PlanOverlap {
+        let (g, seen) = groups.entry(key).or_insert_with(|| {
+            let first = PlanOverlap {
                 change: change.clone(),
                 other: other.clone(),
                 shared,
                 either,
                 more: (Vec::new(), 0),
-            });
+            };
+            (first, BTreeSet::from([other.owner.object.as_str()]))
+        });
+        if seen.insert(other.owner.object.as_str()) {
+            g.more.1 += 1;
+            if g.more.0.len() < NAMED {
+                g.more.0.push(other.owner.object.clone());
+            }
+        }
     });
-    groups.into_values().collect()
+    groups.into_values().map(|(g, _)| g).collect()
 }
 
 /// The `kubernetes` Service's cluster IP is the one record of the Service

@@ -42,6 +42,14 @@ struct JsonAudit<'a> {
 struct JsonPlan<'a> {
     ranges_checked: usize,
     overlaps: Vec<JsonOverlap<'a>>,
+    /// The kinds that could not be listed: their ranges are not checked.
+    not_listed: Vec<JsonUnlisted<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonUnlisted<'a> {
+    resource: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -102,9 +110,18 @@ fn plan_document(audit: &Audit) -> JsonPlan<'_> {
             _ => None,
         })
         .collect();
+    let not_listed = audit
+        .plan_unlisted
+        .iter()
+        .map(|u| JsonUnlisted {
+            resource: &u.resource,
+            reason: &u.reason,
+        })
+        .collect();
     JsonPlan {
         ranges_checked: audit.ranges_checked,
         overlaps,
+        not_listed,
     }
 }
 
@@ -238,6 +255,13 @@ fn plan_text(out: &mut String, audit: &Audit) {
     );
     for f in &audit.plan {
         let _ = writeln!(out, "  - {}", super::message::render(f));
+    }
+    for u in &audit.plan_unlisted {
+        let _ = writeln!(
+            out,
+            "  not listed, its ranges not checked: {}: {}",
+            u.resource, u.reason
+        );
     }
 }
 

@@ -136,3 +136,33 @@ fn a_node_with_no_range_of_its_own_builds_nothing() {
     assert_eq!(node_overlaps(&inventory("w1", cluster.clone())), []);
     assert_eq!(node_overlaps(&inventory("w2", cluster)).len(), 1);
 }
+
+#[test]
+fn a_nodes_two_addresses_in_one_pool_are_one_node_of_the_finding() {
+    let mut w1 = node("w1", "10.244.1.0/24", "192.168.1.3");
+    w1.addresses.push(NodeAddress {
+        ip: "192.168.1.4".parse().expect("test address"),
+        kind: "ExternalIP",
+    });
+    let w2 = node("w2", "10.244.2.0/24", "192.168.1.5");
+    let owner = crate::inventory::PlanOwner {
+        allocator: "MetalLB",
+        kind: "IPAddressPool",
+        object: "metallb-system/lan".to_owned(),
+        field: "spec.addresses",
+    };
+    let range = crate::cni::plan::parse_entry("192.168.1.0/24").expect("test range");
+    let pool = Planned::new(owner, Purpose::LoadBalancer, range, "192.168.1.0/24".into());
+    let cluster = ClusterState {
+        plan: Arc::new(vec![pool]),
+        nodes: Arc::new(vec![w1, w2]),
+        ..ClusterState::default()
+    };
+    let (found, _) = plan_overlaps(&cluster);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let Cause::Plan(o) = &found[0].cause else {
+        panic!("not a plan overlap: {:?}", found[0])
+    };
+    assert_eq!(o.other.owner.object, "w1");
+    assert_eq!(o.more, (vec!["w2".to_owned()], 1));
+}
