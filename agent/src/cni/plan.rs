@@ -60,7 +60,7 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 7] = [
+pub const RECORDS: [&Records; 9] = [
     &super::metallb::POOLS,
     &super::cilium::LB_POOLS,
     &super::cilium::POD_POOLS,
@@ -68,6 +68,8 @@ pub const RECORDS: [&Records; 7] = [
     &super::kubernetes::API_SERVICE,
     &super::multus::ATTACHMENTS,
     &super::kube_vip::CONFIG,
+    &super::antrea::IP_POOLS,
+    &super::antrea::EXTERNAL_IP_POOLS,
 ];
 
 /// The kinds read, as `IPAddressPool.metallb.io, …, ConfigMap

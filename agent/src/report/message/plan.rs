@@ -37,7 +37,12 @@ fn breaks(o: &PlanOverlap) -> String {
             .to_owned(),
         (LoadBalancer, NodeAddress) => format!(
             "a Service will be given node {node}'s own address: announcing it takes {node}'s \
-             traffic (in metallb#1397, ssh to the worker broke)"
+             traffic{}",
+            if a.owner.allocator == "MetalLB" {
+                " (in metallb#1397, ssh to the worker broke)"
+            } else {
+                ""
+            }
         ),
         (LoadBalancer, LoadBalancer) => "two controllers will hand one address to two \
              Services; each checks only its own pools"
@@ -140,6 +145,22 @@ pub(super) fn fix(m: &Move) -> String {
             "Fix: a ServiceCIDR's spec.cidrs cannot change: create one without {} and delete \
              {} (the default one, `kubernetes`, follows kube-apiserver's \
              --service-cluster-ip-range){or}.",
+            m.shared,
+            object(&m.owner)
+        ),
+        (_, "IPPool") if m.owner.allocator == "Antrea IPAM" => format!(
+            "Fix: an Antrea IPPool's existing ipRanges cannot be changed or deleted, nor the \
+             pool while it gives addresses: create a pool without {}, point the Namespaces \
+             (ipam.antrea.io/ippools) and attachments that name {} at it, and delete {} once its \
+             pods are gone{or}.",
+            m.shared,
+            object(&m.owner),
+            m.owner.object
+        ),
+        (_, "ExternalIPPool") => format!(
+            "Fix: an ExternalIPPool's ipRanges cannot be removed: create a pool without {}, point \
+             the Egresses (spec.externalIPPool) and Services (service.antrea.io/external-ip-pool) \
+             that use {} at it, then delete it{or}.",
             m.shared,
             object(&m.owner)
         ),
