@@ -95,7 +95,7 @@ pub struct SourceArgs {
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct PlanFiles {
     /// With --pods: the objects allocators keep their ranges in, as `kubectl get
-    /// ipaddresspools.metallb.io,ciliumloadbalancerippools.cilium.io,ciliumpodippools.cilium.io,servicecidrs.networking.k8s.io,network-attachment-definitions.k8s.cni.cncf.io
+    /// ipaddresspools.metallb.io,ciliumloadbalancerippools.cilium.io,ciliumpodippools.cilium.io,servicecidrs.networking.k8s.io,network-attachment-definitions.k8s.cni.cncf.io,ippools.crd.antrea.io,externalippools.crd.antrea.io
     /// -A -o json` prints them (any of these kinds, in one file or several), with
     /// kube-vip's ConfigMap (`kubectl get cm -n kube-system kubevip -o json`; other
     /// ConfigMaps are skipped) and, for clusters without ServiceCIDRs, the `kubernetes`
