@@ -65,6 +65,8 @@ struct Spec {
 struct Reader<'a> {
     object: String,
     domain: String,
+    /// A macvlan or ipvlan: its pods' addresses sit on the node's interface.
+    on_node_interface: bool,
     out: Vec<Planned>,
     /// Entries looked at, read or not: bounded by [`MAX_RANGES`].
     seen: usize,
@@ -105,6 +107,7 @@ impl Reader<'_> {
         };
         let mut p = Planned::new(owner, Purpose::Secondary, e.range, e.text);
         p.domain = Some(self.domain.clone());
+        p.on_node_interface = self.on_node_interface;
         p.exclude = e.exclude;
         p.shared = e.shared;
         self.out.push(p);
@@ -143,6 +146,7 @@ fn read(json: &str, invalid_out: &mut Vec<Invalid>) -> Vec<Planned> {
     let mut r = Reader {
         object,
         domain: domain(plugin, name, resource.map(String::as_str)),
+        on_node_interface: matches!(str_at(plugin, "type"), Some("macvlan" | "ipvlan")),
         out: Vec::new(),
         seen: 0,
         invalid: invalid_out,

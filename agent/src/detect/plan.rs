@@ -239,6 +239,9 @@ fn ordered<'a>(a: &'a Planned, b: &'a Planned) -> (&'a Planned, &'a Planned, boo
 /// Whether `a` and `b` must not share an address, by what they are for.
 fn must_not_meet(a: &Planned, b: &Planned) -> bool {
     use Purpose::{LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
+    if on_a_nodes_interface(a, b) || on_a_nodes_interface(b, a) {
+        return true;
+    }
     if a.owner == b.owner || a.domain != b.domain || (a.shared.is_some() && a.shared == b.shared) {
         return false;
     }
@@ -257,6 +260,13 @@ fn must_not_meet(a: &Planned, b: &Planned) -> bool {
         | (Secondary, Secondary) => true,
         _ => false,
     }
+}
+
+/// Whether `a` hands out addresses on a node's own interface (a macvlan or
+/// ipvlan) and `b` is a node's address: whatever the interface, the pod
+/// given it would answer for the node's address where the node's network is.
+fn on_a_nodes_interface(a: &Planned, b: &Planned) -> bool {
+    a.on_node_interface && a.purpose == Purpose::Secondary && b.purpose == Purpose::NodeAddress
 }
 
 /// Every pair of ranges that must not meet and share an address both give,

@@ -105,6 +105,10 @@ pub struct Planned {
     pub shared: Option<String>,
     /// The node it belongs to, for a node's range or address.
     pub node: Option<String>,
+    /// Its addresses go on a node's own interface, beside the node's (a
+    /// macvlan or ipvlan on its `master`): a node's address in it may be
+    /// handed to a pod, whatever its domain.
+    pub on_node_interface: bool,
 }
 
 impl Planned {
@@ -120,6 +124,7 @@ impl Planned {
             exclude: Vec::new(),
             shared: None,
             node: None,
+            on_node_interface: false,
         }
     }
 

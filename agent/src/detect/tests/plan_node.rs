@@ -1,6 +1,7 @@
-//! The plan's overlaps a node's agent finds: those with one of its own
-//! ranges on a side, from what it reads (its Node, CiliumNodes, Subnets,
-//! Calico's pools).
+//! The plan's overlaps that concern a node: those its agent finds (one of
+//! its own ranges on a side, from what it reads: its Node, CiliumNodes,
+//! Subnets, Calico's pools), and a node's address in an attachment whose
+//! pods sit on a node's interface.
 
 use std::sync::Arc;
 
@@ -165,4 +166,45 @@ fn a_nodes_two_addresses_in_one_pool_are_one_node_of_the_finding() {
     };
     assert_eq!(o.other.owner.object, "w1");
     assert_eq!(o.more, (vec!["w2".to_owned()], 1));
+}
+
+#[test]
+fn a_macvlan_range_holding_a_nodes_address_is_found_a_bridges_is_not() {
+    // multus' quickstart: macvlan on eth0, host-local 192.168.1.200-216.
+    let quickstart = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/realworld/multus/nad-multus-quickstart-macvlan-host-local-rangestart-rangeend.json"
+    ))
+    .expect("corpus file");
+    let list: serde_json::Value = serde_json::from_str(&quickstart).expect("a List");
+    let nad = list["items"][0].to_string();
+    let read = |nad: &str| {
+        let mut bad = Vec::new();
+        let ranges = (crate::cni::multus::ATTACHMENTS.read)(nad, &mut bad);
+        assert_eq!(bad, [], "{nad}");
+        ranges
+    };
+    let found = |plan: Vec<Planned>, node_ip: &str| {
+        let cluster = ClusterState {
+            plan: Arc::new(plan),
+            nodes: Arc::new(vec![node("w1", "10.244.1.0/24", node_ip)]),
+            ..ClusterState::default()
+        };
+        plan_overlaps(&cluster).0
+    };
+    let hit = found(read(&nad), "192.168.1.205");
+    assert_eq!(hit.len(), 1, "{hit:?}");
+    let Cause::Plan(o) = &hit[0].cause else {
+        panic!("not a plan overlap: {:?}", hit[0])
+    };
+    assert_eq!(o.change.owner.object, "macvlan-conf");
+    assert_eq!(o.other.owner.object, "w1");
+    assert_eq!(found(read(&nad), "192.168.1.10"), []);
+    // The same range on a bridge of its own is no node's interface.
+    let bridged = nad.replace(
+        r#"\"type\": \"macvlan\", \"master\": \"eth0\""#,
+        r#"\"type\": \"bridge\""#,
+    );
+    assert_ne!(bridged, nad);
+    assert_eq!(found(read(&bridged), "192.168.1.205"), []);
 }

@@ -60,6 +60,11 @@ fn breaks(o: &PlanOverlap) -> String {
         (NodePods, NodePods) => "two nodes route one pod range: their pods get the same \
              addresses (antrea#7893)"
             .to_owned(),
+        (Secondary, NodeAddress) => format!(
+            "a pod on it may be given node {node}'s own address: where {} carries the nodes' \
+             network, the pod and the node answer for one address",
+            a.domain.as_deref().unwrap_or("its interface")
+        ),
         (Secondary, Secondary) => format!(
             "two attachments on {} will give one address to two pods (antrea#7306)",
             a.domain.as_deref().unwrap_or("one network")
