@@ -84,6 +84,31 @@ fn a_peer_namespaces_loopback_is_left_out() {
 }
 
 #[test]
+fn a_macvlan_in_a_pod_namespace_names_its_parent_on_the_host_and_a_veth_its_peer() {
+    // As the host reads them: both point at the host's own nsid (7).
+    let mut mac = host_veth(3, "net1", 7, 4);
+    mac.attributes.pop();
+    mac.attributes
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::MacVlan,
+        )]));
+    let lower = ns_link(&mac).and_then(|l| l.lower);
+    assert_eq!(
+        lower.map(|l| (l.nsid, l.index, l.stacked)),
+        Some((7, 4, true))
+    );
+    let eth0 = ns_link(&host_veth(2, "eth0", 7, 12)).and_then(|l| l.lower);
+    assert_eq!(
+        eth0.map(|l| (l.nsid, l.index, l.stacked)),
+        Some((7, 12, false))
+    );
+    // A VLAN on the pod's own eth0: its parent is in the namespace itself.
+    mac.attributes
+        .retain(|a| !matches!(a, LinkAttribute::LinkNetNsId(_)));
+    assert_eq!(ns_link(&mac).and_then(|l| l.lower), None);
+}
+
+#[test]
 fn a_namespace_reached_through_two_interfaces_is_one_namespace_and_changes_with_either() {
     let a = host_iface(&host_veth(10, "veth-a", 3, 2)).expect("a host veth");
     let b = host_iface(&host_veth(11, "net1-host", 3, 4)).expect("a host veth");
