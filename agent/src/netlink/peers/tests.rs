@@ -1,5 +1,6 @@
-use netlink_packet_route::link::{
-    InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State,
+use netlink_packet_route::{
+    address::{AddressAttribute, AddressMessage},
+    link::{InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
 use super::*;
