@@ -78,7 +78,7 @@ pub struct NsLink {
 
 /// The link a peer namespace's link is paired with (a veth's peer) or stacked
 /// on (a macvlan's, ipvlan's or VLAN's parent), in another namespace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Lower {
     /// That namespace's nsid, as the reading (host) namespace numbers it: the
     /// host's own nsid where the link is the host's.

@@ -9,12 +9,15 @@
 //! Built only where a namespace holds addresses on two links: a node without
 //! secondary networks pays one pass over its namespaces, allocating nothing.
 
-use std::{collections::HashSet, net::IpAddr};
+use std::{
+    collections::{HashMap, HashSet},
+    net::IpAddr,
+};
 
 use super::{Index, status_ips};
 use crate::{
     detect::{Finding, secondary},
-    inventory::{Inventory, NsLink, PeerNamespace, Pod, Source},
+    inventory::{Inventory, Lower, NsLink, PeerNamespace, Pod, Source},
 };
 
 /// An address a pod's namespace holds on a secondary link.
@@ -43,23 +46,75 @@ pub(super) fn duplicates(idx: &Index<'_>, seen: &HashSet<(&str, IpAddr)>) -> Vec
     held.sort_by(|a, b| key(a).cmp(&key(b)));
     held.dedup_by(|a, b| key(a) == key(b));
     let mut out = Vec::new();
-    for group in held.chunk_by(|a, b| a.ip == b.ip) {
-        let Some((oldest, newer)) = group.split_first() else {
-            continue;
-        };
-        for h in newer
-            .iter()
-            .filter(|h| !seen.contains(&(h.pod.uid.as_str(), h.ip)))
-        {
-            if let Some(network) = one_network(idx.inv, oldest, h) {
-                let holder = (oldest.pod, Some(oldest.link.name.as_str()));
-                let pod = (h.pod, Some(h.link.name.as_str()));
-                let on = (network.as_str(), Source::Kernel);
-                out.push(secondary::finding(on, h.ip, holder, pod));
-            }
-        }
+    for group in held.chunk_by(|a, b| a.ip == b.ip).filter(|g| g.len() > 1) {
+        group_duplicates(idx.inv, group, seen, &mut out);
     }
     out
+}
+
+/// The oldest holders of one address so far, by what ties a newer one to
+/// them: a network Multus names, or a host link their links are stacked on
+/// (those without a network named apart, and all).
+#[derive(Default)]
+struct Oldest<'h, 'a> {
+    named: HashMap<&'a str, &'h Held<'a>>,
+    unnamed_on: HashMap<Lower, &'h Held<'a>>,
+    any_on: HashMap<Lower, &'h Held<'a>>,
+}
+
+/// The findings of one address's holders (oldest first): each newer pod
+/// names the oldest one surely on its network, one map probe per holder.
+fn group_duplicates(
+    inv: &Inventory,
+    group: &[Held<'_>],
+    seen: &HashSet<(&str, IpAddr)>,
+    out: &mut Vec<Finding>,
+) {
+    let mut oldest = Oldest::default();
+    for h in group {
+        let (name, parent) = (network_of(h), host_parent(h));
+        let by_name = name.and_then(|n| oldest.named.get(n)).map(|o| (*o, None));
+        // Rule (a) wins where both name the interface: a named holder meets
+        // by its parent only those without a name.
+        let on = if name.is_some() {
+            &oldest.unnamed_on
+        } else {
+            &oldest.any_on
+        };
+        let by_parent = parent.and_then(|p| Some((*on.get(&p)?, Some(p))));
+        let older = [by_name, by_parent]
+            .into_iter()
+            .flatten()
+            .min_by(|(a, _), (b, _)| key(a).cmp(&key(b)));
+        if let Some((o, via)) = older
+            && !seen.contains(&(h.pod.uid.as_str(), h.ip))
+        {
+            let network = match (via, name) {
+                (Some(p), _) => stacked_on(inv, p),
+                (None, n) => n.unwrap_or_default().to_owned(),
+            };
+            let holder = (o.pod, Some(o.link.name.as_str()));
+            let pod = (h.pod, Some(h.link.name.as_str()));
+            out.push(secondary::finding(
+                (network.as_str(), Source::Kernel),
+                h.ip,
+                holder,
+                pod,
+            ));
+        }
+        match (name, parent) {
+            (Some(n), _) => {
+                oldest.named.entry(n).or_insert(h);
+            }
+            (None, Some(p)) => {
+                oldest.unnamed_on.entry(p).or_insert(h);
+            }
+            (None, None) => {}
+        }
+        if let Some(p) = parent {
+            oldest.any_on.entry(p).or_insert(h);
+        }
+    }
 }
 
 /// Holders in address order, the oldest pod first; one pod's entries adjacent.
@@ -129,17 +184,19 @@ fn pod_of<'a>(idx: &Index<'a>, nsid: i32, n: &PeerNamespace) -> Option<&'a Pod> 
     pods.all(same).then_some(one)
 }
 
-/// The network two secondary links share, as the finding names it, if they
-/// surely share one.
-fn one_network(inv: &Inventory, a: &Held<'_>, b: &Held<'_>) -> Option<String> {
-    if let (Some(x), Some(y)) = (network_of(a), network_of(b)) {
-        return (x == y).then(|| x.to_owned());
-    }
-    let (pa, pb) = (a.link.lower?, b.link.lower?);
-    let on_host = a.host == Some(pa.nsid) && b.host == Some(pb.nsid);
-    let parent = inv.host.link_name(pa.index)?;
-    (pa.stacked && pa == pb && on_host)
-        .then(|| format!("macvlan/ipvlan/VLAN links on the host's {parent}"))
+/// The host link `h`'s link is stacked on (macvlan, ipvlan, VLAN): its lower
+/// link in the namespace the pod's veth peer names as the host.
+fn host_parent(h: &Held<'_>) -> Option<Lower> {
+    h.link.lower.filter(|l| l.stacked && h.host == Some(l.nsid))
+}
+
+/// How a finding names the network of links stacked on host link `p`.
+fn stacked_on(inv: &Inventory, p: Lower) -> String {
+    let parent = inv
+        .host
+        .link_name(p.index)
+        .map_or_else(|| format!("ifindex {}", p.index), str::to_owned);
+    format!("macvlan/ipvlan/VLAN links on the host's {parent}")
 }
 
 /// The network Multus' network-status names for the held link's interface.
