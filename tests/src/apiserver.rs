@@ -205,6 +205,8 @@ struct Store {
     crds: BTreeSet<Res>,
     /// Namespaces being deleted: creating anything in them is Forbidden.
     terminating: BTreeSet<String>,
+    /// Resources the client may not list (RBAC grants it no `list`).
+    forbidden: BTreeSet<Res>,
 }
 
 /// What the server is told to get wrong.
@@ -583,6 +585,12 @@ impl ApiServer {
                 st.crds.remove(r);
             }
         }
+    }
+
+    /// Refuses to list `res` with 403 Forbidden, as RBAC does without a `list`
+    /// grant on it.
+    pub fn forbid_list(&self, res: Res) {
+        self.shared.store.lock().unwrap().forbidden.insert(res);
     }
 
     /// The object `namespace/name` (namespace empty for cluster-scoped ones).
@@ -1222,6 +1230,21 @@ async fn handle(
         );
     }
     let counts = || shared.counts.lock().unwrap();
+    if method == Method::GET
+        && t.name.is_none()
+        && shared.store.lock().unwrap().forbidden.contains(&t.res)
+    {
+        return status(
+            403,
+            "Forbidden",
+            &format!(
+                "{} is forbidden: User \"system:serviceaccount:test:auditor\" cannot list \
+                 resource \"{}\" at the cluster scope",
+                t.res.plural(),
+                t.res.plural()
+            ),
+        );
+    }
     if method == Method::GET && t.name.is_none() {
         let sel = selector(q.get("fieldSelector"));
         if let Some((bad, _, _)) = sel

@@ -240,7 +240,16 @@ fn want() -> BTreeSet<[String; 3]> {
 
 /// The audit of `c` from the test API server, as JSON.
 fn from_api(c: &Cluster) -> (Option<i32>, Value) {
+    from_api_forbidding(c, &[])
+}
+
+/// [`from_api`] with `forbidden` refused to the audit's lists (403), as RBAC
+/// refuses a kind it grants no `list` on.
+fn from_api_forbidding(c: &Cluster, forbidden: &[Res]) -> (Option<i32>, Value) {
     let api = ApiServer::start(None);
+    for res in forbidden {
+        api.forbid_list(*res);
+    }
     for res in [
         Res::IpamBlocks,
         Res::IpAddressPools,
@@ -317,6 +326,27 @@ fn a_healthy_plan_of_every_kind_gives_nothing_from_the_api_and_from_files() {
         // pools (not the other ConfigMap's, not the `kubernetes` Service's IP).
         assert_eq!(v["address_plan"]["ranges_checked"], 20, "{v:#}");
     }
+}
+
+#[test]
+fn a_kind_the_audit_may_not_list_is_named_unchecked_and_the_rest_of_the_plan_stands() {
+    // MetalLB's pools forbidden: their overlap is not found, and the plan says
+    // why it is partial; every other overlap still is.
+    let (code, v) = from_api_forbidding(&broken(), &[Res::IpAddressPools]);
+    let plan = &v["address_plan"];
+    assert_eq!(
+        plan["not_listed"],
+        json!([{"resource": "ipaddresspools.metallb.io",
+                "reason": "forbidden (`kubectl auth can-i list ipaddresspools.metallb.io`)"}]),
+        "{v:#}"
+    );
+    let others: BTreeSet<_> = want()
+        .into_iter()
+        .filter(|w| !w[0].starts_with("IPAddressPool ") && !w[1].starts_with("IPAddressPool "))
+        .collect();
+    assert!(!others.is_empty());
+    assert_eq!(overlaps(&v), others, "{v:#}");
+    assert_eq!(code, Some(1));
 }
 
 #[test]

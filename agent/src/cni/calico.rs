@@ -7,7 +7,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{Cni, Device, Holds, Name};
-use crate::inventory::{Inventory, IpSource, Link};
+use crate::inventory::{
+    Inventory, IpSource, Link, SandboxRefusal,
+    ip_text::{parse_cidr, parse_ip},
+};
 
 /// Calico.
 pub const CALICO: Cni = Cni {
@@ -27,6 +30,69 @@ pub const CALICO: Cni = Cni {
         },
     ],
 };
+
+/// Calico's IPAM out of addresses or blocks (libcalico-go `ipam.go`; the CNI
+/// plugin's "Unable to autoassign an address - pools are likely exhausted").
+const EXHAUSTED: [&str; 5] = [
+    "no ips available in pools",
+    "per host block limit",
+    "blocks reached for this node",
+    "pools are likely exhausted",
+    "no more free affine blocks",
+];
+/// Calico's IPAM refusing the address asked for (libcalico-go's error
+/// `resource already exists: <ip>`).
+const ASSIGNED: &str = "resource already exists: ";
+/// Calico's route refusal before cni-plugin PR#358/#406: "failed to add route
+/// (Dst: <cidr>, …, Iface: <its own cali…>): file exists", earlier "failed to
+/// add route file exists".
+const ROUTE_ADD: &str = "failed to add route ";
+
+/// Calico's (`dataplane_linux.go`: "route (…, Dst: <cidr>, …) already exists
+/// for an interface other than '<cali…>'").
+const ROUTE_TAKEN: &str = " already exists for an interface other than";
+
+/// Calico's refusals: its IPAM's (out of addresses, an address assigned
+/// already) and its routes' (today's and the older wordings).
+pub(super) fn refusal(text: &str, lower: &str) -> Option<SandboxRefusal> {
+    if EXHAUSTED.iter().any(|w| lower.contains(w)) {
+        return Some(SandboxRefusal::PoolsExhausted);
+    }
+    if let Some(at) = lower.find(ROUTE_TAKEN) {
+        return Some(SandboxRefusal::HostRouteTaken {
+            dst: route_dst(&text[..at]),
+            holder: route_iface(&text[at..]),
+        });
+    }
+    // Only Calico's shapes: others say "failed to add route '…'", "… to …".
+    if let Some(at) = lower.find(ROUTE_ADD).map(|at| at + ROUTE_ADD.len())
+        && (lower[at..].starts_with("file exists")
+            || lower[at..].starts_with("(dst: ") && lower[at..].contains("): file exists"))
+    {
+        // The older wording's `Iface` is the pod's own new veth, not a holder.
+        let dst = route_dst(&text[at..]);
+        return Some(SandboxRefusal::HostRouteTaken { dst, holder: None });
+    }
+    let at = lower.find(ASSIGNED)?;
+    let word = text[at + ASSIGNED.len()..].split(' ').next()?;
+    parse_ip(word.trim_end_matches([':', ',', ';', '"', '.'])).map(SandboxRefusal::AddressAssigned)
+}
+
+/// The `Dst` of the last route Calico names in `head`.
+fn route_dst(head: &str) -> Option<IpAddr> {
+    let lower = head.to_ascii_lowercase();
+    let at = lower.rfind("dst: ")?;
+    let dst = head[at + 5..].split([',', ')', ' ']).next()?;
+    parse_cidr(dst).map(|c| c.ip).or_else(|| parse_ip(dst))
+}
+
+/// The `Iface` of the route Calico found in the way (after its words).
+fn route_iface(tail: &str) -> Option<String> {
+    let lower = tail.to_ascii_lowercase();
+    let at = lower.find("iface: ")?;
+    let name = tail[at + 7..].split([',', ')', ' ']).next()?;
+    super::is_interface_name(name).then(|| name.to_owned())
+}
 
 const fn tunnel(name: &'static str, mode: &'static str) -> Device {
     Device {

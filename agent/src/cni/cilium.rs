@@ -2,13 +2,15 @@
 //! is held by its endpoint manager alone, on no device), and its pools of
 //! load-balancer and pod addresses.
 
+use std::net::IpAddr;
+
 use serde::Deserialize;
 
 use super::{
     Cni, Device, Holds, Name,
     plan::{Records, ranges, spec},
 };
-use crate::inventory::{Invalid, Planned, Purpose};
+use crate::inventory::{Invalid, Planned, Purpose, SandboxRefusal, ip_text::parse_ip};
 
 /// Cilium.
 pub const CILIUM: Cni = Cni {
@@ -30,6 +32,72 @@ pub const CILIUM: Cni = Cni {
         },
     ],
 };
+
+// Its refusals of a sandbox, read only where the words are Cilium's: an
+// address in use needs one of Cilium's own words beside it (its CNI's
+// `plugin type="cilium-cni"`, its API's `putEndpointIdInvalid`/
+// `postIpamFailure`, "local cilium agent"), since DANM, Whereabouts,
+// Spiderpool and docker's hostPort say "already in use" too; running out of
+// addresses is read from Cilium's allocators' own phrases.
+
+/// Words only Cilium's CNI plugin, agent API or operator put in a message.
+const WORDS: [&str; 5] = [
+    "cilium-cni",
+    "putendpointid",
+    "postipamfailure",
+    "local cilium agent",
+    "cilium operator",
+];
+
+/// Cilium's allocators out of addresses: host-scope; the CRD allocator (ENI,
+/// Azure, AlibabaCloud) before and after cilium PR#42369 (and its suffix);
+/// multi-pool and 1.20's ENI ("all CIDR ranges" / "all pod CIDR ranges are
+/// exhausted"). "No more IPs availabl" arrives cut short (kops).
+const EXHAUSTED: [&str; 5] = [
+    "range is full",
+    "no more ips",
+    "cidr ranges are exhausted",
+    "no ips currently available on the node",
+    "once cilium operator allocates more ips",
+];
+
+/// Cilium's refusal of an address in use.
+const IN_USE: &str = " is already in use";
+
+/// An address in use, in Cilium's words (`lower`: `text` lowercased).
+pub(super) fn in_use(text: &str, lower: &str) -> Option<SandboxRefusal> {
+    let at = lower.rfind(IN_USE)?;
+    if !WORDS.iter().any(|w| lower.contains(w)) {
+        return None;
+    }
+    address_before(&text[..at]).map(SandboxRefusal::AddressInUse)
+}
+
+/// Out of addresses, in Cilium's allocators' words.
+pub(super) fn exhausted(_: &str, lower: &str) -> Option<SandboxRefusal> {
+    EXHAUSTED
+        .iter()
+        .any(|w| lower.contains(w))
+        .then_some(SandboxRefusal::NoAddressLeft)
+}
+
+/// The address in `… IP <addr>` at the end of `head`: the word before it must
+/// be `IP`, the address may carry Cilium's `ipv4:`/`ipv6:` prefix and quotes.
+fn address_before(head: &str) -> Option<IpAddr> {
+    let mut words = head.rsplit(' ');
+    let addr = words
+        .next()?
+        .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+    let ip_word = words.next()?.trim_start_matches(['"', '\'', '`']);
+    if !ip_word.eq_ignore_ascii_case("ip") {
+        return None;
+    }
+    let addr = ["ipv4:", "ipv6:", "IPv4:", "IPv6:"]
+        .iter()
+        .find_map(|p| addr.strip_prefix(p))
+        .unwrap_or(addr);
+    parse_ip(addr.trim_start_matches('[').trim_end_matches(']'))
+}
 
 /// Cilium's LB-IPAM pools: `spec.blocks` (`{cidr}` or `{start[, stop]}`),
 /// `spec.cidrs` before 1.15; a `disabled` pool hands out nothing. Cilium

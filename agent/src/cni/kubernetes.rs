@@ -84,3 +84,13 @@ fn read_service(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
         bad,
     )
 }
+
+/// kube-apiserver's Service IP allocator ("failed to allocate a serviceIP:
+/// range is full"): not a sandbox's refusal, whatever its words.
+const SERVICE_ALLOCATOR: &str = "allocate a serviceip";
+
+/// kube-apiserver's Service allocator's words are no sandbox's refusal:
+/// nothing is read of them (its "range is full" is Cilium's words too).
+pub(super) fn not_a_refusal(lower: &str) -> bool {
+    lower.contains(SERVICE_ALLOCATOR)
+}

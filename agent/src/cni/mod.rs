@@ -11,6 +11,7 @@ pub mod antrea;
 pub mod bridge;
 pub mod calico;
 pub mod cilium;
+pub mod host_local;
 pub mod kube_ovn;
 pub mod kube_proxy;
 pub mod kube_router;
@@ -24,7 +25,7 @@ pub mod plan;
 
 use std::fmt::Write as _;
 
-use crate::inventory::Role;
+use crate::inventory::{Role, SandboxRefusal};
 
 /// Every CNI and address-binding component the agent knows, in the order a
 /// device is looked up (the first declaration naming it wins).
@@ -227,6 +228,41 @@ pub fn markdown() -> String {
         }
     }
     out
+}
+
+/// The readers of plugins' refusals, in the order they are asked: the
+/// first that reads a message says whose it is. Cilium's address in use
+/// before Calico's words (a Cilium message can quote them); Calico's
+/// exhaustion before Cilium's ("range is full" is not only Cilium's).
+const REFUSALS: [fn(&str, &str) -> Option<SandboxRefusal>; 5] = [
+    cilium::in_use,
+    calico::refusal,
+    cilium::exhausted,
+    host_local::refusal,
+    bridge::refusal,
+];
+
+/// What `text` (one line, ASCII quotes) says a plugin refused, read only
+/// where the words are that plugin's own
+/// (`tests/corpus/realworld/sandbox/event-messages-other-cnis.json`,
+/// `event-messages-issue39.json`): each plugin's file holds its wordings.
+/// AWS VPC CNI's "failed to add host route: file exists" and the bridge
+/// plugin's "could not add IP address to \"cni0\": file exists" have no
+/// reading: left unread, not Calico's.
+pub fn refusal(text: &str) -> Option<SandboxRefusal> {
+    let lower = text.to_ascii_lowercase();
+    if kubernetes::not_a_refusal(&lower) {
+        return None;
+    }
+    REFUSALS.iter().find_map(|read| read(text, &lower))
+}
+
+/// Whether `name` reads as a Linux interface name (what a bridge's is).
+pub(crate) fn is_interface_name(name: &str) -> bool {
+    (1..16).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub struct Audit {
     pub plan: Vec<Finding>,
     /// Ranges of the address plan checked.
     pub ranges_checked: usize,
+    /// The plan's kinds that could not be listed: their ranges unchecked.
+    pub plan_unlisted: Vec<crate::inventory::Unlisted>,
 }
 
 impl Audit {
@@ -152,6 +154,7 @@ pub fn audit(
         impacts: BTreeMap::new(),
         plan,
         ranges_checked,
+        plan_unlisted: state.plan_unlisted.to_vec(),
     }
 }
 

@@ -123,6 +123,10 @@ fn findings_and_rows<'a>(
     let (kernel, rows) = kernel::kernel_findings(inv, &seen_findings(&findings));
     findings.extend(kernel);
     findings.extend(overlap::allocator_overlaps(inv, &owners));
+    if pods == Pods::All {
+        // An audit finds the plan's overlaps once, cluster-wide.
+        findings.extend(plan::node_overlaps(inv));
+    }
     findings.extend(node::node_findings(inv, &inv.node));
     findings.extend(bridge::stale_bridges(inv));
     findings.extend(leftover::leftovers(inv));

@@ -8,7 +8,10 @@
 //! ranges that share reservations. The `kubernetes` Service's cluster IP
 //! stands for the Service range only where no ServiceCIDR is read.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+};
 
 use super::{
     Cause, Finding, FindingKind, Owner, Remedy, Role, Scope, Trust,
@@ -19,7 +22,7 @@ use crate::{
         kubernetes::{API_SERVICE, SERVICE_CIDRS},
         plan::Records,
     },
-    inventory::{ClusterState, IpRange, PlanOwner, Planned, Purpose, Source},
+    inventory::{ClusterState, Inventory, IpRange, PlanOwner, Planned, Purpose, Source},
 };
 
 /// Latent: two allocators (or an allocator and a node) share addresses.
@@ -29,10 +32,7 @@ pub(super) const PLAN: Spec = Spec::node(
          load-balancer pool over pods or a node's address, a Service range over pod ranges, two \
          secondary networks on one interface): one address will be handed out twice",
     Count::AllocatorOverlaps,
-    Alert::None(
-        "found by `audit`, cluster-wide, from objects no agent reads: run it after changing \
-             a pool",
-    ),
+    Alert::Named("IPShadowAllocatorOverlap"),
 );
 
 /// Two ranges that overlap where they must not.
@@ -92,10 +92,73 @@ pub const NAMED: usize = 5;
 pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
     let mut ranges: Vec<Planned> = state.plan.iter().cloned().collect();
     without_api_service_ip(&mut ranges);
-    ranges.extend(super::plan_sources::derived(state));
-    let mut groups: BTreeMap<(PlanOwner, String, &'static str, Purpose), PlanOverlap> =
-        BTreeMap::new();
-    overlaps(&ranges, |a, b, shared| {
+    ranges.extend(super::plan_sources::derived(state, |_| true));
+    let found = grouped(&ranges).into_iter().map(finding).collect();
+    (found, ranges.len())
+}
+
+/// The overlaps that concern `inv`'s node, one of its own ranges on either
+/// side — its Node's podCIDRs and addresses, its CiliumNode's ranges — from
+/// what a node reads: its Node, every CiliumNode and Subnet, Calico's pools
+/// where Calico runs. Only ranges meeting one of its own are built. The
+/// plan's other objects (load-balancer pools, ServiceCIDRs, attachments)
+/// are cluster-wide: `audit` reads them, no agent does.
+pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
+    let state = &inv.cluster;
+    let me = inv.node.as_str();
+    let mine: Vec<IpRange> = state
+        .nodes
+        .iter()
+        .filter(|n| n.name == me)
+        .flat_map(|n| {
+            let cidrs = n.pod_cidrs.iter().map(IpRange::of);
+            cidrs.chain(n.addresses.iter().map(|a| IpRange {
+                first: a.ip,
+                last: a.ip,
+            }))
+        })
+        .chain(
+            state
+                .cilium_nodes
+                .iter()
+                .filter(|c| c.name == me)
+                .flat_map(|c| c.pod_cidrs.iter().map(IpRange::of)),
+        )
+        .collect();
+    if mine.is_empty() {
+        return Vec::new();
+    }
+    let near = |r: &IpRange| mine.iter().any(|m| m.meets(r));
+    let mut ranges: Vec<Planned> = state
+        .plan
+        .iter()
+        .filter(|p| near(&p.range))
+        .cloned()
+        .collect();
+    without_api_service_ip(&mut ranges);
+    ranges.extend(super::plan_sources::derived(state, near));
+    let mine = |p: &Planned| p.node.as_deref() == Some(me);
+    grouped(&ranges)
+        .into_iter()
+        .filter(|o| mine(&o.change) || mine(&o.other))
+        .map(|o| Finding {
+            // Its node's, even where the other side is another node's range.
+            owner: Owner {
+                node: me.to_owned(),
+                ..finding(o.clone()).owner
+            },
+            ..finding(o)
+        })
+        .collect()
+}
+
+/// The overlaps among `ranges`, a pair's others of one kind and purpose
+/// grouped under its first, each other object counted once (a node's
+/// InternalIP and ExternalIP in one pool are one node).
+fn grouped(ranges: &[Planned]) -> Vec<PlanOverlap> {
+    type Key = (PlanOwner, String, &'static str, Purpose);
+    let mut groups: BTreeMap<Key, (PlanOverlap, BTreeSet<&str>)> = BTreeMap::new();
+    overlaps(ranges, |a, b, shared| {
         let (change, other, either) = ordered(a, b);
         let key = (
             change.owner.clone(),
@@ -103,23 +166,24 @@ pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
             other.owner.kind,
             other.purpose,
         );
-        groups
-            .entry(key)
-            .and_modify(|g| {
-                g.more.1 += 1;
-                if g.more.0.len() < NAMED {
-                    g.more.0.push(other.owner.object.clone());
-                }
-            })
-            .or_insert_with(|| PlanOverlap {
+        let (g, seen) = groups.entry(key).or_insert_with(|| {
+            let first = PlanOverlap {
                 change: change.clone(),
                 other: other.clone(),
                 shared,
                 either,
                 more: (Vec::new(), 0),
-            });
+            };
+            (first, BTreeSet::from([other.owner.object.as_str()]))
+        });
+        if seen.insert(other.owner.object.as_str()) {
+            g.more.1 += 1;
+            if g.more.0.len() < NAMED {
+                g.more.0.push(other.owner.object.clone());
+            }
+        }
     });
-    (groups.into_values().map(finding).collect(), ranges.len())
+    groups.into_values().map(|(g, _)| g).collect()
 }
 
 /// The `kubernetes` Service's cluster IP is the one record of the Service
@@ -275,3 +339,7 @@ fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
 #[cfg(test)]
 #[path = "tests/plan.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests/plan_node.rs"]
+mod node_tests;

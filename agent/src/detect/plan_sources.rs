@@ -29,20 +29,25 @@ fn node_range(owner: PlanOwner, purpose: Purpose, net: &IpNet, node: &str) -> Pl
     }
 }
 
-/// Every range `state` tells beyond its allocators' own records.
-pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
+/// Every range `state` tells beyond its allocators' own records that `keep`
+/// accepts (asked before a range is built: a node's agent keeps a few of
+/// thousands).
+pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> Vec<Planned> {
     let mut out = Vec::new();
     for n in state.nodes.iter() {
-        for c in &n.pod_cidrs {
+        for c in n.pod_cidrs.iter().filter(|c| keep(&IpRange::of(c))) {
             let o = owner("Kubernetes", "Node", &n.name, "spec.podCIDRs");
             out.push(node_range(o, Purpose::NodePods, c, &n.name));
         }
         for a in &n.addresses {
-            let o = owner("Kubernetes", "Node", &n.name, "status.addresses");
             let one = IpRange {
                 first: a.ip,
                 last: a.ip,
             };
+            if !keep(&one) {
+                continue;
+            }
+            let o = owner("Kubernetes", "Node", &n.name, "status.addresses");
             out.push(Planned {
                 node: Some(n.name.clone()),
                 ..Planned::new(o, Purpose::NodeAddress, one, format!("{} {}", a.kind, a.ip))
@@ -50,16 +55,16 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
         }
     }
     for c in state.cilium_nodes.iter() {
-        for r in &c.pod_cidrs {
+        for r in c.pod_cidrs.iter().filter(|r| keep(&IpRange::of(r))) {
             let o = owner("Cilium", "CiliumNode", &c.name, "spec.ipam.podCIDRs");
             out.push(node_range(o, Purpose::NodePods, r, &c.name));
         }
     }
-    out.extend(calico_pools(state));
+    out.extend(calico_pools(state, &keep));
     // Only the default VPC's overlay Subnets: a custom VPC's reuse addresses
     // by design, and an underlay Subnet holds the nodes' own network.
     for s in state.primary_subnets().filter(|s| s.masqueraded) {
-        for c in &s.cidrs {
+        for c in s.cidrs.iter().filter(|c| keep(&IpRange::of(c))) {
             let o = owner("kube-ovn", "Subnet", &s.name, "spec.cidrBlock");
             out.push(Planned {
                 exclude: s.exclude.clone(),
@@ -72,12 +77,16 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
 
 /// Calico's pools that give pods addresses and are in use: a block of them
 /// exists, or a pod's status address lies in them.
-fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
+fn calico_pools<'a>(
+    state: &'a ClusterState,
+    keep: &'a impl Fn(&IpRange) -> bool,
+) -> impl Iterator<Item = Planned> + 'a {
     let calico = &state.calico;
+    let wanted = calico.pools.iter().any(|p| keep(&IpRange::of(&p.cidr)));
     let pod_ips: Vec<IpAddr> = state
         .pods
         .iter()
-        .filter(|p| !p.host_network)
+        .filter(|p| wanted && !p.host_network)
         .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Status))
         .map(|i| i.ip)
         .collect();
@@ -86,6 +95,7 @@ fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
         .iter()
         .filter(move |p| {
             p.workloads
+                && keep(&IpRange::of(&p.cidr))
                 && (calico.blocks().iter().any(|b| p.cidr.contains(&b.cidr))
                     || pod_ips.iter().any(|ip| p.cidr.contains(ip)))
         })

@@ -35,6 +35,8 @@ pub struct ClusterState<Stage = Assembled> {
     /// The ranges of the address plan read from allocators' own objects
     /// (MetalLB, Cilium's pools, ServiceCIDRs, attachments), when read.
     pub plan: Arc<Vec<super::Planned>>,
+    /// The plan's kinds that could not be listed (the rest stands).
+    pub plan_unlisted: Arc<Vec<super::Unlisted>>,
     /// Objects (or fields) skipped as malformed in the last read (shared: an
     /// audit's inventory per node copies none).
     pub invalid: Arc<Vec<Invalid>>,
@@ -82,6 +84,7 @@ impl ClusterState {
             services: read.services,
             calico: read.calico,
             plan: read.plan,
+            plan_unlisted: read.plan_unlisted,
             invalid,
             stage: PhantomData,
         }

@@ -23,6 +23,13 @@ impl IpRange {
         }
     }
 
+    /// Whether the two share an address.
+    pub fn meets(&self, other: &Self) -> bool {
+        self.first.is_ipv4() == other.first.is_ipv4()
+            && self.first <= other.last
+            && other.first <= self.last
+    }
+
     /// The whole of `net` as a range.
     pub fn of(net: &IpNet) -> Self {
         Self {

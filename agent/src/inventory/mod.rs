@@ -40,7 +40,7 @@ pub use node::{
     SandboxRefusal, with_refused_addresses,
 };
 pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
-pub use plan::{PlanOwner, Planned, Purpose, SecondaryIp};
+pub use plan::{PlanOwner, Planned, Purpose, SecondaryIp, Unlisted};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 
 /// `mutex` locked, whoever panicked while holding it: what the agent keeps

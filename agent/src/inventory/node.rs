@@ -184,13 +184,12 @@ pub struct NodeFacts {
     pub allocatable_pods: Option<u64>,
     /// ipshadow's own condition on it, as last written (`PodIPsShadowed`).
     pub shadowed: Option<ConditionSeen>,
-    /// `status.addresses` of type InternalIP and ExternalIP, where read: every
-    /// Node of a list or a file (`audit`, `check`), never the agent's own watch.
+    /// `status.addresses` of type InternalIP and ExternalIP: every Node of a
+    /// list or a file (`audit`, `check`), the agent's own.
     pub addresses: Vec<NodeAddress>,
     /// It carries a `projectcalico.org/` annotation: Calico keeps its node
     /// there (the Kubernetes datastore), so a tunnel address it does not
-    /// announce is not Calico's now. Read with `addresses`: never by the
-    /// agent's own watch.
+    /// announce is not Calico's now. Never read by the agent's own watch.
     pub calico_annotated: bool,
 }
 

@@ -7,6 +7,16 @@ use std::{fmt, net::IpAddr};
 
 use super::IpRange;
 
+/// A kind of the address plan that could not be listed: its ranges are not
+/// checked, and the plan's verdict is partial.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unlisted {
+    /// The resource (`ipaddresspools.metallb.io`).
+    pub resource: String,
+    /// Why, and what to do (`forbidden: grant list on it`).
+    pub reason: String,
+}
+
 /// A pod's address on a secondary network, as Multus records it in the
 /// pod's `k8s.v1.cni.cncf.io/network-status` annotation.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -244,7 +244,7 @@ pub async fn cluster_state(
     let sandbox = refusals::refusals(client, scope, &pods, progress, &mut invalid).await?;
     let config = cilium_config(client, cilium_namespace, &mut invalid).await?;
     let calico = calico::ipam(client, scope, progress, &mut invalid).await;
-    let plan = plan::plan(client, scope, progress, &mut invalid).await;
+    let (plan, plan_unlisted) = plan::plan(client, scope, progress, &mut invalid).await;
     Ok(ClusterState {
         pods: Arc::new(pods),
         cilium_nodes: Arc::new(cilium_nodes),
@@ -255,6 +255,7 @@ pub async fn cluster_state(
         cilium_config: config,
         calico,
         plan: Arc::new(plan),
+        plan_unlisted: Arc::new(plan_unlisted),
         invalid: Arc::new(invalid),
         // Asked for afterwards, only for the local addresses that shadow a pod.
         ..ClusterState::default()

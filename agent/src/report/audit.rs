@@ -42,6 +42,14 @@ struct JsonAudit<'a> {
 struct JsonPlan<'a> {
     ranges_checked: usize,
     overlaps: Vec<JsonOverlap<'a>>,
+    /// The kinds that could not be listed: their ranges are not checked.
+    not_listed: Vec<JsonUnlisted<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonUnlisted<'a> {
+    resource: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -102,9 +110,18 @@ fn plan_document(audit: &Audit) -> JsonPlan<'_> {
             _ => None,
         })
         .collect();
+    let not_listed = audit
+        .plan_unlisted
+        .iter()
+        .map(|u| JsonUnlisted {
+            resource: &u.resource,
+            reason: &u.reason,
+        })
+        .collect();
     JsonPlan {
         ranges_checked: audit.ranges_checked,
         overlaps,
+        not_listed,
     }
 }
 
@@ -239,6 +256,13 @@ fn plan_text(out: &mut String, audit: &Audit) {
     for f in &audit.plan {
         let _ = writeln!(out, "  - {}", super::message::render(f));
     }
+    for u in &audit.plan_unlisted {
+        let _ = writeln!(
+            out,
+            "  not listed, its ranges not checked: {}: {}",
+            u.resource, u.reason
+        );
+    }
 }
 
 fn plural(n: usize) -> &'static str {
@@ -257,7 +281,8 @@ mod tests {
     #[test]
     fn the_kinds_an_audit_cannot_see_are_real_kinds_and_left_out() {
         let reported: Vec<_> = reported_kinds().collect();
-        assert_eq!(reported.len(), FindingKind::all().count() - 9);
+        assert!(reported.contains(&FindingKind::DuplicatePodIp));
+        assert!(reported.contains(&FindingKind::AddressPlanOverlap));
         assert!(!reported.contains(&FindingKind::HostRouteBlackhole));
         assert!(!reported.contains(&FindingKind::LocalAddressCollision));
         assert!(!reported.contains(&FindingKind::PodRouteMisdirected));

@@ -48,6 +48,7 @@ pub(super) fn convert_ip_pool(o: &LeanIpPool) -> Converted<IpPool> {
 pub(super) fn convert_node(n: &LeanNode) -> Converted<NodeFacts> {
     let mut problems = Vec::new();
     let facts = objects::node_facts(n, &mut problems);
+    let facts = objects::with_status_addresses(facts, n, &mut problems);
     (facts.name.clone(), Ok(facts), problems)
 }
 

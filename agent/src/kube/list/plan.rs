@@ -12,37 +12,53 @@ use serde_json::value::RawValue;
 use super::{Ask, ListError, Progress, Read, Scope, pages};
 use crate::{
     cni::plan::{RECORDS, Records},
-    inventory::{Invalid, Planned},
+    inventory::{Invalid, Planned, Unlisted},
 };
 
-/// Every range of the plan for `Scope::Cluster`; nothing for one node's
-/// `check`. Optional, as every source: a kind that cannot be listed (no
-/// `list` on it) is warned about and left out, and the rest stands.
+/// Every range of the plan for `Scope::Cluster`, and the kinds that could
+/// not be listed; nothing for one node's `check`. Optional, as every source:
+/// a kind that cannot be listed (no `list` on it) is warned about, named in
+/// the audit's plan and left out, and the rest stands.
 pub(super) async fn plan(
     client: &kube::Client,
     scope: Scope<'_>,
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
-) -> Vec<Planned> {
+) -> (Vec<Planned>, Vec<Unlisted>) {
     let mut out = Vec::new();
+    let mut unlisted = Vec::new();
     if scope != Scope::Cluster {
-        return out;
+        return (out, unlisted);
     }
     for records in RECORDS {
         if let Err(e) = kind(client, records, progress, invalid, &mut out).await {
             let namespace = records
                 .only
                 .map_or_else(String::new, |(ns, _)| format!(" -n {ns}"));
+            let ask = format!("kubectl auth can-i list {}{namespace}", records.resource());
             tracing::warn!(
                 error = %e,
                 resource = %records.resource(),
                 "listing the address plan's objects failed: their ranges are not checked \
-                 (`kubectl auth can-i list {}{namespace}`)",
-                records.resource()
+                 (`{ask}`)"
             );
+            unlisted.push(Unlisted {
+                resource: records.resource(),
+                reason: unlisted_reason(&e, &ask),
+            });
         }
     }
-    out
+    (out, unlisted)
+}
+
+/// Why a kind was not listed, in a line: the API server's status, and the
+/// command that tells whether the audit may list it.
+fn unlisted_reason(e: &ListError, ask: &str) -> String {
+    match &e.cause {
+        kube::Error::Api(s) if s.code == 403 => format!("forbidden (`{ask}`)"),
+        kube::Error::Api(s) => format!("{} {} ({})", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
 }
 
 /// The objects of one kind, at the first version served.

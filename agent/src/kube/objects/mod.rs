@@ -16,13 +16,14 @@ mod pod;
 mod sandbox;
 mod service;
 mod subnet;
-mod wordings;
+#[cfg(test)]
+mod wordings_tests;
 
 pub(in crate::kube) use calico::{ip_pool, ipam_block};
 pub(in crate::kube) use crds::cilium_node;
 pub use crds::{node_annotation_read, node_annotations};
 pub use every::every_reading;
-pub use node::{cilium_config, node_facts, with_addresses};
+pub use node::{cilium_config, node_facts, with_addresses, with_status_addresses};
 pub use pod::{kube_ovn_ip, pod};
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::{LeanService, service_addresses, service_json};

@@ -83,11 +83,9 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
 /// Most addresses read from one Node's `status.addresses`: a real Node has a few.
 const ADDRESSES_MAX: usize = 32;
 
-/// `n` with its `status.addresses` of type InternalIP and ExternalIP (what a
-/// Service's address must not equal), and whether Calico keeps its node in
-/// `n`'s annotations; an entry that is not an IP is named in `problems`. Kept
-/// apart from [`node_facts`]: the agent's own-Node watch keeps neither field,
-/// and reads neither.
+/// `n` with its `status.addresses` (see [`with_status_addresses`]), and
+/// whether Calico keeps its node in `n`'s annotations. Kept apart from
+/// [`node_facts`]: the agent's own-Node watch reads no such flag.
 pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
     // calico-node's Kubernetes datastore writes its node's fields as
     // annotations (libcalico-go k8s/resources/node.go
@@ -97,6 +95,17 @@ pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid
         .annotations
         .as_ref()
         .is_some_and(|a| a.keys().any(|k| k.starts_with("projectcalico.org/")));
+    with_status_addresses(facts, n, problems)
+}
+
+/// `n` with its `status.addresses` of type InternalIP and ExternalIP (what a
+/// Service's address or a pool must not hold); an entry that is not an IP is
+/// named in `problems`.
+pub fn with_status_addresses(
+    mut facts: NodeFacts,
+    n: &Node,
+    problems: &mut Vec<Invalid>,
+) -> NodeFacts {
     let entries = n.status.as_ref().and_then(|s| s.addresses.as_ref());
     for a in entries.into_iter().flatten().take(ADDRESSES_MAX) {
         let kind = match a.type_.as_str() {

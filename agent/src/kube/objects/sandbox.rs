@@ -9,7 +9,7 @@
 //! `(combined from similar events): ` prefix. Look-alikes — another endpoint
 //! failure (`putEndpointIdFailed`), kube-ovn's RPC errors naming addresses, a
 //! garbage "address" — are never read as an address in use. Which plugin's
-//! words a refusal is in, and so whose it is: [`super::wordings`].
+//! words a refusal is in, and so whose it is: [`crate::cni::refusal`].
 
 use crate::{
     inventory::{SandboxFailure, SandboxRefusal, text::cleaned},
@@ -77,7 +77,7 @@ const COMBINED: &str = "(combined from similar events): ";
 /// anything else.
 pub fn sandbox_refusal(message: &str) -> Option<SandboxRefusal> {
     let text = normalize(message);
-    super::wordings::refusal(text.strip_prefix(COMBINED).unwrap_or(&text))
+    crate::cni::refusal(text.strip_prefix(COMBINED).unwrap_or(&text))
 }
 
 /// One line, ASCII quotes, single spaces.

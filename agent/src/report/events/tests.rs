@@ -147,7 +147,7 @@ fn a_pod_the_stale_bridge_refused_is_told_on_the_pod_and_the_nodes_finding_on_th
                 namespace: "tenant".into(),
                 pod: "web".into(),
                 uid: "uid-web".into(),
-                // As kube/objects/wordings.rs reads `message` (report does not import kube).
+                // As cni::refusal reads `message` (report does not import kube).
                 refusal: SandboxRefusal::BridgeAddressDiffers {
                     bridge: Some("cni0".into()),
                     gateway: Some(net("10.244.5.1/24")),

@@ -191,7 +191,7 @@ fn encode_counts(
     ConstGauge::new(counted_all(view, Count::HostRouteBlackholes)).encode(m)?;
     let m = encoder.encode_descriptor(
         "ipshadow_allocator_overlaps",
-        "Cilium ranges of this node overlapping a kube-ovn Subnet that may hand their addresses to pods (one per range and Subnet)",
+        "Overlaps of this node's ranges with a range that may hand their addresses out (Cilium's ranges in a kube-ovn Subnet, one per range and Subnet; the address plan's, one per pair of objects)",
         None,
         MetricType::Gauge,
     )?;

@@ -28,7 +28,7 @@ use super::cluster_resource;
 use crate::kube::objects::node_annotation_read;
 
 /// This node's Node: a `Node` holding its name, uid, resourceVersion, pod
-/// CIDRs, allocatable pods and conditions, nothing else.
+/// CIDRs, allocatable pods, conditions and addresses, nothing else.
 #[derive(Clone, Debug, Default)]
 pub(in crate::kube) struct LeanNode(Node);
 
@@ -60,6 +60,7 @@ impl<'de> Deserialize<'de> for LeanNode {
                 .allocatable
                 .map(|a| a.0.into_iter().map(|q| ("pods".to_owned(), q)).collect()),
             conditions: s.conditions,
+            addresses: s.addresses,
             ..NodeStatus::default()
         });
         Ok(Self(Node {
@@ -136,7 +137,7 @@ pub(super) struct Spec {
 pub(super) struct Status {
     pub(super) allocatable: Option<AllocatablePods>,
     pub(super) conditions: Option<Vec<NodeCondition>>,
-    /// Read for the one-shot lists' Nodes ([`super::node_listed`]) only.
+    /// InternalIP and ExternalIP entries become the Node's addresses.
     pub(super) addresses: Option<Vec<k8s_openapi::api::core::v1::NodeAddress>>,
 }
 

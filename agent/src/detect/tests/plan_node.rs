@@ -1,0 +1,168 @@
+//! The plan's overlaps a node's agent finds: those with one of its own
+//! ranges on a side, from what it reads (its Node, CiliumNodes, Subnets,
+//! Calico's pools).
+
+use std::sync::Arc;
+
+use super::*;
+use crate::{
+    detect::{Pods, detect, detect_with, owners::Index},
+    inventory::{CalicoIpam, CiliumNode, IpPool, IpSource, NodeAddress, NodeFacts, Pod, PodIp},
+};
+
+fn net(s: &str) -> ipnet::IpNet {
+    s.parse().expect("test network")
+}
+
+fn node(name: &str, pod_cidr: &str, internal: &str) -> NodeFacts {
+    NodeFacts {
+        name: name.to_owned(),
+        pod_cidrs: vec![net(pod_cidr)],
+        addresses: vec![NodeAddress {
+            ip: internal.parse().expect("test address"),
+            kind: "InternalIP",
+        }],
+        ..NodeFacts::default()
+    }
+}
+
+/// Calico's default pool, in use by a pod on `w1`.
+fn calico(pool: &str) -> (Arc<CalicoIpam>, Pod) {
+    let pools = vec![IpPool {
+        name: "default-ipv4-ippool".into(),
+        cidr: net(pool),
+        block_size: Some(26),
+        disabled: false,
+        workloads: true,
+    }];
+    let pod = Pod {
+        namespace: "default".into(),
+        name: "web".into(),
+        node: Some("w1".into()),
+        ips: vec![PodIp {
+            ip: net(pool).hosts().nth(5).expect("a host"),
+            source: IpSource::Status,
+        }],
+        ..Pod::default()
+    };
+    (Arc::new(CalicoIpam::new(Vec::new(), pools)), pod)
+}
+
+fn inventory(me: &str, cluster: ClusterState) -> Inventory {
+    let facts = cluster.nodes.iter().find(|n| n.name == me).cloned();
+    Inventory::new(me, "cilium_host", Arc::default(), facts, cluster)
+}
+
+/// Each plan finding's (node, changed object, other object).
+fn plan_findings(found: &[Finding]) -> Vec<(String, String, String)> {
+    found
+        .iter()
+        .filter_map(|f| match &f.cause {
+            Cause::Plan(o) => Some((
+                f.owner.node.clone(),
+                o.change.owner.object.clone(),
+                o.other.owner.object.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_calico_pool_in_use_over_the_nodes_own_address_is_found_by_that_node_alone() {
+    let (calico, pod) = calico("10.0.0.0/16");
+    let cluster = ClusterState {
+        calico,
+        pods: Arc::new(vec![pod]),
+        nodes: Arc::new(vec![
+            node("w1", "10.244.1.0/24", "10.0.3.7"),
+            node("w2", "10.244.2.0/24", "192.168.1.12"),
+        ]),
+        ..ClusterState::default()
+    };
+    let expected = [(
+        "w1".to_owned(),
+        "default-ipv4-ippool".to_owned(),
+        "w1".to_owned(),
+    )];
+    assert_eq!(
+        plan_findings(&detect(&inventory("w1", cluster.clone()))),
+        expected
+    );
+    assert_eq!(
+        plan_findings(&detect(&inventory("w2", cluster.clone()))),
+        []
+    );
+    // An audit's pass over each node leaves the plan to its cluster-wide sweep.
+    let inv = inventory("w1", cluster);
+    let index = Index::of(&inv);
+    assert_eq!(plan_findings(&detect_with(&inv, &index, Pods::Own)), []);
+}
+
+#[test]
+fn one_pod_range_on_two_cilium_nodes_is_found_by_both_and_by_no_third() {
+    let cilium = |name: &str, cidr: &str| CiliumNode {
+        name: name.to_owned(),
+        pod_cidrs: vec![net(cidr)],
+        ..CiliumNode::default()
+    };
+    let cluster = ClusterState {
+        cilium_nodes: Arc::new(vec![
+            cilium("w1", "10.0.1.0/24"),
+            cilium("w2", "10.0.1.0/25"),
+            cilium("w3", "10.0.3.0/24"),
+        ]),
+        ..ClusterState::default()
+    };
+    for me in ["w1", "w2"] {
+        let found = plan_findings(&detect(&inventory(me, cluster.clone())));
+        assert_eq!(found.len(), 1, "{me}: {found:?}");
+        assert_eq!(found[0].0, me);
+        let sides = [found[0].1.as_str(), found[0].2.as_str()];
+        assert!(sides.contains(&"w1") && sides.contains(&"w2"), "{found:?}");
+    }
+    assert_eq!(plan_findings(&detect(&inventory("w3", cluster))), []);
+}
+
+#[test]
+fn a_node_with_no_range_of_its_own_builds_nothing() {
+    let (calico, pod) = calico("10.0.0.0/16");
+    let cluster = ClusterState {
+        calico,
+        pods: Arc::new(vec![pod]),
+        nodes: Arc::new(vec![node("w2", "10.244.2.0/24", "10.0.3.9")]),
+        ..ClusterState::default()
+    };
+    assert_eq!(node_overlaps(&inventory("w1", cluster.clone())), []);
+    assert_eq!(node_overlaps(&inventory("w2", cluster)).len(), 1);
+}
+
+#[test]
+fn a_nodes_two_addresses_in_one_pool_are_one_node_of_the_finding() {
+    let mut w1 = node("w1", "10.244.1.0/24", "192.168.1.3");
+    w1.addresses.push(NodeAddress {
+        ip: "192.168.1.4".parse().expect("test address"),
+        kind: "ExternalIP",
+    });
+    let w2 = node("w2", "10.244.2.0/24", "192.168.1.5");
+    let owner = crate::inventory::PlanOwner {
+        allocator: "MetalLB",
+        kind: "IPAddressPool",
+        object: "metallb-system/lan".to_owned(),
+        field: "spec.addresses",
+    };
+    let range = crate::cni::plan::parse_entry("192.168.1.0/24").expect("test range");
+    let pool = Planned::new(owner, Purpose::LoadBalancer, range, "192.168.1.0/24".into());
+    let cluster = ClusterState {
+        plan: Arc::new(vec![pool]),
+        nodes: Arc::new(vec![w1, w2]),
+        ..ClusterState::default()
+    };
+    let (found, _) = plan_overlaps(&cluster);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let Cause::Plan(o) = &found[0].cause else {
+        panic!("not a plan overlap: {:?}", found[0])
+    };
+    assert_eq!(o.other.owner.object, "w1");
+    assert_eq!(o.more, (vec!["w2".to_owned()], 1));
+}
