@@ -2,7 +2,8 @@
 //! network (Multus' `network-status`): whereabouts' reconciler freeing the
 //! wrong address (whereabouts#176), a static address in an attachment every
 //! pod of it gets, overlapping IP pools (antrea#7306). Traffic to the
-//! address on that network reaches one of them.
+//! address on that network reaches one of them. `audit` reads it from the
+//! annotation; a node's detection from its kernel (`kernel::secondary`).
 
 use std::{collections::BTreeMap, net::IpAddr};
 
@@ -18,11 +19,13 @@ pub(super) const DUPLICATE_SECONDARY: Spec = Spec {
     ..Spec::pod(
         "DuplicateSecondaryIP",
         "another live pod holds the pod's address on the same secondary network (Multus' \
-         network-status): traffic to it on that network reaches one of them",
+         network-status, or on one node its kernel): traffic to it on that network reaches one \
+         of them",
         Count::IpamProblems,
         Alert::None(
             "it rests on Multus' network-status annotation, which anyone who may edit the pod \
-             can write: a hint",
+             can write, or on what the pods' namespaces hold, which a pod with NET_ADMIN \
+             writes: a hint",
         ),
     )
 };
@@ -56,15 +59,18 @@ pub(super) fn duplicates(pods: &[Pod], cluster_wide: impl Fn(&str) -> bool) -> V
         let across = cluster_wide(network);
         for (p, iface) in newer {
             if across || p.node == oldest.node {
-                out.push(finding(network, ip, (oldest, *old_iface), (p, *iface)));
+                let on = (network, Source::PodNetworkStatus);
+                out.push(finding(on, ip, (oldest, *old_iface), (p, *iface)));
             }
         }
     }
     out
 }
 
-fn finding(
-    network: &str,
+/// The finding about `p`, newer than `holder`, on `ip` of `network`, as
+/// `from` shows both: Multus' annotation, or the node's kernel.
+pub(super) fn finding(
+    (network, from): (&str, Source),
     ip: IpAddr,
     (holder, holder_iface): (&Pod, Option<&str>),
     (p, iface): (&Pod, Option<&str>),
@@ -85,13 +91,17 @@ fn finding(
             node: holder_node,
             role: Role::Pod,
             device: holder_iface.map(str::to_owned),
-            source: Source::PodNetworkStatus,
+            source: from,
         },
         cause: Cause::Duplicate {
             site: PodSite {
                 pod: PodRef::from(p),
                 node,
-                ip_source: IpSource::NetworkStatus,
+                ip_source: if from == Source::Kernel {
+                    IpSource::Kernel
+                } else {
+                    IpSource::NetworkStatus
+                },
                 created: p.created,
                 controller: p.controller.clone(),
             },

@@ -70,7 +70,9 @@ impl Trust {
     pub fn of_ip(source: &IpSource) -> Self {
         match source {
             IpSource::Status | IpSource::KubeOvnIp => Self::Cluster,
-            IpSource::Annotation | IpSource::Event | IpSource::NetworkStatus => Self::Hint,
+            IpSource::Annotation | IpSource::Event | IpSource::NetworkStatus | IpSource::Kernel => {
+                Self::Hint
+            }
         }
     }
 

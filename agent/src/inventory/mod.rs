@@ -32,8 +32,8 @@ pub use host::{
 pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
 pub use ip_range::IpRange;
 pub use namespaces::{
-    DAD_STUCK_AFTER, Holder, HostIface, NsAddress, NsLink, OperState, PeerNamespace, PlacedPod,
-    PodNamespaces, PodRoute, TruthRow, TruthTable, Unread,
+    DAD_STUCK_AFTER, Holder, HostIface, Lower, NsAddress, NsLink, OperState, PeerNamespace,
+    PlacedPod, PodNamespaces, PodRoute, TruthRow, TruthTable, Unread,
 };
 pub use node::{
     CiliumConfig, ConditionSeen, NodeAddress, NodeFacts, SandboxCni, SandboxFailure,

@@ -70,6 +70,24 @@ pub struct NsLink {
     pub name: String,
     /// Its operational state.
     pub state: OperState,
+    /// The link it is paired with or stacked on in another namespace, where
+    /// the kernel names one (`IFLA_LINK` with `IFLA_LINK_NETNSID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower: Option<Lower>,
+}
+
+/// The link a peer namespace's link is paired with (a veth's peer) or stacked
+/// on (a macvlan's, ipvlan's or VLAN's parent), in another namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Lower {
+    /// That namespace's nsid, as the reading (host) namespace numbers it: the
+    /// host's own nsid where the link is the host's.
+    pub nsid: i32,
+    /// The link's ifindex in that namespace.
+    pub index: u32,
+    /// Whether the link is stacked on it and shares its network (macvlan,
+    /// macvtap, ipvlan, ipvtap, VLAN), not a veth's or netkit's peer.
+    pub stacked: bool,
 }
 
 /// An address inside a peer namespace.

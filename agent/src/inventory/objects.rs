@@ -114,6 +114,9 @@ pub enum IpSource {
     /// network's address, which anyone who may edit the pod can write.
     #[serde(rename = "network-status")]
     NetworkStatus,
+    /// What a pod namespace of the node holds on a secondary link, as the
+    /// node's kernel shows it: a pod with NET_ADMIN writes its own namespace.
+    Kernel,
 }
 
 /// What an address is to the node that holds it.

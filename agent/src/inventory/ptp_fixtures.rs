@@ -54,6 +54,7 @@ pub(crate) fn lay_out(host: &mut super::HostNetwork, i: usize, a: &str) {
                 index: 2,
                 name: "eth0".into(),
                 state: OperState::Up,
+                lower: None,
             }],
             addresses: vec![ns_address(a)],
             truncated: false,

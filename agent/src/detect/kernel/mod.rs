@@ -9,7 +9,8 @@
 //! namespace holds, on a node that lays per-pod routes (`PodAddressNotHeld`).
 //! An address a namespace holds on its peer link that no pod of this node has,
 //! reached by a per-pod route or inside the node's pod range, is a leaked
-//! sandbox, about the node ([`leaked`]).
+//! sandbox, about the node ([`leaked`]). One address on secondary links of
+//! two pods' namespaces on one network is `DuplicateSecondaryIP` ([`secondary`]).
 
 use std::{collections::HashSet, net::IpAddr};
 
@@ -130,6 +131,7 @@ pub(super) fn kernel_findings(
             }
         }
     }
+    out.extend(secondary::duplicates(&idx, seen));
     (out, rows)
 }
 
@@ -347,6 +349,9 @@ pub(in crate::detect) use leaked::LEAKED;
 #[cfg(test)]
 mod dad_tests;
 mod names;
+mod secondary;
+#[cfg(test)]
+mod secondary_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -138,6 +138,7 @@ fn roles_and_ip_sources_keep_their_names() {
             IpSource::KubeOvnIp => "kube-ovn-ip",
             IpSource::Event => "event",
             IpSource::NetworkStatus => "network-status",
+            IpSource::Kernel => "kernel",
         },
         Some(IpSource::as_str),
         Some(json),

@@ -27,10 +27,7 @@ use std::{
 };
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
-use netlink_packet_route::{
-    address::{AddressAttribute, AddressMessage},
-    link::{LinkAttribute, LinkExtentMask, LinkMessage},
-};
+use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use rtnetlink::Handle;
 
 use crate::inventory::{HostIface, OperState, PeerNamespace, PodNamespaces, Unread};
@@ -270,75 +267,6 @@ impl Peers {
             .await
             .map_err(|source| Error::HostLinks { cause: source })
     }
-
-    /// The peer link alone, by ifindex: a link dump of the namespace costs the
-    /// kernel several times more (measured: 180 µs against 28 µs per
-    /// namespace), and what the namespace holds is in its address dump.
-    async fn peer_link(&self, nsid: i32, peer: u32) -> Result<Vec<LinkMessage>, NsError> {
-        let mut req = self.handle.link().get().match_index(peer);
-        req.message_mut()
-            .attributes
-            .push(LinkAttribute::IfNetnsId(nsid));
-        skip_stats(req.message_mut());
-        let msgs: Vec<LinkMessage> =
-            req.execute()
-                .take(1)
-                .try_collect()
-                .await
-                .map_err(|source| match &source {
-                    rtnetlink::Error::NetlinkError(e)
-                        if e.raw_code() == -libc::EPERM || e.raw_code() == -libc::EACCES =>
-                    {
-                        NsError::Empty { nsid, peer }
-                    }
-                    _ => NsError::Dump {
-                        what: "link",
-                        nsid,
-                        cause: source,
-                    },
-                })?;
-        if msgs.iter().any(|m| !link_answers_for(m, nsid)) {
-            return Err(NsError::TargetIgnored { what: "link", nsid });
-        }
-        // Without the capability the kernel answers nothing, or refuses.
-        if !msgs.iter().any(|m| m.header.index == peer) {
-            return Err(NsError::Empty { nsid, peer });
-        }
-        Ok(msgs)
-    }
-
-    /// One peer namespace's links and addresses, by nsid; `peer`: the ifindex
-    /// there of the host interface's peer, which the answer must hold.
-    async fn namespace(&self, nsid: i32, peer: u32) -> Result<PeerNamespace, NsError> {
-        let msgs = self.peer_link(nsid, peer).await?;
-        let mut ns = PeerNamespace {
-            links: msgs.iter().filter_map(ns_link).collect(),
-            ..PeerNamespace::default()
-        };
-        let mut req = self.handle.address().get();
-        req.message_mut()
-            .attributes
-            .push(AddressAttribute::TargetNetNsId(nsid));
-        let msgs: Vec<AddressMessage> = req
-            .execute()
-            .take(MAX_ADDRESSES + 1)
-            .try_collect()
-            .await
-            .map_err(|source| NsError::Dump {
-            what: "address",
-            nsid,
-            cause: source,
-        })?;
-        if msgs.iter().any(|m| !address_answers_for(m, nsid)) {
-            return Err(NsError::TargetIgnored {
-                what: "address",
-                nsid,
-            });
-        }
-        ns.truncated |= msgs.len() > MAX_ADDRESSES;
-        ns.addresses = ns_addresses(&msgs[..msgs.len().min(MAX_ADDRESSES)]);
-        Ok(ns)
-    }
 }
 
 /// A pass's plan: the namespaces kept, those to read, how many marked are left.
@@ -389,10 +317,12 @@ fn namespaces_of(ifaces: &[HostIface]) -> BTreeMap<i32, Vec<Through>> {
 }
 
 mod parse;
+mod read;
 
 pub use parse::{
     address_answers_for, host_iface, link_answers_for, ns_address, ns_addresses, ns_link,
 };
+pub use read::MAX_SECONDARY_LINKS;
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use netlink_packet_route::{
     link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
-use crate::inventory::{DAD_STUCK_AFTER, HostIface, NsAddress, NsLink, OperState};
+use crate::inventory::{DAD_STUCK_AFTER, HostIface, Lower, NsAddress, NsLink, OperState};
 
 /// A host link whose peer is in another namespace (`IFLA_LINK_NETNSID` and `IFLA_LINK`).
 pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
@@ -58,18 +58,48 @@ pub fn ns_link(msg: &LinkMessage) -> Option<NsLink> {
     }
     let mut name = None;
     let mut state = OperState::Unknown;
+    let (mut nsid, mut link, mut stacked) = (None, None, false);
     for attr in &msg.attributes {
         match attr {
             LinkAttribute::IfName(n) => name = Some(crate::inventory::text::cleaned(n)),
             LinkAttribute::OperState(s) => state = oper_state(*s),
+            LinkAttribute::LinkNetNsId(id) => nsid = Some(*id),
+            LinkAttribute::Link(i) => link = Some(*i),
+            LinkAttribute::LinkInfo(infos) => stacked = infos.iter().any(stacked_kind),
             _ => {}
         }
     }
+    // Without a link-netnsid the lower link is in the namespace itself (a
+    // VLAN on the pod's own eth0): no tie to any other namespace.
+    let lower = match (nsid, link) {
+        (Some(nsid), Some(index)) if nsid >= 0 && index > 0 => Some(Lower {
+            nsid,
+            index,
+            stacked,
+        }),
+        _ => None,
+    };
     Some(NsLink {
         index: msg.header.index,
         name: name?,
         state,
+        lower,
     })
+}
+
+/// Whether a link of this kind shares its parent's network: macvlan, ipvlan
+/// (and their tap forms), VLAN.
+fn stacked_kind(info: &LinkInfo) -> bool {
+    matches!(
+        info,
+        LinkInfo::Kind(
+            InfoKind::MacVlan
+                | InfoKind::MacVtap
+                | InfoKind::IpVlan
+                | InfoKind::IpVtap
+                | InfoKind::Vlan
+        )
+    )
 }
 
 /// The addresses of a peer namespace that can carry pod traffic. Whether one

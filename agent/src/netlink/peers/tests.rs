@@ -1,5 +1,6 @@
-use netlink_packet_route::link::{
-    InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State,
+use netlink_packet_route::{
+    address::{AddressAttribute, AddressMessage},
+    link::{InfoKind, LinkAttribute, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
 use super::*;
@@ -81,6 +82,31 @@ fn a_peer_namespaces_loopback_is_left_out() {
     m.header.link_layer_type = LinkLayerType::Ether;
     m.attributes[0] = LinkAttribute::IfName("eth0".into());
     assert_eq!(ns_link(&m).map(|l| l.name), Some("eth0".to_owned()));
+}
+
+#[test]
+fn a_macvlan_in_a_pod_namespace_names_its_parent_on_the_host_and_a_veth_its_peer() {
+    // As the host reads them: both point at the host's own nsid (7).
+    let mut mac = host_veth(3, "net1", 7, 4);
+    mac.attributes.pop();
+    mac.attributes
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::MacVlan,
+        )]));
+    let lower = ns_link(&mac).and_then(|l| l.lower);
+    assert_eq!(
+        lower.map(|l| (l.nsid, l.index, l.stacked)),
+        Some((7, 4, true))
+    );
+    let eth0 = ns_link(&host_veth(2, "eth0", 7, 12)).and_then(|l| l.lower);
+    assert_eq!(
+        eth0.map(|l| (l.nsid, l.index, l.stacked)),
+        Some((7, 12, false))
+    );
+    // A VLAN on the pod's own eth0: its parent is in the namespace itself.
+    mac.attributes
+        .retain(|a| !matches!(a, LinkAttribute::LinkNetNsId(_)));
+    assert_eq!(ns_link(&mac).and_then(|l| l.lower), None);
 }
 
 #[test]

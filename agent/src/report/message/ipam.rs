@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use super::{NOT_DISJOINT, Reader, pod_name};
 use crate::{
     detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy},
-    inventory::SandboxRefusal,
+    inventory::{SandboxRefusal, Source},
 };
 
 /// kubelet's report, quoted as evidence where the reader may see text from an
@@ -121,10 +121,14 @@ pub(super) fn duplicate(
 ) -> String {
     let ip = f.ip_text();
     if let Some(network) = network {
+        let seen = if f.owner.source == Source::Kernel {
+            "as the node's kernel shows their namespaces holding it"
+        } else {
+            "as Multus records it (network-status)"
+        };
         return format!(
-            "{} on node {} and {} on node {} both hold {ip} on secondary network {network}, as \
-             Multus records it (network-status): the attachment's IPAM handed one address out \
-             twice (a static address in the attachment, overlapping ranges, whereabouts' \
+            "{} on node {} and {} on node {} both hold {ip} on secondary network {network}, \
+             {seen}: the attachment's IPAM handed one address out twice (a static address in the attachment, overlapping ranges, whereabouts' \
              reconciler freeing a live address), and traffic to {ip} on that network reaches \
              only one of them. {}",
             pod_name(f),

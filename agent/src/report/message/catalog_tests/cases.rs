@@ -259,6 +259,7 @@ fn pod_troubles() -> Vec<(Mode, Finding)> {
         remedy,
     );
     out.push((Mode::OvnOrBridge, super::plan::secondary(&dup)));
+    out.push((Mode::OvnOrBridge, super::plan::secondary_from_kernel(&dup)));
     out.push((Mode::CiliumOnly, dup));
     for (dead_end, kube_ovn) in [
         (DeadEnd::NoRoute, true),

@@ -159,3 +159,19 @@ pub(super) fn secondary(dup: &Finding) -> Finding {
     }
     f
 }
+
+/// The same as one node's kernel shows it: two macvlans on one host link.
+pub(super) fn secondary_from_kernel(dup: &Finding) -> Finding {
+    let mut f = secondary(dup);
+    f.owner.source = crate::inventory::Source::Kernel;
+    if let crate::detect::Cause::Duplicate { network, site, .. } = &mut f.cause {
+        f.scope = crate::detect::Scope::SameNode;
+        f.owner.node.clone_from(&site.node);
+        site.ip_source = crate::inventory::IpSource::Kernel;
+        *network = Some(
+            "macvlan/ipvlan/VLAN links on the host's eth1 (this pod's net1, the other's net1)"
+                .into(),
+        );
+    }
+    f
+}
