@@ -1,6 +1,7 @@
 //! The ranges of the address plan that the cluster's other objects already
-//! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
-//! pools in use, kube-ovn's primary Subnets of the default VPC's overlay.
+//! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Cilium's
+//! cluster pool, Calico's pools in use, kube-ovn's primary Subnets of the
+//! default VPC's overlay.
 
 use std::net::IpAddr;
 
@@ -60,6 +61,7 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
             out.push(node_range(o, Purpose::NodePods, r, &c.name));
         }
     }
+    out.extend(cilium_cluster_pool(state, &keep));
     out.extend(calico_pools(state, &keep));
     // Only the default VPC's overlay Subnets: a custom VPC's reuse addresses
     // by design, and an underlay Subnet holds the nodes' own network.
@@ -73,6 +75,32 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
         }
     }
     out
+}
+
+/// Cilium's cluster pool, where cilium-config says its IPAM is cluster-pool
+/// (the key stays in configs of other modes, often its default 10.0.0.0/8:
+/// nothing is drawn from it there).
+fn cilium_cluster_pool<'a>(
+    state: &'a ClusterState,
+    keep: &'a impl Fn(&IpRange) -> bool,
+) -> impl Iterator<Item = Planned> + 'a {
+    let config = state
+        .cilium_config
+        .as_deref()
+        .filter(|c| c.ipam == "cluster-pool");
+    config
+        .into_iter()
+        .flat_map(|c| c.cluster_pool.iter())
+        .filter(|net| keep(&IpRange::of(net)))
+        .map(|net| {
+            let field = if net.addr().is_ipv4() {
+                "data.cluster-pool-ipv4-cidr"
+            } else {
+                "data.cluster-pool-ipv6-cidr"
+            };
+            let o = owner("Cilium", "ConfigMap", "cilium-config", field);
+            Planned::new(o, Purpose::Pods, IpRange::of(net), net.to_string())
+        })
 }
 
 /// Calico's pools that give pods addresses and are in use: a block of them

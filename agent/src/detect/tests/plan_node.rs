@@ -208,3 +208,27 @@ fn a_macvlan_range_holding_a_nodes_address_is_found_a_bridges_is_not() {
     assert_ne!(bridged, nad);
     assert_eq!(found(read(&bridged), "192.168.1.205"), []);
 }
+
+#[test]
+fn ciliums_cluster_pool_counts_only_where_its_ipam_is_cluster_pool() {
+    let config = |ipam: &str| crate::inventory::CiliumConfig {
+        ipam: ipam.to_owned(),
+        cluster_pool: vec![net("10.0.0.0/8")],
+        ..crate::inventory::CiliumConfig::default()
+    };
+    let cluster = |ipam: &str| ClusterState {
+        cilium_config: Some(Arc::new(config(ipam))),
+        nodes: Arc::new(vec![node("w1", "10.244.1.0/24", "10.3.0.7")]),
+        ..ClusterState::default()
+    };
+    let found = plan_findings(&detect(&inventory("w1", cluster("cluster-pool"))));
+    assert_eq!(
+        found,
+        [("w1".to_owned(), "cilium-config".to_owned(), "w1".to_owned())]
+    );
+    // The key stays, often at its default, in configs of other modes.
+    assert_eq!(
+        plan_findings(&detect(&inventory("w1", cluster("kubernetes")))),
+        []
+    );
+}

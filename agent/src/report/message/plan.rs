@@ -175,6 +175,13 @@ pub(super) fn fix(m: &Move) -> String {
             m.shared,
             object(&m.owner)
         ),
+        (_, "ConfigMap") if m.owner.allocator == "Cilium" => format!(
+            "Fix: Cilium's cluster pool cannot shrink under nodes that hold ranges of it \
+             (cilium-config's {} only grows: add a CIDR, never remove one): move the other \
+             range off {}{or}.",
+            m.owner.field.trim_start_matches("data."),
+            m.shared
+        ),
         (_, "Subnet") => format!(
             "Fix: add \"{}\" to spec.excludeIps of {}{or}.",
             m.shared,
