@@ -1,8 +1,9 @@
 //! The ranges of the address plan that the cluster's other objects already
 //! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
-//! pools in use, kube-ovn's primary Subnets of the default VPC's overlay.
+//! pools in use, kube-ovn's primary Subnets of the default VPC's overlay,
+//! ovn-kubernetes' internal subnets from its Node annotations.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
 
@@ -56,6 +57,7 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
         }
     }
     out.extend(calico_pools(state));
+    out.extend(ovn_internal(state));
     // Only the default VPC's overlay Subnets: a custom VPC's reuse addresses
     // by design, and an underlay Subnet holds the nodes' own network.
     for s in state.primary_subnets().filter(|s| s.masqueraded) {
@@ -93,4 +95,44 @@ fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
             let o = owner("Calico", "IPPool", &p.name, "spec.cidr");
             Planned::new(o, Purpose::Pods, IpRange::of(&p.cidr), p.cidr.to_string())
         })
+}
+
+/// ovn-kubernetes' internal subnets, each once however many Nodes tell it
+/// (named by the first Node, by name): the CIDRs of its router ports'
+/// annotations, the masquerade subnet's, and the default join subnet where a
+/// node's join address is derived from its node-id — unless the join subnet
+/// is known moved (as [`super::owners`] reads it).
+fn ovn_internal(state: &ClusterState) -> Vec<Planned> {
+    use crate::cni::ovn_kubernetes::{NODE_ID, internal_of};
+    let moved = super::owners::join_moved(&state.annotated_nodes);
+    let mut first: BTreeMap<(&str, IpNet), (&str, &'static str)> = BTreeMap::new();
+    for n in state.annotated_nodes.iter() {
+        for &(field, net) in &n.ovn_internal {
+            let Some(internal) = internal_of(field).filter(|_| !(moved && field == NODE_ID)) else {
+                continue;
+            };
+            let by = first
+                .entry((internal.name, net))
+                .or_insert((&n.name, field));
+            // A subnet a node publishes is named before a default one derived.
+            if (field == NODE_ID, n.name.as_str()) < (by.1 == NODE_ID, by.0) {
+                *by = (&n.name, field);
+            }
+        }
+    }
+    first
+        .into_iter()
+        .map(|((name, net), (node, field))| {
+            let o = owner("ovn-kubernetes", "Node", node, field);
+            let text = if field == NODE_ID {
+                format!("{net} (the default)")
+            } else {
+                net.to_string()
+            };
+            Planned {
+                shared: Some(format!("ovn-kubernetes {name}")),
+                ..Planned::new(o, Purpose::Internal, IpRange::of(&net), text)
+            }
+        })
+        .collect()
 }

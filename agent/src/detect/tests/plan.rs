@@ -371,3 +371,6 @@ fn the_kubernetes_services_ip_stands_for_the_service_range_only_without_service_
     assert_eq!(checked, 2);
     assert_eq!(findings.len(), 1, "{findings:?}");
 }
+
+#[path = "plan_internal.rs"]
+mod internal;

@@ -1,0 +1,61 @@
+//! The plan's owners the cluster's other objects tell, from real objects:
+//! ovn-kubernetes' internal subnets from its Nodes' annotations
+//! (tests/corpus/realworld/ovn-kubernetes: a kind interconnect node whose join
+//! subnet is derived from its node-id, two OpenShift nodes that publish it).
+
+use super::*;
+
+/// The healthy plan with ovn-kubernetes' real Nodes beside its nodes.
+fn ovn_cluster() -> Cluster {
+    let mut c = healthy();
+    c.nodes.extend(real(
+        "ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json",
+    ));
+    c.nodes.extend(real(
+        "ovn-kubernetes/node-openshift-enhancements-vsphere-bm-lrp-ifaddrs.json",
+    ));
+    c
+}
+
+#[test]
+fn a_healthy_ovn_kubernetes_cluster_with_the_usual_pools_gives_nothing() {
+    let c = ovn_cluster();
+    for (code, v) in [from_api(&c), from_files(&c)] {
+        assert_eq!(overlaps(&v), BTreeSet::new(), "{v:#}");
+        assert_eq!(v["findings"], 0, "{v:#}");
+        assert_eq!(code, Some(0), "{v:#}");
+        // The healthy plan's 20, ovn-worker's podCIDR, and ovn-kubernetes'
+        // join, transit and masquerade (IPv4 and IPv6) subnets once each,
+        // however many Nodes tell them.
+        assert_eq!(v["address_plan"]["ranges_checked"], 25, "{v:#}");
+    }
+}
+
+#[test]
+fn a_metallb_pool_over_ovn_kubernetes_join_subnet_is_found_naming_both() {
+    let mut c = ovn_cluster();
+    let mut cgnat = real("metallb/ipaddresspool-metallb-docs-l2-range-only.json");
+    cgnat[0]["metadata"]["name"] = json!("cgnat");
+    cgnat[0]["spec"]["addresses"] = json!(["100.64.0.0/24"]);
+    c.metallb.extend(cgnat);
+    // Named by the first Node that publishes the subnet.
+    let want: BTreeSet<[String; 3]> = [[
+        "IPAddressPool metallb-system/cgnat",
+        "Node ngirard-multi-twxnm-bm",
+        "100.64.0.0..100.64.0.255",
+    ]
+    .map(str::to_owned)]
+    .into();
+    for (code, v) in [from_api(&c), from_files(&c)] {
+        assert_eq!(overlaps(&v), want, "{v:#}");
+        assert_eq!(code, Some(1));
+        let m = v["address_plan"]["overlaps"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(m.contains("ovn-kubernetes routes its join subnet"), "{m}");
+        assert!(
+            m.contains("Fix: change IPAddressPool metallb-system/cgnat"),
+            "{m}"
+        );
+    }
+}
