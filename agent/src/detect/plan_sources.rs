@@ -1,6 +1,6 @@
 //! The ranges of the address plan that the cluster's other objects already
 //! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
-//! pools in use, kube-ovn's primary Subnets of the default VPC's overlay,
+//! pools in use and its LoadBalancer pools, kube-ovn's primary Subnets of the default VPC's overlay,
 //! ovn-kubernetes' internal subnets from its Node annotations.
 
 use std::{collections::BTreeMap, net::IpAddr};
@@ -72,8 +72,8 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
     out
 }
 
-/// Calico's pools that give pods addresses and are in use: a block of them
-/// exists, or a pod's status address lies in them.
+/// Calico's pools that give pods addresses and are in use (a block of them
+/// exists, or a pod's status address lies in them), and its LoadBalancer pools.
 fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
     let calico = &state.calico;
     let pod_ips: Vec<IpAddr> = state
@@ -91,9 +91,19 @@ fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
                 && (calico.blocks().iter().any(|b| p.cidr.contains(&b.cidr))
                     || pod_ips.iter().any(|ip| p.cidr.contains(ip)))
         })
-        .map(|p| {
+        .map(|p| (p, Purpose::Pods))
+        // A LoadBalancer pool (Calico 3.29+) is kube-controllers' LB IPAM's,
+        // in use or not: a Service may be given any of its addresses.
+        .chain(
+            calico
+                .pools
+                .iter()
+                .filter(|p| p.load_balancer)
+                .map(|p| (p, Purpose::LoadBalancer)),
+        )
+        .map(|(p, purpose)| {
             let o = owner("Calico", "IPPool", &p.name, "spec.cidr");
-            Planned::new(o, Purpose::Pods, IpRange::of(&p.cidr), p.cidr.to_string())
+            Planned::new(o, purpose, IpRange::of(&p.cidr), p.cidr.to_string())
         })
 }
 

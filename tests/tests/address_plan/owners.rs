@@ -1,7 +1,8 @@
 //! The plan's owners the cluster's other objects tell, from real objects:
 //! ovn-kubernetes' internal subnets from its Nodes' annotations
 //! (tests/corpus/realworld/ovn-kubernetes: a kind interconnect node whose join
-//! subnet is derived from its node-id, two OpenShift nodes that publish it).
+//! subnet is derived from its node-id, two OpenShift nodes that publish it),
+//! and Calico's LoadBalancer pool of its docs (calico/).
 
 use super::*;
 
@@ -57,5 +58,39 @@ fn a_metallb_pool_over_ovn_kubernetes_join_subnet_is_found_naming_both() {
             m.contains("Fix: change IPAddressPool metallb-system/cgnat"),
             "{m}"
         );
+    }
+}
+
+#[test]
+fn a_calico_load_balancer_pool_is_a_load_balancer_range_a_metallb_pool_over_it_is_found() {
+    let mut c = healthy();
+    let mut lb = real("calico/ippool-calico-docs-loadbalancer-allowed-uses.json");
+    // Served as the healthy plan's pool is here (crd.projectcalico.org/v1).
+    lb[0]["apiVersion"] = json!("crd.projectcalico.org/v1");
+    c.calico_pools.extend(lb);
+    for (code, v) in [from_api(&c), from_files(&c)] {
+        assert_eq!(overlaps(&v), BTreeSet::new(), "{v:#}");
+        assert_eq!(code, Some(0), "{v:#}");
+        // Unused, it is a range still: the healthy plan's 20 and it.
+        assert_eq!(v["address_plan"]["ranges_checked"], 21, "{v:#}");
+    }
+    let mut over = real("metallb/ipaddresspool-metallb-docs-l2-range-only.json");
+    over[0]["metadata"]["name"] = json!("over-calico-lb");
+    over[0]["spec"]["addresses"] = json!(["192.210.4.0/24"]);
+    c.metallb.extend(over);
+    let want: BTreeSet<[String; 3]> = [[
+        "IPPool loadbalancerIPPool",
+        "IPAddressPool metallb-system/over-calico-lb",
+        "192.210.4.0..192.210.4.255",
+    ]
+    .map(str::to_owned)]
+    .into();
+    for (code, v) in [from_api(&c), from_files(&c)] {
+        assert_eq!(overlaps(&v), want, "{v:#}");
+        assert_eq!(code, Some(1));
+        let m = v["address_plan"]["overlaps"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(m.contains("two controllers will hand one address"), "{m}");
     }
 }

@@ -84,6 +84,7 @@ fn calico_in_use(pool: &str) -> (Arc<CalicoIpam>, Pod) {
         block_size: Some(26),
         disabled: false,
         workloads: true,
+        load_balancer: false,
     }];
     let pod = Pod {
         namespace: "default".into(),
@@ -372,5 +373,5 @@ fn the_kubernetes_services_ip_stands_for_the_service_range_only_without_service_
     assert_eq!(findings.len(), 1, "{findings:?}");
 }
 
-#[path = "plan_internal.rs"]
-mod internal;
+#[path = "plan_owners.rs"]
+mod owners;

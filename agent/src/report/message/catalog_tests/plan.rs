@@ -68,6 +68,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
             block_size: Some(26),
             disabled: false,
             workloads: true,
+            load_balancer: false,
         }],
     );
     let pod = Pod {

@@ -1,6 +1,7 @@
-//! ovn-kubernetes' internal subnets in the address plan: what its Node
-//! annotations tell (the join, transit and masquerade subnets) is owned by it,
-//! and nothing else on the cluster's network may give an address there.
+//! The plan's owners the cluster's other objects tell: ovn-kubernetes'
+//! internal subnets (what its Node annotations tell: the join, transit and
+//! masquerade subnets), where nothing else on the cluster's network may give
+//! an address; Calico's LoadBalancer pools, a load-balancer controller's.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use super::{found, ip, metallb, net, node, planned, state};
 use crate::{
     cni::ovn_kubernetes::{LRP_IFADDR, MASQUERADE_SUBNET, NODE_ID, TRANSIT_IFADDR},
     detect::plan::must_not_meet,
-    inventory::{CiliumNode, ClusterState, Planned, Purpose},
+    inventory::{CalicoIpam, CiliumNode, ClusterState, IpPool, Planned, Purpose},
 };
 
 fn ovn_node(name: &str, internal: &[(&'static str, &str)]) -> CiliumNode {
@@ -182,4 +183,56 @@ fn nothing_on_the_cluster_network_may_meet_an_internal_subnet() {
         &internal("ovn-kubernetes join subnet"),
         &by_other_node
     ));
+}
+
+/// Calico's LoadBalancer pools (`allowedUses: [LoadBalancer]`), as in its
+/// docs' LoadBalancer IPAM example.
+fn calico_lb(pools: &[(&str, &str)]) -> Arc<CalicoIpam> {
+    let pools = pools
+        .iter()
+        .map(|(name, cidr)| IpPool {
+            name: (*name).to_owned(),
+            cidr: net(cidr),
+            block_size: Some(24),
+            disabled: false,
+            workloads: false,
+            load_balancer: true,
+        })
+        .collect();
+    Arc::new(CalicoIpam::new(Vec::new(), pools))
+}
+
+#[test]
+fn a_metallb_pool_over_a_calico_load_balancer_pool_is_found_and_two_of_calicos_are_not() {
+    let s = ClusterState {
+        calico: calico_lb(&[("loadbalancerIPPool", "192.210.0.0/20")]),
+        ..state(
+            vec![metallb("metallb-system/lb", "192.210.0.0/24")],
+            Vec::new(),
+        )
+    };
+    // Neither is easier to move: the first in address order is named to change.
+    assert_eq!(
+        found(&s),
+        [(
+            "loadbalancerIPPool".to_owned(),
+            "metallb-system/lb".to_owned(),
+            "192.210.0.0..192.210.0.255".to_owned()
+        )]
+    );
+    // Unused, it is kube-controllers' still; two of them are one controller's.
+    let two = ClusterState {
+        calico: calico_lb(&[("a", "192.210.0.0/20"), ("b", "192.210.0.0/24")]),
+        ..ClusterState::default()
+    };
+    assert!(found(&two).is_empty());
+    // Over a node's address, the pool moves.
+    let over_node = ClusterState {
+        calico: calico_lb(&[("lb", "192.168.1.0/24")]),
+        ..state(vec![], vec![node("w1", "10.244.0.0/24", "192.168.1.2")])
+    };
+    assert_eq!(
+        found(&over_node),
+        [("lb".to_owned(), "w1".to_owned(), "192.168.1.2".to_owned())]
+    );
 }
