@@ -31,6 +31,11 @@ pub const MANAGEMENT_PORT: &str = "ovn-k8s-mp0";
 /// ovn-kubernetes' default join subnets (config.go `V4JoinSubnet`, `V6JoinSubnet`).
 pub const DEFAULT_JOIN: [&str; 2] = ["100.64.0.0/16", "fd98::/64"];
 
+/// The node's subnets per network, the default network's its pod ranges:
+/// `{"default":"10.128.0.0/23"}` before ovn-kubernetes wrote lists,
+/// `{"default":["10.128.0.0/23","fd01:0:0:1::/64"]}` since; other keys are
+/// user-defined networks, whose addresses are not the host's.
+pub const NODE_SUBNETS: &str = "k8s.ovn.org/node-subnets";
 /// The join address, one network (releases before 2024).
 pub const LRP_IFADDR: &str = "k8s.ovn.org/node-gateway-router-lrp-ifaddr";
 /// The join address per network (2024 to PR#6772).

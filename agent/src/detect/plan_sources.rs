@@ -1,11 +1,14 @@
 //! The ranges of the address plan that the cluster's other objects already
 //! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Calico's
-//! pools in use and its LoadBalancer pools, kube-ovn's primary Subnets of the default VPC's overlay,
-//! ovn-kubernetes' internal subnets from its Node annotations.
+//! pools in use and its LoadBalancer pools, kube-ovn's primary Subnets of
+//! the default VPC's overlay, ovn-kubernetes' node subnets and internal
+//! subnets from its Node annotations.
 
 use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
+
+use crate::cni::ovn_kubernetes::NODE_SUBNETS;
 
 use crate::inventory::{ClusterState, IpRange, IpSource, PlanOwner, Planned, Purpose};
 
@@ -48,6 +51,18 @@ pub(super) fn derived(state: &ClusterState) -> Vec<Planned> {
                 node: Some(n.name.clone()),
                 ..Planned::new(o, Purpose::NodeAddress, one, format!("{} {}", a.kind, a.ip))
             });
+        }
+    }
+    // ovn-kubernetes' subnets of its nodes (OpenShift's Nodes have no
+    // podCIDRs), each but one the same Node already records.
+    for n in state.annotated_nodes.iter() {
+        let recorded = state.nodes.iter().find(|f| f.name == n.name);
+        for s in &n.ovn_subnets {
+            if recorded.is_some_and(|f| f.pod_cidrs.contains(s)) {
+                continue;
+            }
+            let o = owner("ovn-kubernetes", "Node", &n.name, NODE_SUBNETS);
+            out.push(node_range(o, Purpose::NodePods, s, &n.name));
         }
     }
     for c in state.cilium_nodes.iter() {

@@ -25,10 +25,11 @@ fn a_healthy_ovn_kubernetes_cluster_with_the_usual_pools_gives_nothing() {
         assert_eq!(overlaps(&v), BTreeSet::new(), "{v:#}");
         assert_eq!(v["findings"], 0, "{v:#}");
         assert_eq!(code, Some(0), "{v:#}");
-        // The healthy plan's 20, ovn-worker's podCIDR, and ovn-kubernetes'
-        // join, transit and masquerade (IPv4 and IPv6) subnets once each,
-        // however many Nodes tell them.
-        assert_eq!(v["address_plan"]["ranges_checked"], 25, "{v:#}");
+        // The healthy plan's 20, ovn-worker's podCIDR (its node-subnets
+        // annotation the same), the OpenShift nodes' node-subnets, and
+        // ovn-kubernetes' join, transit and masquerade (IPv4 and IPv6)
+        // subnets once each, however many Nodes tell them.
+        assert_eq!(v["address_plan"]["ranges_checked"], 27, "{v:#}");
     }
 }
 

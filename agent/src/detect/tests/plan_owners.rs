@@ -236,3 +236,30 @@ fn a_metallb_pool_over_a_calico_load_balancer_pool_is_found_and_two_of_calicos_a
         [("lb".to_owned(), "w1".to_owned(), "192.168.1.2".to_owned())]
     );
 }
+
+#[test]
+fn ovn_kubernetes_node_subnets_are_node_pod_ranges_once_each() {
+    // OpenShift's Nodes have no podCIDRs: the annotation is the only record.
+    let mut openshift = ovn_node("worker-0", &[]);
+    openshift.ovn_subnets = vec![net("10.128.0.0/23")];
+    // On kind the annotation repeats spec.podCIDRs: one range, not two.
+    let mut kind = ovn_node("ovn-worker", &[]);
+    kind.ovn_subnets = vec![net("10.244.2.0/24")];
+    let s = with_ovn(
+        state(
+            vec![metallb("metallb-system/lb", "10.128.1.0/24")],
+            vec![node("ovn-worker", "10.244.2.0/24", "172.18.0.3")],
+        ),
+        vec![openshift, kind],
+    );
+    assert_eq!(
+        found(&s),
+        [(
+            "metallb-system/lb".to_owned(),
+            "worker-0".to_owned(),
+            "10.128.1.0..10.128.1.255".to_owned()
+        )]
+    );
+    // The pool, the podCIDR, the address and worker-0's subnet.
+    assert_eq!(super::plan_overlaps(&s).1, 4);
+}
