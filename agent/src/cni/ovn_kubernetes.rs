@@ -96,10 +96,19 @@ pub const MASQUERADE: Internal = Internal {
            networks.operator.openshift.io cluster, gatewayConfig.ipv4)",
 };
 
-/// The internal subnet a Node annotation's CIDR lies in, if any.
+/// The internal subnet a field holds (a Node annotation's CIDR lies in it,
+/// a key of the config file names it), if any.
 #[must_use]
-pub fn internal_of(annotation: &str) -> Option<&'static Internal> {
-    [&JOIN, &TRANSIT, &MASQUERADE]
-        .into_iter()
-        .find(|i| i.annotations.contains(&annotation))
+pub fn internal_of(field: &str) -> Option<&'static Internal> {
+    [&JOIN, &TRANSIT, &MASQUERADE].into_iter().find(|i| {
+        i.annotations.contains(&field)
+            || super::ovn_kubernetes_config::fields_of(i).any(|f| f == field)
+    })
+}
+
+/// The key ranges of one internal subnet share (`Planned::shared`): however
+/// many records tell it, it is one subnet.
+#[must_use]
+pub fn shared(internal: &Internal) -> String {
+    format!("ovn-kubernetes {}", internal.name)
 }

@@ -128,8 +128,11 @@ fn calico_pools(state: &ClusterState) -> impl Iterator<Item = Planned> + '_ {
 /// node's join address is derived from its node-id — unless the join subnet
 /// is known moved (as [`super::owners`] reads it).
 fn ovn_internal(state: &ClusterState) -> Vec<Planned> {
-    use crate::cni::ovn_kubernetes::{NODE_ID, internal_of};
-    let moved = super::owners::join_moved(&state.annotated_nodes);
+    use crate::cni::ovn_kubernetes::{JOIN, NODE_ID, internal_of, shared};
+    // A config file that names the join subnet says where it is.
+    let join = shared(&JOIN);
+    let moved = super::owners::join_moved(&state.annotated_nodes)
+        || state.plan.iter().any(|p| p.shared.as_ref() == Some(&join));
     let mut first: BTreeMap<(&str, IpNet), (&str, &'static str)> = BTreeMap::new();
     for n in state.annotated_nodes.iter() {
         for &(field, net) in &n.ovn_internal {

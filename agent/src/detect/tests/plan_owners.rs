@@ -263,3 +263,29 @@ fn ovn_kubernetes_node_subnets_are_node_pod_ranges_once_each() {
     // The pool, the podCIDR, the address and worker-0's subnet.
     assert_eq!(super::plan_overlaps(&s).1, 4);
 }
+
+#[test]
+fn a_config_files_join_subnet_replaces_the_default_a_node_id_derives() {
+    let from_file = Planned {
+        shared: Some(crate::cni::ovn_kubernetes::shared(
+            &crate::cni::ovn_kubernetes::JOIN,
+        )),
+        ..planned(
+            "ovn-kubernetes",
+            "ConfigMap",
+            "openshift-ovn-kubernetes/ovnkube-config",
+            Purpose::Internal,
+            "100.65.0.0/16",
+        )
+    };
+    let nodes = || vec![ovn_node("ovn-worker", &[(NODE_ID, "100.64.0.0/16")])];
+    let pool = metallb("metallb-system/cgnat", "100.64.0.0/24");
+    assert_eq!(
+        found(&with_ovn(state(vec![pool.clone()], vec![]), nodes())).len(),
+        1
+    );
+    let moved = with_ovn(state(vec![pool, from_file], vec![]), nodes());
+    assert!(found(&moved).is_empty());
+    // The pool, and the file's join subnet alone.
+    assert_eq!(super::plan_overlaps(&moved).1, 2);
+}
