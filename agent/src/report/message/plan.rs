@@ -14,6 +14,8 @@ fn named(p: &Planned) -> String {
     let o = &p.owner;
     let whose = if o.allocator == "Kubernetes" {
         String::new()
+    } else if o.allocator.ends_with('s') {
+        format!("{}' ", o.allocator)
     } else {
         format!("{}'s ", o.allocator)
     };
