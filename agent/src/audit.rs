@@ -135,6 +135,8 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
         match kube::cluster::services_claiming(&client, &wanted).await {
             Ok(services) => {
                 progress.listed("Service addresses", services.by_ip.len(), true);
+                let api = crate::cni::kubernetes::api_service_ips(&services.api_service);
+                std::sync::Arc::make_mut(&mut read.plan).extend(api);
                 read.services = std::sync::Arc::new(services);
             }
             Err(e) => tracing::warn!(

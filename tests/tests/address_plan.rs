@@ -409,3 +409,6 @@ fn without_service_cidrs_a_pool_over_the_kubernetes_services_cluster_ip_is_found
         assert_eq!(code, Some(1));
     }
 }
+
+#[path = "address_plan/owners.rs"]
+mod owners;

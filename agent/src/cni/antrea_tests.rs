@@ -29,7 +29,8 @@ fn read(text: &str) -> (Vec<Row>, usize) {
             item["apiVersion"].as_str().unwrap(),
             item["kind"].as_str().unwrap(),
         );
-        if let Some(records) = records_of(api, kind) {
+        if let Some(Some(records)) = records_of(api, kind, None, item["metadata"]["name"].as_str())
+        {
             out.extend((records.read)(&item.to_string(), &mut bad));
         }
     }

@@ -4,7 +4,10 @@
 //! `--service-cluster-ip-range`; several may overlap each other by design).
 //! Before ServiceCIDRs (or with the API off) the only record of the range is
 //! the `kubernetes` Service in `default`: its cluster IPs are the range's
-//! first address + 1, one address of it and not the range.
+//! first address + 1, one address of it and not the range. `audit` takes
+//! them from its one list of the Services; files hold the Service itself.
+
+use std::net::IpAddr;
 
 use serde::Deserialize;
 
@@ -53,13 +56,34 @@ pub const API_SERVICE: Records = Records {
     kind: "Service",
     plural: "services",
     read: read_service,
-    only: Some(("default", "kubernetes")),
+    only: Some(API_SERVICE_NAME),
 };
+
+/// The `kubernetes` Service's namespace and name.
+pub const API_SERVICE_NAME: (&str, &str) = ("default", "kubernetes");
+
+/// The `kubernetes` Service's cluster IPs as [`API_SERVICE`] reads them, from
+/// a list of every Service: `audit` lists them all already, and asks for this
+/// one by name only from files.
+#[must_use]
+pub fn api_service_ips(ips: &[IpAddr]) -> Vec<Planned> {
+    let (namespace, name) = API_SERVICE_NAME;
+    let texts = ips.iter().map(IpAddr::to_string);
+    ranges(
+        &API_SERVICE,
+        &format!("{namespace}/{name}"),
+        "spec.clusterIPs",
+        Purpose::Services,
+        texts,
+        &mut Vec::new(),
+    )
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ServiceSpec {
-    #[serde(default)]
+    // `clusterIPs`, not camelCase's `clusterIps`: both families.
+    #[serde(default, rename = "clusterIPs")]
     cluster_ips: Vec<String>,
     #[serde(default, rename = "clusterIP")]
     cluster_ip: Option<String>,
@@ -93,4 +117,20 @@ const SERVICE_ALLOCATOR: &str = "allocate a serviceip";
 /// nothing is read of them (its "range is full" is Cilium's words too).
 pub(super) fn not_a_refusal(lower: &str) -> bool {
     lower.contains(SERVICE_ALLOCATOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubernetes_services_ips_from_the_services_list_are_the_ranges_its_reader_gives() {
+        let json = r#"{"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default"},
+            "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1", "fd00:10:96::1"]}}"#;
+        let read = (API_SERVICE.read)(json, &mut Vec::new());
+        let ips = ["10.96.0.1", "fd00:10:96::1"].map(|s| s.parse().expect("ip"));
+        assert_eq!(read.len(), 2);
+        assert_eq!(api_service_ips(&ips), read);
+    }
 }

@@ -21,6 +21,7 @@ pub mod metallb;
 pub mod multus;
 pub mod node_local_dns;
 pub mod ovn_kubernetes;
+pub mod ovn_kubernetes_config;
 pub mod plan;
 
 use std::fmt::Write as _;

@@ -60,7 +60,7 @@ impl Records {
 }
 
 /// Every kind read for the address plan.
-pub const RECORDS: [&Records; 9] = [
+pub const RECORDS: [&Records; 11] = [
     &super::metallb::POOLS,
     &super::cilium::LB_POOLS,
     &super::cilium::POD_POOLS,
@@ -70,6 +70,8 @@ pub const RECORDS: [&Records; 9] = [
     &super::kube_vip::CONFIG,
     &super::antrea::IP_POOLS,
     &super::antrea::EXTERNAL_IP_POOLS,
+    &super::ovn_kubernetes_config::CONFIG,
+    &super::ovn_kubernetes_config::OPENSHIFT_CONFIG,
 ];
 
 /// The kinds read, as `IPAddressPool.metallb.io, …, ConfigMap
@@ -87,10 +89,23 @@ pub fn kinds() -> String {
         .join(", ")
 }
 
-/// The declaration of objects of `api_version` and `kind`, if any.
+/// The declaration that reads the object `namespace/name` of `api_version`
+/// and `kind`: `None` for a kind of no declaration, `Some(None)` for an
+/// object no declaration of its kind reads (another ConfigMap).
 #[must_use]
-pub fn records_of(api_version: &str, kind: &str) -> Option<&'static Records> {
-    RECORDS.iter().copied().find(|r| r.holds(api_version, kind))
+pub fn records_of(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Option<Option<&'static Records>> {
+    let mut of_kind = RECORDS
+        .iter()
+        .copied()
+        .filter(|r| r.holds(api_version, kind))
+        .peekable();
+    of_kind.peek()?;
+    Some(of_kind.find(|r| r.selects(namespace, name)))
 }
 
 /// The metadata the readers need.

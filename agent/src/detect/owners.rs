@@ -181,7 +181,7 @@ impl<'a> Owners<'a> {
 /// overlap, so the join subnet was moved), or a node publishes a join address
 /// outside it. Then no node's join address is derived from its node-id: the
 /// default subnet would name an address ovn-kubernetes never uses there.
-fn join_moved(annotated_nodes: &[CiliumNode]) -> bool {
+pub(super) fn join_moved(annotated_nodes: &[CiliumNode]) -> bool {
     let defaults: Vec<ipnet::IpNet> = crate::cni::ovn_kubernetes::DEFAULT_JOIN
         .iter()
         .filter_map(|j| crate::inventory::ip_text::parse_cidr(j))

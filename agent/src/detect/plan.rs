@@ -224,7 +224,10 @@ fn weight(p: &Planned) -> u8 {
         Purpose::Services => 2,
         Purpose::Pods => 3,
         Purpose::NodePods => 4,
-        Purpose::NodeAddress => 5,
+        // Moved only by a day-2 change of the plugin's configuration
+        // (ovn-kubernetes#4502, cluster-network-operator#2549).
+        Purpose::Internal => 5,
+        Purpose::NodeAddress => 6,
     }
 }
 
@@ -238,7 +241,7 @@ fn ordered<'a>(a: &'a Planned, b: &'a Planned) -> (&'a Planned, &'a Planned, boo
 
 /// Whether `a` and `b` must not share an address, by what they are for.
 fn must_not_meet(a: &Planned, b: &Planned) -> bool {
-    use Purpose::{LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
+    use Purpose::{Internal, LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
     if on_a_nodes_interface(a, b) || on_a_nodes_interface(b, a) {
         return true;
     }
@@ -257,7 +260,11 @@ fn must_not_meet(a: &Planned, b: &Planned) -> bool {
         (Pods | NodePods, LoadBalancer | Services | NodeAddress)
         | (Services | LoadBalancer, NodeAddress)
         | (Services, LoadBalancer)
-        | (Secondary, Secondary) => true,
+        | (Secondary, Secondary)
+        // Nothing else on the cluster's network may hold an address of a
+        // plugin's internal subnet, another of its internal subnets neither
+        // (two records of one subnet share `shared`).
+        | (_, Internal) => true,
         _ => false,
     }
 }

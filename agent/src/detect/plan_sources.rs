@@ -1,11 +1,14 @@
 //! The ranges of the address plan that the cluster's other objects already
 //! tell: Nodes' pod ranges and addresses, CiliumNodes' pod ranges, Cilium's
-//! cluster pool, Calico's pools in use, kube-ovn's primary Subnets of the
-//! default VPC's overlay.
+//! cluster pool, Calico's pools in use and its LoadBalancer pools, kube-ovn's
+//! primary Subnets of the default VPC's overlay, ovn-kubernetes' node subnets
+//! and internal subnets from its Node annotations.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
+
+use crate::cni::ovn_kubernetes::NODE_SUBNETS;
 
 use crate::inventory::{ClusterState, IpRange, IpSource, PlanOwner, Planned, Purpose};
 
@@ -55,6 +58,18 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
             });
         }
     }
+    // ovn-kubernetes' subnets of its nodes (OpenShift's Nodes have no
+    // podCIDRs), each but one the same Node already records.
+    for n in state.annotated_nodes.iter() {
+        let recorded = state.nodes.iter().find(|f| f.name == n.name);
+        for s in &n.ovn_subnets {
+            if recorded.is_some_and(|f| f.pod_cidrs.contains(s)) {
+                continue;
+            }
+            let o = owner("ovn-kubernetes", "Node", &n.name, NODE_SUBNETS);
+            out.push(node_range(o, Purpose::NodePods, s, &n.name));
+        }
+    }
     for c in state.cilium_nodes.iter() {
         for r in c.pod_cidrs.iter().filter(|r| keep(&IpRange::of(r))) {
             let o = owner("Cilium", "CiliumNode", &c.name, "spec.ipam.podCIDRs");
@@ -63,6 +78,7 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
     }
     out.extend(cilium_cluster_pool(state, &keep));
     out.extend(calico_pools(state, &keep));
+    out.extend(ovn_internal(state).into_iter().filter(|p| keep(&p.range)));
     // Only the default VPC's overlay Subnets: a custom VPC's reuse addresses
     // by design, and an underlay Subnet holds the nodes' own network.
     for s in state.primary_subnets().filter(|s| s.masqueraded) {
@@ -103,8 +119,8 @@ fn cilium_cluster_pool<'a>(
         })
 }
 
-/// Calico's pools that give pods addresses and are in use: a block of them
-/// exists, or a pod's status address lies in them.
+/// Calico's pools that give pods addresses and are in use (a block of them
+/// exists, or a pod's status address lies in them), and its LoadBalancer pools.
 fn calico_pools<'a>(
     state: &'a ClusterState,
     keep: &'a impl Fn(&IpRange) -> bool,
@@ -127,8 +143,61 @@ fn calico_pools<'a>(
                 && (calico.blocks().iter().any(|b| p.cidr.contains(&b.cidr))
                     || pod_ips.iter().any(|ip| p.cidr.contains(ip)))
         })
-        .map(|p| {
+        .map(|p| (p, Purpose::Pods))
+        // A LoadBalancer pool (Calico 3.29+) is kube-controllers' LB IPAM's,
+        // in use or not: a Service may be given any of its addresses.
+        .chain(
+            calico
+                .pools
+                .iter()
+                .filter(|p| p.load_balancer && keep(&IpRange::of(&p.cidr)))
+                .map(|p| (p, Purpose::LoadBalancer)),
+        )
+        .map(|(p, purpose)| {
             let o = owner("Calico", "IPPool", &p.name, "spec.cidr");
-            Planned::new(o, Purpose::Pods, IpRange::of(&p.cidr), p.cidr.to_string())
+            Planned::new(o, purpose, IpRange::of(&p.cidr), p.cidr.to_string())
         })
+}
+
+/// ovn-kubernetes' internal subnets, each once however many Nodes tell it
+/// (named by the first Node, by name): the CIDRs of its router ports'
+/// annotations, the masquerade subnet's, and the default join subnet where a
+/// node's join address is derived from its node-id — unless the join subnet
+/// is known moved (as [`super::owners`] reads it).
+fn ovn_internal(state: &ClusterState) -> Vec<Planned> {
+    use crate::cni::ovn_kubernetes::{JOIN, NODE_ID, internal_of, shared};
+    // A config file that names the join subnet says where it is.
+    let join = shared(&JOIN);
+    let moved = super::owners::join_moved(&state.annotated_nodes)
+        || state.plan.iter().any(|p| p.shared.as_ref() == Some(&join));
+    let mut first: BTreeMap<(&str, IpNet), (&str, &'static str)> = BTreeMap::new();
+    for n in state.annotated_nodes.iter() {
+        for &(field, net) in &n.ovn_internal {
+            let Some(internal) = internal_of(field).filter(|_| !(moved && field == NODE_ID)) else {
+                continue;
+            };
+            let by = first
+                .entry((internal.name, net))
+                .or_insert((&n.name, field));
+            // A subnet a node publishes is named before a default one derived.
+            if (field == NODE_ID, n.name.as_str()) < (by.1 == NODE_ID, by.0) {
+                *by = (&n.name, field);
+            }
+        }
+    }
+    first
+        .into_iter()
+        .map(|((name, net), (node, field))| {
+            let o = owner("ovn-kubernetes", "Node", node, field);
+            let text = if field == NODE_ID {
+                format!("{net} (the default)")
+            } else {
+                net.to_string()
+            };
+            Planned {
+                shared: Some(format!("ovn-kubernetes {name}")),
+                ..Planned::new(o, Purpose::Internal, IpRange::of(&net), text)
+            }
+        })
+        .collect()
 }

@@ -165,6 +165,9 @@ pub struct IpPool {
     /// is absent or empty, with `Tunnel`): pods get addresses from it. A
     /// `LoadBalancer` or `Tunnel`-only pool gives pods none.
     pub workloads: bool,
+    /// `spec.allowedUses` holds `LoadBalancer` (Calico 3.29+): kube-controllers'
+    /// LoadBalancer IPAM hands its addresses to Services.
+    pub load_balancer: bool,
 }
 
 /// What an address is to Calico's IPAM.

@@ -332,6 +332,9 @@ pub struct CiliumNode {
     /// (`k8s.ovn.org/node-subnets`): its pod ranges, which are not Cilium's
     /// (so not in [`CiliumNode::ranges`]) and not `spec.podCIDRs`.
     pub ovn_subnets: Vec<IpNet>,
+    /// ovn-kubernetes' internal subnets (join, transit, masquerade) its
+    /// annotations tell: (the annotation, the subnet).
+    pub ovn_internal: Vec<(&'static str, IpNet)>,
 }
 
 impl CiliumNode {

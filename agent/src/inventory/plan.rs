@@ -46,6 +46,10 @@ pub enum Purpose {
     NodeAddress,
     /// Addresses of a secondary network (a NetworkAttachmentDefinition).
     Secondary,
+    /// A network plugin's own internal subnet (ovn-kubernetes' join, transit
+    /// and masquerade subnets): its routers and the hosts hold addresses
+    /// there; nothing else on the cluster's network may be given one.
+    Internal,
 }
 
 impl Purpose {
@@ -59,6 +63,7 @@ impl Purpose {
             Self::LoadBalancer => "load-balancer IPs",
             Self::NodeAddress => "a node's address",
             Self::Secondary => "secondary-network addresses",
+            Self::Internal => "the network plugin's internal subnet",
         }
     }
 }

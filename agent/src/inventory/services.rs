@@ -70,6 +70,10 @@ pub struct ServiceAddresses {
     /// claim any address, so while there are some the read covers none it
     /// did not find claimed.
     pub unreadable: Vec<Invalid>,
+    /// The `default/kubernetes` Service's cluster IPs, whatever `covered`:
+    /// the address plan's record of the Service range where no ServiceCIDR
+    /// is read, taken from the one list `audit` makes of the Services.
+    pub api_service: Vec<IpAddr>,
 }
 
 /// Which addresses a read of the Services covers.

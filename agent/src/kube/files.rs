@@ -202,11 +202,15 @@ pub fn plan(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<crate::inven
     for_each_item(path, "address plan", |i, item: Box<RawValue>| {
         let kind: Head = serde_json::from_str(item.get()).unwrap_or_default();
         let (ns, name) = (&kind.metadata.namespace, &kind.metadata.name);
-        match crate::cni::plan::records_of(&kind.api_version, &kind.kind) {
-            Some(records) if records.selects(ns.as_deref(), name.as_deref()) => {
-                out.extend((records.read)(item.get(), problems));
-            }
-            Some(_) => {}
+        let of = crate::cni::plan::records_of(
+            &kind.api_version,
+            &kind.kind,
+            ns.as_deref(),
+            name.as_deref(),
+        );
+        match of {
+            Some(Some(records)) => out.extend((records.read)(item.get(), problems)),
+            Some(None) => {}
             None => problems.push(Invalid {
                 resource: "address plan",
                 object: format!("{}[{i}]", path.display()),

@@ -97,8 +97,10 @@ pub struct PlanFiles {
     /// With --pods: the objects allocators keep their ranges in, as `kubectl get
     /// ipaddresspools.metallb.io,ciliumloadbalancerippools.cilium.io,ciliumpodippools.cilium.io,servicecidrs.networking.k8s.io,network-attachment-definitions.k8s.cni.cncf.io,ippools.crd.antrea.io,externalippools.crd.antrea.io
     /// -A -o json` prints them (any of these kinds, in one file or several), with
-    /// kube-vip's ConfigMap (`kubectl get cm -n kube-system kubevip -o json`; other
-    /// ConfigMaps are skipped) and, for clusters without ServiceCIDRs, the `kubernetes`
+    /// kube-vip's ConfigMap (`kubectl get cm -n kube-system kubevip -o json`),
+    /// ovn-kubernetes' (`ovnkube-config` in `ovn-kubernetes` or
+    /// `openshift-ovn-kubernetes`; other ConfigMaps are skipped) and, for clusters
+    /// without ServiceCIDRs, the `kubernetes`
     /// Service (`kubectl get svc -n default kubernetes -o json`: its ClusterIP), checked
     /// against each other and the Nodes, pods, Calico's pools and kube-ovn's Subnets:
     /// overlaps that will collide. Repeat or comma-separate the flag for several files.

@@ -230,6 +230,7 @@ fn calico_pools(inv: &mut Inventory, pod_ip: &str) {
         block_size: None,
         disabled: false,
         workloads,
+        load_balancer: !workloads,
     };
     inv.cluster.calico = Arc::new(crate::inventory::CalicoIpam::new(
         vec![],

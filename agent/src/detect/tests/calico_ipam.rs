@@ -51,6 +51,7 @@ pub(super) fn pool() -> IpPool {
         block_size: Some(26),
         disabled: false,
         workloads: true,
+        load_balancer: false,
     }
 }
 

@@ -7,7 +7,7 @@ fn ip(s: &str) -> IpAddr {
     s.parse().expect("test address")
 }
 
-fn net(s: &str) -> ipnet::IpNet {
+pub(super) fn net(s: &str) -> ipnet::IpNet {
     s.parse().expect("test network")
 }
 
@@ -38,7 +38,7 @@ fn metallb(name: &str, text: &str) -> Planned {
     )
 }
 
-fn node(name: &str, pod_cidr: &str, internal: &str) -> NodeFacts {
+pub(super) fn node(name: &str, pod_cidr: &str, internal: &str) -> NodeFacts {
     NodeFacts {
         name: name.to_owned(),
         pod_cidrs: vec![net(pod_cidr)],
@@ -77,13 +77,14 @@ fn found(s: &ClusterState) -> Vec<(String, String, String)> {
         .collect()
 }
 
-fn calico_in_use(pool: &str) -> (Arc<CalicoIpam>, Pod) {
+pub(super) fn calico_in_use(pool: &str) -> (Arc<CalicoIpam>, Pod) {
     let pools = vec![IpPool {
         name: "default-ipv4-ippool".into(),
         cidr: net(pool),
         block_size: Some(26),
         disabled: false,
         workloads: true,
+        load_balancer: false,
     }];
     let pod = Pod {
         namespace: "default".into(),
@@ -371,3 +372,6 @@ fn the_kubernetes_services_ip_stands_for_the_service_range_only_without_service_
     assert_eq!(checked, 2);
     assert_eq!(findings.len(), 1, "{findings:?}");
 }
+
+#[path = "plan_owners.rs"]
+mod owners;

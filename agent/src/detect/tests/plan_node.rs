@@ -5,49 +5,12 @@
 
 use std::sync::Arc;
 
+use super::tests::{calico_in_use, net, node};
 use super::*;
 use crate::{
     detect::{Pods, detect, detect_with, owners::Index},
-    inventory::{CalicoIpam, CiliumNode, IpPool, IpSource, NodeAddress, NodeFacts, Pod, PodIp},
+    inventory::{CiliumNode, NodeAddress},
 };
-
-fn net(s: &str) -> ipnet::IpNet {
-    s.parse().expect("test network")
-}
-
-fn node(name: &str, pod_cidr: &str, internal: &str) -> NodeFacts {
-    NodeFacts {
-        name: name.to_owned(),
-        pod_cidrs: vec![net(pod_cidr)],
-        addresses: vec![NodeAddress {
-            ip: internal.parse().expect("test address"),
-            kind: "InternalIP",
-        }],
-        ..NodeFacts::default()
-    }
-}
-
-/// Calico's default pool, in use by a pod on `w1`.
-fn calico(pool: &str) -> (Arc<CalicoIpam>, Pod) {
-    let pools = vec![IpPool {
-        name: "default-ipv4-ippool".into(),
-        cidr: net(pool),
-        block_size: Some(26),
-        disabled: false,
-        workloads: true,
-    }];
-    let pod = Pod {
-        namespace: "default".into(),
-        name: "web".into(),
-        node: Some("w1".into()),
-        ips: vec![PodIp {
-            ip: net(pool).hosts().nth(5).expect("a host"),
-            source: IpSource::Status,
-        }],
-        ..Pod::default()
-    };
-    (Arc::new(CalicoIpam::new(Vec::new(), pools)), pod)
-}
 
 fn inventory(me: &str, cluster: ClusterState) -> Inventory {
     let facts = cluster.nodes.iter().find(|n| n.name == me).cloned();
@@ -71,7 +34,7 @@ fn plan_findings(found: &[Finding]) -> Vec<(String, String, String)> {
 
 #[test]
 fn a_calico_pool_in_use_over_the_nodes_own_address_is_found_by_that_node_alone() {
-    let (calico, pod) = calico("10.0.0.0/16");
+    let (calico, pod) = calico_in_use("10.0.0.0/16");
     let cluster = ClusterState {
         calico,
         pods: Arc::new(vec![pod]),
@@ -127,7 +90,7 @@ fn one_pod_range_on_two_cilium_nodes_is_found_by_both_and_by_no_third() {
 
 #[test]
 fn a_node_with_no_range_of_its_own_builds_nothing() {
-    let (calico, pod) = calico("10.0.0.0/16");
+    let (calico, pod) = calico_in_use("10.0.0.0/16");
     let cluster = ClusterState {
         calico,
         pods: Arc::new(vec![pod]),

@@ -101,11 +101,16 @@ async fn claims(client: &Client, ips: &BTreeSet<IpAddr>) -> kube::Result<Service
     let api = Api::<ListedService>::all(client.clone());
     let read = listed::list(&api, None, |s| {
         let mut unreadable = Vec::new();
-        let claims: Vec<_> = objects::service_addresses(&s.service, &mut unreadable)
-            .into_iter()
-            .filter(|(ip, _)| ips.contains(ip))
-            .collect();
-        (!claims.is_empty() || !unreadable.is_empty()).then_some((claims, unreadable))
+        let (claims, api_service): (Vec<_>, Vec<_>) =
+            objects::service_addresses(&s.service, &mut unreadable)
+                .into_iter()
+                .filter(|(ip, a)| ips.contains(ip) || is_api_service(a))
+                .partition(|(ip, _)| ips.contains(ip));
+        (!claims.is_empty() || !unreadable.is_empty() || !api_service.is_empty()).then_some((
+            claims,
+            unreadable,
+            api_service,
+        ))
     })
     .await
     .map_err(|e| match e {
@@ -118,13 +123,27 @@ async fn claims(client: &Client, ips: &BTreeSet<IpAddr>) -> kube::Result<Service
         covered: Covered::Only(ips.clone()),
         ..ServiceAddresses::default()
     };
-    for (claims, unreadable) in read {
+    for (claims, unreadable, api_service) in read {
         for (ip, a) in claims {
+            if is_api_service(&a) {
+                out.api_service.push(ip);
+            }
             out.add(ip, a);
         }
         out.unreadable.extend(unreadable);
+        out.api_service
+            .extend(api_service.into_iter().map(|(ip, _)| ip));
     }
     Ok(out)
+}
+
+/// A cluster IP of the `kubernetes` Service: the address plan's record of
+/// the Service range (`cni::kubernetes::API_SERVICE`), kept whatever `ips`.
+fn is_api_service(a: &crate::inventory::ServiceAddress) -> bool {
+    let (namespace, name) = crate::cni::kubernetes::API_SERVICE_NAME;
+    a.field == crate::inventory::ServiceField::ClusterIps
+        && a.service.namespace == namespace
+        && a.service.name == name
 }
 
 /// The claims on `ips` of every Service, listed once (`ipshadow check`, and

@@ -4,14 +4,18 @@
 //! asked at its preferred version, then the next where the API server does
 //! not serve it (404); a kind no version of which is served (its CRD is not
 //! installed) is nothing, said nowhere. A kind of which one object is read
-//! (kube-vip's ConfigMap, the `kubernetes` Service) is listed in its
-//! namespace by name: the cluster's other objects of it are never read.
+//! (kube-vip's ConfigMap) is listed in its namespace by name: the cluster's
+//! other objects of it are never read. The `kubernetes` Service is not asked
+//! for here: `audit` takes it from its one list of every Service.
 
 use serde_json::value::RawValue;
 
 use super::{Ask, ListError, Progress, Read, Scope, pages};
 use crate::{
-    cni::plan::{RECORDS, Records},
+    cni::{
+        kubernetes::API_SERVICE,
+        plan::{RECORDS, Records},
+    },
     inventory::{Invalid, Planned, Unlisted},
 };
 
@@ -30,7 +34,8 @@ pub(super) async fn plan(
     if scope != Scope::Cluster {
         return (out, unlisted);
     }
-    for records in RECORDS {
+    // The `kubernetes` Service comes with `audit`'s one list of the Services.
+    for records in RECORDS.iter().filter(|r| !std::ptr::eq(**r, &API_SERVICE)) {
         if let Err(e) = kind(client, records, progress, invalid, &mut out).await {
             let namespace = records
                 .only

@@ -192,6 +192,11 @@ pub(in crate::kube) fn ip_pool(
             .value
             .as_ref()
             .is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
+        load_balancer: spec
+            .allowed_uses
+            .value
+            .as_ref()
+            .is_some_and(|u| u.iter().any(|u| u == "LoadBalancer")),
     })
 }
 

@@ -201,17 +201,18 @@ fn pools_keep_cidr_block_size_disabled_and_whether_pods_get_addresses_from_them(
         p.workloads,
         "no allowedUses: Calico's default, Workload and Tunnel"
     );
-    for (uses, workloads) in [
-        (json!([]), true),
-        (json!(null), true),
-        (json!(["Workload", "Tunnel"]), true),
-        (json!(["Tunnel"]), false),
-        (json!(["LoadBalancer"]), false),
+    for (uses, workloads, load_balancer) in [
+        (json!([]), true, false),
+        (json!(null), true, false),
+        (json!(["Workload", "Tunnel"]), true, false),
+        (json!(["Tunnel"]), false, false),
+        (json!(["LoadBalancer"]), false, true),
     ] {
         let v = json!({"metadata": {"name": "p"},
                        "spec": {"cidr": "10.0.0.0/16", "allowedUses": uses}});
         let p = ip_pool(&whole::lean(&v), &mut problems).expect("usable");
         assert_eq!(p.workloads, workloads, "{uses}");
+        assert_eq!(p.load_balancer, load_balancer, "{uses}");
     }
     let v = json!({"metadata": {"name": "p"}, "spec": {"cidr": "10.0.0.0/16", "blockSize": 8}});
     assert_eq!(

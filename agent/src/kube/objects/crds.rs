@@ -308,7 +308,7 @@ pub fn node_annotations(
     }
     super::ovn::add_node_subnets(annotations, &mut node, &mut bad);
     super::ovn_ports::add_router_ports(annotations, &mut node, &mut bad);
-    (!node.addresses.is_empty()).then_some(node)
+    (!node.addresses.is_empty() || !node.ovn_internal.is_empty()).then_some(node)
 }
 
 /// Longest operator error kept: the reason fits; a runaway string does not travel on.

@@ -12,10 +12,7 @@ use serde_json::Value;
 use super::quote;
 use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
 
-/// The annotation: `{"default":"10.128.0.0/23"}` before ovn-kubernetes wrote
-/// lists, `{"default":["10.128.0.0/23","fd01:0:0:1::/64"]}` since; other keys
-/// are user-defined networks, whose addresses are not the host's.
-pub(super) const NODE_SUBNETS: &str = "k8s.ovn.org/node-subnets";
+pub(super) use crate::cni::ovn_kubernetes::NODE_SUBNETS;
 
 /// Most subnets read: one per family in practice.
 const SUBNETS_MAX: usize = 8;

@@ -22,19 +22,23 @@ use ipnet::IpNet;
 use serde_json::{Map, Value};
 
 use super::quote;
-use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
+use crate::inventory::{
+    CiliumNode, Role, Source,
+    ip_text::{Cidr, parse_cidr},
+};
 
-/// The join address, one network (releases before 2024).
-pub(super) const LRP_IFADDR: &str = "k8s.ovn.org/node-gateway-router-lrp-ifaddr";
-/// The join address per network (2024 to PR#6772).
-pub(super) const LRP_IFADDRS: &str = "k8s.ovn.org/node-gateway-router-lrp-ifaddrs";
-/// The transit switch port's address (interconnect).
-pub(super) const TRANSIT_IFADDR: &str = "k8s.ovn.org/node-transit-switch-port-ifaddr";
-/// The node's id, set by cluster-manager.
-pub(super) const NODE_ID: &str = "k8s.ovn.org/node-id";
+pub(super) use crate::cni::ovn_kubernetes::{
+    LRP_IFADDR, LRP_IFADDRS, MASQUERADE_SUBNET, NODE_ID, TRANSIT_IFADDR,
+};
 
 /// The annotations read here: the metadata watch keeps them.
-pub(super) const KEYS: [&str; 4] = [LRP_IFADDR, LRP_IFADDRS, TRANSIT_IFADDR, NODE_ID];
+pub(super) const KEYS: [&str; 5] = [
+    LRP_IFADDR,
+    LRP_IFADDRS,
+    TRANSIT_IFADDR,
+    NODE_ID,
+    MASQUERADE_SUBNET,
+];
 
 use crate::cni::ovn_kubernetes::DEFAULT_JOIN;
 
@@ -68,6 +72,12 @@ pub(super) fn add_router_ports(
     }
     if !published {
         derive_join(annotations, node, bad);
+    }
+    if let Some(raw) = annotations.get(MASQUERADE_SUBNET) {
+        match serde_json::from_str::<Value>(raw) {
+            Ok(Value::Object(nets)) => add_subnets(&nets, MASQUERADE_SUBNET, node, bad),
+            _ => bad(not_ifaddr(MASQUERADE_SUBNET, raw)),
+        }
     }
 }
 
@@ -111,6 +121,7 @@ fn derive_join(
             .any(|s| s.contains(&join.network()) || join.contains(&s.network()));
         if let Some(ip) = super::ovn::nth(&join, id).filter(|_| family && !moved) {
             node.add(ip, Role::OvnRouterPort, Source::OvnNodeId);
+            node.ovn_internal.push((NODE_ID, join));
         }
     }
 }
@@ -118,7 +129,7 @@ fn derive_join(
 /// One `{"ipv4":"…/16","ipv6":"…/64"}` value.
 fn read_ifaddr(
     raw: &str,
-    key: &str,
+    key: &'static str,
     source: Source,
     node: &mut CiliumNode,
     bad: &mut dyn FnMut(String),
@@ -129,27 +140,54 @@ fn read_ifaddr(
     }
 }
 
+/// The router port's address of each family, and the subnet it lies in.
 fn add_ifaddr(
     ips: &Map<String, Value>,
-    key: &str,
+    key: &'static str,
     source: Source,
     node: &mut CiliumNode,
     bad: &mut dyn FnMut(String),
 ) {
+    for c in cidrs(ips, key, bad) {
+        node.add(c.ip, Role::OvnRouterPort, source);
+        push_subnet(node, key, c.net);
+    }
+}
+
+/// The subnet of each family (the masquerade subnet: no address of the node's).
+fn add_subnets(
+    ips: &Map<String, Value>,
+    key: &'static str,
+    node: &mut CiliumNode,
+    bad: &mut dyn FnMut(String),
+) {
+    for c in cidrs(ips, key, bad) {
+        push_subnet(node, key, c.net);
+    }
+}
+
+fn push_subnet(node: &mut CiliumNode, key: &'static str, net: IpNet) {
+    if !node.ovn_internal.contains(&(key, net)) {
+        node.ovn_internal.push((key, net));
+    }
+}
+
+/// The `ipv4` and `ipv6` CIDRs of one value, each of its family.
+fn cidrs(ips: &Map<String, Value>, key: &str, bad: &mut dyn FnMut(String)) -> Vec<Cidr> {
+    let mut out = Vec::new();
     for (family, v6) in [("ipv4", false), ("ipv6", true)] {
         let Some(v) = ips.get(family) else {
             continue;
         };
         match v.as_str().and_then(parse_cidr) {
-            Some(c) if c.ip.is_ipv6() == v6 => {
-                node.add(c.ip, Role::OvnRouterPort, source);
-            }
+            Some(c) if c.ip.is_ipv6() == v6 => out.push(c),
             _ => bad(format!(
                 "annotation {key} {family} {} is not an {family} CIDR; ignored",
                 quote(&v.to_string())
             )),
         }
     }
+    out
 }
 
 fn not_ifaddr(key: &str, raw: &str) -> String {

@@ -220,5 +220,10 @@ pub(crate) fn ip_pool(v: &Value, problems: &mut Vec<Invalid>) -> Result<IpPool, 
             .allowed_uses
             .as_ref()
             .is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
+        load_balancer: pool
+            .spec
+            .allowed_uses
+            .as_ref()
+            .is_some_and(|u| u.iter().any(|u| u == "LoadBalancer")),
     })
 }

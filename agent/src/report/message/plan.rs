@@ -2,6 +2,7 @@
 //! objects share which addresses, what will break, and which object to change.
 
 use crate::{
+    cni::ovn_kubernetes,
     detect::plan::{Move, PlanOverlap},
     inventory::{PlanOwner, Planned, Purpose},
 };
@@ -13,6 +14,8 @@ fn named(p: &Planned) -> String {
     let o = &p.owner;
     let whose = if o.allocator == "Kubernetes" {
         String::new()
+    } else if o.allocator.ends_with('s') {
+        format!("{}' ", o.allocator)
     } else {
         format!("{}'s ", o.allocator)
     };
@@ -28,7 +31,7 @@ fn named(p: &Planned) -> String {
 
 /// What will break when both give one address.
 fn breaks(o: &PlanOverlap) -> String {
-    use Purpose::{LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
+    use Purpose::{Internal, LoadBalancer, NodeAddress, NodePods, Pods, Secondary, Services};
     let (a, b) = (&o.change, &o.other);
     let node = b.node.as_deref().or(a.node.as_deref()).unwrap_or("a node");
     match (a.purpose, b.purpose) {
@@ -65,12 +68,31 @@ fn breaks(o: &PlanOverlap) -> String {
              network, the pod and the node answer for one address",
             a.domain.as_deref().unwrap_or("its interface")
         ),
+        (Internal, Internal) => format!(
+            "{} routes both subnets inside its own network: its routers' ports will be given one \
+             address twice and traffic through them breaks (ovn-kubernetes#4502)",
+            a.owner.allocator
+        ),
+        (_, Internal) | (Internal, _) => {
+            let internal = if b.purpose == Internal { b } else { a };
+            format!(
+                "{} routes its {} inside its own network: what is given an address there (a pod, \
+                 a Service, a node) is unreachable, or takes its routers' traffic",
+                internal.owner.allocator,
+                internal_name(internal)
+            )
+        }
         (Secondary, Secondary) => format!(
             "two attachments on {} will give one address to two pods (antrea#7306)",
             a.domain.as_deref().unwrap_or("one network")
         ),
         _ => "two allocators will give one address to two pods".to_owned(),
     }
+}
+
+/// `join subnet`, as the annotation it was read from names it.
+fn internal_name(p: &Planned) -> &'static str {
+    ovn_kubernetes::internal_of(p.owner.field).map_or("internal subnet", |i| i.name)
 }
 
 fn more(o: &PlanOverlap) -> String {
@@ -141,6 +163,18 @@ pub(super) fn fix(m: &Move) -> String {
             object(&m.owner),
             m.text
         ),
+        (Purpose::Internal, _) => {
+            let (name, knob) = ovn_kubernetes::internal_of(m.owner.field)
+                .map_or(("internal subnet", "its configuration"), |i| {
+                    (i.name, i.knob)
+                });
+            format!(
+                "Fix: move ovn-kubernetes' {name} {} ({}) off {}{or}: {knob}.",
+                m.text,
+                object(&m.owner),
+                m.shared
+            )
+        }
         (Purpose::NodeAddress, _) => format!(
             "Fix: move the other range off {}'s address {}{or}.",
             object(&m.owner),

@@ -1,6 +1,7 @@
 //! The cases of the address plan (`AddressPlanOverlap`): a MetalLB pool over
 //! Calico's pool in use, a Cilium LB-IPAM pool over a node's address, a
-//! ServiceCIDR over nodes' pod ranges, two attachments on one interface.
+//! ServiceCIDR over nodes' pod ranges, two attachments on one interface,
+//! ovn-kubernetes' internal subnets under a pool and over a node's address.
 
 use std::sync::Arc;
 
@@ -67,6 +68,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
             block_size: Some(26),
             disabled: false,
             workloads: true,
+            load_balancer: false,
         }],
     );
     let pod = Pod {
@@ -145,7 +147,40 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
             .into_iter()
             .map(|f| (Mode::OvnOrBridge, f)),
     );
+    out.extend(ovn_internal());
     out
+}
+
+/// A MetalLB pool over ovn-kubernetes' join subnet (the pool moves), a node's
+/// address in its transit subnet (the subnet moves).
+fn ovn_internal() -> Vec<(Mode, Finding)> {
+    use crate::cni::ovn_kubernetes::{LRP_IFADDR, TRANSIT_IFADDR};
+    let ovn = crate::inventory::CiliumNode {
+        name: "ovn-worker".into(),
+        ovn_internal: vec![
+            (LRP_IFADDR, net("100.64.0.0/16")),
+            (TRANSIT_IFADDR, net("100.88.0.0/16")),
+        ],
+        ..Default::default()
+    };
+    let mut edge = nodes(1);
+    edge[0].addresses[0].ip = ip("100.88.4.7");
+    let state = ClusterState {
+        annotated_nodes: Arc::new(vec![ovn]),
+        nodes: Arc::new(edge),
+        ..ClusterState::default()
+    };
+    let pool = planned(
+        "MetalLB",
+        "IPAddressPool",
+        "metallb-system/cgnat",
+        Purpose::LoadBalancer,
+        "100.64.0.0/24",
+    );
+    overlaps(vec![pool], state)
+        .into_iter()
+        .map(|f| (Mode::OvnOrBridge, f))
+        .collect()
 }
 
 /// `dup` (a `DuplicatePodIP`) as two pods on one secondary network's address.
