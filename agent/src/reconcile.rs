@@ -126,6 +126,7 @@ impl Reconciler {
             links: host.links.clone(),
             addresses: host.addresses.clone(),
             routes: host.routes.clone(),
+            dad_failed: host.dad_failed.clone(),
             fib,
             namespaces: self
                 .netlink

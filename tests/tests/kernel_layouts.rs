@@ -168,9 +168,13 @@ fn a_healthy_cilium_like_node_has_no_kernel_findings() {
 /// Waits (bounded only against a hang) until `ip -6 addr` in `ns` shows
 /// `addr` with (`want`) or without the kernel's `flag`.
 fn wait_for_flag(ns: &NetNs, addr: &str, flag: &str, want: bool) {
-    let what = format!("{addr} in {} with {flag} {want}", ns.name);
+    wait_for_flag_on(ns, "eth0", addr, flag, want);
+}
+
+fn wait_for_flag_on(ns: &NetNs, dev: &str, addr: &str, flag: &str, want: bool) {
+    let what = format!("{addr} on {dev} in {} with {flag} {want}", ns.name);
     wait_for(&what, HANG, || {
-        let out = ns.ip_output(&["-6", "addr", "show", "dev", "eth0"]);
+        let out = ns.ip_output(&["-6", "addr", "show", "dev", dev]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let line = text.lines().find(|l| l.contains(addr))?;
         (line.contains(flag) == want).then_some(())
@@ -295,4 +299,57 @@ fn a_pods_ipv6_address_left_tentative_is_reported_once_its_dad_outlasts_ten_seco
     assert_eq!(f["trust"], "hint", "{f:#}");
     // Still tentative: what was told is the kernel's state, not a guess.
     wait_for_flag(&pod_ns, addr, "tentative", true);
+}
+
+/// A pod on the bridge holds the bridge's own gateway address before the node
+/// adds it: the node's copy fails duplicate address detection (`dadfailed`),
+/// its pods lose their next hop, and `check` reports it on the Node, naming
+/// the bridge and the pod given the address (issue 39 item 3, a node-held
+/// address).
+#[test]
+fn a_node_address_the_kernel_marks_dadfailed_is_reported_with_its_device_and_holder() {
+    if !can_run("a_node_address_the_kernel_marks_dadfailed_is_reported_with_its_device_and_holder")
+    {
+        return;
+    }
+    let node = node("ndad");
+    node.ip_batch(
+        "link add br0 type bridge
+link set br0 up
+",
+    );
+    let sysctl = node
+        .command("sysctl")
+        .args(["-qw", "net.ipv6.conf.br0.accept_dad=1"])
+        .status()
+        .unwrap();
+    assert!(sysctl.success());
+    let gateway = "fd00:10::1";
+    let taker = NetNs::new("ndadp");
+    node.ip_batch(&format!(
+        "link add cali31ccef0dc46 type veth peer name eth0 netns {}\n\
+         link set cali31ccef0dc46 master br0\nlink set cali31ccef0dc46 up\n",
+        taker.name
+    ));
+    taker.ip_batch(&format!(
+        "addr add {gateway}/64 dev eth0\nlink set eth0 up\n"
+    ));
+    wait_for_flag(&taker, gateway, "tentative", false);
+    node.ip_batch(&format!("addr add {gateway}/64 dev br0\n"));
+    wait_for_flag_on(&node, "br0", gateway, "dadfailed", true);
+    let pods = list(vec![pod("tenant", "taker", ME, &[gateway])]);
+    let v = check(&node, &[("--pods", pods)]);
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "NodeAddressDadFailed")
+        .unwrap_or_else(|| panic!("no NodeAddressDadFailed: {v:#}"))
+        .clone();
+    assert_eq!(f["ip"], gateway, "{f:#}");
+    assert_eq!(f["owner"]["device"], "br0", "{f:#}");
+    assert_eq!(f["pod"], Value::Null, "{f:#}");
+    let message = f["message"].as_str().unwrap_or_default();
+    assert!(message.contains("tenant/taker"), "{f:#}");
+    drop(taker);
 }

@@ -122,6 +122,7 @@ fn findings_and_rows<'a>(
     }
     let (kernel, rows) = kernel::kernel_findings(inv, &seen_findings(&findings));
     findings.extend(kernel);
+    findings.extend(kernel::node_dad_failed(inv));
     findings.extend(overlap::allocator_overlaps(inv, &owners));
     if pods == Pods::All {
         // An audit finds the plan's overlaps once, cluster-wide.

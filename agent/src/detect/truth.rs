@@ -65,6 +65,16 @@ pub enum KernelFix {
         /// The host interfaces of the other namespaces of this node holding it.
         others: Vec<String>,
     },
+    /// Remove the other holder of the node's address on its link, then add
+    /// the address again so that its DAD runs anew.
+    RedoNodeDad {
+        /// The node.
+        node: String,
+        /// The node's device holding the address.
+        device: String,
+        /// The host interfaces of the pod namespaces of this node holding it.
+        others: Vec<String>,
+    },
     /// Let the pod's link end DAD (its carrier, its DAD sysctls), else
     /// recreate the pod so its address is added again.
     FinishDad {

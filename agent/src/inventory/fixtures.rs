@@ -72,6 +72,7 @@ pub(crate) fn host() -> HostNetwork {
         ],
         fib: BTreeMap::default(),
         namespaces: super::PodNamespaces::default(),
+        dad_failed: Vec::new(),
     }
 }
 

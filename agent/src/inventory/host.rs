@@ -18,6 +18,9 @@ pub struct HostNetwork {
     pub fib: BTreeMap<IpAddr, FibResult>,
     /// The namespaces behind the host's veth/netkit interfaces and what they hold.
     pub namespaces: super::PodNamespaces,
+    /// The node's global IPv6 addresses the kernel marks `dadfailed`: another
+    /// holder on the link answered for each, and the node does not use it.
+    pub dad_failed: Vec<IpAddr>,
 }
 
 impl HostNetwork {

@@ -107,6 +107,13 @@ impl Netlink {
             .iter()
             .filter_map(|m| convert::address(m, &links))
             .collect();
+        // Global IPv6 addresses only: a link-local's DAD is no pod's concern.
+        let dad_failed = addr_msgs
+            .iter()
+            .filter(|m| peers::dad_failed(m))
+            .filter_map(convert::local_ip)
+            .filter(|ip| matches!(ip, IpAddr::V6(v6) if !v6.is_unicast_link_local()))
+            .collect();
         let mut routes = Vec::new();
         for (what, msg) in [
             (
@@ -134,6 +141,7 @@ impl Netlink {
             routes,
             fib,
             namespaces,
+            dad_failed,
         })
     }
 

@@ -344,8 +344,10 @@ mod dad;
 mod holder_tests;
 mod index;
 mod leaked;
+mod node_dad;
 pub(in crate::detect) use dad::{DAD_FAILED, DAD_STUCK};
 pub(in crate::detect) use leaked::LEAKED;
+pub(in crate::detect) use node_dad::{NODE_DAD, failed as node_dad_failed};
 #[cfg(test)]
 mod dad_tests;
 mod names;

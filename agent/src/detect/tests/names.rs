@@ -64,6 +64,7 @@ fn finding_kinds_keep_their_names_everywhere() {
             FindingKind::PodAddressNotHeld => "PodAddressNotHeld",
             FindingKind::PodAddressDadFailed => "PodAddressDadFailed",
             FindingKind::PodAddressTentative => "PodAddressTentative",
+            FindingKind::NodeAddressDadFailed => "NodeAddressDadFailed",
             FindingKind::NodeAddressShadowed => "NodeAddressShadowed",
             FindingKind::UnallocatedTunnelAddress => "UnallocatedTunnelAddress",
             FindingKind::AddressPlanOverlap => "AddressPlanOverlap",

@@ -320,7 +320,8 @@ mod parse;
 mod read;
 
 pub use parse::{
-    address_answers_for, host_iface, link_answers_for, ns_address, ns_addresses, ns_link,
+    address_answers_for, dad_failed, host_iface, link_answers_for, ns_address, ns_addresses,
+    ns_link,
 };
 pub use read::MAX_SECONDARY_LINKS;
 

@@ -153,6 +153,12 @@ pub fn ns_address(msg: &AddressMessage, since_boot: Option<u32>) -> Option<NsAdd
     })
 }
 
+/// Whether the kernel marks the address `dadfailed`: another holder on its
+/// link answered for it, and the kernel will not use it.
+pub fn dad_failed(msg: &AddressMessage) -> bool {
+    flagged(msg, AddressFlags::Dadfailed, AddressHeaderFlags::Dadfailed)
+}
+
 /// Whether the kernel sets `flag` on the address: in `IFA_FLAGS` (32 bits)
 /// where sent, else in the header's 8 bits (both DAD flags fit).
 fn flagged(msg: &AddressMessage, flag: AddressFlags, header: AddressHeaderFlags) -> bool {

@@ -52,6 +52,17 @@ pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
              (the kernel marks it dadfailed): another holder on its link answered for it, and \
              the pod's namespace will not use it. Traffic to it reaches no pod."
         ),
+        FindingKind::NodeAddressDadFailed => {
+            let who = k.other_pod.as_ref().map_or_else(
+                || "another holder on its link".to_owned(),
+                |p| format!("{} (given it)", reader.pod(p)),
+            );
+            format!(
+                "Node {node}'s IPv6 address {ip} on {iface} failed duplicate address detection \
+                 (the kernel marks it dadfailed): {who} answered for it, and {node} does not use \
+                 it. What needs it on {node} (pods' gateway, the CNI's router) goes without."
+            )
+        }
         FindingKind::PodAddressTentative => format!(
             "On node {node}, this pod's IPv6 address {ip} is still tentative: duplicate address \
              detection never ended (its link has no carrier, or the namespace's DAD sysctls \
@@ -157,6 +168,26 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
             format!(
                 "Fix: on {node}, remove {holder}, then delete {} so its address is added again.",
                 reader.pod(pod)
+            )
+        }
+        KernelFix::RedoNodeDad {
+            node,
+            device,
+            others,
+        } => {
+            let first = if others.is_empty() {
+                "find the other holder on its link (`ip -6 neigh` on it names its MAC) and remove it"
+                    .to_owned()
+            } else {
+                format!(
+                    "delete the pod behind {} (its namespace holds the address)",
+                    others.join(", ")
+                )
+            };
+            format!(
+                "Fix: on {node}, {first}; then add the address again so its DAD runs anew (`ip \
+                 addr del` and `ip addr add` it on {device}, or restart the component that owns \
+                 {device})."
             )
         }
         KernelFix::FinishDad { node, pod, iface } => format!(

@@ -55,6 +55,15 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         .namespaces
         .get_mut(&0);
     Arc::make_mut(ns.expect("nsid 0")).addresses[0].dad_stuck = true;
+    // The node's gateway address on cni0, its DAD lost to web's namespace.
+    let mut node_dad = ptp_inventory(api());
+    hold(&mut node_dad, 1, &[PTP_PODS[1], "fd00:10::1"]);
+    let host = Arc::make_mut(&mut node_dad.host);
+    host.addresses.push(crate::inventory::LocalAddress {
+        ip: "fd00:10::1".parse().expect("ip"),
+        device: "cni0".into(),
+    });
+    host.dad_failed.push("fd00:10::1".parse().expect("ip"));
     [
         misdirected,
         changed,
@@ -64,6 +73,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
         ptp_inventory(missing),
         dad,
         stuck,
+        node_dad,
     ]
     .iter()
     .flat_map(kernel)
