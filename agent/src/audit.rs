@@ -139,11 +139,20 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
                 std::sync::Arc::make_mut(&mut read.plan).extend(api);
                 read.services = std::sync::Arc::new(services);
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "listing Services failed: Services claiming node or pod addresses are not checked \
-                 (grant `list services` to check them)"
-            ),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "listing Services failed: Services claiming node or pod addresses are not \
+                     checked (grant `list services` to check them)"
+                );
+                // The `kubernetes` Service's cluster IP came with that list.
+                std::sync::Arc::make_mut(&mut read.plan_unlisted).push(
+                    crate::inventory::Unlisted {
+                        resource: "services".to_owned(),
+                        reason: format!("{e} (`kubectl auth can-i list services`)"),
+                    },
+                );
+            }
         }
         (ClusterState::assemble(read), Some(client))
     };

@@ -60,6 +60,7 @@ impl PlanOverlap {
             owner: self.change.owner.clone(),
             text: self.change.text.clone(),
             purpose: self.change.purpose,
+            against: self.other.purpose,
             shared: self.shared,
             or: self.either.then(|| self.other.owner.clone()),
         }
@@ -75,6 +76,8 @@ pub struct Move {
     pub text: String,
     /// What the range is for.
     pub purpose: Purpose,
+    /// What the other range is for.
+    pub against: Purpose,
     /// The addresses to leave out.
     pub shared: IpRange,
     /// The other object, when changing it does as well.
@@ -137,6 +140,10 @@ pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
         .collect();
     without_api_service_ip(&mut ranges);
     ranges.extend(super::plan_sources::derived(state, near));
+    // Cilium's whole cluster pool is audit's: its default (10.0.0.0/8) holds
+    // many a node network whose addresses it will not reach for thousands of
+    // nodes; the node's own range (its CiliumNode's) is checked here.
+    ranges.retain(|p| !(p.owner.allocator == "Cilium" && p.owner.kind == "ConfigMap"));
     let mine = |p: &Planned| p.node.as_deref() == Some(me);
     grouped(&ranges)
         .into_iter()
@@ -256,7 +263,9 @@ fn must_not_meet(a: &Planned, b: &Planned) -> bool {
     match (x.purpose, y.purpose) {
         (Pods, Pods) | (LoadBalancer, LoadBalancer) => x.owner.allocator != y.owner.allocator,
         // Two nodes' ranges of one record (Nodes, CiliumNodes): one range twice.
-        (NodePods, NodePods) => x.owner.kind == y.owner.kind,
+        (NodePods, NodePods) => {
+            x.owner.allocator == y.owner.allocator && x.owner.kind == y.owner.kind
+        }
         (Pods | NodePods, LoadBalancer | Services | NodeAddress)
         | (Services | LoadBalancer, NodeAddress)
         | (Services, LoadBalancer)

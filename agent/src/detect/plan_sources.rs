@@ -4,7 +4,10 @@
 //! primary Subnets of the default VPC's overlay, ovn-kubernetes' node subnets
 //! and internal subnets from its Node annotations.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::IpAddr,
+};
 
 use ipnet::IpNet;
 
@@ -60,9 +63,14 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
     }
     // ovn-kubernetes' subnets of its nodes (OpenShift's Nodes have no
     // podCIDRs), each but one the same Node already records.
+    let by_name: HashMap<&str, &crate::inventory::NodeFacts> = if state.annotated_nodes.is_empty() {
+        HashMap::new()
+    } else {
+        state.nodes.iter().map(|n| (n.name.as_str(), n)).collect()
+    };
     for n in state.annotated_nodes.iter() {
-        let recorded = state.nodes.iter().find(|f| f.name == n.name);
-        for s in &n.ovn_subnets {
+        let recorded = by_name.get(n.name.as_str());
+        for s in n.ovn_subnets.iter().filter(|s| keep(&IpRange::of(s))) {
             if recorded.is_some_and(|f| f.pod_cidrs.contains(s)) {
                 continue;
             }
@@ -170,10 +178,28 @@ fn ovn_internal(state: &ClusterState) -> Vec<Planned> {
     let join = shared(&JOIN);
     let moved = super::owners::join_moved(&state.annotated_nodes)
         || state.plan.iter().any(|p| p.shared.as_ref() == Some(&join));
+    // A Node's own address in the default join subnet says it was moved off it
+    // (that is why it is moved), where no annotation tells where to.
+    let mut holds_a_node: Vec<(IpNet, bool)> = Vec::new();
+    let mut default_taken = |net: IpNet| {
+        if let Some(&(_, taken)) = holds_a_node.iter().find(|(n, _)| *n == net) {
+            return taken;
+        }
+        let taken = state
+            .nodes
+            .iter()
+            .any(|n| n.addresses.iter().any(|a| net.contains(&a.ip)));
+        holds_a_node.push((net, taken));
+        taken
+    };
     let mut first: BTreeMap<(&str, IpNet), (&str, &'static str)> = BTreeMap::new();
     for n in state.annotated_nodes.iter() {
         for &(field, net) in &n.ovn_internal {
-            let Some(internal) = internal_of(field).filter(|_| !(moved && field == NODE_ID)) else {
+            let derived = field == NODE_ID;
+            if derived && (moved || default_taken(net)) {
+                continue;
+            }
+            let Some(internal) = internal_of(field) else {
                 continue;
             };
             let by = first

@@ -289,3 +289,52 @@ fn a_config_files_join_subnet_replaces_the_default_a_node_id_derives() {
     // The pool, and the file's join subnet alone.
     assert_eq!(super::plan_overlaps(&moved).1, 2);
 }
+
+#[test]
+fn ovn_kubernetes_subnets_ordered_apart_from_kube_controller_managers_podcidrs_are_no_overlap() {
+    // ovn-kubernetes allocates node subnets itself and never reads podCIDRs:
+    // where kube-controller-manager also allocates, the two orders differ.
+    let mut a = ovn_node("worker-a", &[]);
+    a.ovn_subnets = vec![net("10.244.1.0/24")];
+    let mut b = ovn_node("worker-b", &[]);
+    b.ovn_subnets = vec![net("10.244.0.0/24")];
+    let s = with_ovn(
+        state(
+            vec![],
+            vec![
+                node("worker-a", "10.244.0.0/24", "172.18.0.2"),
+                node("worker-b", "10.244.1.0/24", "172.18.0.3"),
+            ],
+        ),
+        vec![a, b.clone()],
+    );
+    assert_eq!(found(&s), []);
+    // ovn-kubernetes giving one subnet to two nodes is one range twice.
+    let mut c = ovn_node("worker-c", &[]);
+    c.ovn_subnets = vec![net("10.244.0.0/24")];
+    let twice = with_ovn(state(vec![], vec![]), vec![b, c]);
+    assert_eq!(found(&twice).len(), 1, "{:?}", found(&twice));
+}
+
+#[test]
+fn a_nodes_address_in_the_default_join_subnet_says_the_join_subnet_moved() {
+    // Newer ovn-kubernetes publishes no join address: only node-id derives
+    // the default, and a node on 100.64/16 means it was moved off it.
+    let nodes = || vec![ovn_node("ovn-worker", &[(NODE_ID, "100.64.0.0/16")])];
+    let on_cgnat = with_ovn(
+        state(
+            vec![],
+            vec![node("ovn-worker", "10.244.0.0/24", "100.64.3.7")],
+        ),
+        nodes(),
+    );
+    assert_eq!(found(&on_cgnat), []);
+    let beside = with_ovn(
+        state(
+            vec![metallb("metallb-system/cgnat", "100.64.0.0/24")],
+            vec![node("ovn-worker", "10.244.0.0/24", "172.18.0.2")],
+        ),
+        nodes(),
+    );
+    assert_eq!(found(&beside).len(), 1);
+}

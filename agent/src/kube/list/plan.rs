@@ -35,7 +35,8 @@ pub(super) async fn plan(
         return (out, unlisted);
     }
     // The `kubernetes` Service comes with `audit`'s one list of the Services.
-    for records in RECORDS.iter().filter(|r| !std::ptr::eq(**r, &API_SERVICE)) {
+    let api_service = |r: &Records| r.group == API_SERVICE.group && r.kind == API_SERVICE.kind;
+    for records in RECORDS.iter().filter(|r| !api_service(r)) {
         if let Err(e) = kind(client, records, progress, invalid, &mut out).await {
             let namespace = records
                 .only

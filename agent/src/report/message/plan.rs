@@ -143,26 +143,46 @@ fn object(o: &PlanOwner) -> String {
     format!("{} {}", o.kind, o.object)
 }
 
+/// A node's pod range given twice, or over a node's address or an internal
+/// subnet: in the terms of the allocator that gave it.
+fn node_pods_fix(m: &Move) -> String {
+    let (allocator, cluster_range) = match m.owner.allocator {
+        "Kubernetes" => ("the node IPAM", "kube-controller-manager's --cluster-cidr"),
+        "Cilium" => ("cilium-operator", "cilium-config's cluster pool"),
+        "ovn-kubernetes" => (
+            "ovn-kubernetes' cluster manager",
+            "ovnkube's --cluster-subnets",
+        ),
+        other => (other, "the cluster's pod network"),
+    };
+    if m.or.is_some() {
+        return format!(
+            "Fix: one pod range is given to two nodes, and a node keeps the range it was given: \
+             drain, delete and re-register the newer of {} and its peer so that {allocator} gives \
+             it a free range.",
+            object(&m.owner)
+        );
+    }
+    let what = match m.against {
+        Purpose::NodeAddress => format!("the node's address {}", m.shared),
+        Purpose::Internal => format!("{} of an internal subnet", m.shared),
+        _ => m.shared.to_string(),
+    };
+    format!(
+        "Fix: {what} lies in {}'s pod range {}: give the pod ranges ({cluster_range}) room \
+         outside it, or move what holds it.",
+        object(&m.owner),
+        m.text
+    )
+}
+
 /// The fix: which object to change, and how.
 pub(super) fn fix(m: &Move) -> String {
     let or =
         m.or.as_ref()
             .map_or_else(String::new, |o| format!(" (or {}'s)", object(o)));
     match (m.purpose, m.owner.kind) {
-        (Purpose::NodePods, _) if m.or.is_some() => format!(
-            "Fix: one pod range is given to two nodes and a Node's podCIDR is immutable: drain, \
-             delete and re-register the newer of {} and its peer so the node IPAM gives it a \
-             free range.",
-            object(&m.owner)
-        ),
-        (Purpose::NodePods, _) => format!(
-            "Fix: the node's address {} lies in {}'s pod range {}: give the node's pod ranges \
-             (kube-controller-manager's --cluster-cidr) room outside the nodes' network, or move \
-             the node.",
-            m.shared,
-            object(&m.owner),
-            m.text
-        ),
+        (Purpose::NodePods, _) => node_pods_fix(m),
         (Purpose::Internal, _) => {
             let (name, knob) = ovn_kubernetes::internal_of(m.owner.field)
                 .map_or(("internal subnet", "its configuration"), |i| {
