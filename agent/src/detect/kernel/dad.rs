@@ -65,12 +65,23 @@ fn verdict(
             .get(&h.nsid)
             .is_some_and(|n| n.addresses.iter().any(|a| a.ip == row.ip && marked(a)))
     };
-    let name = format!("{}/{}", pod.namespace, pod.name);
+    // Most pods' addresses are marked nowhere: nothing more is looked at
+    // (nor allocated) for them on every reconcile.
+    if !row.holders.iter().any(marked_in) {
+        return None;
+    }
+    let named = |h: &Holder| {
+        h.named_for.as_deref().is_some_and(|n| {
+            n.strip_prefix(pod.namespace.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                == Some(pod.name.as_str())
+        })
+    };
     let by_route = row.route.as_ref().and_then(|r| r.nsid);
     let own = row
         .holders
         .iter()
-        .find(|h| Some(h.nsid) == by_route || h.named_for.as_deref() == Some(name.as_str()))
+        .find(|h| Some(h.nsid) == by_route || named(h))
         .or_else(|| {
             row.holders
                 .iter()
