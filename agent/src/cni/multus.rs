@@ -146,7 +146,10 @@ fn read(json: &str, invalid_out: &mut Vec<Invalid>) -> Vec<Planned> {
     let mut r = Reader {
         object,
         domain: domain(plugin, name, resource.map(String::as_str)),
-        on_node_interface: matches!(str_at(plugin, "type"), Some("macvlan" | "ipvlan")),
+        // A master named as a VLAN sub-interface (`eth0.100`) is a network of
+        // its own, apart from the node's addresses.
+        on_node_interface: matches!(str_at(plugin, "type"), Some("macvlan" | "ipvlan"))
+            && !str_at(plugin, "master").is_some_and(|m| m.contains('.')),
         out: Vec::new(),
         seen: 0,
         invalid: invalid_out,

@@ -158,7 +158,7 @@ fn calico_pools<'a>(
             calico
                 .pools
                 .iter()
-                .filter(|p| p.load_balancer && keep(&IpRange::of(&p.cidr)))
+                .filter(|p| p.load_balancer && !p.disabled && keep(&IpRange::of(&p.cidr)))
                 .map(|p| (p, Purpose::LoadBalancer)),
         )
         .map(|(p, purpose)| {
