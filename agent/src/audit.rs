@@ -101,6 +101,38 @@ impl Progress {
     }
 }
 
+/// Which Node and pod addresses a Service claims (kube-proxy in IPVS mode
+/// binds them everywhere): only those are kept of the Services, and the
+/// `kubernetes` Service's cluster IP for the plan. Optional, as every source:
+/// without `list services` the rest of the audit stands.
+async fn with_services(
+    client: &::kube::Client,
+    read: &mut ClusterState<AsRead>,
+    progress: &mut Progress,
+) {
+    let wanted = claimable(read);
+    match kube::cluster::services_claiming(client, &wanted).await {
+        Ok(services) => {
+            progress.listed("Service addresses", services.by_ip.len(), true);
+            let api = crate::cni::kubernetes::api_service_ips(&services.api_service);
+            std::sync::Arc::make_mut(&mut read.plan).extend(api);
+            read.services = std::sync::Arc::new(services);
+        }
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "listing Services failed: Services claiming node or pod addresses are not \
+                 checked (grant `list services` to check them)"
+            );
+            // The `kubernetes` Service's cluster IP came with that list.
+            std::sync::Arc::make_mut(&mut read.plan_unlisted).push(crate::inventory::Unlisted {
+                resource: "services".to_owned(),
+                reason: format!("{e} (`kubectl auth can-i list services`)"),
+            });
+        }
+    }
+}
+
 /// Reads the cluster (or the files) and audits every node.
 pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
     let mut progress = Progress {
@@ -127,33 +159,7 @@ pub async fn run(args: &Args) -> Result<(Audit, Vec<Invalid>), Error> {
             &mut |what, n, done| progress.listed(what, n, done),
         )
         .await?;
-        // Which Node and pod addresses a Service claims (kube-proxy in IPVS
-        // mode binds them everywhere): only those are kept of the Services.
-        // Optional, as every source: without `list services` the rest of the
-        // audit stands.
-        let wanted = claimable(&read);
-        match kube::cluster::services_claiming(&client, &wanted).await {
-            Ok(services) => {
-                progress.listed("Service addresses", services.by_ip.len(), true);
-                let api = crate::cni::kubernetes::api_service_ips(&services.api_service);
-                std::sync::Arc::make_mut(&mut read.plan).extend(api);
-                read.services = std::sync::Arc::new(services);
-            }
-            Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "listing Services failed: Services claiming node or pod addresses are not \
-                     checked (grant `list services` to check them)"
-                );
-                // The `kubernetes` Service's cluster IP came with that list.
-                std::sync::Arc::make_mut(&mut read.plan_unlisted).push(
-                    crate::inventory::Unlisted {
-                        resource: "services".to_owned(),
-                        reason: format!("{e} (`kubectl auth can-i list services`)"),
-                    },
-                );
-            }
-        }
+        with_services(&client, &mut read, &mut progress).await;
         (ClusterState::assemble(read), Some(client))
     };
     let mut result = audit(&state, &args.read.router_device, &mut |done, total| {

@@ -64,7 +64,11 @@ fn every_real_ipamblock_and_ippool_is_read_and_only_the_elided_attributes_warn()
         }
     }
     let sizes: Vec<_> = pools.iter().map(|p| p.block_size).collect();
-    assert_eq!(sizes, [Some(26), Some(24), Some(26)], "{pools:?}");
+    assert_eq!(sizes, [Some(24), Some(26), Some(24), Some(26)], "{pools:?}");
+    // Calico's LoadBalancer IPAM docs' pool: for Services, no workload.
+    let lb: Vec<_> = pools.iter().filter(|p| p.load_balancer).collect();
+    assert_eq!(lb.len(), 1, "{pools:?}");
+    assert!(!lb[0].workloads, "{pools:?}");
     assert!(pools.iter().all(|p| !p.disabled));
 
     // calico#3589's pod block, its 62 attributes elided by the reporter: read,

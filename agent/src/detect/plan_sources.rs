@@ -61,23 +61,7 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
             });
         }
     }
-    // ovn-kubernetes' subnets of its nodes (OpenShift's Nodes have no
-    // podCIDRs), each but one the same Node already records.
-    let by_name: HashMap<&str, &crate::inventory::NodeFacts> = if state.annotated_nodes.is_empty() {
-        HashMap::new()
-    } else {
-        state.nodes.iter().map(|n| (n.name.as_str(), n)).collect()
-    };
-    for n in state.annotated_nodes.iter() {
-        let recorded = by_name.get(n.name.as_str());
-        for s in n.ovn_subnets.iter().filter(|s| keep(&IpRange::of(s))) {
-            if recorded.is_some_and(|f| f.pod_cidrs.contains(s)) {
-                continue;
-            }
-            let o = owner("ovn-kubernetes", "Node", &n.name, NODE_SUBNETS);
-            out.push(node_range(o, Purpose::NodePods, s, &n.name));
-        }
-    }
+    ovn_node_subnets(state, &keep, &mut out);
     for c in state.cilium_nodes.iter() {
         for r in c.pod_cidrs.iter().filter(|r| keep(&IpRange::of(r))) {
             let o = owner("Cilium", "CiliumNode", &c.name, "spec.ipam.podCIDRs");
@@ -99,6 +83,30 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
         }
     }
     out
+}
+
+/// ovn-kubernetes' subnets of its nodes (OpenShift's Nodes have no
+/// podCIDRs), each but one the same Node already records.
+fn ovn_node_subnets(
+    state: &ClusterState,
+    keep: &impl Fn(&IpRange) -> bool,
+    out: &mut Vec<Planned>,
+) {
+    if state.annotated_nodes.is_empty() {
+        return;
+    }
+    let by_name: HashMap<&str, &crate::inventory::NodeFacts> =
+        state.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    for n in state.annotated_nodes.iter() {
+        let recorded = by_name.get(n.name.as_str());
+        for s in n.ovn_subnets.iter().filter(|s| keep(&IpRange::of(s))) {
+            if recorded.is_some_and(|f| f.pod_cidrs.contains(s)) {
+                continue;
+            }
+            let o = owner("ovn-kubernetes", "Node", &n.name, NODE_SUBNETS);
+            out.push(node_range(o, Purpose::NodePods, s, &n.name));
+        }
+    }
 }
 
 /// Cilium's cluster pool, where cilium-config says its IPAM is cluster-pool

@@ -52,17 +52,7 @@ pub(super) fn what(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
              (the kernel marks it dadfailed): another holder on its link answered for it, and \
              the pod's namespace will not use it. Traffic to it reaches no pod."
         ),
-        FindingKind::NodeAddressDadFailed => {
-            let who = k.other_pod.as_ref().map_or_else(
-                || "another holder on its link".to_owned(),
-                |p| format!("{} (given it)", reader.pod(p)),
-            );
-            format!(
-                "Node {node}'s IPv6 address {ip} on {iface} failed duplicate address detection \
-                 (the kernel marks it dadfailed): {who} answered for it, and {node} does not use \
-                 it. What needs it on {node} (pods' gateway, the CNI's router) goes without."
-            )
-        }
+        FindingKind::NodeAddressDadFailed => node_dad(f, k, reader),
         FindingKind::PodAddressTentative => format!(
             "On node {node}, this pod's IPv6 address {ip} is still tentative: duplicate address \
              detection never ended (its link has no carrier, or the namespace's DAD sysctls \
@@ -170,26 +160,7 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
                 reader.pod(pod)
             )
         }
-        KernelFix::RedoNodeDad {
-            node,
-            device,
-            others,
-        } => {
-            let first = if others.is_empty() {
-                "find the other holder on its link (`ip -6 neigh` on it names its MAC) and remove it"
-                    .to_owned()
-            } else {
-                format!(
-                    "delete the pod behind {} (its namespace holds the address)",
-                    others.join(", ")
-                )
-            };
-            format!(
-                "Fix: on {node}, {first}; then add the address again so its DAD runs anew (`ip \
-                 addr del` and `ip addr add` it on {device}, or restart the component that owns \
-                 {device})."
-            )
-        }
+        redo @ KernelFix::RedoNodeDad { .. } => redo_node_dad(redo),
         KernelFix::FinishDad { node, pod, iface } => format!(
             "Fix: on {node}, give {iface} a carrier (it and its peer up) and check the pod's \
              accept_dad, dad_transmits and retrans_time_ms; else delete {} so its address is \
@@ -201,4 +172,44 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
              recreated."
         ),
     }
+}
+
+/// A node's own address that lost its DAD, and who answered for it.
+fn node_dad(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
+    let (ip, node) = (f.ip_text(), &f.owner.node);
+    let iface = f.owner.device.as_deref().unwrap_or("?");
+    let who = k.other_pod.as_ref().map_or_else(
+        || "another holder on its link".to_owned(),
+        |p| format!("{} (given it)", reader.pod(p)),
+    );
+    format!(
+        "Node {node}'s IPv6 address {ip} on {iface} failed duplicate address detection (the \
+         kernel marks it dadfailed): {who} answered for it, and {node} does not use it. What \
+         needs it on {node} (pods' gateway, the CNI's router) goes without."
+    )
+}
+
+/// Remove the other holder of the node's address, then add it again.
+fn redo_node_dad(fix: &KernelFix) -> String {
+    let KernelFix::RedoNodeDad {
+        node,
+        device,
+        others,
+    } = fix
+    else {
+        return String::new();
+    };
+    let first = if others.is_empty() {
+        "find the other holder on its link (`ip -6 neigh` on it names its MAC) and remove it"
+            .to_owned()
+    } else {
+        format!(
+            "delete the pod behind {} (its namespace holds the address)",
+            others.join(", ")
+        )
+    };
+    format!(
+        "Fix: on {node}, {first}; then add the address again so its DAD runs anew (`ip addr del` \
+         and `ip addr add` it on {device}, or restart the component that owns {device})."
+    )
 }

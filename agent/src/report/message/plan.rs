@@ -176,6 +176,32 @@ fn node_pods_fix(m: &Move) -> String {
     )
 }
 
+fn antreas(m: &Move) -> bool {
+    m.owner.allocator.starts_with("Antrea")
+}
+
+/// Antrea's pools keep their ranges: a new pool, and what uses the old moved.
+fn antrea_fix(m: &Move, or: &str) -> String {
+    if m.owner.kind == "ExternalIPPool" {
+        return format!(
+            "Fix: an ExternalIPPool's ipRanges cannot be removed: create a pool without {}, point \
+             the Egresses (spec.externalIPPool) and Services (service.antrea.io/external-ip-pool) \
+             that use {} at it, then delete it{or}.",
+            m.shared,
+            object(&m.owner)
+        );
+    }
+    format!(
+        "Fix: an Antrea IPPool's existing ipRanges cannot be changed or deleted, nor the pool \
+         while it gives addresses: create a pool without {}, point the Namespaces \
+         (ipam.antrea.io/ippools) and attachments that name {} at it, and delete {} once its \
+         pods are gone{or}.",
+        m.shared,
+        object(&m.owner),
+        m.owner.object
+    )
+}
+
 /// The fix: which object to change, and how.
 pub(super) fn fix(m: &Move) -> String {
     let or =
@@ -207,22 +233,7 @@ pub(super) fn fix(m: &Move) -> String {
             m.shared,
             object(&m.owner)
         ),
-        (_, "IPPool") if m.owner.allocator == "Antrea IPAM" => format!(
-            "Fix: an Antrea IPPool's existing ipRanges cannot be changed or deleted, nor the \
-             pool while it gives addresses: create a pool without {}, point the Namespaces \
-             (ipam.antrea.io/ippools) and attachments that name {} at it, and delete {} once its \
-             pods are gone{or}.",
-            m.shared,
-            object(&m.owner),
-            m.owner.object
-        ),
-        (_, "ExternalIPPool") => format!(
-            "Fix: an ExternalIPPool's ipRanges cannot be removed: create a pool without {}, point \
-             the Egresses (spec.externalIPPool) and Services (service.antrea.io/external-ip-pool) \
-             that use {} at it, then delete it{or}.",
-            m.shared,
-            object(&m.owner)
-        ),
+        (_, "IPPool" | "ExternalIPPool") if antreas(m) => antrea_fix(m, &or),
         (_, "IPPool") => format!(
             "Fix: a Calico IPPool's spec.cidr cannot be narrowed in place: reserve {} with an \
              IPReservation, or create a pool without it and disable {} (spec.disabled){or}.",
