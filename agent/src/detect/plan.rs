@@ -148,13 +148,11 @@ pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
     grouped(&ranges)
         .into_iter()
         .filter(|o| mine(&o.change) || mine(&o.other))
-        .map(|o| Finding {
+        .map(|o| {
+            let mut f = finding(o);
             // Its node's, even where the other side is another node's range.
-            owner: Owner {
-                node: me.to_owned(),
-                ..finding(o.clone()).owner
-            },
-            ..finding(o)
+            me.clone_into(&mut f.owner.node);
+            f
         })
         .collect()
 }
