@@ -23,6 +23,7 @@ pub mod node_local_dns;
 pub mod ovn_kubernetes;
 pub mod ovn_kubernetes_config;
 pub mod plan;
+pub mod read;
 
 use std::fmt::Write as _;
 

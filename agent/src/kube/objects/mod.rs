@@ -29,74 +29,9 @@ pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::{LeanService, service_addresses, service_json};
 pub use subnet::{parse_range, subnet};
 
-/// Entries read of one list in an object at most; each cap named in a warning.
-pub(crate) mod caps {
-    /// `CiliumNode.spec.addresses` (a node has a handful).
-    pub(crate) const ADDRESSES: usize = 64;
-    /// CIDRs of one field (`podCIDRs`, a pool's `cidrs`, `pools.allocated`).
-    pub(crate) const CIDRS: usize = 64;
-    /// `CiliumNode.status.ipam.used` entries (an ENI node has hundreds).
-    pub(crate) const IPAM_USED: usize = 8192;
-    /// `Subnet.spec.excludeIps` entries.
-    pub(crate) const EXCLUDE_IPS: usize = 4096;
-    /// `Pod.status.podIPs` (one per family in a sane object).
-    pub(crate) const POD_IPS: usize = 8;
-}
-
-/// At most `max` of `items`, the cut named in `bad`: bounded work per object
-/// from outside, whatever its size.
-pub(crate) fn capped<'a, T>(
-    items: &'a [T],
-    max: usize,
-    field: &str,
-    bad: &mut dyn FnMut(String),
-) -> &'a [T] {
-    if items.len() > max {
-        bad(format!(
-            "{field} has {} entries; only the first {max} are read",
-            items.len()
-        ));
-        &items[..max]
-    } else {
-        items
-    }
-}
-
-/// The `Err` of an object of `resource` without a name: unusable.
-fn unnamed(resource: &'static str) -> crate::inventory::Invalid {
-    crate::inventory::Invalid {
-        resource,
-        object: "(unnamed)".to_owned(),
-        problem: "metadata.name is missing or not a string; object skipped".to_owned(),
-    }
-}
-
-/// Longest value quoted back in a warning: annotations can be megabytes.
-const QUOTE_MAX: usize = 64;
-
-/// A string quoted for a message, cut to a readable length.
-pub fn quote(s: &str) -> String {
-    if s.len() <= QUOTE_MAX {
-        format!("{s:?}")
-    } else {
-        format!("{:?}… ({} bytes)", prefix(s, QUOTE_MAX), s.len())
-    }
-}
-
-/// The first `max` bytes of `s` at most, cut at a character boundary.
-fn prefix(s: &str, max: usize) -> &str {
-    &s[..s.floor_char_boundary(max)]
-}
-
-/// `s` cut to `max` bytes, marked `…` when cut: text from outside kept bounded.
-pub(crate) fn bounded(s: &str, max: usize) -> String {
-    let kept = prefix(s, max);
-    if kept.len() < s.len() {
-        format!("{kept}…")
-    } else {
-        s.to_owned()
-    }
-}
+// Every converter's bounds and quotes, with the CNIs' readers (`cni::read`).
+pub use crate::cni::read::quote;
+pub(crate) use crate::cni::read::{bounded, capped, caps, unnamed};
 
 #[cfg(test)]
 #[path = "addresses_tests.rs"]

@@ -13,7 +13,7 @@ use serde::{
 /// `T`, or any other JSON, skipped unparsed. Written back as the object, or
 /// `[]` for the other JSON: the converter names a wrong type, never its value.
 #[derive(Clone, Debug, Default)]
-pub(in crate::kube) enum Shape<T> {
+pub(crate) enum Shape<T> {
     #[default]
     Absent,
     Map(T),
@@ -22,7 +22,7 @@ pub(in crate::kube) enum Shape<T> {
 
 impl<T: Default> Shape<T> {
     /// The object, or an empty one: a wrong type reads as nothing there.
-    pub(super) fn or_default(self) -> T {
+    pub(crate) fn or_default(self) -> T {
         match self {
             Self::Map(t) => t,
             Self::Absent | Self::Other => T::default(),
@@ -33,7 +33,7 @@ impl<T: Default> Shape<T> {
 /// Where a JSON object is expected: the object read as `T`, or `T`'s
 /// default for anything else (a wrong type reads as nothing there, as a JSON
 /// pointer through it finds nothing).
-pub(super) fn lenient<'de, T, D>(d: D) -> Result<T, D::Error>
+pub(crate) fn lenient<'de, T, D>(d: D) -> Result<T, D::Error>
 where
     T: Deserialize<'de> + Default,
     D: Deserializer<'de>,
@@ -89,10 +89,10 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
 /// not a `T`, `T`'s default and serde's words for why: a wrong type names
 /// the object instead of failing the list.
 #[derive(Clone, Debug, Default)]
-pub(in crate::kube) struct Typed<T> {
-    pub(in crate::kube) value: T,
+pub(crate) struct Typed<T> {
+    pub(crate) value: T,
     /// Why the JSON there is not a `T`, if it is not.
-    pub(in crate::kube) wrong: Option<String>,
+    pub(crate) wrong: Option<String>,
 }
 
 impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T> {
@@ -108,7 +108,7 @@ impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T
 
 /// A value read for its key alone, written back as `{}`.
 #[derive(Clone, Debug)]
-pub(in crate::kube) struct Skipped;
+pub(crate) struct Skipped;
 
 impl<'de> Deserialize<'de> for Skipped {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -119,7 +119,7 @@ impl<'de> Deserialize<'de> for Skipped {
 /// The objects of the real-world corpus whose file names start with `prefix`
 /// (each a single object or a List's items), with their file name.
 #[cfg(test)]
-pub(super) fn corpus_items(prefix: &str) -> Vec<(String, serde_json::Value)> {
+pub(crate) fn corpus_items(prefix: &str) -> Vec<(String, serde_json::Value)> {
     use serde_json::Value;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/realworld");
     let mut out = Vec::new();

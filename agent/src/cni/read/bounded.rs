@@ -19,19 +19,19 @@ use serde::{
 /// other JSON where a string is expected reads as no string at all, as the
 /// converters read a field of the wrong type.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(in crate::kube) struct Text<const N: usize> {
+pub(crate) struct Text<const N: usize> {
     kept: Option<String>,
     cut: bool,
 }
 
 impl<const N: usize> Text<N> {
     /// The text kept, if a string was there.
-    pub(in crate::kube) fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         self.kept.as_deref()
     }
 
     /// Whether the string was longer than `N` bytes.
-    pub(in crate::kube) fn cut(&self) -> bool {
+    pub(crate) fn cut(&self) -> bool {
         self.cut
     }
 
@@ -92,7 +92,7 @@ impl<'de, const N: usize> Visitor<'de> for TextVisitor<N> {
 /// A number where one is expected (an Event's `count`: int32, which a
 /// client may write negative); any other JSON reads as none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(in crate::kube) struct Count(Option<i64>);
+pub(crate) struct Count(Option<i64>);
 
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -138,7 +138,7 @@ impl<'de> Visitor<'de> for CountVisitor {
 }
 
 impl Count {
-    pub(in crate::kube) fn get(self) -> Option<i64> {
+    pub(crate) fn get(self) -> Option<i64> {
         self.0
     }
 }
@@ -146,7 +146,7 @@ impl Count {
 /// A JSON array kept to its first `N` items, the others skipped unparsed;
 /// any other JSON reads as an empty list (the converters see no items).
 #[derive(Debug)]
-pub(in crate::kube) struct Capped<T, const N: usize> {
+pub(crate) struct Capped<T, const N: usize> {
     items: Vec<T>,
     cut: bool,
 }
@@ -162,13 +162,13 @@ impl<T, const N: usize> Default for Capped<T, N> {
 
 impl<T, const N: usize> Capped<T, N> {
     /// The items kept.
-    pub(in crate::kube) fn items(&self) -> &[T] {
+    pub(crate) fn items(&self) -> &[T] {
         &self.items
     }
 
     /// Whether the array had more than `N` items.
     #[cfg(test)]
-    pub(in crate::kube) fn cut(&self) -> bool {
+    pub(crate) fn cut(&self) -> bool {
         self.cut
     }
 }
