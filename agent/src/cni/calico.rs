@@ -151,3 +151,14 @@ impl Inventory {
             )
     }
 }
+
+/// The annotations calico-node writes on its Node with the address of each
+/// tunnel device (bare IPs; calico's felix/fv/infrastructure/infra_k8s.go sets
+/// the same five), and whether each is IPv6.
+pub(crate) const NODE_ANNOTATIONS: [(&str, bool); 5] = [
+    ("projectcalico.org/IPv4IPIPTunnelAddr", false),
+    ("projectcalico.org/IPv4VXLANTunnelAddr", false),
+    ("projectcalico.org/IPv6VXLANTunnelAddr", true),
+    ("projectcalico.org/IPv4WireguardInterfaceAddr", false),
+    ("projectcalico.org/IPv6WireguardInterfaceAddr", true),
+];

@@ -7,6 +7,7 @@
 //!
 //! Adding a CNI: docs/architecture.md, "Adding a CNI".
 
+pub mod annotations;
 pub mod antrea;
 pub mod bridge;
 pub mod calico;

@@ -6,11 +6,14 @@
 pub(crate) mod bounded;
 pub(crate) mod shape;
 
+use std::net::IpAddr;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use self::shape::Shape;
+use crate::inventory::ip_text::parse_ip;
 
 /// Entries read of one list in an object at most; each cap named in a warning.
 pub(crate) mod caps {
@@ -78,6 +81,45 @@ pub(crate) fn bounded(s: &str, max: usize) -> String {
         format!("{kept}…")
     } else {
         s.to_owned()
+    }
+}
+
+/// An optional IP field: absent or empty is fine, anything else must parse
+/// (and be of the family the field names, if it names one).
+pub(crate) fn ip_field(
+    v: Option<&Value>,
+    field: &str,
+    want_v6: Option<bool>,
+    bad: &mut dyn FnMut(String),
+) -> Option<IpAddr> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => match parse_ip(s) {
+            Some(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
+                bad(format!(
+                    "{field} {} is of the wrong address family; ignored",
+                    quote(s)
+                ));
+                None
+            }
+            Some(ip) => Some(ip),
+            None => {
+                bad(format!(
+                    "{field} {} is not an IP address; ignored",
+                    quote(s)
+                ));
+                None
+            }
+        },
+        Some(other) => {
+            let json = other.to_string();
+            bad(format!(
+                "{field} is {}, not a string; ignored",
+                quote(&json)
+            ));
+            None
+        }
     }
 }
 

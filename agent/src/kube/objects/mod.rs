@@ -5,13 +5,10 @@
 //! object is still used where it makes sense.
 
 mod calico;
-mod crds;
 mod every;
 pub mod impact;
 mod network_status;
 mod node;
-mod ovn;
-mod ovn_ports;
 mod pod;
 mod sandbox;
 mod service;
@@ -19,9 +16,9 @@ mod subnet;
 #[cfg(test)]
 mod wordings_tests;
 
+pub use crate::cni::annotations::{node_annotation_read, node_annotations};
+pub(in crate::kube) use crate::cni::cilium::cilium_node;
 pub(in crate::kube) use calico::{ip_pool, ipam_block};
-pub(in crate::kube) use crds::cilium_node;
-pub use crds::{node_annotation_read, node_annotations};
 pub use every::every_reading;
 pub use node::{cilium_config, node_facts, with_addresses, with_status_addresses};
 pub use pod::{kube_ovn_ip, pod};
@@ -36,6 +33,9 @@ pub(crate) use crate::cni::read::{bounded, capped, caps, unnamed};
 #[cfg(test)]
 #[path = "addresses_tests.rs"]
 mod addresses_tests;
+#[cfg(test)]
+#[path = "cilium_lean_tests.rs"]
+mod cilium_lean_tests;
 #[cfg(test)]
 pub(crate) mod props;
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! ([`subnet`]), Nodes ([`node`]), Calico's IPPools ([`ippool`]), pods
 //! ([`pod`]), Events ([`event`]), kube-ovn's IP records ([`ip`]).
 
-mod cilium;
 mod event;
 mod ip;
 mod ippool;
@@ -17,12 +16,11 @@ mod subnet;
 
 // The lean toolkit lives with the CNIs' readers (`cni::read`); the lean types
 // here read it by the same paths.
-use crate::cni::read::{Meta, bounded, cluster_resource, shape};
-pub(in crate::kube) use crate::cni::read::LeanSpec;
+use crate::cni::read::{bounded, cluster_resource, shape};
+pub(in crate::kube) use crate::cni::{cilium::LeanCiliumNode, read::LeanSpec};
 
 pub(in crate::kube) use self::{
     bounded::Text,
-    cilium::{LeanCiliumNode, Used},
     event::LeanEvent,
     ip::LeanIp,
     ippool::{Attribute, Checked, LeanIpPool, LeanIpamBlock},
@@ -33,4 +31,3 @@ pub(in crate::kube) use self::{
     shape::Shape,
     subnet::LeanSubnet,
 };
-

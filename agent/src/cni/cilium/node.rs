@@ -1,19 +1,18 @@
 //! Cilium's CiliumNodes, read from their lean structs (no generated types:
-//! every field is checked by hand and named when it is wrong), and its Node
-//! annotations.
+//! every field is checked by hand and named when it is wrong).
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{bounded, capped, caps, quote, unnamed};
+use super::lean::{LeanCiliumNode, Used};
+use crate::cni::read::{bounded, capped, caps, ip_field, quote, shape::Shape, unnamed};
 use crate::inventory::{
     CiliumNode, Invalid, Role, Source,
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
-use crate::kube::cluster::lean::{LeanCiliumNode, Shape, Used};
 
 /// Cilium's own addresses and ranges in a `cilium.io/v2` CiliumNode: every
 /// `CiliumInternalIP` of `spec.addresses`, `spec.ingress`, `spec.health`, the
@@ -21,7 +20,7 @@ use crate::kube::cluster::lean::{LeanCiliumNode, Shape, Used};
 /// allocators), `spec.ipam.podCIDRs` (not in CRD-style modes, where it means
 /// nothing) and `spec.ipam.pools.allocated[].cidrs` (multi-pool). `Err` when
 /// the object is unusable (no name); field problems go to `problems`.
-pub(in crate::kube) fn cilium_node(
+pub(crate) fn cilium_node(
     o: &LeanCiliumNode,
     problems: &mut Vec<Invalid>,
 ) -> Result<CiliumNode, Invalid> {
@@ -218,99 +217,6 @@ fn cidr_list(v: Option<&Value>, field: &str, bad: &mut dyn FnMut(String)) -> Vec
     out
 }
 
-/// The annotation suffixes Cilium writes on a Node with `--annotate-k8s-node`,
-/// after `network.cilium.io/` (or the legacy `io.cilium.network.`).
-const NODE_ANNOTATIONS: [(&str, Role, bool); 6] = [
-    ("ipv4-cilium-host", Role::Router, false),
-    ("ipv6-cilium-host", Role::Router, true),
-    ("ipv4-health-ip", Role::Health, false),
-    ("ipv6-health-ip", Role::Health, true),
-    // The capital I is Cilium's spelling.
-    ("ipv4-Ingress-ip", Role::Ingress, false),
-    ("ipv6-Ingress-ip", Role::Ingress, true),
-];
-
-/// The annotations calico-node writes on its Node with the address of each
-/// tunnel device (bare IPs; calico's felix/fv/infrastructure/infra_k8s.go sets
-/// the same five), and whether each is IPv6.
-const CALICO_ANNOTATIONS: [(&str, bool); 5] = [
-    ("projectcalico.org/IPv4IPIPTunnelAddr", false),
-    ("projectcalico.org/IPv4VXLANTunnelAddr", false),
-    ("projectcalico.org/IPv6VXLANTunnelAddr", true),
-    ("projectcalico.org/IPv4WireguardInterfaceAddr", false),
-    ("projectcalico.org/IPv6WireguardInterfaceAddr", true),
-];
-
-/// Where Cilium's Node annotations start: today's and the legacy spelling.
-const NODE_ANNOTATION_PREFIXES: [(&str, Source); 2] = [
-    ("network.cilium.io/", Source::NodeAnnotation),
-    ("io.cilium.network.", Source::LegacyNodeAnnotation),
-];
-
-/// Whether [`node_annotations`] reads the annotation `key`: the watch of every
-/// Node keeps only these (a Node carries kilobytes of others).
-pub fn node_annotation_read(key: &str) -> bool {
-    let cilium = NODE_ANNOTATION_PREFIXES.iter().any(|(prefix, _)| {
-        key.strip_prefix(prefix)
-            .is_some_and(|suffix| NODE_ANNOTATIONS.iter().any(|(s, ..)| *s == suffix))
-    });
-    cilium
-        || CALICO_ANNOTATIONS.iter().any(|(k, _)| *k == key)
-        || key == super::ovn::NODE_SUBNETS
-        || super::ovn_ports::KEYS.contains(&key)
-}
-
-/// The node-held addresses a Node's annotations publish (Cilium's, Calico's
-/// tunnel addresses, ovn-kubernetes' gateway, management port and router ports); `None` when it has none. Bad values are named in
-/// `problems` (resource `nodes`).
-pub fn node_annotations(
-    name: &str,
-    annotations: &std::collections::BTreeMap<String, String>,
-    problems: &mut Vec<Invalid>,
-) -> Option<CiliumNode> {
-    let mut node = CiliumNode {
-        name: cleaned(name),
-        ..Default::default()
-    };
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "nodes",
-            object: name.to_owned(),
-            problem,
-        });
-    };
-    for (prefix, source) in NODE_ANNOTATION_PREFIXES {
-        for (suffix, role, v6) in NODE_ANNOTATIONS {
-            let key = format!("{prefix}{suffix}");
-            let Some(value) = annotations.get(&key) else {
-                continue;
-            };
-            let field = format!("annotation {key}");
-            if let Some(ip) = ip_field(
-                Some(&Value::from(value.as_str())),
-                &field,
-                Some(v6),
-                &mut bad,
-            ) {
-                node.add(ip, role, source);
-            }
-        }
-    }
-    for (key, v6) in CALICO_ANNOTATIONS {
-        let Some(value) = annotations.get(key) else {
-            continue;
-        };
-        let field = format!("annotation {key}");
-        let value = Some(&Value::from(value.as_str()));
-        if let Some(ip) = ip_field(value, &field, Some(v6), &mut bad) {
-            node.add(ip, Role::Tunnel, Source::CalicoNodeAnnotation);
-        }
-    }
-    super::ovn::add_node_subnets(annotations, &mut node, &mut bad);
-    super::ovn_ports::add_router_ports(annotations, &mut node, &mut bad);
-    (!node.addresses.is_empty() || !node.ovn_internal.is_empty()).then_some(node)
-}
-
 /// Longest operator error kept: the reason fits; a runaway string does not travel on.
 const ERROR_MAX: usize = 512;
 
@@ -323,42 +229,3 @@ const NODE_ADDRESS_TYPES: &[&str] = &[
     "InternalDNS",
     "ExternalDNS",
 ];
-
-/// An optional IP field: absent or empty is fine, anything else must parse
-/// (and be of the family the field names, if it names one).
-fn ip_field(
-    v: Option<&Value>,
-    field: &str,
-    want_v6: Option<bool>,
-    bad: &mut dyn FnMut(String),
-) -> Option<IpAddr> {
-    match v {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => match parse_ip(s) {
-            Some(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
-                bad(format!(
-                    "{field} {} is of the wrong address family; ignored",
-                    quote(s)
-                ));
-                None
-            }
-            Some(ip) => Some(ip),
-            None => {
-                bad(format!(
-                    "{field} {} is not an IP address; ignored",
-                    quote(s)
-                ));
-                None
-            }
-        },
-        Some(other) => {
-            let json = other.to_string();
-            bad(format!(
-                "{field} is {}, not a string; ignored",
-                quote(&json)
-            ));
-            None
-        }
-    }
-}

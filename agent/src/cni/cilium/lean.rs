@@ -17,20 +17,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::{
+use crate::cni::read::{
     Meta, cluster_resource,
     shape::{Shape, Skipped, lenient},
 };
 
-/// A CiliumNode cut to what [`crate::kube::objects::cilium_node`] reads.
+/// A CiliumNode cut to what [`super::cilium_node`] reads.
 /// An object where one is expected that is of another type reads as empty,
 /// as a JSON pointer through it finds nothing.
 #[derive(Clone, Debug, Default)]
-pub(in crate::kube) struct LeanCiliumNode {
+pub(crate) struct LeanCiliumNode {
     /// Name (when a string), uid and resourceVersion only.
-    pub(in crate::kube) metadata: ObjectMeta,
-    pub(in crate::kube) spec: Spec,
-    pub(in crate::kube) status: Status,
+    pub(crate) metadata: ObjectMeta,
+    pub(crate) spec: Spec,
+    pub(crate) status: Status,
 }
 
 cluster_resource!(
@@ -89,24 +89,24 @@ struct Wire {
 /// The fields of `spec` the converter reads; the leaves are any JSON.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct Spec {
-    pub(in crate::kube) addresses: Option<Value>,
-    pub(in crate::kube) ingress: Option<Value>,
-    pub(in crate::kube) health: Option<Value>,
+pub(crate) struct Spec {
+    pub(crate) addresses: Option<Value>,
+    pub(crate) ingress: Option<Value>,
+    pub(crate) health: Option<Value>,
     #[serde(deserialize_with = "lenient")]
-    pub(in crate::kube) ipam: SpecIpam,
+    pub(crate) ipam: SpecIpam,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct SpecIpam {
+pub(crate) struct SpecIpam {
     #[serde(rename = "podCIDRs")]
-    pub(in crate::kube) pod_cidrs: Option<Value>,
+    pub(crate) pod_cidrs: Option<Value>,
     #[serde(deserialize_with = "lenient")]
-    pub(in crate::kube) pools: Pools,
+    pub(crate) pools: Pools,
     /// Whether `pool` (ENI/Azure's available addresses) has any.
     #[serde(rename = "pool", deserialize_with = "any_key")]
-    pub(in crate::kube) pool_any: bool,
+    pub(crate) pool_any: bool,
 }
 
 /// Whether an object has keys: none where it is no object.
@@ -121,40 +121,36 @@ fn any_key<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 /// Multi-pool's ranges.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct Pools {
-    pub(in crate::kube) allocated: Option<Value>,
+pub(crate) struct Pools {
+    pub(crate) allocated: Option<Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct Status {
+pub(crate) struct Status {
     #[serde(deserialize_with = "lenient")]
-    pub(in crate::kube) ipam: StatusIpam,
+    pub(crate) ipam: StatusIpam,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct StatusIpam {
+pub(crate) struct StatusIpam {
     /// One entry per address the node's allocator handed out (cut to
     /// Cilium's own and one more); a wrong type is named.
-    pub(in crate::kube) used: Shape<BTreeMap<String, Shape<Used>>>,
+    pub(crate) used: Shape<BTreeMap<String, Shape<Used>>>,
     #[serde(rename = "operator-status", deserialize_with = "lenient")]
-    pub(in crate::kube) operator_status: OperatorStatus,
+    pub(crate) operator_status: OperatorStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct OperatorStatus {
-    pub(in crate::kube) error: Option<Value>,
+pub(crate) struct OperatorStatus {
+    pub(crate) error: Option<Value>,
 }
 
 /// One `status.ipam.used` entry: its owner, nothing else.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(in crate::kube) struct Used {
-    pub(in crate::kube) owner: Option<Value>,
+pub(crate) struct Used {
+    pub(crate) owner: Option<Value>,
 }
-
-#[cfg(test)]
-#[path = "cilium_tests.rs"]
-mod tests;

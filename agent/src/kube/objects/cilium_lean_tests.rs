@@ -1,19 +1,22 @@
-//! The lean CiliumNode converts as the whole object does.
+//! The lean CiliumNode (`cni::cilium`) converts as the whole object does.
 
-use super::*;
-use crate::kube::objects::{self, whole};
+use super::whole;
+use crate::cni::{
+    cilium::{LeanCiliumNode, cilium_node},
+    read::shape::Shape,
+};
 
 /// Every real CiliumNode converts to the same thing lean as whole.
 #[test]
 fn the_real_objects_convert_the_same_lean_or_whole() {
     let mut seen = 0;
-    for (name, item) in super::super::shape::corpus_items("ciliumnode-") {
+    for (name, item) in crate::cni::read::shape::corpus_items("ciliumnode-") {
         let (mut p1, mut p2) = (Vec::new(), Vec::new());
         let whole = whole::cilium_node(&item, &mut p1);
         // From bytes, as the watch reads a list.
         let bytes = serde_json::to_vec(&item).expect("bytes");
         let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("lean");
-        let pruned = objects::cilium_node(&lean, &mut p2);
+        let pruned = cilium_node(&lean, &mut p2);
         assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{name}");
         assert_eq!(p1, p2, "{name}");
         seen += 1;
@@ -61,7 +64,7 @@ fn malformed_shapes_parse_and_pods_in_used_are_cut_to_one() {
         let lean: LeanCiliumNode = serde_json::from_slice(&bytes).expect("never fails");
         let (mut p1, mut p2) = (Vec::new(), Vec::new());
         let whole = whole::cilium_node(&junk, &mut p1);
-        let pruned = objects::cilium_node(&lean, &mut p2);
+        let pruned = cilium_node(&lean, &mut p2);
         assert_eq!(format!("{whole:?}"), format!("{pruned:?}"), "{junk}");
         assert_eq!(p1, p2, "{junk}");
         named += p1.len();

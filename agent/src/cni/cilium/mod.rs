@@ -2,6 +2,10 @@
 //! is held by its endpoint manager alone, on no device), and its pools of
 //! load-balancer and pod addresses.
 
+mod lean;
+mod node;
+
+pub(crate) use self::{lean::LeanCiliumNode, node::cilium_node};
 use std::net::IpAddr;
 
 use serde::Deserialize;
@@ -10,7 +14,9 @@ use super::{
     Cni, Device, Holds, Name,
     plan::{Records, ranges, spec},
 };
-use crate::inventory::{Invalid, Planned, Purpose, SandboxRefusal, ip_text::parse_ip};
+use crate::inventory::{
+    Invalid, Planned, Purpose, Role, SandboxRefusal, Source, ip_text::parse_ip,
+};
 
 /// Cilium.
 pub const CILIUM: Cni = Cni {
@@ -208,3 +214,21 @@ fn read_pod_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
         bad,
     )
 }
+
+/// The annotation suffixes Cilium writes on a Node with `--annotate-k8s-node`,
+/// after `network.cilium.io/` (or the legacy `io.cilium.network.`).
+pub(crate) const NODE_ANNOTATIONS: [(&str, Role, bool); 6] = [
+    ("ipv4-cilium-host", Role::Router, false),
+    ("ipv6-cilium-host", Role::Router, true),
+    ("ipv4-health-ip", Role::Health, false),
+    ("ipv6-health-ip", Role::Health, true),
+    // The capital I is Cilium's spelling.
+    ("ipv4-Ingress-ip", Role::Ingress, false),
+    ("ipv6-Ingress-ip", Role::Ingress, true),
+];
+
+/// Where Cilium's Node annotations start: today's and the legacy spelling.
+pub(crate) const NODE_ANNOTATION_PREFIXES: [(&str, Source); 2] = [
+    ("network.cilium.io/", Source::NodeAnnotation),
+    ("io.cilium.network.", Source::LegacyNodeAnnotation),
+];

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::*;
-use crate::kube::objects::node_annotations;
+use crate::cni::annotations::node_annotations;
 
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -2,6 +2,13 @@
 //! (`.2`), its default join subnets, and its internal subnets (join, transit,
 //! masquerade) as its Node annotations tell them, for the address plan.
 
+mod node_subnets;
+mod router_ports;
+
+pub(crate) use self::{
+    node_subnets::add_node_subnets,
+    router_ports::{KEYS, add_router_ports},
+};
 use super::{Cni, Device, Holds, Name};
 
 /// ovn-kubernetes.

@@ -21,18 +21,16 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 use serde_json::{Map, Value};
 
-use super::quote;
+use crate::cni::read::quote;
 use crate::inventory::{
     CiliumNode, Role, Source,
     ip_text::{Cidr, parse_cidr},
 };
 
-pub(super) use crate::cni::ovn_kubernetes::{
-    LRP_IFADDR, LRP_IFADDRS, MASQUERADE_SUBNET, NODE_ID, TRANSIT_IFADDR,
-};
+use super::{DEFAULT_JOIN, LRP_IFADDR, LRP_IFADDRS, MASQUERADE_SUBNET, NODE_ID, TRANSIT_IFADDR};
 
 /// The annotations read here: the metadata watch keeps them.
-pub(super) const KEYS: [&str; 5] = [
+pub(crate) const KEYS: [&str; 5] = [
     LRP_IFADDR,
     LRP_IFADDRS,
     TRANSIT_IFADDR,
@@ -40,11 +38,9 @@ pub(super) const KEYS: [&str; 5] = [
     MASQUERADE_SUBNET,
 ];
 
-use crate::cni::ovn_kubernetes::DEFAULT_JOIN;
-
 /// Adds the join and transit addresses `annotations` give `node` (after its
 /// node subnets are read); a malformed value is named through `bad`.
-pub(super) fn add_router_ports(
+pub(crate) fn add_router_ports(
     annotations: &BTreeMap<String, String>,
     node: &mut CiliumNode,
     bad: &mut dyn FnMut(String),
@@ -119,7 +115,7 @@ fn derive_join(
             .ovn_subnets
             .iter()
             .any(|s| s.contains(&join.network()) || join.contains(&s.network()));
-        if let Some(ip) = super::ovn::nth(&join, id).filter(|_| family && !moved) {
+        if let Some(ip) = super::node_subnets::nth(&join, id).filter(|_| family && !moved) {
             node.add(ip, Role::OvnRouterPort, Source::OvnNodeId);
             node.ovn_internal.push((NODE_ID, join));
         }
@@ -198,5 +194,5 @@ fn not_ifaddr(key: &str, raw: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "ovn_ports_tests.rs"]
+#[path = "router_ports_tests.rs"]
 mod tests;

@@ -9,17 +9,17 @@ use std::{collections::BTreeMap, net::IpAddr};
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::quote;
+use crate::cni::read::quote;
 use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
 
-pub(super) use crate::cni::ovn_kubernetes::NODE_SUBNETS;
+use super::NODE_SUBNETS;
 
 /// Most subnets read: one per family in practice.
 const SUBNETS_MAX: usize = 8;
 
 /// Adds the gateway and management port addresses `annotations` give `node`;
 /// a malformed value is named through `bad`.
-pub(super) fn add_node_subnets(
+pub(crate) fn add_node_subnets(
     annotations: &BTreeMap<String, String>,
     node: &mut CiliumNode,
     bad: &mut dyn FnMut(String),

@@ -1,0 +1,72 @@
+//! The node-held addresses CNIs publish in their Node's annotations, each
+//! CNI's keys declared in its own file: Cilium's (`--annotate-k8s-node`),
+//! Calico's tunnel addresses, ovn-kubernetes' subnets and router ports.
+
+use serde_json::Value;
+
+use super::{calico, cilium, ovn_kubernetes, read::ip_field};
+use crate::inventory::{CiliumNode, Invalid, Role, Source, text::cleaned};
+
+/// Whether [`node_annotations`] reads the annotation `key`: the watch of every
+/// Node keeps only these (a Node carries kilobytes of others).
+pub fn node_annotation_read(key: &str) -> bool {
+    let cilium = cilium::NODE_ANNOTATION_PREFIXES.iter().any(|(prefix, _)| {
+        key.strip_prefix(prefix)
+            .is_some_and(|suffix| cilium::NODE_ANNOTATIONS.iter().any(|(s, ..)| *s == suffix))
+    });
+    cilium
+        || calico::NODE_ANNOTATIONS.iter().any(|(k, _)| *k == key)
+        || key == ovn_kubernetes::NODE_SUBNETS
+        || ovn_kubernetes::KEYS.contains(&key)
+}
+
+/// The node-held addresses a Node's annotations publish (Cilium's, Calico's
+/// tunnel addresses, ovn-kubernetes' gateway, management port and router ports); `None` when it has none. Bad values are named in
+/// `problems` (resource `nodes`).
+pub fn node_annotations(
+    name: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+    problems: &mut Vec<Invalid>,
+) -> Option<CiliumNode> {
+    let mut node = CiliumNode {
+        name: cleaned(name),
+        ..Default::default()
+    };
+    let mut bad = |problem: String| {
+        problems.push(Invalid {
+            resource: "nodes",
+            object: name.to_owned(),
+            problem,
+        });
+    };
+    for (prefix, source) in cilium::NODE_ANNOTATION_PREFIXES {
+        for (suffix, role, v6) in cilium::NODE_ANNOTATIONS {
+            let key = format!("{prefix}{suffix}");
+            let Some(value) = annotations.get(&key) else {
+                continue;
+            };
+            let field = format!("annotation {key}");
+            if let Some(ip) = ip_field(
+                Some(&Value::from(value.as_str())),
+                &field,
+                Some(v6),
+                &mut bad,
+            ) {
+                node.add(ip, role, source);
+            }
+        }
+    }
+    for (key, v6) in calico::NODE_ANNOTATIONS {
+        let Some(value) = annotations.get(key) else {
+            continue;
+        };
+        let field = format!("annotation {key}");
+        let value = Some(&Value::from(value.as_str()));
+        if let Some(ip) = ip_field(value, &field, Some(v6), &mut bad) {
+            node.add(ip, Role::Tunnel, Source::CalicoNodeAnnotation);
+        }
+    }
+    ovn_kubernetes::add_node_subnets(annotations, &mut node, &mut bad);
+    ovn_kubernetes::add_router_ports(annotations, &mut node, &mut bad);
+    (!node.addresses.is_empty() || !node.ovn_internal.is_empty()).then_some(node)
+}
