@@ -27,6 +27,9 @@ pub(crate) mod caps {
     pub(crate) const EXCLUDE_IPS: usize = 4096;
     /// `Pod.status.podIPs` (one per family in a sane object).
     pub(crate) const POD_IPS: usize = 8;
+    /// Parts of a comma-separated address field read at most (a dual-stack
+    /// value has two).
+    pub(crate) const ANNOTATION_PARTS: usize = 4;
 }
 
 /// At most `max` of `items`, the cut named in `bad`: bounded work per object

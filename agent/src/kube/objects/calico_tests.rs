@@ -1,9 +1,8 @@
-use serde_json::json;
+use serde_json::{Value, json};
 
-use serde_json::Value;
-
-use super::*;
-use crate::kube::objects::{whole, whole_calico};
+use super::{whole, whole_calico};
+use crate::cni::calico::{ip_pool, ipam_block};
+use crate::inventory::{Invalid, IpamBlock, IpamOwner, TunnelKind};
 
 fn block(spec: &Value) -> (Result<IpamBlock, Invalid>, Vec<Invalid>) {
     let mut problems = Vec::new();

@@ -4,7 +4,6 @@
 //! reported as an [`Invalid`] naming the object and field, and the rest of the
 //! object is still used where it makes sense.
 
-mod calico;
 mod every;
 pub mod impact;
 mod network_status;
@@ -12,32 +11,44 @@ mod node;
 mod pod;
 mod sandbox;
 mod service;
-mod subnet;
 #[cfg(test)]
 mod wordings_tests;
 
 pub use crate::cni::annotations::{node_annotation_read, node_annotations};
+pub(in crate::kube) use crate::cni::calico::{ip_pool, ipam_block};
 pub(in crate::kube) use crate::cni::cilium::cilium_node;
-pub(in crate::kube) use calico::{ip_pool, ipam_block};
+pub(crate) use crate::cni::kube_ovn::kube_ovn_ip;
+#[cfg(test)]
+pub(crate) use crate::cni::kube_ovn::parse_range;
+pub use crate::cni::kube_ovn::subnet;
 pub use every::every_reading;
 pub use node::{cilium_config, node_facts, with_addresses, with_status_addresses};
-pub use pod::{kube_ovn_ip, pod};
+pub use pod::pod;
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::{LeanService, service_addresses, service_json};
-pub use subnet::{parse_range, subnet};
 
 // Every converter's bounds and quotes, with the CNIs' readers (`cni::read`).
 pub use crate::cni::read::quote;
-pub(crate) use crate::cni::read::{bounded, capped, caps, unnamed};
+#[cfg(test)]
+pub(crate) use crate::cni::read::unnamed;
+pub(crate) use crate::cni::read::{bounded, capped, caps};
 
 #[cfg(test)]
 #[path = "addresses_tests.rs"]
 mod addresses_tests;
 #[cfg(test)]
+#[path = "calico_lean_tests.rs"]
+mod calico_lean_tests;
+#[cfg(test)]
+mod calico_tests;
+#[cfg(test)]
 #[path = "cilium_lean_tests.rs"]
 mod cilium_lean_tests;
 #[cfg(test)]
 pub(crate) mod props;
+#[cfg(test)]
+#[path = "subnet_lean_tests.rs"]
+mod subnet_lean_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -1,22 +1,17 @@
 //! Pods: their IPs from status, or from a CNI's annotation before they have one.
 
-use std::net::IpAddr;
-
 use k8s_openapi::{
     api::core::v1::{Pod as K8sPod, PodStatus},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
 use super::quote;
-use crate::{
-    inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned},
-    kube::cluster::lean::LeanIp,
-};
+use crate::inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned};
 
 /// kube-ovn's annotation naming the Subnet a pod's address came from.
 const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
 /// Parts of an IP annotation read at most (a dual-stack value has two).
-const ANNOTATION_PARTS_MAX: usize = 4;
+const ANNOTATION_PARTS_MAX: usize = super::caps::ANNOTATION_PARTS;
 /// The longest object name Kubernetes allows.
 const NAME_MAX: usize = 253;
 
@@ -187,38 +182,4 @@ fn controller(meta: &ObjectMeta) -> Option<String> {
         .flatten()
         .find(|o| o.controller == Some(true))
         .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256))
-}
-
-/// A string field's text; empty when absent or not a string.
-fn text(v: Option<&serde_json::Value>) -> &str {
-    v.and_then(serde_json::Value::as_str).unwrap_or_default()
-}
-
-/// The addresses kube-ovn's record of an allocation (an `ips.kubeovn.io`
-/// object, named `<pod>.<namespace>`) holds for the pod `namespace/name`:
-/// `spec.v4IpAddress`, `spec.v6IpAddress`, `spec.ipAddress` (comma-separated
-/// for dual stack). Empty when the record is about another pod.
-pub fn kube_ovn_ip(record: &LeanIp, namespace: &str, name: &str) -> Vec<IpAddr> {
-    let Ok(spec) = &record.spec else {
-        return Vec::new();
-    };
-    if text(spec.pod_name.as_ref()) != name || text(spec.namespace.as_ref()) != namespace {
-        return Vec::new();
-    }
-    let mut out: Vec<IpAddr> = Vec::new();
-    for part in [
-        text(spec.v4_ip_address.as_ref()),
-        text(spec.v6_ip_address.as_ref()),
-        text(spec.ip_address.as_ref()),
-    ]
-    .into_iter()
-    .flat_map(|t| t.split(',').take(ANNOTATION_PARTS_MAX))
-    {
-        if let Some(ip) = parse_ip(part.trim())
-            && !out.contains(&ip)
-        {
-            out.push(ip);
-        }
-    }
-    out
 }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{bounded, capped, caps, quote, subnet::parse_range, unnamed};
+use super::{bounded, capped, caps, parse_range, quote, unnamed};
 use crate::inventory::{
     CiliumNode, Invalid, IpRange, Role, SandboxFailure, Source, Subnet,
     ip_text::{parse_cidr, parse_ip},

@@ -6,28 +6,26 @@
 //! ([`pod`]), Events ([`event`]), kube-ovn's IP records ([`ip`]).
 
 mod event;
-mod ip;
-mod ippool;
 mod node;
 mod node_listed;
 mod pod;
 mod routes;
-mod subnet;
 
 // The lean toolkit lives with the CNIs' readers (`cni::read`); the lean types
 // here read it by the same paths.
 use crate::cni::read::{bounded, cluster_resource, shape};
-pub(in crate::kube) use crate::cni::{cilium::LeanCiliumNode, read::LeanSpec};
+pub(in crate::kube) use crate::cni::{
+    calico::{LeanIpPool, LeanIpamBlock},
+    cilium::LeanCiliumNode,
+    kube_ovn::{LeanIp, LeanSubnet},
+};
 
 pub(in crate::kube) use self::{
     bounded::Text,
     event::LeanEvent,
-    ip::LeanIp,
-    ippool::{Attribute, Checked, LeanIpPool, LeanIpamBlock},
     node::{LeanNode, LeanNodeMeta},
     node_listed::LeanListedNode,
     pod::LeanPod,
     routes::{LeanCaller, LeanSlice, Service},
     shape::Shape,
-    subnet::LeanSubnet,
 };

@@ -6,13 +6,13 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{capped, caps, quote, unnamed};
+use super::lean::LeanSubnet;
+use crate::cni::read::{capped, caps, quote, unnamed};
 use crate::inventory::{
     Invalid, IpRange, Subnet,
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
-use crate::kube::cluster::lean::LeanSubnet;
 
 /// A kube-ovn `Subnet` (kubeovn.io/v1). `Err` when the object is unusable
 /// (no name, or no valid `spec.cidrBlock`).

@@ -2,6 +2,13 @@
 //! block that no pod may be given, and its pods' veths (BGP mode has no
 //! tunnel device).
 
+mod ipam;
+mod lean;
+
+pub(crate) use self::{
+    ipam::{ip_pool, ipam_block},
+    lean::{LeanIpPool, LeanIpamBlock},
+};
 use std::net::IpAddr;
 
 use ipnet::IpNet;

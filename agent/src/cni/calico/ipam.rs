@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{quote, unnamed};
+use super::lean::{Attribute, Checked, LeanIpPool, LeanIpamBlock};
+use crate::cni::read::{LeanSpec, quote, unnamed};
 use crate::inventory::{
     Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
 };
-use crate::kube::cluster::lean::{Attribute, Checked, LeanIpPool, LeanIpamBlock, LeanSpec};
 use ipnet::IpNet;
 
 /// Addresses of one block read at most: Calico's smallest IPv4 block size
@@ -61,7 +61,7 @@ fn cidr(resource: &'static str, name: &str, cidr: Option<&str>) -> Result<IpNet,
 /// A `crd.projectcalico.org/v1` IPAMBlock: its CIDR, its node, and each
 /// allocated address's owner. `Err` when unusable; an allocation pointing at
 /// no attribute is named in `problems` and kept as an unknown owner.
-pub(in crate::kube) fn ipam_block(
+pub(crate) fn ipam_block(
     o: &LeanIpamBlock,
     problems: &mut Vec<Invalid>,
 ) -> Result<IpamBlock, Invalid> {
@@ -164,10 +164,7 @@ fn owner(attribute: Option<&Attribute>, block_node: Option<&str>) -> IpamOwner {
 
 /// An IPPool (`crd.projectcalico.org/v1`, or `projectcalico.org/v3` from
 /// Calico's API server: the same fields). `Err` when unusable.
-pub(in crate::kube) fn ip_pool(
-    o: &LeanIpPool,
-    problems: &mut Vec<Invalid>,
-) -> Result<IpPool, Invalid> {
+pub(crate) fn ip_pool(o: &LeanIpPool, problems: &mut Vec<Invalid>) -> Result<IpPool, Invalid> {
     let (name, spec) = lean(o, "ippools")?;
     let cidr = cidr("ippools", &name, spec.cidr.value.as_deref())?;
     let block_size = spec.block_size.value.filter(|b| {
@@ -199,7 +196,3 @@ pub(in crate::kube) fn ip_pool(
             .is_some_and(|u| u.iter().any(|u| u == "LoadBalancer")),
     })
 }
-
-#[cfg(test)]
-#[path = "calico_tests.rs"]
-mod tests;

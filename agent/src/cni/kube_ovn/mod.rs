@@ -1,5 +1,14 @@
 //! kube-ovn: its node port, `ovn0`, the host's leg in the join subnet.
 
+mod ip;
+mod lean;
+mod subnet;
+
+pub use self::subnet::{parse_range, subnet};
+pub(crate) use self::{
+    ip::kube_ovn_ip,
+    lean::{LeanIp, LeanSubnet},
+};
 use super::{Cni, Device, Holds, Name};
 
 /// kube-ovn.
