@@ -2,9 +2,11 @@
 //! is held by its endpoint manager alone, on no device), and its pools of
 //! load-balancer and pod addresses.
 
+mod config;
 mod lean;
 mod node;
 
+pub use self::config::cilium_config;
 pub(crate) use self::{lean::LeanCiliumNode, node::cilium_node};
 use std::net::IpAddr;
 

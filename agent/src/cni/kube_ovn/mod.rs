@@ -11,6 +11,9 @@ pub(crate) use self::{
 };
 use super::{Cni, Device, Holds, Name};
 
+/// kube-ovn's pod annotation naming the Subnet a pod's address came from.
+pub(crate) const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
+
 /// kube-ovn.
 pub const KUBE_OVN: Cni = Cni {
     name: "kube-ovn",

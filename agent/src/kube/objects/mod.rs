@@ -6,7 +6,6 @@
 
 mod every;
 pub mod impact;
-mod network_status;
 mod node;
 mod pod;
 mod sandbox;
@@ -16,13 +15,14 @@ mod wordings_tests;
 
 pub use crate::cni::annotations::{node_annotation_read, node_annotations};
 pub(in crate::kube) use crate::cni::calico::{ip_pool, ipam_block};
+pub use crate::cni::cilium::cilium_config;
 pub(in crate::kube) use crate::cni::cilium::cilium_node;
 pub(crate) use crate::cni::kube_ovn::kube_ovn_ip;
 #[cfg(test)]
 pub(crate) use crate::cni::kube_ovn::parse_range;
 pub use crate::cni::kube_ovn::subnet;
 pub use every::every_reading;
-pub use node::{cilium_config, node_facts, with_addresses, with_status_addresses};
+pub use node::{node_facts, with_addresses, with_status_addresses};
 pub use pod::pod;
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::{LeanService, service_addresses, service_json};

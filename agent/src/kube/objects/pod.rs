@@ -6,10 +6,9 @@ use k8s_openapi::{
 };
 
 use super::quote;
+use crate::cni::{kube_ovn, multus};
 use crate::inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned};
 
-/// kube-ovn's annotation naming the Subnet a pod's address came from.
-const LOGICAL_SWITCH: &str = "ovn.kubernetes.io/logical_switch";
 /// Parts of an IP annotation read at most (a dual-stack value has two).
 const ANNOTATION_PARTS_MAX: usize = super::caps::ANNOTATION_PARTS;
 /// The longest object name Kubernetes allows.
@@ -71,7 +70,7 @@ fn annotated_ips(
         ));
     }
     annotations
-        .get(LOGICAL_SWITCH)
+        .get(kube_ovn::LOGICAL_SWITCH)
         .filter(|s| !s.is_empty() && s.len() <= NAME_MAX)
         .map(|s| cleaned(s))
 }
@@ -113,7 +112,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     }
     let annotations = p.metadata.annotations.as_ref();
     let secondary = annotations
-        .map(|a| super::network_status::secondary(a, &namespace, &mut bad))
+        .map(|a| multus::secondary(a, &namespace, &mut bad))
         .unwrap_or_default();
     Pod {
         namespace,
@@ -135,13 +134,10 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         terminating: p.metadata.deletion_timestamp.is_some(),
         controller: controller(&p.metadata),
         default_network_elsewhere: annotations
-            .is_some_and(|a| a.contains_key(MULTUS_DEFAULT_NETWORK)),
+            .is_some_and(|a| a.contains_key(multus::DEFAULT_NETWORK)),
         secondary,
     }
 }
-
-/// Multus' annotation that replaces a pod's default network (its `eth0`).
-const MULTUS_DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
 
 /// The IPs of `status.podIPs`, else of `status.podIP`.
 fn status_ips(status: &PodStatus, bad: &mut dyn FnMut(String)) -> Vec<PodIp> {

@@ -289,5 +289,5 @@ fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
 }
 
 #[cfg(test)]
-#[path = "multus_ipam_tests.rs"]
+#[path = "ipam_tests.rs"]
 mod tests;

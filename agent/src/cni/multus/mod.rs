@@ -6,14 +6,19 @@
 //! elsewhere: nothing is read from those. A NAD without `spec.config` takes
 //! its config from files on the nodes, out of reach here.
 
-#[path = "multus_ipam.rs"]
 mod ipam;
+mod network_status;
+
+pub(crate) use self::network_status::secondary;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::plan::{Meta, Records, invalid};
+
+/// Multus' annotation that replaces a pod's default network (its `eth0`).
+pub(crate) const DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
 use crate::inventory::{Invalid, IpRange, PlanOwner, Planned, Purpose};
 
 /// NetworkAttachmentDefinitions (`k8s.cni.cncf.io/v1`).
@@ -258,5 +263,4 @@ fn text_at(v: &Value, key: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "multus_tests.rs"]
 mod tests;

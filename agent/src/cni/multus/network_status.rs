@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::inventory::{SecondaryIp, ip_text::parse_ip, text::cleaned};
 
 /// The annotation, and its name before Multus 3.7.
-pub(super) const KEYS: [&str; 2] = [
+const KEYS: [&str; 2] = [
     "k8s.v1.cni.cncf.io/network-status",
     "k8s.v1.cni.cncf.io/networks-status",
 ];
@@ -35,7 +35,7 @@ struct Entry {
 
 /// The secondary addresses `annotations` record for a pod of `namespace`;
 /// what cannot be read is named through `bad`.
-pub(super) fn secondary(
+pub(crate) fn secondary(
     annotations: &BTreeMap<String, String>,
     namespace: &str,
     bad: &mut dyn FnMut(String),
