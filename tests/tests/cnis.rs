@@ -201,7 +201,7 @@ fn a_pod_on_ovn_kubernetes_management_port_or_gateway_is_found_from_both_nodes()
         return;
     }
     // OKEP-5521's kind worker (list form) and an OpenShift master (list form);
-    // the string form of older releases is read the same (kube/objects/ovn.rs).
+    // the string form of older releases is read the same (agent/src/cni/ovn_kubernetes/node_subnets.rs).
     let worker =
         objects::realworld("ovn-kubernetes/node-okep5521-kind-ovn-worker-interconnect.json");
     let masters = objects::realworld(
