@@ -305,13 +305,7 @@ async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            rejected[0].inc();
-            drop(stream);
-            continue;
-        };
-        let Some(slot) = peers.admit(peer.0) else {
-            rejected[1].inc();
+        let Some(held) = admit(&permits, &peers, peer.0, &rejected) else {
             drop(stream);
             continue;
         };
@@ -319,7 +313,7 @@ async fn serve(
         let token = token.clone();
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {
-            let _held = (permit, slot);
+            let _held = held;
             let Some(acceptor) = acceptor else {
                 return connection(TokioIo::new(stream), service, limits, token).await;
             };
@@ -333,6 +327,25 @@ async fn serve(
     }
     connections.close();
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, connections.wait()).await;
+}
+
+/// A connection's place within the limits (a permit of all, a slot of its
+/// peer's), or `None`, counted in `rejected` (all, per peer), when full.
+fn admit(
+    permits: &Arc<Semaphore>,
+    peers: &Arc<Peers>,
+    peer: IpAddr,
+    rejected: &[Counter; 2],
+) -> Option<(tokio::sync::OwnedSemaphorePermit, peers::Slot)> {
+    let Ok(permit) = Arc::clone(permits).try_acquire_owned() else {
+        rejected[0].inc();
+        return None;
+    };
+    let Some(slot) = peers.admit(peer) else {
+        rejected[1].inc();
+        return None;
+    };
+    Some((permit, slot))
 }
 
 /// Serves one connection, bounded by `limits`, until it ends or `token` is cancelled.

@@ -213,25 +213,15 @@ pub async fn cluster_state(
         Scope::Node(node) => (Read::Cache, Some(format!("spec.nodeName={node}"))),
     };
     let mut invalid: Vec<Invalid> = Vec::new();
-    let mut pods = Vec::new();
-    let url = K8sPod::url_path(&(), None);
-    let ask = Ask {
-        fields: pod_fields.as_deref(),
-        ..Ask::new("pods", &url, read, PODS_MOST)
-    };
-    let listed = pages(client, ask, progress, |p: LeanPod| {
-        pods.push(objects::pod(p.pod(), annotation_keys, &mut invalid));
-    })
+    let pods = pods(
+        client,
+        read,
+        pod_fields,
+        annotation_keys,
+        progress,
+        &mut invalid,
+    )
     .await?;
-    if listed.cut {
-        let on = pod_fields.unwrap_or_default();
-        invalid.push(cut_list(
-            "pods",
-            on,
-            PODS_MOST,
-            "their collisions are not checked",
-        ));
-    }
     let (cilium_nodes, subnets) = crds(client, read, progress, &mut invalid).await?;
     let (annotated, facts) = nodes(
         client,
@@ -260,6 +250,38 @@ pub async fn cluster_state(
         // Asked for afterwards, only for the local addresses that shadow a pod.
         ..ClusterState::default()
     })
+}
+
+/// The pods of `read` (those on `fields` where it names a node), their IPs
+/// before they start from `annotation_keys`; a cut list named in `invalid`.
+async fn pods(
+    client: &kube::Client,
+    read: Read,
+    pod_fields: Option<String>,
+    annotation_keys: &[String],
+    progress: Progress<'_>,
+    invalid: &mut Vec<Invalid>,
+) -> Result<Vec<crate::inventory::Pod>, ListError> {
+    let mut pods = Vec::new();
+    let url = K8sPod::url_path(&(), None);
+    let ask = Ask {
+        fields: pod_fields.as_deref(),
+        ..Ask::new("pods", &url, read, PODS_MOST)
+    };
+    let listed = pages(client, ask, progress, |p: LeanPod| {
+        pods.push(objects::pod(p.pod(), annotation_keys, invalid));
+    })
+    .await?;
+    if listed.cut {
+        let on = pod_fields.unwrap_or_default();
+        invalid.push(cut_list(
+            "pods",
+            on,
+            PODS_MOST,
+            "their collisions are not checked",
+        ));
+    }
+    Ok(pods)
 }
 
 /// Every CiliumNode and kube-ovn Subnet (an absent CRD: none).

@@ -5,6 +5,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use syn::{Attribute, visit::Visit};
+
 use super::{rust_files, src};
 
 /// A function should fit on a screen: a reader holds it in mind whole.
@@ -18,191 +20,82 @@ struct Function {
     lines: usize,
 }
 
-/// `text` with comments and the contents of string and char literals blanked
-/// (newlines kept, so line numbers stay), so braces in them count for nothing.
-fn code_only(text: &str) -> Vec<char> {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = c.clone();
-    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
-        for ch in &mut out[from..to.min(c.len())] {
-            if *ch != '\n' {
-                *ch = ' ';
-            }
-        }
-    };
-    let mut i = 0;
-    while i < c.len() {
-        let next = c.get(i + 1).copied();
-        let ident_before = i > 0 && (c[i - 1].is_alphanumeric() || c[i - 1] == '_');
-        if c[i] == '/' && next == Some('/') {
-            let end = c[i..]
-                .iter()
-                .position(|&x| x == '\n')
-                .map_or(c.len(), |p| i + p);
-            blank(&mut out, i, end);
-            i = end;
-        } else if c[i] == '/' && next == Some('*') {
-            // Block comments nest in Rust.
-            let (mut depth, mut j) = (0, i);
-            while j < c.len() {
-                if c[j] == '/' && c.get(j + 1) == Some(&'*') {
-                    depth += 1;
-                    j += 2;
-                } else if c[j] == '*' && c.get(j + 1) == Some(&'/') {
-                    depth -= 1;
-                    j += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    j += 1;
-                }
-            }
-            blank(&mut out, i, j);
-            i = j;
-        } else if c[i] == 'r' && !ident_before && matches!(next, Some('#' | '"')) {
-            // A raw string: r"…", r#"…"#, …
-            let hashes = c[i + 1..].iter().take_while(|&&x| x == '#').count();
-            if c.get(i + 1 + hashes) != Some(&'"') {
-                i += 1;
-                continue;
-            }
-            let mut j = i + 2 + hashes;
-            while j < c.len() {
-                if c[j] == '"'
-                    && c[j + 1..]
-                        .iter()
-                        .take(hashes)
-                        .filter(|&&x| x == '#')
-                        .count()
-                        == hashes
-                {
-                    break;
-                }
-                j += 1;
-            }
-            blank(&mut out, i + 2 + hashes, j);
-            i = j + 1 + hashes;
-        } else if c[i] == '"' {
-            let mut j = i + 1;
-            while j < c.len() && c[j] != '"' {
-                j += if c[j] == '\\' { 2 } else { 1 };
-            }
-            blank(&mut out, i + 1, j);
-            i = j + 1;
-        } else if c[i] == '\'' {
-            // A char literal ('x', '\n', '\u{7f}'), else a lifetime ('a).
-            let end = if next == Some('\\') {
-                c[i + 2..]
-                    .iter()
-                    .position(|&x| x == '\'')
-                    .map(|p| i + 2 + p)
-            } else if c.get(i + 2) == Some(&'\'') {
-                Some(i + 2)
-            } else {
-                None
-            };
-            if let Some(end) = end {
-                blank(&mut out, i + 1, end);
-                i = end + 1;
-            } else {
-                i += 1;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
+/// Whether an item is `#[cfg(test)]`.
+fn is_test(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+    })
 }
 
-/// The index of the brace closing the one at `open`.
-fn closing(code: &[char], open: usize) -> usize {
-    let mut depth = 0;
-    for (i, &ch) in code.iter().enumerate().skip(open) {
-        match ch {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i;
-                }
-            }
-            _ => {}
-        }
-    }
-    code.len()
+/// The functions with a body outside `#[cfg(test)]` items, and the modules
+/// declared `#[cfg(test)] mod name;` (test-only files), as syn parses a file.
+struct Functions<'a> {
+    file: &'a str,
+    found: Vec<Function>,
+    test_mods: Vec<String>,
 }
 
-/// Where the item starting at `from` ends: its closing brace, or its `;`.
-fn item_end(code: &[char], from: usize) -> usize {
-    match code[from..].iter().position(|&x| x == '{' || x == ';') {
-        Some(p) if code[from + p] == '{' => closing(code, from + p),
-        Some(p) => from + p,
-        None => code.len(),
+impl Functions<'_> {
+    fn add(&mut self, name: &syn::Ident, fn_token: &syn::token::Fn, body: &syn::Block) {
+        let from = fn_token.span.start().line;
+        let to = body.brace_token.span.close().start().line;
+        self.found.push(Function {
+            file: self.file.to_owned(),
+            name: name.to_string(),
+            lines: to - from + 1,
+        });
     }
 }
 
-fn line_of(code: &[char], i: usize) -> usize {
-    code[..i.min(code.len())]
-        .iter()
-        .filter(|&&x| x == '\n')
-        .count()
-}
+impl<'ast> Visit<'ast> for Functions<'_> {
+    fn visit_item(&mut self, i: &'ast syn::Item) {
+        let attrs: &[Attribute] = match i {
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Impl(m) => &m.attrs,
+            syn::Item::Trait(t) => &t.attrs,
+            syn::Item::Mod(m) => &m.attrs,
+            _ => &[],
+        };
+        if !is_test(attrs) {
+            syn::visit::visit_item(self, i);
+        } else if let syn::Item::Mod(m) = i
+            && m.content.is_none()
+        {
+            self.test_mods.push(m.ident.to_string());
+        }
+    }
 
-fn is_word(code: &[char], i: usize, word: &str) -> bool {
-    let w: Vec<char> = word.chars().collect();
-    let ident = |x: &char| x.is_alphanumeric() || *x == '_';
-    code.get(i..i + w.len()) == Some(&w[..])
-        && (i == 0 || !ident(&code[i - 1]))
-        && !code.get(i + w.len()).is_some_and(ident)
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.add(&f.sig.ident, &f.sig.fn_token, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test(&f.attrs) {
+            self.add(&f.sig.ident, &f.sig.fn_token, &f.block);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(body) = &f.default {
+            self.add(&f.sig.ident, &f.sig.fn_token, body);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
 }
 
 /// The functions of one file outside `#[cfg(test)]` items, and the modules it
 /// declares `#[cfg(test)] mod name;` (test-only files).
 fn functions_of(file: &str, text: &str) -> (Vec<Function>, Vec<String>) {
-    let code = code_only(text);
-    let flat: String = code.iter().collect();
-    // The spans of #[cfg(test)] items, and the test-only module files.
-    let mut test_spans = Vec::new();
-    let mut test_mods = Vec::new();
-    for (at, _) in flat.match_indices("#[cfg(test)]") {
-        let start = at + "#[cfg(test)]".len();
-        let end = item_end(&code, start);
-        let item: String = code[start..end.min(code.len())].iter().collect();
-        let words: Vec<&str> = item.split_whitespace().collect();
-        if let Some(p) = words.iter().position(|w| *w == "mod")
-            && code.get(end) == Some(&';')
-            && let Some(name) = words.get(p + 1)
-        {
-            test_mods.push(name.trim_end_matches(';').to_owned());
-        }
-        test_spans.push(start..end);
-    }
-    let mut out = Vec::new();
-    for i in 0..code.len() {
-        if !is_word(&code, i, "fn") || test_spans.iter().any(|s| s.contains(&i)) {
-            continue;
-        }
-        let name: String = code[i + 2..]
-            .iter()
-            .skip_while(|x| x.is_whitespace())
-            .take_while(|x| x.is_alphanumeric() || **x == '_')
-            .collect();
-        // `fn(u8) -> u8` types and `Fn` bounds are no items.
-        if name.is_empty() {
-            continue;
-        }
-        let end = item_end(&code, i);
-        if code.get(end) != Some(&'}') {
-            continue; // a declaration without a body
-        }
-        out.push(Function {
-            file: file.to_owned(),
-            name,
-            lines: line_of(&code, end) - line_of(&code, i) + 1,
-        });
-    }
-    (out, test_mods)
+    let parsed = syn::parse_file(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut v = Functions {
+        file,
+        found: Vec::new(),
+        test_mods: Vec::new(),
+    };
+    v.visit_file(&parsed);
+    (v.found, v.test_mods)
 }
 
 /// Every non-test function of agent/src.
@@ -277,6 +170,10 @@ fn with_lifetime<'a>(x: &'a str) -> &'a str {
     x
 }
 
+fn destructured(S { a, .. }: S) {
+    a;
+}
+
 trait T {
     fn declared(&self);
 }
@@ -291,6 +188,8 @@ mod fixtures;
 "##;
     let (fns, test_mods) = functions_of("x.rs", text);
     let got: Vec<(&str, usize)> = fns.iter().map(|f| (f.name.as_str(), f.lines)).collect();
-    assert_eq!(got, [("short", 8), ("with_lifetime", 3)]);
+    // A brace in the parameters is no body: the first brace after `fn` is
+    // not where it starts.
+    assert_eq!(got, [("short", 8), ("with_lifetime", 3), ("destructured", 3)]);
     assert_eq!(test_mods, ["fixtures"]);
 }
