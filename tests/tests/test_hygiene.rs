@@ -20,6 +20,8 @@
 
 use std::{fmt::Write as _, path::Path};
 
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+
 /// What a violation is: the file, its line and which rule.
 #[derive(Debug, PartialEq, Eq)]
 struct Violation {
@@ -29,155 +31,61 @@ struct Violation {
 }
 
 /// `src` with comments, string and char literals blanked (spaces, newlines
-/// kept) and every other non-ASCII character a space: byte positions match
-/// `src`'s lines, and no message text looks like code.
+/// kept) and every other non-ASCII byte a space: byte positions match
+/// `src`'s lines, and no message text looks like code. Lexed by proc-macro2,
+/// Rust's own tokenizer outside a compiler: what is no token (a comment) stays
+/// blank, each token is written back where it stands.
 fn code_only(src: &str) -> String {
-    let mut lex = Lexer {
-        c: src.chars().collect(),
-        out: Vec::new(),
-        i: 0,
-    };
-    while lex.i < lex.c.len() {
-        let _ = lex.comment() || lex.raw_string() || lex.string() || lex.char_literal() || {
-            let ch = lex.c[lex.i];
-            lex.out.push(if ch.is_ascii() { ch } else { ' ' });
-            lex.i += 1;
-            true
-        };
-    }
-    lex.out.into_iter().collect()
+    let mut out: Vec<u8> = src
+        .bytes()
+        .map(|b| if b == b'\n' { b'\n' } else { b' ' })
+        .collect();
+    let tokens: TokenStream = src.parse().expect("the source lexes as Rust");
+    write_back(tokens, src, &mut out);
+    String::from_utf8(out).expect("ASCII")
 }
 
-/// [`code_only`]'s cursor: each method blanks one kind of literal at `i`, if
-/// one starts there, and says whether it did.
-struct Lexer {
-    c: Vec<char>,
-    out: Vec<char>,
-    i: usize,
+/// Writes each token of `tokens` back into `out` at its place in `src`: a
+/// literal's quotes (and a raw string's hashes) without its text. A doc
+/// comment lexes as `#[doc = "…"]` spanning the comment: no token of it is
+/// where its text is, so none is written.
+fn write_back(tokens: TokenStream, src: &str, out: &mut [u8]) {
+    for token in tokens {
+        match token {
+            TokenTree::Group(g) => {
+                let (open, close) = match g.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Brace => ("{", "}"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::None => ("", ""),
+                };
+                put(out, src, g.span_open(), open, |_| true);
+                put(out, src, g.span_close(), close, |_| true);
+                write_back(g.stream(), src, out);
+            }
+            TokenTree::Literal(l) => {
+                let text = l.to_string();
+                let quoted = text.find(['"', '\'']).zip(text.rfind(['"', '\'']));
+                put(out, src, l.span(), &text, |k| {
+                    quoted.is_none_or(|(q, e)| k <= q || k >= e)
+                });
+            }
+            other => put(out, src, other.span(), &other.to_string(), |_| true),
+        }
+    }
 }
 
-impl Lexer {
-    fn at(&self, k: usize) -> Option<char> {
-        self.c.get(self.i + k).copied()
+/// `text` written into `out` where `span` stands, the bytes `keep` keeps
+/// (ASCII only), if `src` has that text there.
+fn put(out: &mut [u8], src: &str, span: Span, text: &str, keep: impl Fn(usize) -> bool) {
+    let range = span.byte_range();
+    if src.get(range.clone()) != Some(text) {
+        return;
     }
-
-    /// Blanks `n` characters (newlines kept).
-    fn blank(&mut self, n: usize) {
-        for _ in 0..n {
-            if let Some(ch) = self.at(0) {
-                self.out.push(if ch == '\n' { '\n' } else { ' ' });
-                self.i += 1;
-            }
+    for (k, b) in text.bytes().enumerate() {
+        if b.is_ascii() && keep(k) {
+            out[range.start + k] = b;
         }
-    }
-
-    /// Keeps `n` characters as they are.
-    fn keep(&mut self, n: usize) {
-        for _ in 0..n {
-            if let Some(ch) = self.at(0) {
-                self.out.push(ch);
-                self.i += 1;
-            }
-        }
-    }
-
-    fn after_identifier(&self) -> bool {
-        self.i > 0 && (self.c[self.i - 1].is_ascii_alphanumeric() || self.c[self.i - 1] == '_')
-    }
-
-    /// `// …` to the line's end, or `/* … */` (they nest).
-    fn comment(&mut self) -> bool {
-        match (self.at(0), self.at(1)) {
-            (Some('/'), Some('/')) => {
-                while self.at(0).is_some_and(|ch| ch != '\n') {
-                    self.blank(1);
-                }
-                true
-            }
-            (Some('/'), Some('*')) => {
-                let mut depth = 0;
-                while let Some(ch) = self.at(0) {
-                    if ch == '/' && self.at(1) == Some('*') {
-                        depth += 1;
-                        self.blank(2);
-                    } else if ch == '*' && self.at(1) == Some('/') {
-                        depth -= 1;
-                        self.blank(2);
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        self.blank(1);
-                    }
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// `r"…"`, `r#"…"#`, `br#"…"#`: the quotes and hashes kept, the text blanked.
-    fn raw_string(&mut self) -> bool {
-        if self.after_identifier() {
-            return false;
-        }
-        let mut k = match (self.at(0), self.at(1)) {
-            (Some('r'), _) => 1,
-            (Some('b'), Some('r')) => 2,
-            _ => return false,
-        };
-        let hashes = (k..self.c.len() - self.i)
-            .take_while(|&n| self.at(n) == Some('#'))
-            .count();
-        k += hashes;
-        if self.at(k) != Some('"') {
-            return false;
-        }
-        self.keep(k + 1);
-        while let Some(ch) = self.at(0) {
-            if ch == '"' && (1..=hashes).all(|n| self.at(n) == Some('#')) {
-                self.keep(hashes + 1);
-                break;
-            }
-            self.blank(1);
-        }
-        true
-    }
-
-    /// `"…"` (a byte string's `b` went out as code): the quotes kept.
-    fn string(&mut self) -> bool {
-        if self.at(0) != Some('"') {
-            return false;
-        }
-        self.keep(1);
-        while let Some(ch) = self.at(0) {
-            match ch {
-                '"' => {
-                    self.keep(1);
-                    break;
-                }
-                '\\' => self.blank(2),
-                _ => self.blank(1),
-            }
-        }
-        true
-    }
-
-    /// `'x'`, `'\n'`, `'\u{1F600}'`; a lifetime or a label is code.
-    fn char_literal(&mut self) -> bool {
-        if self.at(0) != Some('\'') {
-            return false;
-        }
-        let end = if self.at(1) == Some('\\') {
-            (2..12).find(|&k| self.at(k) == Some('\''))
-        } else {
-            (self.at(2) == Some('\'')).then_some(2)
-        };
-        let Some(end) = end else { return false };
-        self.keep(1);
-        self.blank(end - 1);
-        self.keep(1);
-        true
     }
 }
 

@@ -190,6 +190,9 @@ mod fixtures;
     let got: Vec<(&str, usize)> = fns.iter().map(|f| (f.name.as_str(), f.lines)).collect();
     // A brace in the parameters is no body: the first brace after `fn` is
     // not where it starts.
-    assert_eq!(got, [("short", 8), ("with_lifetime", 3), ("destructured", 3)]);
+    assert_eq!(
+        got,
+        [("short", 8), ("with_lifetime", 3), ("destructured", 3)]
+    );
     assert_eq!(test_mods, ["fixtures"]);
 }
