@@ -524,7 +524,7 @@ impl ApiServer {
         let mut st = self.shared.store.lock().unwrap();
         let key = (Res::Nodes, String::new(), name.to_owned());
         let mut obj = st.objects.get(&key).cloned().unwrap();
-        crate::reviews::strategic_status(&mut obj["status"], status).unwrap();
+        crate::node_status::strategic_status(&mut obj["status"], status).unwrap();
         store(&self.shared, &mut st, key, obj, "MODIFIED");
     }
 
@@ -1777,7 +1777,7 @@ fn patch_node_status(shared: &Shared, name: &str, body: &[u8]) -> Response {
         return status(404, "NotFound", &format!("nodes \"{name}\" not found"));
     };
     let old = obj.clone();
-    if let Err(e) = crate::reviews::strategic_status(&mut obj["status"], &patch["status"]) {
+    if let Err(e) = crate::node_status::strategic_status(&mut obj["status"], &patch["status"]) {
         return status(422, "Invalid", &e);
     }
     let admitted = crate::admission::Request::new(

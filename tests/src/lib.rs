@@ -22,6 +22,7 @@ pub mod http;
 pub mod lab;
 pub mod netns;
 pub mod node;
+pub mod node_status;
 pub mod objects;
 pub mod reviews;
 pub mod watch_list;

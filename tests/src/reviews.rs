@@ -12,6 +12,9 @@
 //! for the API server's own when it names none, and authenticates the token
 //! only when the two meet, answering the ones they share in
 //! `status.audiences`.
+//!
+//! Shared: the agent's unit tests answer reviews by these same rules
+//! (`agent/src/kube/review/fake.rs` includes this file).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +33,9 @@ pub struct Reviews {
     tokens: BTreeMap<String, Holder>,
     /// (user or group, nonResourceURL, verb).
     grants: BTreeSet<(String, String, String)>,
+    /// An authenticator that is not audience-aware: `spec.audiences` is
+    /// ignored, `status.audiences` left out.
+    pub audience_blind: bool,
 }
 
 impl Reviews {
@@ -45,6 +51,11 @@ impl Reviews {
             token.to_owned(),
             (user.to_owned(), owned(groups), owned(audiences)),
         );
+    }
+
+    /// `token` no longer authenticates (its ServiceAccount was deleted).
+    pub fn revoke(&mut self, token: &str) {
+        self.tokens.remove(token);
     }
 
     /// `subject` (a user or a group) may `verb` the non-resource URL `url`.
@@ -86,6 +97,10 @@ impl Reviews {
             _ => vec![API_SERVER_AUDIENCE.to_owned()],
         };
         obj["status"] = match self.tokens.get(&token) {
+            Some((user, groups, _)) if self.audience_blind => json!({
+                "authenticated": true,
+                "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups},
+            }),
             Some((user, groups, issued)) => {
                 let shared: Vec<&String> = want.iter().filter(|a| issued.contains(a)).collect();
                 if shared.is_empty() {
@@ -154,46 +169,6 @@ impl Reviews {
     }
 }
 
-/// A strategic merge patch of a Node's `status`, as the API server applies it:
-/// `conditions` merged by their `type` (an item with `"$patch": "delete"`
-/// removes that type), every other field as a JSON merge patch.
-pub fn strategic_status(status: &mut Value, patch: &Value) -> Result<(), String> {
-    let Some(fields) = patch.as_object() else {
-        return Ok(());
-    };
-    if !status.is_object() {
-        *status = json!({});
-    }
-    for (k, v) in fields {
-        if k != "conditions" {
-            status[k] = v.clone();
-            continue;
-        }
-        let items = v.as_array().ok_or("status.conditions: not a list")?;
-        let mut list = status["conditions"].as_array().cloned().unwrap_or_default();
-        for item in items {
-            let ty = item["type"]
-                .as_str()
-                .ok_or("status.conditions: an item without type (the merge key)")?;
-            let at = list.iter().position(|c| c["type"] == ty);
-            if item["$patch"] == "delete" {
-                list.retain(|c| c["type"] != ty);
-                continue;
-            }
-            match at {
-                Some(i) => {
-                    for (field, value) in item.as_object().into_iter().flatten() {
-                        list[i][field] = value.clone();
-                    }
-                }
-                None => list.push(item.clone()),
-            }
-        }
-        status["conditions"] = Value::Array(list);
-    }
-    Ok(())
-}
-
 fn created(mut obj: Value) -> Value {
     obj["metadata"] = json!({"creationTimestamp": null});
     obj
@@ -251,7 +226,7 @@ mod tests {
         assert!(
             refused["status"]["error"]
                 .as_str()
-                .unwrap()
+                .expect("an error message")
                 .contains("audiences")
         );
         let ok = tr_for("scoped", json!(["ipshadow", "x"])).1;

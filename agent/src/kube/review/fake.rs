@@ -1,35 +1,35 @@
 //! Tests only: the API server's two review endpoints answered in memory behind
 //! a real `kube::Client`, so reviews cost no I/O and tokio's paused clock can
-//! cross the caches' TTLs in no time. It answers as the registry does (the
-//! integration tests' stand-in, `tests/src/reviews.rs`, has the same rules)
-//! and counts what it is asked.
+//! cross the caches' TTLs in no time. It answers by the integration tests' own
+//! rules (`tests/src/reviews.rs`, included here: one set of rules, as the
+//! registry answers) and counts what it is asked.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::{Arc, Mutex, MutexGuard},
-};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
+/// The test API server's review rules, shared with the integration tests.
+#[path = "../../../../tests/src/reviews.rs"]
+#[allow(
+    unreachable_pub,
+    reason = "public in the test API server's crate, whose file this is"
+)]
+mod rules;
+
 /// The API server's own audience, what a TokenReview without one asks for.
-pub(crate) const API_SERVER: &str = "https://kubernetes.default.svc";
+pub(crate) use rules::API_SERVER_AUDIENCE as API_SERVER;
 
 /// What the fake API server knows and what it was asked.
 #[derive(Debug, Default)]
 pub(crate) struct Api {
-    /// token → (username, the audiences it was issued for).
-    tokens: BTreeMap<String, (String, Vec<String>)>,
-    /// Users who may `get` every path.
-    granted: BTreeSet<String>,
+    /// Who authenticates, for which audiences, and what they may `get`.
+    pub(crate) rules: rules::Reviews,
     /// The tokens of the TokenReviews asked, in order (failed ones too).
     pub(crate) token_reviews: Vec<String>,
     /// SubjectAccessReviews asked (failed ones too).
     pub(crate) access_reviews: usize,
     /// While set, every request is answered 500.
     pub(crate) failing: bool,
-    /// While set, spec.audiences is ignored and status.audiences left out (an
-    /// authenticator that is not audience-aware).
-    pub(crate) audience_blind: bool,
     /// The spec.audiences of the last TokenReview.
     pub(crate) asked_audiences: Option<Value>,
 }
@@ -48,17 +48,16 @@ impl FakeApi {
     /// `token`, issued for `audiences`, belongs to `user`.
     pub(crate) fn user_for(&self, token: &str, user: &str, granted: bool, audiences: &[&str]) {
         let mut api = self.lock();
-        let audiences = audiences.iter().map(|a| (*a).to_owned()).collect();
-        api.tokens
-            .insert(token.to_owned(), (user.to_owned(), audiences));
+        api.rules
+            .token_for(token, user, &["system:authenticated"], audiences);
         if granted {
-            api.granted.insert(user.to_owned());
+            api.rules.grant(user, "*", "get");
         }
     }
 
     /// `token` no longer authenticates (its ServiceAccount was deleted).
     pub(crate) fn revoke(&self, token: &str) {
-        self.lock().tokens.remove(token);
+        self.lock().rules.revoke(token);
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Api> {
@@ -95,13 +94,11 @@ impl FakeApi {
 
     fn answer(&self, path: &str, body: &[u8]) -> (u16, Value) {
         let mut api = self.lock();
-        let Ok(mut obj) = serde_json::from_slice::<Value>(body) else {
-            return (400, json!({"kind": "Status", "code": 400}));
-        };
-        let token_review = path.ends_with("/tokenreviews");
-        let token = obj["spec"]["token"].as_str().unwrap_or_default().to_owned();
-        if token_review {
-            api.token_reviews.push(token.clone());
+        let asked: Value = serde_json::from_slice(body).unwrap_or_default();
+        if path.ends_with("/tokenreviews") {
+            let token = asked["spec"]["token"].as_str().unwrap_or_default();
+            api.token_reviews.push(token.to_owned());
+            api.asked_audiences = Some(asked["spec"]["audiences"].clone());
         } else {
             api.access_reviews += 1;
         }
@@ -112,41 +109,8 @@ impl FakeApi {
                 json!({"kind": "Status", "code": 500, "message": message}),
             );
         }
-        obj["status"] = if token_review {
-            api.asked_audiences = Some(obj["spec"]["audiences"].clone());
-            let want: Vec<String> = match obj["spec"]["audiences"].as_array() {
-                Some(a) => a
-                    .iter()
-                    .filter_map(|a| a.as_str().map(str::to_owned))
-                    .collect(),
-                None => vec![API_SERVER.to_owned()],
-            };
-            match api.tokens.get(&token) {
-                Some((user, _)) if api.audience_blind => json!({
-                    "authenticated": true,
-                    "user": {"username": user, "groups": ["system:authenticated"]},
-                }),
-                Some((user, issued)) => {
-                    let both: Vec<&String> = issued.iter().filter(|a| want.contains(a)).collect();
-                    if both.is_empty() {
-                        let why = format!(
-                            "token audiences {issued:?} is invalid for the target audiences {want:?}"
-                        );
-                        json!({"user": {}, "error": why})
-                    } else {
-                        json!({
-                            "authenticated": true,
-                            "user": {"username": user, "groups": ["system:authenticated"]},
-                            "audiences": both,
-                        })
-                    }
-                }
-                None => json!({"user": {}, "error": "invalid bearer token"}),
-            }
-        } else {
-            let user = obj["spec"]["user"].as_str().unwrap_or_default();
-            json!({"allowed": api.granted.contains(user)})
-        };
-        (201, obj)
+        api.rules
+            .answer(path, body)
+            .unwrap_or_else(|| (404, json!({"kind": "Status", "code": 404})))
     }
 }

@@ -235,12 +235,12 @@ async fn with_audiences_only_a_token_issued_for_one_of_them_is_accepted() {
     ));
     // An authenticator that ignores the audiences vouches for the API
     // server's own: refused.
-    api.lock().audience_blind = true;
+    api.lock().rules.audience_blind = true;
     api.user_for("blind", "prometheus", true, &["ipshadow"]);
     assert!(matches!(check("blind").await, Verdict::Unauthenticated(_)));
 
     // Without audiences nothing is asked for: the API server's own.
-    api.lock().audience_blind = false;
+    api.lock().rules.audience_blind = false;
     let plain = Reviewer::new(api.client(), vec![]);
     let check = |token: &'static str| plain.check(token, "/metrics", "get", PROMETHEUS);
     assert!(matches!(
