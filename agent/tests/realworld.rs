@@ -19,7 +19,7 @@ use std::{
 use ipshadow::{
     detect::{FindingKind, detect},
     inventory::{
-        CiliumNode, ClusterState, HostNetwork, Invalid, Inventory, IpSource, Pod, PodIp, Subnet,
+        ClusterState, CniNode, HostNetwork, Invalid, Inventory, IpSource, Pod, PodIp, Subnet,
     },
     kube::files,
 };
@@ -92,11 +92,7 @@ fn secondary_network_subnets_are_read_as_such() {
 }
 
 /// Detection from `node`'s point of view with these CiliumNodes and Subnets and no pods.
-fn overlaps(
-    node: &str,
-    cns: Vec<CiliumNode>,
-    subnets: Vec<Subnet>,
-) -> Vec<ipshadow::detect::Finding> {
+fn overlaps(node: &str, cns: Vec<CniNode>, subnets: Vec<Subnet>) -> Vec<ipshadow::detect::Finding> {
     let inv = Inventory {
         node: node.into(),
         router_device: "cilium_host".into(),
@@ -310,7 +306,7 @@ fn a_slash_23_cluster_pool_with_mask_24_on_three_nodes_is_full_and_said_so() {
     .unwrap()
     .remove(0);
     assert_eq!(real.pod_cidrs, ["10.233.66.0/24".parse().unwrap()]);
-    let mut cns: Vec<CiliumNode> = Vec::new();
+    let mut cns: Vec<CniNode> = Vec::new();
     for (name, cidr) in [
         ("node1", Some("10.233.66.0/24")),
         ("node2", Some("10.233.67.0/24")),

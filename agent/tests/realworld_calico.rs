@@ -12,7 +12,7 @@ use std::{
 use ipshadow::{
     detect::{FindingKind, TunnelAllocation, detect},
     inventory::{
-        CalicoIpam, CiliumNode, ClusterState, Inventory, IpSource, IpamOwner, Pod, PodIp, Role,
+        CalicoIpam, ClusterState, CniNode, Inventory, IpSource, IpamOwner, Pod, PodIp, Role,
         Source, TunnelKind,
     },
     kube::files,
@@ -136,9 +136,9 @@ fn after_nginx() -> CalicoIpam {
 }
 
 fn inventory(announced: &str, pods: Vec<Pod>) -> Inventory {
-    let mut node = CiliumNode {
+    let mut node = CniNode {
         name: "mac-k8s".into(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     node.add(
         announced.parse().unwrap(),

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{calico, cilium, ovn_kubernetes, read::ip_field};
-use crate::inventory::{CiliumNode, Invalid, Role, Source, text::cleaned};
+use crate::inventory::{CniNode, Invalid, Role, Source, text::cleaned};
 
 /// Whether [`node_annotations`] reads the annotation `key`: the watch of every
 /// Node keeps only these (a Node carries kilobytes of others).
@@ -27,8 +27,8 @@ pub fn node_annotations(
     name: &str,
     annotations: &std::collections::BTreeMap<String, String>,
     problems: &mut Vec<Invalid>,
-) -> Option<CiliumNode> {
-    let mut node = CiliumNode {
+) -> Option<CniNode> {
+    let mut node = CniNode {
         name: cleaned(name),
         ..Default::default()
     };

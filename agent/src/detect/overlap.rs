@@ -11,7 +11,7 @@ use super::{
     Finding, Owner, Owners, Role,
     kind::{Alert, Count, Spec},
 };
-use crate::inventory::{CiliumNode, InfraAddress, Inventory, IpRange, Source, Subnet};
+use crate::inventory::{CniNode, InfraAddress, Inventory, IpRange, Source, Subnet};
 
 /// Latent: Cilium's infrastructure addresses (or the range it takes them
 /// from) lie in a range another allocator hands to pods.
@@ -29,7 +29,7 @@ pub(super) const OVERLAP: Spec = Spec::node(
 /// all); an address in no known range is its own finding (its fix differs);
 /// when none is exposed, one per Cilium range not fully excluded.
 pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Finding> {
-    let mine: Vec<&CiliumNode> = inv.own_cni_nodes().collect();
+    let mine: Vec<&CniNode> = inv.own_cni_nodes().collect();
     let mut infra: Vec<InfraAddress> = mine
         .iter()
         .flat_map(|c| c.addresses.iter().copied())

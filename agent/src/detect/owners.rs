@@ -3,7 +3,7 @@
 use std::{collections::HashMap, net::IpAddr};
 
 use super::{Owner, Role};
-use crate::inventory::{CiliumNode, InfraAddress, Inventory, Source};
+use crate::inventory::{CniNode, InfraAddress, Inventory, Source};
 
 /// Where Cilium's health endpoint address lives on the host side.
 const HEALTH_DEVICE: &str = "lxc_health";
@@ -51,9 +51,9 @@ impl<'a> Index<'a> {
     /// annotations) and `calico_tunnels` (tunnel addresses Calico's IPAMBlocks allocate).
     pub fn new(
         (cilium_nodes, annotated_nodes, calico_tunnels): (
-            &'a [CiliumNode],
-            &'a [CiliumNode],
-            &'a [CiliumNode],
+            &'a [CniNode],
+            &'a [CniNode],
+            &'a [CniNode],
         ),
         router_device: &'a str,
     ) -> Self {
@@ -181,7 +181,7 @@ impl<'a> Owners<'a> {
 /// overlap, so the join subnet was moved), or a node publishes a join address
 /// outside it. Then no node's join address is derived from its node-id: the
 /// default subnet would name an address ovn-kubernetes never uses there.
-pub(super) fn join_moved(annotated_nodes: &[CiliumNode]) -> bool {
+pub(super) fn join_moved(annotated_nodes: &[CniNode]) -> bool {
     let defaults: Vec<ipnet::IpNet> = crate::cni::ovn_kubernetes::DEFAULT_JOIN
         .iter()
         .filter_map(|j| crate::inventory::ip_text::parse_cidr(j))

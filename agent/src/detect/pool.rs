@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 
 use super::{IpamKind, NodeProblem, PoolFit};
-use crate::inventory::{CiliumNode, Inventory};
+use crate::inventory::{CniNode, Inventory};
 
 /// How `node` gets its pod addresses: cilium-config's `ipam` when it was
 /// read, else what the node's CiliumNode shows.
@@ -108,7 +108,7 @@ pub(super) fn explaining(inv: &Inventory, error: &str) -> Option<PoolFit> {
 }
 
 /// cluster-pool mode while `cn` keeps podCIDRs outside every pool of its family.
-pub(super) fn migration_stuck(inv: &Inventory, cn: &CiliumNode) -> Option<NodeProblem> {
+pub(super) fn migration_stuck(inv: &Inventory, cn: &CniNode) -> Option<NodeProblem> {
     let config = inv.cluster.cilium_config.as_ref()?;
     if config.ipam != "cluster-pool" || config.cluster_pool.is_empty() {
         return None;

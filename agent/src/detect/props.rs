@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::inventory::{
-    CiliumNode, ClusterState, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role,
+    ClusterState, CniNode, FibResult, HostNetwork, IpSource, LocalAddress, Pod, PodIp, Role,
     SandboxFailure, SandboxRefusal, fixtures::cilium_node, with_refused_addresses,
 };
 
@@ -42,7 +42,7 @@ fn pod(i: usize, node: &str, ip: IpAddr) -> Pod {
 
 /// An inventory from raw numbers: infra addresses per node, pod IPs, which pods are here.
 fn inventory(infra: &[(u8, u32, u32, u32)], pods: &[(u32, bool)]) -> Inventory {
-    let cilium_nodes: Vec<CiliumNode> = infra
+    let cilium_nodes: Vec<CniNode> = infra
         .iter()
         .map(|(n, r, i, h)| {
             let name = if *n == 0 {

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{CiliumNode, Role, Source};
+use super::{CniNode, Role, Source};
 
 /// What a block address is allocated to, from the allocation's attribute.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,7 +193,7 @@ pub struct CalicoIpam {
     pub pools: Vec<IpPool>,
     /// Each node's tunnel addresses as the blocks allocate them, as owners of
     /// role tunnel ([`Source::CalicoIpamBlock`]): what a pod on one collides with.
-    pub tunnels: Vec<CiliumNode>,
+    pub tunnels: Vec<CniNode>,
     /// A block was read outside every pool for no workload: Calico's IPAM
     /// gives addresses (computed once: a cluster has thousands of blocks).
     pod_blocks: bool,
@@ -203,7 +203,7 @@ impl CalicoIpam {
     /// Indexes `blocks` and `pools`.
     pub fn new(mut blocks: Vec<IpamBlock>, pools: Vec<IpPool>) -> Self {
         blocks.sort_by_key(|b| (b.cidr.network(), b.cidr.prefix_len()));
-        let mut tunnels: BTreeMap<&str, CiliumNode> = BTreeMap::new();
+        let mut tunnels: BTreeMap<&str, CniNode> = BTreeMap::new();
         for b in &blocks {
             for (ordinal, owner) in &b.allocated {
                 let (IpamOwner::Tunnel { node, .. }, Some(ip)) = (owner, b.address(*ordinal))
@@ -212,9 +212,9 @@ impl CalicoIpam {
                 };
                 tunnels
                     .entry(node.as_str())
-                    .or_insert_with(|| CiliumNode {
+                    .or_insert_with(|| CniNode {
                         name: node.clone(),
-                        ..CiliumNode::default()
+                        ..CniNode::default()
                     })
                     .add(ip, Role::Tunnel, Source::CalicoIpamBlock);
             }

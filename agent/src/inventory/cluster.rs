@@ -3,7 +3,7 @@
 
 use std::{fmt, marker::PhantomData, sync::Arc};
 
-use super::{CiliumConfig, CiliumNode, NodeFacts, Pod, SandboxFailure, Subnet};
+use super::{CiliumConfig, CniNode, NodeFacts, Pod, SandboxFailure, Subnet};
 
 /// The Kubernetes objects one reconcile looks at. The adapters (files, one
 /// list, the watch caches) fill a `ClusterState<AsRead>`; detection reads the
@@ -13,10 +13,10 @@ pub struct ClusterState<Stage = Assembled> {
     /// This node's pods and pods elsewhere that hold one of its addresses.
     pub pods: Arc<Vec<Pod>>,
     /// Every CiliumNode of the cluster.
-    pub cilium_nodes: Arc<Vec<CiliumNode>>,
+    pub cilium_nodes: Arc<Vec<CniNode>>,
     /// Cilium's addresses from the Nodes' annotations (`network.cilium.io/*`,
     /// legacy `io.cilium.network.*`), one entry per annotated node.
-    pub annotated_nodes: Arc<Vec<CiliumNode>>,
+    pub annotated_nodes: Arc<Vec<CniNode>>,
     /// kube-ovn Subnets (empty when the CRD is absent).
     pub subnets: Arc<Vec<Subnet>>,
     /// Nodes as detection needs them: this node's (the agent), or every Node
@@ -96,7 +96,7 @@ impl ClusterState {
     }
 
     /// The CiliumNodes, then Cilium's addresses from the Nodes' annotations.
-    pub fn cni_nodes(&self) -> impl Iterator<Item = &CiliumNode> + '_ {
+    pub fn cni_nodes(&self) -> impl Iterator<Item = &CniNode> + '_ {
         self.cilium_nodes.iter().chain(self.annotated_nodes.iter())
     }
 }

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 use ipnet::IpNet;
 
 use super::{
-    CiliumNode, ClusterState, FibResult, HostNetwork, Inventory, IpRange, IpSource, Link,
+    ClusterState, CniNode, FibResult, HostNetwork, Inventory, IpRange, IpSource, Link,
     LocalAddress, Pod, PodIp, Role, Route, RouteKind, Source, Subnet,
 };
 
@@ -84,11 +84,11 @@ pub(crate) fn cilium_node(
     ingress: &[IpAddr],
     health: &[IpAddr],
     pod_cidrs: &[IpNet],
-) -> CiliumNode {
-    let mut cn = CiliumNode {
+) -> CniNode {
+    let mut cn = CniNode {
         name: name.into(),
         pod_cidrs: pod_cidrs.to_vec(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     for (ips, role, source) in [
         (router, Role::Router, Source::SpecAddresses),
@@ -102,7 +102,7 @@ pub(crate) fn cilium_node(
     cn
 }
 
-pub(crate) fn cilium_nodes() -> Vec<CiliumNode> {
+pub(crate) fn cilium_nodes() -> Vec<CniNode> {
     vec![
         cilium_node(
             ME,

@@ -39,7 +39,7 @@ pub use node::{
     CiliumConfig, ConditionSeen, NodeAddress, NodeFacts, SandboxCni, SandboxFailure,
     SandboxRefusal, with_refused_addresses,
 };
-pub use objects::{CiliumNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
+pub use objects::{CniNode, InfraAddress, IpSource, Pod, PodIp, Role, Source, Subnet};
 pub use plan::{PlanOwner, Planned, Purpose, SecondaryIp, Unlisted};
 pub use services::{Covered, ServiceAddress, ServiceAddresses, ServiceField};
 

@@ -309,10 +309,11 @@ pub struct InfraAddress {
     pub source: Source,
 }
 
-/// Cilium's own addresses on one node, from its CiliumNode or its Node's
-/// annotations, and the ranges Cilium takes them from.
+/// What a CNI records in the API about one node: the addresses it holds there
+/// (Cilium's from its CiliumNode or Node annotations, Calico's tunnel
+/// addresses, ovn-kubernetes' ports) and the ranges it takes them from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CiliumNode {
+pub struct CniNode {
     /// `metadata.name`: the node's name.
     pub name: String,
     /// Router, Ingress and health addresses, each once per source.
@@ -330,14 +331,14 @@ pub struct CiliumNode {
     pub operator_pool: bool,
     /// ovn-kubernetes' subnets of the node's default network
     /// (`k8s.ovn.org/node-subnets`): its pod ranges, which are not Cilium's
-    /// (so not in [`CiliumNode::ranges`]) and not `spec.podCIDRs`.
+    /// (so not in [`CniNode::ranges`]) and not `spec.podCIDRs`.
     pub ovn_subnets: Vec<IpNet>,
     /// ovn-kubernetes' internal subnets (join, transit, masquerade) its
     /// annotations tell: (the annotation, the subnet).
     pub ovn_internal: Vec<(&'static str, IpNet)>,
 }
 
-impl CiliumNode {
+impl CniNode {
     /// The addresses of `role`, in the order read.
     pub fn ips(&self, role: Role) -> impl Iterator<Item = IpAddr> + '_ {
         self.addresses

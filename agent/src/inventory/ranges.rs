@@ -3,7 +3,7 @@
 
 use ipnet::IpNet;
 
-use super::{CiliumNode, Inventory};
+use super::{CniNode, Inventory};
 
 impl Inventory {
     /// kube-ovn's primary Subnets' blocks: where its pods get addresses.
@@ -14,7 +14,7 @@ impl Inventory {
     }
 
     /// This node's CiliumNode and the addresses its Node's annotations name.
-    pub fn own_cni_nodes(&self) -> impl Iterator<Item = &CiliumNode> + '_ {
+    pub fn own_cni_nodes(&self) -> impl Iterator<Item = &CniNode> + '_ {
         self.cluster.cni_nodes().filter(|c| c.name == self.node)
     }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, value::RawValue};
 
 use super::objects;
 use crate::inventory::{
-    CiliumConfig, CiliumNode, Invalid, IpPool, IpamBlock, NodeFacts, Pod, SandboxFailure, Subnet,
+    CiliumConfig, CniNode, Invalid, IpPool, IpamBlock, NodeFacts, Pod, SandboxFailure, Subnet,
 };
 use crate::report::chain::Chain;
 
@@ -153,7 +153,7 @@ pub fn pods(
 }
 
 /// The CiliumNodes of a `kubectl get ciliumnodes -o json` file.
-pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CiliumNode>> {
+pub fn cilium_nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<CniNode>> {
     named(path, "ciliumnodes", problems, objects::cilium_node)
 }
 
@@ -249,10 +249,7 @@ pub fn sandbox_failures(path: &Path) -> Result<Vec<SandboxFailure>> {
 
 /// The Nodes of a `kubectl get nodes -o json` file: Cilium's addresses in their
 /// annotations (Nodes without them are left out), and each Node's facts.
-pub fn nodes(
-    path: &Path,
-    problems: &mut Vec<Invalid>,
-) -> Result<(Vec<CiliumNode>, Vec<NodeFacts>)> {
+pub fn nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<(Vec<CniNode>, Vec<NodeFacts>)> {
     let mut out = Vec::new();
     let mut facts = Vec::new();
     for_each_item(path, "nodes", |i, item| {

@@ -34,9 +34,7 @@ use super::{
     },
     objects,
 };
-use crate::inventory::{
-    AsRead, CiliumConfig, CiliumNode, ClusterState, Invalid, NodeFacts, Subnet,
-};
+use crate::inventory::{AsRead, CiliumConfig, ClusterState, CniNode, Invalid, NodeFacts, Subnet};
 use crate::report::chain::Chain;
 
 /// Objects per list request.
@@ -290,7 +288,7 @@ async fn crds(
     read: Read,
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
-) -> Result<(Vec<CiliumNode>, Vec<Subnet>), ListError> {
+) -> Result<(Vec<CniNode>, Vec<Subnet>), ListError> {
     let cilium_nodes = custom_objects::<LeanCiliumNode, _>(
         client,
         ("cilium.io", "v2", "CiliumNode", "ciliumnodes"),
@@ -321,7 +319,7 @@ async fn nodes(
     no_cilium_nodes: bool,
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
-) -> Result<(Vec<CiliumNode>, Vec<NodeFacts>), ListError> {
+) -> Result<(Vec<CniNode>, Vec<NodeFacts>), ListError> {
     let (mut annotated, mut facts) = (Vec::new(), Vec::new());
     let url = Node::url_path(&(), None);
     let (read, fields) = match scope {

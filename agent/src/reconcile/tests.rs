@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, collections::BTreeSet, net::IpAddr, sync::Arc};
 use super::claimable;
 use crate::{
     inventory::{
-        CiliumNode, HostNetwork, Inventory, LocalAddress, NodeFacts, Role, Source, Subnet,
+        CniNode, HostNetwork, Inventory, LocalAddress, NodeFacts, Role, Source, Subnet,
         fixtures::{ME, OTHER, ip, net},
     },
     kube::objects::node_annotations,
@@ -14,7 +14,7 @@ use crate::{
 
 /// This node's Node annotations as the agent reads them (real values:
 /// ovn-kubernetes' from OKEP-5521's kind worker, Calico's from calico#9086).
-fn annotated(key: &str, value: &str) -> CiliumNode {
+fn annotated(key: &str, value: &str) -> CniNode {
     let annotations = BTreeMap::from([(key.to_owned(), value.to_owned())]);
     let mut problems = Vec::new();
     let node = node_annotations(ME, &annotations, &mut problems).expect("addresses read");
@@ -112,10 +112,10 @@ fn range_cases() -> Vec<Case> {
             "Cilium: its CiliumNode's podCIDRs and router IP",
             vec![("10.0.1.77", "cilium_host"), ("10.0.1.5", "eth1")],
             |inv| {
-                let mut cn = CiliumNode {
+                let mut cn = CniNode {
                     name: ME.into(),
                     pod_cidrs: vec![net("10.0.1.0/24")],
-                    ..CiliumNode::default()
+                    ..CniNode::default()
                 };
                 cn.add(ip("10.0.1.77"), Role::Router, Source::SpecAddresses);
                 inv.cluster.cilium_nodes = Arc::new(vec![cn]);
@@ -189,10 +189,10 @@ fn annotation_cases() -> Vec<Case> {
              node's range covers (kubeadm's 10.96.0.0/12): only what pods are given counts",
             vec![("10.0.1.7", "kube-ipvs0"), ("10.96.0.10", "kube-ipvs0")],
             |inv| {
-                let mut other = CiliumNode {
+                let mut other = CniNode {
                     name: OTHER.into(),
                     pod_cidrs: vec![net("10.0.1.0/24")],
-                    ..CiliumNode::default()
+                    ..CniNode::default()
                 };
                 other.add(ip("10.0.1.1"), Role::Router, Source::SpecAddresses);
                 inv.cluster.cilium_nodes = Arc::new(vec![other]);

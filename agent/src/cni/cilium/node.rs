@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::lean::{LeanCiliumNode, Used};
 use crate::cni::read::{bounded, capped, caps, ip_field, quote, shape::Shape, unnamed};
 use crate::inventory::{
-    CiliumNode, Invalid, Role, Source,
+    CniNode, Invalid, Role, Source,
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
@@ -23,7 +23,7 @@ use crate::inventory::{
 pub(crate) fn cilium_node(
     o: &LeanCiliumNode,
     problems: &mut Vec<Invalid>,
-) -> Result<CiliumNode, Invalid> {
+) -> Result<CniNode, Invalid> {
     let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed("ciliumnodes"));
     };
@@ -34,7 +34,7 @@ pub(crate) fn cilium_node(
             problem,
         });
     };
-    let mut node = CiliumNode {
+    let mut node = CniNode {
         name: cleaned(name),
         ..Default::default()
     };
@@ -64,7 +64,7 @@ fn spec_section(
     section: &str,
     v: Option<&Value>,
     (role, source): (Role, Source),
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     match v {
@@ -114,7 +114,7 @@ fn operator_error(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Option<Stri
 }
 
 /// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
-fn spec_addresses(v: Option<&Value>, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
+fn spec_addresses(v: Option<&Value>, node: &mut CniNode, bad: &mut dyn FnMut(String)) {
     match v {
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
@@ -151,7 +151,7 @@ fn spec_addresses(v: Option<&Value>, node: &mut CiliumNode, bad: &mut dyn FnMut(
 /// at all (the mark of a CRD-style allocator).
 fn status_ipam_used(
     used: &Shape<BTreeMap<String, Shape<Used>>>,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) -> bool {
     match used {

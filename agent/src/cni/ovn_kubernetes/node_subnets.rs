@@ -10,7 +10,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use crate::cni::read::quote;
-use crate::inventory::{CiliumNode, Role, Source, ip_text::parse_cidr};
+use crate::inventory::{CniNode, Role, Source, ip_text::parse_cidr};
 
 use super::NODE_SUBNETS;
 
@@ -21,7 +21,7 @@ const SUBNETS_MAX: usize = 8;
 /// a malformed value is named through `bad`.
 pub(crate) fn add_node_subnets(
     annotations: &BTreeMap<String, String>,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     let Some(raw) = annotations.get(NODE_SUBNETS) else {
@@ -76,7 +76,7 @@ mod tests {
 
     fn read(value: &str) -> (Vec<(String, Role)>, Vec<String>) {
         let annotations = BTreeMap::from([(NODE_SUBNETS.to_owned(), value.to_owned())]);
-        let mut node = CiliumNode::default();
+        let mut node = CniNode::default();
         let mut problems = Vec::new();
         add_node_subnets(&annotations, &mut node, &mut |p| problems.push(p));
         let mut got: Vec<_> = node
@@ -118,7 +118,7 @@ mod tests {
             NODE_SUBNETS.to_owned(),
             r#"{"default":["10.128.0.0/23","fd01:0:0:1::/64"],"udn_x":["10.2.0.0/17"]}"#.to_owned(),
         )]);
-        let mut node = CiliumNode::default();
+        let mut node = CniNode::default();
         add_node_subnets(&annotations, &mut node, &mut |p| panic!("{p}"));
         let want: Vec<IpNet> = vec![
             "10.128.0.0/23".parse().expect("net"),

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::cni::read::quote;
 use crate::inventory::{
-    CiliumNode, Role, Source,
+    CniNode, Role, Source,
     ip_text::{Cidr, parse_cidr},
 };
 
@@ -42,7 +42,7 @@ pub(crate) const KEYS: [&str; 5] = [
 /// node subnets are read); a malformed value is named through `bad`.
 pub(crate) fn add_router_ports(
     annotations: &BTreeMap<String, String>,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     let before = node.addresses.len();
@@ -82,7 +82,7 @@ pub(crate) fn add_router_ports(
 /// (ovn-kubernetes refuses that at startup: the join subnet was moved).
 fn derive_join(
     annotations: &BTreeMap<String, String>,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     let Some(raw) = annotations.get(NODE_ID) else {
@@ -127,7 +127,7 @@ fn read_ifaddr(
     raw: &str,
     key: &'static str,
     source: Source,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     match serde_json::from_str::<Value>(raw) {
@@ -141,7 +141,7 @@ fn add_ifaddr(
     ips: &Map<String, Value>,
     key: &'static str,
     source: Source,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     for c in cidrs(ips, key, bad) {
@@ -154,7 +154,7 @@ fn add_ifaddr(
 fn add_subnets(
     ips: &Map<String, Value>,
     key: &'static str,
-    node: &mut CiliumNode,
+    node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     for c in cidrs(ips, key, bad) {
@@ -162,7 +162,7 @@ fn add_subnets(
     }
 }
 
-fn push_subnet(node: &mut CiliumNode, key: &'static str, net: IpNet) {
+fn push_subnet(node: &mut CniNode, key: &'static str, net: IpNet) {
     if !node.ovn_internal.contains(&(key, net)) {
         node.ovn_internal.push((key, net));
     }

@@ -157,9 +157,9 @@ fn an_unrouted_namespace_address_is_a_leak_only_inside_the_pod_range() {
     // empty) or its ovn-kubernetes node subnets, alike; another node's is not it.
     for (name, cilium) in [(ME, true), (ME, false), (OTHER, true)] {
         let mut inv = unrouted.clone();
-        let mut c = crate::inventory::CiliumNode {
+        let mut c = crate::inventory::CniNode {
             name: name.into(),
-            ..crate::inventory::CiliumNode::default()
+            ..crate::inventory::CniNode::default()
         };
         if cilium {
             c.pod_cidrs = vec![net("10.250.1.0/24")];
@@ -322,7 +322,7 @@ fn the_nodes_own_addresses_behind_a_veth_are_no_leak() {
     let mut pods = api();
     pods.truncate(2);
     let mut inv = ptp_inventory(pods);
-    let mut me = crate::inventory::CiliumNode {
+    let mut me = crate::inventory::CniNode {
         name: ME.into(),
         ..Default::default()
     };

@@ -13,7 +13,7 @@ use super::{
     Trust,
 };
 use crate::detect::{CalicoFix, PodRef};
-use crate::inventory::{CiliumNode, Inventory, IpSource, SandboxRefusal, Source};
+use crate::inventory::{CniNode, Inventory, IpSource, SandboxRefusal, Source};
 
 mod kinds;
 pub(super) use kinds::*;
@@ -23,7 +23,7 @@ const IPV6_RANGE_CAP: u128 = 65_536;
 
 /// The findings about `node` itself: its allocator and Cilium's configuration.
 pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
-    let cilium: Vec<&CiliumNode> = inv.cluster.cni_nodes().filter(|c| c.name == node).collect();
+    let cilium: Vec<&CniNode> = inv.cluster.cni_nodes().filter(|c| c.name == node).collect();
     let this = ThisNode { inv, node };
     let kube_ovn = inv.cluster.subnets.iter().any(|s| s.primary);
     let mut out = Vec::new();
@@ -106,7 +106,7 @@ impl ThisNode<'_> {
     }
 
     /// The node accepts more pods than its Cilium pod range has addresses for.
-    fn capacity_shortfall(&self, cilium: &[&CiliumNode]) -> Option<Finding> {
+    fn capacity_shortfall(&self, cilium: &[&CniNode]) -> Option<Finding> {
         let cn = cilium.iter().find(|c| !c.pod_cidrs.is_empty())?;
         let allocatable = self
             .inv
@@ -300,7 +300,7 @@ fn allocatable_in(net: &IpNet) -> u128 {
 }
 
 /// The first family whose ranges hold fewer usable addresses than `allocatable` pods.
-fn capacity(cn: &CiliumNode, allocatable: u64) -> Option<NodeProblem> {
+fn capacity(cn: &CniNode, allocatable: u64) -> Option<NodeProblem> {
     for v6 in [false, true] {
         let ranges: Vec<IpNet> = cn
             .pod_cidrs
@@ -336,7 +336,7 @@ fn capacity(cn: &CiliumNode, allocatable: u64) -> Option<NodeProblem> {
 
 /// The node's Ingress IPs outside every Subnet kube-ovn masquerades (per
 /// family, where it masquerades any), once its default Subnet is known.
-fn not_masqueraded(inv: &Inventory, cilium: &[&CiliumNode]) -> Vec<Finding> {
+fn not_masqueraded(inv: &Inventory, cilium: &[&CniNode]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     // Only with kube-ovn's default Subnet in view: a partial list of Subnets
     // (a tenant's only) says nothing about what kube-ovn masquerades.

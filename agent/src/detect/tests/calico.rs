@@ -9,7 +9,7 @@ use super::{row, rows};
 use crate::{
     detect::{FindingKind::TunnelIpCollision, Remedy, Scope::*, detect},
     inventory::{
-        CiliumNode, ClusterState, FibResult, HostNetwork, Inventory, Link, LocalAddress,
+        ClusterState, CniNode, FibResult, HostNetwork, Inventory, Link, LocalAddress,
         Role::Tunnel,
         Source,
         fixtures::{ME, OTHER, ip, pod},
@@ -23,9 +23,9 @@ const OTHER_TUNNEL: &str = "10.233.67.0";
 /// Cilium; both nodes' tunnel addresses in their Nodes' annotations.
 fn calico_node(pods: Vec<crate::inventory::Pod>) -> Inventory {
     let annotated = |node: &str, a: &str| {
-        let mut n = CiliumNode {
+        let mut n = CniNode {
             name: node.into(),
-            ..CiliumNode::default()
+            ..CniNode::default()
         };
         n.add(ip(a), Tunnel, Source::CalicoNodeAnnotation);
         n

@@ -13,7 +13,7 @@ use crate::{
         detect,
     },
     inventory::{
-        CalicoIpam, CiliumNode, ClusterState, Inventory, IpPool, IpamBlock, IpamOwner, NodeFacts,
+        CalicoIpam, ClusterState, CniNode, Inventory, IpPool, IpamBlock, IpamOwner, NodeFacts,
         Role::Tunnel,
         Source, TunnelKind,
         fixtures::{ME, OTHER, ip, net, pod},
@@ -61,9 +61,9 @@ pub(super) fn inventory(
     blocks: Vec<IpamBlock>,
     pods: Vec<crate::inventory::Pod>,
 ) -> Inventory {
-    let mut annotated = CiliumNode {
+    let mut annotated = CniNode {
         name: ME.into(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     annotated.add(ip(announced), Tunnel, Source::CalicoNodeAnnotation);
     Inventory {
@@ -312,9 +312,9 @@ fn a_pod_on_a_blocks_tunnel_address_is_found_on_both_sides_though_not_the_first_
 
 #[test]
 fn the_audit_finds_the_blocks_collisions_and_stale_addresses_under_each_pods_node() {
-    let mut annotated = CiliumNode {
+    let mut annotated = CniNode {
         name: OTHER.into(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     // OTHER announces an address its block left unallocated.
     annotated.add(ip("100.66.141.200"), Tunnel, Source::CalicoNodeAnnotation);

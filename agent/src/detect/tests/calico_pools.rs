@@ -113,9 +113,9 @@ fn pools_refuse_addresses_outside_them_only_where_calicos_ipam_is_seen_in_use() 
     // The agent's view (IPPools, no blocks) of a Canal node: Calico's default
     // pool exists, pods get flannel's host-local addresses. A refusal naming
     // another node's tunnel address outside the pool is still looked into.
-    let mut other = crate::inventory::CiliumNode {
+    let mut other = crate::inventory::CniNode {
         name: OTHER.into(),
-        ..crate::inventory::CiliumNode::default()
+        ..crate::inventory::CniNode::default()
     };
     other.add(
         ip("10.42.7.1"),

@@ -10,7 +10,7 @@ use super::{row, rows};
 use crate::{
     detect::{FindingKind::GatewayIpCollision, Remedy, Reserver, Scope::*, detect},
     inventory::{
-        CiliumNode, ClusterState, HostNetwork, Inventory, LocalAddress,
+        ClusterState, CniNode, HostNetwork, Inventory, LocalAddress,
         Role::OvnRouterPort,
         Source,
         fixtures::{ME, OTHER, ip, pod},
@@ -19,10 +19,10 @@ use crate::{
 
 /// A node's router ports as kube::objects reads them from its Node's
 /// annotations (tests there read the same real values).
-fn annotated(node: &str, ports: &[(&str, Source)]) -> CiliumNode {
-    let mut n = CiliumNode {
+fn annotated(node: &str, ports: &[(&str, Source)]) -> CniNode {
+    let mut n = CniNode {
         name: node.into(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     for (a, source) in ports {
         n.add(ip(a), OvnRouterPort, *source);

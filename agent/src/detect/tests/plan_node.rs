@@ -9,7 +9,7 @@ use super::tests::{calico_in_use, net, node};
 use super::*;
 use crate::{
     detect::{Pods, detect, detect_with, owners::Index},
-    inventory::{CiliumNode, NodeAddress},
+    inventory::{CniNode, NodeAddress},
 };
 
 fn inventory(me: &str, cluster: ClusterState) -> Inventory {
@@ -65,10 +65,10 @@ fn a_calico_pool_in_use_over_the_nodes_own_address_is_found_by_that_node_alone()
 
 #[test]
 fn one_pod_range_on_two_cilium_nodes_is_found_by_both_and_by_no_third() {
-    let cilium = |name: &str, cidr: &str| CiliumNode {
+    let cilium = |name: &str, cidr: &str| CniNode {
         name: name.to_owned(),
         pod_cidrs: vec![net(cidr)],
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     let cluster = ClusterState {
         cilium_nodes: Arc::new(vec![

@@ -9,18 +9,18 @@ use super::{found, ip, metallb, net, node, planned, state};
 use crate::{
     cni::ovn_kubernetes::{LRP_IFADDR, MASQUERADE_SUBNET, NODE_ID, TRANSIT_IFADDR},
     detect::plan::must_not_meet,
-    inventory::{CalicoIpam, CiliumNode, ClusterState, IpPool, Planned, Purpose},
+    inventory::{CalicoIpam, ClusterState, CniNode, IpPool, Planned, Purpose},
 };
 
-fn ovn_node(name: &str, internal: &[(&'static str, &str)]) -> CiliumNode {
-    CiliumNode {
+fn ovn_node(name: &str, internal: &[(&'static str, &str)]) -> CniNode {
+    CniNode {
         name: name.to_owned(),
         ovn_internal: internal.iter().map(|(k, n)| (*k, net(n))).collect(),
-        ..CiliumNode::default()
+        ..CniNode::default()
     }
 }
 
-fn with_ovn(s: ClusterState, nodes: Vec<CiliumNode>) -> ClusterState {
+fn with_ovn(s: ClusterState, nodes: Vec<CniNode>) -> ClusterState {
     ClusterState {
         annotated_nodes: Arc::new(nodes),
         ..s
@@ -29,7 +29,7 @@ fn with_ovn(s: ClusterState, nodes: Vec<CiliumNode>) -> ClusterState {
 
 /// Two interconnect nodes as ovn-kubernetes annotates them (the join subnet
 /// derived from node-id on one, published on the other).
-fn healthy_nodes() -> Vec<CiliumNode> {
+fn healthy_nodes() -> Vec<CniNode> {
     vec![
         ovn_node(
             "ovn-worker",

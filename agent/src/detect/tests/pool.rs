@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::inventory::{
-    CiliumConfig, CiliumNode, NodeFacts, SandboxFailure, SandboxRefusal,
+    CiliumConfig, CniNode, NodeFacts, SandboxFailure, SandboxRefusal,
     fixtures::{ME, OTHER, inventory, net, pod},
 };
 
@@ -68,10 +68,10 @@ fn exhaustion_in_an_operator_filled_pool_asks_to_check_the_operator_not_the_node
     }
     // No cilium-config: the CiliumNode's own pool tells.
     let mut inv = exhausted("");
-    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = CiliumNode {
+    Arc::make_mut(&mut inv.cluster.cilium_nodes)[0] = CniNode {
         name: ME.into(),
         operator_pool: true,
-        ..CiliumNode::default()
+        ..CniNode::default()
     };
     let f = only(&inv, PodIpExhaustion);
     assert_eq!(f.remedy, Remedy::CheckOperatorPool { node: ME.into() });
@@ -140,11 +140,11 @@ fn pool_cluster(me: &str, nodes: &[(&str, Option<&str>)], mask: Option<u8>) -> I
     inv.cluster.cilium_nodes = Arc::new(
         nodes
             .iter()
-            .map(|(name, cidr)| CiliumNode {
+            .map(|(name, cidr)| CniNode {
                 name: (*name).into(),
                 pod_cidrs: cidr.iter().map(|c| net(c)).collect(),
                 operator_error: cidr.is_none().then(|| "allocator full".to_owned()),
-                ..CiliumNode::default()
+                ..CniNode::default()
             })
             .collect(),
     );

@@ -7,7 +7,7 @@ use super::{
     lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanNodeMeta, LeanSubnet},
 };
 use crate::{
-    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, Subnet},
+    inventory::{CiliumConfig, CniNode, IpPool, NodeFacts, Pod, Subnet},
     kube::objects,
 };
 
@@ -27,7 +27,7 @@ pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
     (pod_key(p), Ok(pod), problems)
 }
 
-pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CiliumNode> {
+pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CniNode> {
     let mut problems = Vec::new();
     let r = objects::cilium_node(o, &mut problems);
     (o.metadata.name.clone().unwrap_or_default(), r, problems)
@@ -54,7 +54,7 @@ pub(super) fn convert_node(n: &LeanNode) -> Converted<NodeFacts> {
 
 /// A Node's metadata as Cilium's addresses in its annotations (an entry with
 /// none for a Node without them, so that a removed annotation clears).
-pub(super) fn convert_node_annotations(n: &LeanNodeMeta) -> Converted<CiliumNode> {
+pub(super) fn convert_node_annotations(n: &LeanNodeMeta) -> Converted<CniNode> {
     let name = n.metadata.name.clone().unwrap_or_default();
     let mut problems = Vec::new();
     let node = n
@@ -62,9 +62,9 @@ pub(super) fn convert_node_annotations(n: &LeanNodeMeta) -> Converted<CiliumNode
         .annotations
         .as_ref()
         .and_then(|a| objects::node_annotations(&name, a, &mut problems))
-        .unwrap_or_else(|| CiliumNode {
+        .unwrap_or_else(|| CniNode {
             name: name.clone(),
-            ..CiliumNode::default()
+            ..CniNode::default()
         });
     (name, Ok(node), problems)
 }

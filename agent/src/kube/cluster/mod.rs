@@ -52,7 +52,7 @@ pub use self::{
     watch::{Failure, backoff},
 };
 use crate::{
-    inventory::{CiliumConfig, CiliumNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet, lock},
+    inventory::{CiliumConfig, CniNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet, lock},
     report::traffic::Unexplained,
 };
 
@@ -61,7 +61,7 @@ struct State {
     pods_here: Cache<Pod>,
     /// Pods elsewhere found holding this node's addresses, each watched by name.
     pods_at: BTreeMap<Followed, Cache<Pod>>,
-    cilium_nodes: Cache<CiliumNode>,
+    cilium_nodes: Cache<CniNode>,
     subnets: Cache<Subnet>,
     /// Calico's IPPools: where its pods get addresses (its IPAMBlocks, one
     /// or more per node, are not watched: every agent would hold them all).
@@ -69,7 +69,7 @@ struct State {
     node: Cache<NodeFacts>,
     /// Cilium's addresses in every Node's annotations (metadata-only watch,
     /// run only while there are no CiliumNodes: see [`wants_annotations`]).
-    annotated: Cache<CiliumNode>,
+    annotated: Cache<CniNode>,
     /// Cilium's `cilium-config` ConfigMap.
     cilium_config: Cache<CiliumConfig>,
     /// kubelet's sandbox refusals of this node's waiting pods, by pod uid.

@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use super::{bounded, capped, caps, parse_range, quote, unnamed};
 use crate::inventory::{
-    CiliumNode, Invalid, IpRange, Role, SandboxFailure, Source, Subnet,
+    CniNode, Invalid, IpRange, Role, SandboxFailure, Source, Subnet,
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
 };
 
-pub(crate) fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CiliumNode, Invalid> {
+pub(crate) fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<CniNode, Invalid> {
     let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
         return Err(unnamed("ciliumnodes"));
     };
@@ -25,7 +25,7 @@ pub(crate) fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<Cili
             problem,
         });
     };
-    let mut node = CiliumNode {
+    let mut node = CniNode {
         name: cleaned(name),
         ..Default::default()
     };
@@ -51,7 +51,7 @@ pub(crate) fn cilium_node(v: &Value, problems: &mut Vec<Invalid>) -> Result<Cili
 }
 
 /// The addresses of `spec.ingress` and `spec.health`, one per family.
-fn spec_ingress_and_health(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
+fn spec_ingress_and_health(v: &Value, node: &mut CniNode, bad: &mut dyn FnMut(String)) {
     for (section, role, source) in [
         ("ingress", Role::Ingress, Source::SpecIngress),
         ("health", Role::Health, Source::SpecHealth),
@@ -104,7 +104,7 @@ fn operator_error(v: &Value, bad: &mut dyn FnMut(String)) -> Option<String> {
 }
 
 /// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
-fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) {
+fn spec_addresses(v: &Value, node: &mut CniNode, bad: &mut dyn FnMut(String)) {
     match v.pointer("/spec/addresses") {
         None | Some(Value::Null) => {}
         Some(Value::Array(addrs)) => {
@@ -139,7 +139,7 @@ fn spec_addresses(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String))
 
 /// The infrastructure owners of `status.ipam.used`; whether it lists any address
 /// at all (the mark of a CRD-style allocator).
-fn status_ipam_used(v: &Value, node: &mut CiliumNode, bad: &mut dyn FnMut(String)) -> bool {
+fn status_ipam_used(v: &Value, node: &mut CniNode, bad: &mut dyn FnMut(String)) -> bool {
     match v.pointer("/status/ipam/used") {
         None | Some(Value::Null) => false,
         Some(Value::Object(used)) => {

@@ -155,7 +155,7 @@ pub(super) fn cases() -> Vec<(Mode, Finding)> {
 /// address in its transit subnet (the subnet moves).
 fn ovn_internal() -> Vec<(Mode, Finding)> {
     use crate::cni::ovn_kubernetes::{LRP_IFADDR, TRANSIT_IFADDR};
-    let ovn = crate::inventory::CiliumNode {
+    let ovn = crate::inventory::CniNode {
         name: "ovn-worker".into(),
         ovn_internal: vec![
             (LRP_IFADDR, net("100.64.0.0/16")),
