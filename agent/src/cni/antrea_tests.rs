@@ -4,17 +4,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::cni::plan::records_of;
-
-macro_rules! corpus {
-    ($path:literal) => {
-        std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/corpus/realworld/",
-            $path
-        ))
-        .unwrap()
-    };
-}
+use crate::cni::read::corpus;
 
 /// A range as read: object, text, purpose, domain, what it leaves out.
 type Row = (String, String, Purpose, Option<String>, Vec<String>);

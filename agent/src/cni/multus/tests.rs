@@ -3,17 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-
-macro_rules! corpus {
-    ($path:literal) => {
-        std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/corpus/realworld/",
-            $path
-        ))
-        .unwrap()
-    };
-}
+use crate::cni::read::corpus;
 
 /// Every NetworkAttachmentDefinition of a List, read as `audit` reads them.
 pub(super) fn read_list(text: &str) -> (Vec<Planned>, Vec<Invalid>) {

@@ -226,3 +226,18 @@ impl Shape<Meta> {
         }
     }
 }
+
+/// Tests only: a file of the real-world corpus (`tests/corpus/realworld/`), read whole.
+#[cfg(test)]
+macro_rules! corpus {
+    ($path:literal) => {
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/realworld/",
+            $path
+        ))
+        .expect("a file of the corpus")
+    };
+}
+#[cfg(test)]
+pub(crate) use corpus;
