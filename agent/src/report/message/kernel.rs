@@ -3,7 +3,7 @@
 
 use super::Reader;
 use crate::{
-    detect::{Finding, FindingKind, KernelFix, KernelTruth},
+    detect::{Finding, FindingKind, KernelFix, KernelTruth, PodRef},
     inventory::Holder,
 };
 
@@ -144,23 +144,12 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
                 reader.pod(pod)
             )
         }
-        // Never name the other holder's pod: any pod with NET_ADMIN can add an address.
-        KernelFix::RedoDad { node, pod, others } => {
-            let holder = if others.is_empty() {
-                "the host on its link that holds the address (not a namespace of this node)"
-                    .to_owned()
-            } else {
-                format!(
-                    "the sandbox behind {} that is not the pod's",
-                    others.join(", ")
-                )
-            };
-            format!(
-                "Fix: on {node}, remove {holder}, then delete {} so its address is added again.",
-                reader.pod(pod)
-            )
-        }
-        redo @ KernelFix::RedoNodeDad { .. } => redo_node_dad(redo),
+        KernelFix::RedoDad { node, pod, others } => redo_dad(node, pod, others, reader),
+        KernelFix::RedoNodeDad {
+            node,
+            device,
+            others,
+        } => redo_node_dad(node, device, others),
         KernelFix::FinishDad { node, pod, iface } => format!(
             "Fix: on {node}, give {iface} a carrier (it and its peer up) and check the pod's \
              accept_dad, dad_transmits and retrans_time_ms; else delete {} so its address is \
@@ -189,16 +178,25 @@ fn node_dad(f: &Finding, k: &KernelTruth, reader: Reader<'_>) -> String {
     )
 }
 
-/// Remove the other holder of the node's address, then add it again.
-fn redo_node_dad(fix: &KernelFix) -> String {
-    let KernelFix::RedoNodeDad {
-        node,
-        device,
-        others,
-    } = fix
-    else {
-        return String::new();
+/// Remove the other holder of the pod's address, then add it again. Never
+/// names the other holder's pod: any pod with NET_ADMIN can add an address.
+fn redo_dad(node: &str, pod: &PodRef, others: &[String], reader: Reader<'_>) -> String {
+    let holder = if others.is_empty() {
+        "the host on its link that holds the address (not a namespace of this node)".to_owned()
+    } else {
+        format!(
+            "the sandbox behind {} that is not the pod's",
+            others.join(", ")
+        )
     };
+    format!(
+        "Fix: on {node}, remove {holder}, then delete {} so its address is added again.",
+        reader.pod(pod)
+    )
+}
+
+/// Remove the other holder of the node's address, then add it again.
+fn redo_node_dad(node: &str, device: &str, others: &[String]) -> String {
     let first = if others.is_empty() {
         "find the other holder on its link (`ip -6 neigh` on it names its MAC) and remove it"
             .to_owned()
