@@ -107,6 +107,7 @@ fn pool(object: &str, key: &str, text: &str, range: IpRange, skip_ends: bool) ->
         allocator: CONFIG.allocator,
         kind: CONFIG.kind,
         object: object.to_owned(),
+        tenant: false,
         field: FIELD,
     };
     let mut p = Planned::new(owner, Purpose::LoadBalancer, range, format!("{key} {text}"));

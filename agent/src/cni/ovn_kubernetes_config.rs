@@ -174,6 +174,7 @@ fn planned(
         allocator: records.allocator,
         kind: records.kind,
         object: object.to_owned(),
+        tenant: false,
         field,
     };
     let purpose = internal.map_or(Purpose::Pods, |_| Purpose::Internal);

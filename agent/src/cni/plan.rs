@@ -219,6 +219,7 @@ pub fn ranges(
             allocator: records.allocator,
             kind: records.kind,
             object: object.to_owned(),
+            tenant: false,
             field,
         };
         out.push(Planned::new(owner, purpose, range, text));

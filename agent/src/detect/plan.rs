@@ -205,6 +205,11 @@ fn without_api_service_ip(ranges: &mut Vec<Planned>) {
 fn finding(o: PlanOverlap) -> Finding {
     let node = o.other.node.clone().or_else(|| o.change.node.clone());
     let remedy = Remedy::Plan(Box::new(o.moving()));
+    let trust = if o.change.owner.tenant || o.other.owner.tenant {
+        Trust::TenantAddress
+    } else {
+        Trust::Cluster
+    };
     Finding {
         kind: FindingKind::AddressPlanOverlap,
         scope: Scope::SameNode,
@@ -217,7 +222,7 @@ fn finding(o: PlanOverlap) -> Finding {
         },
         cause: Cause::Plan(Box::new(o)),
         remedy,
-        trust: Trust::Cluster,
+        trust,
     }
 }
 

@@ -25,6 +25,7 @@ fn owner(
         allocator,
         kind,
         object: object.to_owned(),
+        tenant: false,
         field,
     }
 }

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `kernel`, `cluster` | yes | yes |
 //! | `unchecked` (a node address not yet checked against the Services) | not yet | yes |
-//! | `tenant-address` (a Service's address a tenant chose shadows the pod) | never: remove the address | yes |
+//! | `tenant-address` (a Service's address a tenant chose shadows the pod, a range a tenant's attachment declares overlaps) | never: remove the address | yes |
 //! | `hint` (a pod annotation, an Event) | never | never |
 
 use serde::Serialize;
@@ -42,8 +42,10 @@ pub enum Trust {
     Cluster,
     /// A local address of the node that may be a Service's: not yet checked.
     Unchecked,
-    /// A Service's address shadows the pod: sound evidence, but a tenant chose
-    /// the address (external IPs, a load-balancer IP, a requested ClusterIP).
+    /// A Service's address shadows the pod, or a range of the address plan a
+    /// tenant's object declares overlaps another: sound evidence, but a tenant
+    /// chose the address (external IPs, a load-balancer IP, a requested
+    /// ClusterIP, a NetworkAttachmentDefinition's range).
     TenantAddress,
     /// Rests on what a tenant can write: a pod's IP annotation, an Event.
     Hint,

@@ -77,6 +77,10 @@ pub struct PlanOwner {
     pub kind: &'static str,
     /// `namespace/name` or `name`.
     pub object: String,
+    /// Whether a tenant may have written it: an object of a namespaced kind
+    /// that namespace admins create (Multus' NetworkAttachmentDefinitions).
+    /// An overlap with it rests on a range a tenant chose.
+    pub tenant: bool,
     /// The field the range is written in (`spec.addresses`).
     pub field: &'static str,
 }

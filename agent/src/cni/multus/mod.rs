@@ -108,6 +108,7 @@ impl Reader<'_> {
             allocator: e.allocator,
             kind: ATTACHMENTS.kind,
             object: self.object.clone(),
+            tenant: true,
             field: e.field,
         };
         let mut p = Planned::new(owner, Purpose::Secondary, e.range, e.text);

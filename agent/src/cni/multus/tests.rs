@@ -104,6 +104,8 @@ fn whereabouts_readme_nads_give_their_whole_cidr_on_the_master() {
         (owner.field, out[0].text.as_str()),
         ("spec.config ipam.range", "192.168.2.225/28")
     );
+    // A namespaced kind namespace admins may create: a tenant may have chosen it.
+    assert!(out.iter().all(|p| p.owner.tenant));
     assert!(
         out.iter()
             .all(|p| p.purpose == Purpose::Secondary && p.node.is_none())

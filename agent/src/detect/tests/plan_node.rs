@@ -113,6 +113,7 @@ fn a_nodes_two_addresses_in_one_pool_are_one_node_of_the_finding() {
         allocator: "MetalLB",
         kind: "IPAddressPool",
         object: "metallb-system/lan".to_owned(),
+        tenant: false,
         field: "spec.addresses",
     };
     let range = crate::cni::plan::parse_entry("192.168.1.0/24").expect("test range");

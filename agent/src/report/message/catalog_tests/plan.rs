@@ -26,6 +26,7 @@ fn planned(
         allocator,
         kind,
         object: name.to_owned(),
+        tenant: false,
         field: "spec.addresses",
     };
     Planned::new(
