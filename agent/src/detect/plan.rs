@@ -372,3 +372,6 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/plan_node.rs"]
 mod node_tests;
+#[cfg(test)]
+#[path = "tests/plan_trust.rs"]
+mod trust_tests;

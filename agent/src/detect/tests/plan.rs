@@ -11,7 +11,7 @@ pub(super) fn net(s: &str) -> ipnet::IpNet {
     s.parse().expect("test network")
 }
 
-fn planned(
+pub(super) fn planned(
     allocator: &'static str,
     kind: &'static str,
     name: &str,
@@ -51,7 +51,7 @@ pub(super) fn node(name: &str, pod_cidr: &str, internal: &str) -> NodeFacts {
     }
 }
 
-fn state(plan: Vec<Planned>, nodes: Vec<NodeFacts>) -> ClusterState {
+pub(super) fn state(plan: Vec<Planned>, nodes: Vec<NodeFacts>) -> ClusterState {
     ClusterState {
         plan: Arc::new(plan),
         nodes: Arc::new(nodes),
@@ -376,33 +376,3 @@ fn the_kubernetes_services_ip_stands_for_the_service_range_only_without_service_
 
 #[path = "plan_owners.rs"]
 mod owners;
-
-#[test]
-fn an_overlap_with_a_range_a_tenant_declared_is_trusted_as_a_tenants_address() {
-    let nad = |name: &str, text: &str, tenant: bool| {
-        let mut p = planned(
-            "whereabouts",
-            "NetworkAttachmentDefinition",
-            name,
-            Purpose::Secondary,
-            text,
-        );
-        p.owner.tenant = tenant;
-        p.domain = Some("eth1".into());
-        p
-    };
-    let trust = |plan: Vec<Planned>| -> Vec<Trust> {
-        let found = plan_overlaps(&state(plan, Vec::new())).0;
-        found.iter().map(|f| f.trust).collect()
-    };
-    let tenants = vec![
-        nad("ns/a", "192.168.2.0/24", false),
-        nad("ns/b", "192.168.2.128/25", true),
-    ];
-    assert_eq!(trust(tenants), [Trust::TenantAddress]);
-    let admins = vec![
-        nad("ns/a", "192.168.2.0/24", false),
-        nad("ns/b", "192.168.2.128/25", false),
-    ];
-    assert_eq!(trust(admins), [Trust::Cluster]);
-}

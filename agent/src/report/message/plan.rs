@@ -2,7 +2,7 @@
 //! objects share which addresses, what will break, and which object to change.
 
 use crate::{
-    cni::ovn_kubernetes,
+    cni::{antrea, ovn_kubernetes, plan::Records},
     detect::plan::{Move, PlanOverlap},
     inventory::{PlanOwner, Planned, Purpose},
 };
@@ -35,12 +35,14 @@ fn breaks(o: &PlanOverlap) -> String {
     let (a, b) = (&o.change, &o.other);
     let node = b.node.as_deref().or(a.node.as_deref()).unwrap_or("a node");
     match (a.purpose, b.purpose) {
-        (LoadBalancer, Pods | NodePods) => "a Service and a pod will be given one address: \
-             traffic to it reaches one of them"
-            .to_owned(),
+        (LoadBalancer, Pods | NodePods) => format!(
+            "{} and a pod will be given one address: traffic to it reaches one of them",
+            taker(a)
+        ),
         (LoadBalancer, NodeAddress) => format!(
-            "a Service will be given node {node}'s own address: announcing it takes {node}'s \
+            "{} will be given node {node}'s own address: announcing it takes {node}'s \
              traffic{}",
+            taker(a),
             if a.owner.allocator == "MetalLB" {
                 " (in metallb#1397, ssh to the worker broke)"
             } else {
@@ -82,11 +84,43 @@ fn breaks(o: &PlanOverlap) -> String {
                 internal_name(internal)
             )
         }
-        (Secondary, Secondary) => format!(
-            "two attachments on {} will give one address to two pods (antrea#7306)",
-            a.domain.as_deref().unwrap_or("one network")
-        ),
+        (Secondary, Secondary) => two_secondary(a, b),
         _ => "two allocators will give one address to two pods".to_owned(),
+    }
+}
+
+/// Two secondary networks' ranges on one network: two attachments, or two
+/// pools of one kind (Antrea's, whose webhook never checks one against
+/// another: antrea#7306).
+fn two_secondary(a: &Planned, b: &Planned) -> String {
+    let two = if a.owner.kind == b.owner.kind {
+        format!("{}s", a.owner.kind)
+    } else {
+        "attachments".to_owned()
+    };
+    let cite = if of(a, &antrea::IP_POOLS) || of(b, &antrea::IP_POOLS) {
+        " (antrea#7306)"
+    } else {
+        ""
+    };
+    format!(
+        "two {two} on {} will give one address to two pods{cite}",
+        a.domain.as_deref().unwrap_or("one network")
+    )
+}
+
+/// Whether `p` is one of `records`' ranges.
+fn of(p: &Planned, records: &Records) -> bool {
+    p.owner.allocator == records.allocator && p.owner.kind == records.kind
+}
+
+/// Who is given an address of a load-balancer range: a Service, or an Egress
+/// too where the pool also serves Antrea's Egress IPs.
+fn taker(p: &Planned) -> &'static str {
+    if of(p, &antrea::EXTERNAL_IP_POOLS) {
+        "an Egress or a Service"
+    } else {
+        "a Service"
     }
 }
 

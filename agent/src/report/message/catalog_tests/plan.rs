@@ -211,3 +211,65 @@ pub(super) fn secondary_from_kernel(dup: &Finding) -> Finding {
     }
     f
 }
+
+/// Who is given the shared address and which incident is cited follow the
+/// objects: an Antrea ExternalIPPool gives Egress IPs too, and antrea#7306
+/// is cited for Antrea's IPPools, never for Multus' attachments.
+#[test]
+fn the_breakage_names_who_takes_the_address_and_cites_only_its_own_incident() {
+    use crate::cni::antrea::{EXTERNAL_IP_POOLS, IP_POOLS};
+    let text = |plan: Vec<Planned>| {
+        let state = ClusterState {
+            nodes: Arc::new(nodes(1)),
+            ..ClusterState::default()
+        };
+        let found = overlaps(plan, state);
+        found
+            .iter()
+            .map(crate::report::message::render)
+            .collect::<String>()
+    };
+    let of = |r: &crate::cni::plan::Records, name: &str, purpose, range: &str| {
+        let mut p = planned(r.allocator, r.kind, name, purpose, range);
+        p.domain = Some("eth1".into());
+        p
+    };
+    let r = &EXTERNAL_IP_POOLS;
+    let egress = planned(
+        r.allocator,
+        r.kind,
+        "egress",
+        Purpose::LoadBalancer,
+        "192.168.1.3",
+    );
+    let egress = text(vec![egress]);
+    assert!(
+        egress.contains("an Egress or a Service will be given node worker-0's"),
+        "{egress}"
+    );
+    let pools = text(vec![
+        of(&IP_POOLS, "pool1", Purpose::Secondary, "10.2.0.0/24"),
+        of(&IP_POOLS, "pool2", Purpose::Secondary, "10.2.0.128/25"),
+    ]);
+    assert!(
+        pools.contains("two IPPools on eth1") && pools.contains("antrea#7306"),
+        "{pools}"
+    );
+    let nad = |name: &str, range: &str| {
+        let mut p = planned(
+            "whereabouts",
+            "NetworkAttachmentDefinition",
+            name,
+            Purpose::Secondary,
+            range,
+        );
+        p.domain = Some("eth1".into());
+        p
+    };
+    let nads = text(vec![nad("a", "10.3.0.0/24"), nad("b", "10.3.0.128/25")]);
+    assert!(
+        nads.contains("two NetworkAttachmentDefinitions on eth1"),
+        "{nads}"
+    );
+    assert!(!nads.contains("antrea"), "{nads}");
+}
