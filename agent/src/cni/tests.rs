@@ -105,3 +105,11 @@ fn antreas_gateway_egress_ips_and_tunnel_are_read_as_antrea_names_them() {
     assert!(antrea.runs_on(["eth0", "antrea-gw0", "antrea-tun0"].into_iter()));
     assert!(!antrea.runs_on(["eth0", "antrea-egress0", "cni0"].into_iter()));
 }
+
+#[test]
+fn calico_names_a_pods_veth_from_the_sha1_of_namespace_and_name() {
+    // Computed independently (Python's hashlib).
+    assert_eq!(calico::pod_veth("tenant", "a"), "cali31ccef0dc46");
+    assert_eq!(calico::pod_veth("tenant", "b"), "calibc08975e859");
+    assert!(calico::POD_VETH.matches(&calico::pod_veth("tenant", "a"), "node"));
+}

@@ -13,11 +13,34 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, digest};
+
 use super::{Cni, Device, Holds, Name};
 use crate::inventory::{
     Inventory, IpSource, Link, SandboxRefusal,
     ip_text::{parse_cidr, parse_ip},
 };
+
+/// A pod's host veth: `cali` and 11 hex digits of a hash ([`pod_veth`]).
+pub const POD_VETH: Name = Name::Hashed("cali", 11);
+
+/// The host veth name Calico gives the pod `namespace/name`: `cali` and the
+/// first 11 hex digits of the SHA-1 of `namespace.name` (`VethNameForWorkload`
+/// in Calico's CNI plugin). A cross-check of which pod a namespace is,
+/// beside its addresses.
+#[must_use]
+pub fn pod_veth(namespace: &str, name: &str) -> String {
+    use std::fmt::Write as _;
+    let hash = digest(
+        &SHA1_FOR_LEGACY_USE_ONLY,
+        format!("{namespace}.{name}").as_bytes(),
+    );
+    let hex = hash.as_ref().iter().fold(String::new(), |mut h, b| {
+        let _ = write!(h, "{b:02x}");
+        h
+    });
+    format!("cali{}", &hex[..11])
+}
 
 /// Calico.
 pub const CALICO: Cni = Cni {
@@ -29,7 +52,7 @@ pub const CALICO: Cni = Cni {
         tunnel("wireguard.cali", "WireGuard"),
         tunnel("wg-v6.cali", "WireGuard (IPv6)"),
         Device {
-            name: Name::Hashed("cali", 11),
+            name: POD_VETH,
             holds: Holds::NoAddress,
             marks: true,
             fix: None,

@@ -7,7 +7,7 @@ use std::{
     net::IpAddr,
 };
 
-use super::names;
+use crate::cni::calico;
 use crate::inventory::{
     HostIface, Inventory, IpSource, Pod, PodNamespaces, Route, RouteKind, TABLE_MAIN,
 };
@@ -68,9 +68,13 @@ impl<'a> Index<'a> {
         // Stable: the inventory's order within one address.
         pods.sort_by_key(|(ip, _)| *ip);
         let holders = holders_of(ns);
-        let calico = if ns.ifaces.iter().any(|i| i.name.starts_with("cali")) {
+        let calico = if ns
+            .ifaces
+            .iter()
+            .any(|i| calico::POD_VETH.matches(&i.name, ""))
+        {
             own(inv)
-                .map(|p| (names::calico_iface(&p.namespace, &p.name), p))
+                .map(|p| (calico::pod_veth(&p.namespace, &p.name), p))
                 .collect()
         } else {
             HashMap::new()

@@ -350,7 +350,6 @@ pub(in crate::detect) use leaked::LEAKED;
 pub(in crate::detect) use node_dad::{NODE_DAD, failed as node_dad_failed};
 #[cfg(test)]
 mod dad_tests;
-mod names;
 mod secondary;
 #[cfg(test)]
 mod secondary_tests;
