@@ -269,18 +269,16 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// The kinds an audit can report (every kind but those only a kernel shows).
-pub fn reported_kinds() -> impl Iterator<Item = FindingKind> {
-    FindingKind::all().filter(|k| k.spec().unseen_by_audit.is_none())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_kinds_an_audit_cannot_see_are_real_kinds_and_left_out() {
-        let reported: Vec<_> = reported_kinds().collect();
+        // The kinds an audit can report: every kind but those only a kernel shows.
+        let reported: Vec<_> = FindingKind::all()
+            .filter(|k| k.spec().unseen_by_audit.is_none())
+            .collect();
         assert!(reported.contains(&FindingKind::DuplicatePodIp));
         assert!(reported.contains(&FindingKind::AddressPlanOverlap));
         assert!(!reported.contains(&FindingKind::HostRouteBlackhole));
