@@ -194,7 +194,7 @@ fn a_pods_ipv6_address_the_kernel_marks_dadfailed_is_reported_on_that_pod() {
     // The bridge CNI's gateway: the pod range is the bridge's connected route.
     node.ip_batch("link add br0 type bridge\naddr add fd00:10::1/64 dev br0\nlink set br0 up\n");
     let addr = "fd00:10::5";
-    // calico_iface("tenant", "a") and ("tenant", "b").
+    // cni::calico::pod_veth("tenant", "a") and ("tenant", "b").
     // On the bridge before the pod's eth0 comes up, so that its DAD is heard;
     // NetNs turns DAD off, so b's eth0 turns it back on.
     let on_bridge = |tag: &str, host_if: &str, dad: bool| {

@@ -59,6 +59,10 @@ fn write_back(tokens: TokenStream, src: &str, out: &mut [u8]) {
                     Delimiter::Bracket => ("[", "]"),
                     Delimiter::None => ("", ""),
                 };
+                // A doc comment's `[…]` spans the comment: nothing of it is code.
+                if src.get(g.span_open().byte_range()) != Some(open) {
+                    continue;
+                }
                 put(out, src, g.span_open(), open, |_| true);
                 put(out, src, g.span_close(), close, |_| true);
                 write_back(g.stream(), src, out);
@@ -517,4 +521,11 @@ fn the_scan_flags_timing_assertions_and_bare_sleeps() {
         )
         .is_empty()
     );
+}
+
+#[test]
+fn comments_and_literal_text_are_blanked_and_code_kept_in_place() {
+    let src = "/// see [`x`]\nfn f() { let s = \"{(\"; let c = '}'; g(r#\"]\"#) } // [\n";
+    let want = "             \nfn f() { let s = \"  \"; let c = ' '; g(r#\" \"#) }     \n";
+    assert_eq!(code_only(src), want);
 }

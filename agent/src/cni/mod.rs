@@ -22,7 +22,6 @@ pub mod metallb;
 pub mod multus;
 pub mod node_local_dns;
 pub mod ovn_kubernetes;
-pub mod ovn_kubernetes_config;
 pub mod plan;
 pub mod read;
 

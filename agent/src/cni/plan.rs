@@ -70,8 +70,8 @@ pub const RECORDS: [&Records; 11] = [
     &super::kube_vip::CONFIG,
     &super::antrea::IP_POOLS,
     &super::antrea::EXTERNAL_IP_POOLS,
-    &super::ovn_kubernetes_config::CONFIG,
-    &super::ovn_kubernetes_config::OPENSHIFT_CONFIG,
+    &super::ovn_kubernetes::config::CONFIG,
+    &super::ovn_kubernetes::config::OPENSHIFT_CONFIG,
 ];
 
 /// The kinds read, as `IPAddressPool.metallb.io, …, ConfigMap

@@ -79,7 +79,9 @@ pub struct PlanOwner {
     pub object: String,
     /// Whether a tenant may have written it: an object of a namespaced kind
     /// that namespace admins create (Multus' NetworkAttachmentDefinitions).
-    /// An overlap with it rests on a range a tenant chose.
+    /// An overlap with it rests on a range a tenant chose. Said by the
+    /// finding's trust, not in the JSON of the range.
+    #[serde(skip)]
     pub tenant: bool,
     /// The field the range is written in (`spec.addresses`).
     pub field: &'static str,

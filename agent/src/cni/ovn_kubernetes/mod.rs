@@ -2,6 +2,7 @@
 //! (`.2`), its default join subnets, and its internal subnets (join, transit,
 //! masquerade) as its Node annotations tell them, for the address plan.
 
+pub mod config;
 mod node_subnets;
 mod router_ports;
 
@@ -107,10 +108,9 @@ pub const MASQUERADE: Internal = Internal {
 /// a key of the config file names it), if any.
 #[must_use]
 pub fn internal_of(field: &str) -> Option<&'static Internal> {
-    [&JOIN, &TRANSIT, &MASQUERADE].into_iter().find(|i| {
-        i.annotations.contains(&field)
-            || super::ovn_kubernetes_config::fields_of(i).any(|f| f == field)
-    })
+    [&JOIN, &TRANSIT, &MASQUERADE]
+        .into_iter()
+        .find(|i| i.annotations.contains(&field) || config::fields_of(i).any(|f| f == field))
 }
 
 /// The key ranges of one internal subnet share (`Planned::shared`): however

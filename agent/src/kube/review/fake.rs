@@ -98,7 +98,6 @@ impl FakeApi {
         if path.ends_with("/tokenreviews") {
             let token = asked["spec"]["token"].as_str().unwrap_or_default();
             api.token_reviews.push(token.to_owned());
-            api.asked_audiences = Some(asked["spec"]["audiences"].clone());
         } else {
             api.access_reviews += 1;
         }
@@ -108,6 +107,9 @@ impl FakeApi {
                 500,
                 json!({"kind": "Status", "code": 500, "message": message}),
             );
+        }
+        if path.ends_with("/tokenreviews") {
+            api.asked_audiences = Some(asked["spec"]["audiences"].clone());
         }
         api.rules
             .answer(path, body)

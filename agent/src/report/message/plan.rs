@@ -98,7 +98,7 @@ fn two_secondary(a: &Planned, b: &Planned) -> String {
     } else {
         "attachments".to_owned()
     };
-    let cite = if of(a, &antrea::IP_POOLS) || of(b, &antrea::IP_POOLS) {
+    let cite = if of(a, &antrea::IP_POOLS) && of(b, &antrea::IP_POOLS) {
         " (antrea#7306)"
     } else {
         ""

@@ -1,9 +1,10 @@
 //! The objects the watches and the one-shot lists read, each cut to what its
 //! converter reads: serde reads one object at a time straight from the
 //! response's bytes into a lean struct and skips every other field unparsed,
-//! and the converter reads that struct. CiliumNodes ([`cilium`]), Subnets
-//! ([`subnet`]), Nodes ([`node`]), Calico's IPPools ([`ippool`]), pods
-//! ([`pod`]), Events ([`event`]), kube-ovn's IP records ([`ip`]).
+//! and the converter reads that struct: Nodes ([`node`]), pods ([`pod`]),
+//! Events ([`event`]), EndpointSlices and webhook callers ([`routes`]). A
+//! CNI's own (CiliumNodes, Subnets, Calico's IPPools, kube-ovn's IP records)
+//! are in its folder of `cni`.
 
 mod event;
 mod node;

@@ -272,4 +272,10 @@ fn the_breakage_names_who_takes_the_address_and_cites_only_its_own_incident() {
         "{nads}"
     );
     assert!(!nads.contains("antrea"), "{nads}");
+    let mixed = text(vec![
+        of(&IP_POOLS, "pool1", Purpose::Secondary, "10.4.0.0/24"),
+        nad("c", "10.4.0.128/25"),
+    ]);
+    assert!(mixed.contains("two attachments on eth1"), "{mixed}");
+    assert!(!mixed.contains("antrea#7306"), "{mixed}");
 }

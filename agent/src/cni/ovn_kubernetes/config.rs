@@ -16,10 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{
-    ovn_kubernetes::{Internal, JOIN, MASQUERADE, TRANSIT, shared},
-    plan::{Meta, Records, invalid, parse_entry},
-};
+use super::{Internal, JOIN, MASQUERADE, TRANSIT, shared};
+use crate::cni::plan::{Meta, Records, invalid, parse_entry};
 use crate::inventory::{Invalid, PlanOwner, Planned, Purpose};
 
 /// The ConfigMap of ovn-kubernetes' README (namespace `ovn-kubernetes`).
