@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::plan::{Meta, Records, invalid, parse_entry};
-use crate::inventory::{Invalid, IpRange, PlanOwner, Planned, Purpose};
+use crate::inventory::{Invalid, IpRange, Planned, Purpose};
 
 /// The cloud provider's pools: only its one ConfigMap, never the cluster's
 /// others.
@@ -103,13 +103,7 @@ fn entry(text: &str, cidr: bool) -> Option<IpRange> {
 }
 
 fn pool(object: &str, key: &str, text: &str, range: IpRange, skip_ends: bool) -> Planned {
-    let owner = PlanOwner {
-        allocator: CONFIG.allocator,
-        kind: CONFIG.kind,
-        object: object.to_owned(),
-        tenant: false,
-        field: FIELD,
-    };
+    let owner = CONFIG.owner(object, FIELD);
     let mut p = Planned::new(owner, Purpose::LoadBalancer, range, format!("{key} {text}"));
     // kube-vip skips an IPv4 CIDR's ends only when told to.
     if skip_ends && range.first.is_ipv4() && range.first != range.last {

@@ -48,6 +48,18 @@ impl Records {
             .is_none_or(|(ns, n)| namespace == Some(ns) && name == Some(n))
     }
 
+    /// Whose a range written in `object`'s `field` is: this allocator's.
+    #[must_use]
+    pub fn owner(&self, object: &str, field: &'static str) -> PlanOwner {
+        PlanOwner {
+            allocator: self.allocator,
+            kind: self.kind,
+            object: object.to_owned(),
+            tenant: false,
+            field,
+        }
+    }
+
     /// `plural.group`, as kubectl names the resource.
     #[must_use]
     pub fn resource(&self) -> String {
@@ -215,14 +227,12 @@ pub fn ranges(
             ));
             continue;
         };
-        let owner = PlanOwner {
-            allocator: records.allocator,
-            kind: records.kind,
-            object: object.to_owned(),
-            tenant: false,
-            field,
-        };
-        out.push(Planned::new(owner, purpose, range, text));
+        out.push(Planned::new(
+            records.owner(object, field),
+            purpose,
+            range,
+            text,
+        ));
     }
     out
 }

@@ -104,12 +104,11 @@ impl Reader<'_> {
     }
 
     fn push(&mut self, e: Entry) {
+        // The IPAM plugin named, and a namespace's admin may have written it.
         let owner = PlanOwner {
             allocator: e.allocator,
-            kind: ATTACHMENTS.kind,
-            object: self.object.clone(),
             tenant: true,
-            field: e.field,
+            ..ATTACHMENTS.owner(&self.object, e.field)
         };
         let mut p = Planned::new(owner, Purpose::Secondary, e.range, e.text);
         p.domain = Some(self.domain.clone());

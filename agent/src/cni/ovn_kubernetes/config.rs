@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::{Internal, JOIN, MASQUERADE, TRANSIT, shared};
 use crate::cni::plan::{Meta, Records, invalid, parse_entry};
-use crate::inventory::{Invalid, PlanOwner, Planned, Purpose};
+use crate::inventory::{Invalid, Planned, Purpose};
 
 /// The ConfigMap of ovn-kubernetes' README (namespace `ovn-kubernetes`).
 pub const CONFIG: Records = Records {
@@ -168,13 +168,7 @@ fn planned(
         _ => entry,
     };
     let range = parse_entry(cidr).filter(|_| cidr.contains('/'))?;
-    let owner = PlanOwner {
-        allocator: records.allocator,
-        kind: records.kind,
-        object: object.to_owned(),
-        tenant: false,
-        field,
-    };
+    let owner = records.owner(object, field);
     let purpose = internal.map_or(Purpose::Pods, |_| Purpose::Internal);
     Some(Planned {
         shared: internal.map(shared),
