@@ -137,11 +137,6 @@ struct JsonNotChecked {
     why: &'static str,
 }
 
-/// The audit as JSON: every node with findings, each finding as `check` prints it.
-pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&document(audit))
-}
-
 /// The audit in `format`.
 pub fn render(audit: &Audit, format: OutputFormat) -> Result<String, EncodeError> {
     match format {
@@ -325,7 +320,8 @@ mod tests {
         );
         assert!(t.contains("HostRouteBlackhole"), "{t}");
         let j: serde_json::Value =
-            serde_json::from_str(&json(&Audit::default()).expect("json")).expect("valid JSON");
+            serde_json::from_str(&render(&Audit::default(), OutputFormat::Json).expect("json"))
+                .expect("valid JSON");
         assert_eq!(
             j["not_checked"].as_array().map(Vec::len),
             Some(not_checked().len())

@@ -45,25 +45,20 @@ pub fn desired(findings: &[Finding], node: &str) -> Condition {
     }
     mine.sort_by(|a, b| (rank(a), a.sort_key()).cmp(&(rank(b), b.sort_key())));
     let n = mine.len();
+    let named = mine
+        .iter()
+        .take(NAMED)
+        .map(|f| match (f.pod(), f.ip) {
+            (Some(p), Some(ip)) => format!("{} {p} ({ip})", f.kind),
+            (None, Some(ip)) => format!("{} {ip}", f.kind),
+            _ => f.kind.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     let mut message = format!(
-        "{n} finding{} on this node: ",
+        "{n} finding{} on this node: {named}",
         if n == 1 { "" } else { "s" }
     );
-    for (i, f) in mine.iter().take(NAMED).enumerate() {
-        if i > 0 {
-            message.push_str("; ");
-        }
-        let _ = write!(message, "{}", f.kind);
-        match (f.pod(), f.ip) {
-            (Some(p), Some(ip)) => {
-                let _ = write!(message, " {p} ({ip})");
-            }
-            (None, Some(ip)) => {
-                let _ = write!(message, " {ip}");
-            }
-            _ => {}
-        }
-    }
     if n > NAMED {
         let _ = write!(message, "; and {} more", n - NAMED);
     }

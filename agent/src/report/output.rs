@@ -142,28 +142,23 @@ fn json_impact(i: &Impact) -> JsonImpact {
     }
 }
 
-/// The message of a finding, with the evidence's sentence when there is one.
-pub fn message_with_evidence(f: &Finding, evidence: Option<&Evidence>, node: &str) -> String {
-    let mut m = message::render(f);
-    if let (Some(e), Some(ip)) = (evidence, f.ip) {
-        m.push(' ');
-        m.push_str(&e.sentence(ip, node));
-    }
-    m
-}
-
-/// The message with what breaks behind it first, when that is known.
+/// The message of a finding: what breaks behind it first, when that is
+/// known, and the evidence's sentence last, when there is one.
 fn message_with_impact(
     f: &Finding,
     evidence: Option<&Evidence>,
     node: &str,
     impact: Option<&Impact>,
 ) -> String {
-    let m = message_with_evidence(f, evidence, node);
-    match impact.and_then(message::impact_sentence) {
-        Some(i) => format!("{i} {m}"),
-        None => m,
+    let mut m = impact
+        .and_then(message::impact_sentence)
+        .map_or_else(String::new, |i| format!("{i} "));
+    m.push_str(&message::render(f));
+    if let (Some(e), Some(ip)) = (evidence, f.ip) {
+        m.push(' ');
+        m.push_str(&e.sentence(ip, node));
     }
+    m
 }
 
 /// One finding as JSON; `node` is the node that saw `evidence`.
@@ -215,11 +210,6 @@ fn truth_row<'a>(report: &'a Report, f: &Finding) -> Option<&'a crate::inventory
     report.truth.as_ref()?.rows.iter().find(|r| r.ip == ip)
 }
 
-/// The report as docs/reference.md#json-output fixes it, pretty-printed.
-pub fn json(report: &Report) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&document(report))
-}
-
 /// The document `json` and `yaml` print.
 fn document(report: &Report) -> JsonReport<'_> {
     JsonReport {
@@ -250,6 +240,11 @@ fn document(report: &Report) -> JsonReport<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The report as docs/reference.md#json-output fixes it, pretty-printed.
+    fn json(report: &Report) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(&document(report))
+    }
 
     #[test]
     fn findings_serialize_to_the_json_contract() {

@@ -46,10 +46,7 @@ pub fn candidates(findings: &[Finding], node: &str) -> Vec<Candidate> {
         .filter(|f| reported_here(f, node) && f.scope == Scope::SameNode && f.trust.acted_on())
         .filter(|f| f.kind.spec().remediable)
         .filter_map(|f| {
-            let site = f.site()?;
-            if site.node != node {
-                return None;
-            }
+            let site = f.site().filter(|s| s.node == node)?;
             Some(Candidate {
                 pod: site.pod.clone(),
                 ip: f.ip?,

@@ -76,6 +76,20 @@ impl Desired {
         (who, self.reason.clone(), self.ip.clone())
     }
 
+    /// A Warning series about `f`'s address, in `namespace`.
+    fn warning(f: &Finding, (regarding, namespace): (ObjectReference, String), note: &str) -> Self {
+        Self {
+            regarding,
+            namespace,
+            reason: f.kind.as_str().to_owned(),
+            ip: f.ip_text(),
+            warning: true,
+            note: truncate_note(note),
+            priority: priority(f),
+            hint: !f.trust.speaks_for_node(),
+        }
+    }
+
     /// A stable, valid object name: `<regarding name>.ipshadow.<fnv64 of the series id>`.
     pub fn event_name(&self) -> String {
         let (who, reason, ip) = self.id();
@@ -149,36 +163,17 @@ pub fn desired(
         if f.is_node_level() {
             // A hint (kubelet's Events alone, which a tenant can forge) never
             // speaks for the node.
-            if !f.trust.speaks_for_node() {
-                continue;
+            if f.trust.speaks_for_node() {
+                let text = message::note(f, Reader::Node, None);
+                let regarding = (node_ref(node, node_uid), "default".to_owned());
+                out.push(Desired::warning(f, regarding, &text));
             }
-            out.push(Desired {
-                regarding: node_ref(node, node_uid),
-                namespace: "default".to_owned(),
-                reason: f.kind.as_str().to_owned(),
-                ip: f.ip_text(),
-                warning: true,
-                note: truncate_note(&message::note(f, Reader::Node, None)),
-                priority: priority(f),
-                hint: false,
-            });
-            continue;
-        }
-        if let Some((regarding, namespace)) = pod_ref(f) {
+        } else if let Some((regarding, namespace)) = pod_ref(f) {
             // The pod's namespace reads it: nothing another namespace holds.
             // What breaks behind the pod leads the note, when already looked up.
             let impact = f.pod().and_then(|p| impacts.get(p));
             let text = message::note(f, Reader::Namespace(&namespace), impact);
-            out.push(Desired {
-                regarding,
-                namespace,
-                reason: f.kind.as_str().to_owned(),
-                ip: f.ip_text(),
-                warning: true,
-                note: truncate_note(&text),
-                priority: priority(f),
-                hint: !f.trust.speaks_for_node(),
-            });
+            out.push(Desired::warning(f, (regarding, namespace), &text));
         }
     }
     out.extend(traffic_series(findings, traffic, node));
@@ -188,40 +183,33 @@ pub fn desired(
 /// The `HostTrafficBlackholed` series: host traffic the eBPF observer saw
 /// delivered to the node instead of a pod with a finding.
 fn traffic_series(findings: &[Finding], traffic: &Traffic, node: &str) -> Vec<Desired> {
-    let mut out = Vec::new();
-    for (key, totals) in traffic.iter().filter(|(_, t)| t.packets > 0) {
-        let Some(f) = findings.iter().find(|f| {
-            f.ip == Some(key.ip)
-                && f.pod()
-                    .is_some_and(|p| p.name == key.pod && p.namespace == key.namespace)
-        }) else {
-            continue;
-        };
-        let Some((regarding, namespace)) = pod_ref(f) else {
-            continue;
-        };
-        let text = format!(
-            "{} {}",
-            message::traffic(
-                node,
-                key.ip,
-                (totals.packets, totals.tcp_syns, totals.refused)
-            ),
-            message::fix(&f.remedy, Reader::Namespace(&namespace))
-        );
-        out.push(Desired {
-            regarding,
-            namespace,
-            reason: REASON_TRAFFIC.to_owned(),
-            ip: key.ip.to_string(),
-            warning: true,
-            note: truncate_note(&text),
-            // Traffic seen delivered to the node: harm happening now.
-            priority: priority(f).saturating_sub(1),
-            hint: !f.trust.speaks_for_node(),
-        });
-    }
-    out
+    traffic
+        .iter()
+        .filter(|(_, t)| t.packets > 0)
+        .filter_map(|(key, totals)| {
+            let f = findings.iter().find(|f| {
+                f.ip == Some(key.ip)
+                    && f.pod()
+                        .is_some_and(|p| p.name == key.pod && p.namespace == key.namespace)
+            })?;
+            let (regarding, namespace) = pod_ref(f)?;
+            let text = format!(
+                "{} {}",
+                message::traffic(
+                    node,
+                    key.ip,
+                    (totals.packets, totals.tcp_syns, totals.refused)
+                ),
+                message::fix(&f.remedy, Reader::Namespace(&namespace))
+            );
+            Some(Desired {
+                reason: REASON_TRAFFIC.to_owned(),
+                // Traffic seen delivered to the node: harm happening now.
+                priority: priority(f).saturating_sub(1),
+                ..Desired::warning(f, (regarding, namespace), &text)
+            })
+        })
+        .collect()
 }
 
 /// The order series are kept in under the cap and the budget: whatever

@@ -64,45 +64,34 @@ fn leftover(f: &Finding) -> Option<&str> {
 /// The Event note's prose: what is wrong, what breaks.
 pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
     let node = &f.owner.node;
-    if let Some(device) = leftover(f) {
-        return format!(
-            "Node {node}'s {device} holds {}, which its Node does not announce; IPAM has it {}. {}",
-            f.ip_text(),
-            status(a),
-            breaks(node, a)
-        );
+    let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
+    match leftover(f) {
+        Some(device) => format!(
+            "Node {node}'s {device} holds {ip}, which its Node does not announce; IPAM has it \
+             {has}. {then}"
+        ),
+        None => format!("Node {node}'s Calico tunnel address {ip} is {has}. {then}"),
     }
-    format!(
-        "Node {node}'s Calico tunnel address {} is {}. {}",
-        f.ip_text(),
-        status(a),
-        breaks(node, a)
-    )
 }
 
 /// The long message, without the fix.
 pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
     let node = &f.owner.node;
-    if let Some(device) = leftover(f) {
-        return format!(
-            "Calico's tunnel device {device} on node {node} holds {}, which no \
+    let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
+    match leftover(f) {
+        Some(device) => format!(
+            "Calico's tunnel device {device} on node {node} holds {ip}, which no \
              projectcalico.org annotation of the Node announces (a tunnel mode switched off, or \
-             a reinstall, left it): IPAM has it {}. {}",
-            f.ip_text(),
-            status(a),
-            breaks(node, a)
-        );
+             a reinstall, left it): IPAM has it {has}. {then}"
+        ),
+        None => format!(
+            "Calico's tunnel address {ip} of node {node} (according to {}) is {has}: calico-node \
+             keeps a tunnel address only while IPAM allocates it to this node's tunnel (a \
+             reinstall that kept the Node's annotations, or Calico's IPAM garbage collection \
+             releasing it while the node still used it, leaves it so). {then}",
+            f.owner.source
+        ),
     }
-    format!(
-        "Calico's tunnel address {} of node {node} (according to {}) is {}: calico-node keeps a \
-         tunnel address only while IPAM allocates it to this node's tunnel (a reinstall that \
-         kept the Node's annotations, or Calico's IPAM garbage collection releasing it while the \
-         node still used it, leaves it so). {}",
-        f.ip_text(),
-        f.owner.source,
-        status(a),
-        breaks(node, a)
-    )
 }
 
 /// Calico IPAM's refusal of the address a pod asked for, told in the note

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{NOT_DISJOINT, Reader, pod_name, remedy_for};
 use crate::{
     cni::{self, Holds},
-    detect::{Finding, Remedy, Reserver, Role, Scope},
+    detect::{Cause, Finding, Remedy, Reserver, Role, Scope},
     inventory::{IpRange, ServiceAddress, ServiceField, Source},
 };
 
@@ -224,11 +224,9 @@ fn what_it_is(f: &Finding, service: Option<&ServiceAddress>, reader: Reader<'_>)
         .unwrap_or_default();
     let source = f.owner.source;
     match f.owner.role {
-        Role::Router => {
-            format!(
-                "Cilium's router IP (CiliumInternalIP) of node {node}{dev}, according to {source}"
-            )
-        }
+        Role::Router => format!(
+            "Cilium's router IP (CiliumInternalIP) of node {node}{dev}, according to {source}"
+        ),
         Role::Ingress => format!(
             "Cilium's Ingress IP of node {node}, held by the reserved:ingress endpoint, according to {source}"
         ),
@@ -316,20 +314,27 @@ fn impact(f: &Finding) -> String {
     }
 }
 
-pub(super) fn collision(
-    f: &Finding,
-    (fib, shadowed_route, held_behind): (Option<&str>, Option<&str>, Option<&str>),
-    service: Option<&ServiceAddress>,
-    reader: Reader<'_>,
-) -> String {
+/// A collision's message, with kubelet's report where the IP came from it.
+pub(super) fn collision(f: &Finding, reader: Reader<'_>) -> String {
+    let Cause::Collision {
+        fib,
+        shadowed_route,
+        kubelet,
+        service,
+        held_behind,
+        ..
+    } = &f.cause
+    else {
+        return String::new();
+    };
     let mut m = format!(
         "{} has IP {}, which is {}.",
         pod_name(f),
         f.ip_text(),
-        what_it_is(f, service, reader)
+        what_it_is(f, service.as_ref(), reader)
     );
     // The kernel's answer is evidence only when it shows local delivery.
-    if let Some(fib) = fib.filter(|t| t.starts_with("local")) {
+    if let Some(fib) = fib.as_ref().filter(|t| t.starts_with("local")) {
         let _ = write!(m, " The host's route lookup says: {fib}.");
     }
     if let Some(route) = shadowed_route {
@@ -342,5 +347,8 @@ pub(super) fn collision(
         let _ = write!(m, " The namespace behind {iface} holds it too.");
     }
     let _ = write!(m, " {} {}", impact(f), remedy_for(&f.remedy, reader));
+    if let Some(k) = kubelet {
+        let _ = write!(m, " {}", super::ipam::kubelet_says(k, reader));
+    }
     m
 }

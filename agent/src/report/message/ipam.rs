@@ -6,7 +6,7 @@ use std::{fmt::Write as _, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{NOT_DISJOINT, Reader, pod_name};
+use super::{NOT_DISJOINT, Reader, list, pod_name};
 use crate::{
     detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy},
     inventory::{SandboxRefusal, Source},
@@ -71,13 +71,6 @@ pub(super) fn excerpt(message: &str, max: usize) -> String {
     )
 }
 
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A refusal no node's address explains: another pod's address, or a stale endpoint.
 pub(super) fn refused(
     f: &Finding,
@@ -120,28 +113,28 @@ pub(super) fn duplicate(
     reader: Reader<'_>,
 ) -> String {
     let ip = f.ip_text();
-    if let Some(network) = network {
-        let seen = if f.owner.source == Source::Kernel {
-            "as the node's kernel shows their namespaces holding it"
-        } else {
-            "as Multus records it (network-status)"
-        };
-        return format!(
-            "{} on node {} and {} on node {} both hold {ip} on secondary network {network}, \
-             {seen}: the attachment's IPAM handed one address out twice (a static address in the attachment, overlapping ranges, whereabouts' \
-             reconciler freeing a live address), and traffic to {ip} on that network reaches \
-             only one of them. {}",
-            pod_name(f),
-            f.pod_node().unwrap_or("?"),
-            reader.pod(holder),
-            f.owner.node,
-            super::remedy_for(&f.remedy, reader)
-        );
-    }
+    let how = match network {
+        Some(network) => {
+            let seen = if f.owner.source == Source::Kernel {
+                "as the node's kernel shows their namespaces holding it"
+            } else {
+                "as Multus records it (network-status)"
+            };
+            format!(
+                " on secondary network {network}, {seen}: the attachment's IPAM handed one address \
+                 out twice (a static address in the attachment, overlapping ranges, whereabouts' \
+                 reconciler freeing a live address), and traffic to {ip} on that network reaches \
+                 only one of them."
+            )
+        }
+        None => format!(
+            " in status.podIPs: two allocators (or one that lost its state) handed out one \
+             address, and traffic to {ip} reaches only one of them — which one depends on where \
+             it comes from."
+        ),
+    };
     format!(
-        "{} on node {} and {} on node {} both hold {ip} in status.podIPs: two \
-         allocators (or one that lost its state) handed out one address, and traffic to {ip} \
-         reaches only one of them — which one depends on where it comes from. {}",
+        "{} on node {} and {} on node {} both hold {ip}{how} {}",
         pod_name(f),
         f.pod_node().unwrap_or("?"),
         reader.pod(holder),
@@ -161,7 +154,10 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             ipam,
         } => super::pool::exhausted(
             node,
-            (&super::pool::named(pods, *refused_pods), *refused_pods),
+            (
+                &super::and_more(pods.iter().map(ToString::to_string), *refused_pods),
+                *refused_pods,
+            ),
             kubelet,
             *ipam,
             reader,
@@ -197,9 +193,10 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             (pod_cidrs, pools),
             operator_error.as_deref(),
             *pool_change,
+            false,
         ),
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
-        NodeProblem::StaleBridge { .. } => stale_bridge(node, problem),
+        NodeProblem::StaleBridge { .. } => stale_bridge(node, problem, false),
         NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
         NodeProblem::Calico(a) => super::calico::long(f, a),
     };
@@ -207,8 +204,9 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
     m
 }
 
-/// A bridge that kept the gateway of the node's previous pod range.
-fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
+/// A bridge that kept the gateway of the node's previous pod range; `short`:
+/// the Event note's prose.
+pub(super) fn stale_bridge(node: &str, problem: &NodeProblem, short: bool) -> String {
     let NodeProblem::StaleBridge {
         bridge,
         address,
@@ -220,6 +218,12 @@ fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
     else {
         return String::new();
     };
+    if short {
+        return format!(
+            "{bridge} on node {node} keeps {address}, outside its pod range: {node} sends node \
+             {owner}'s pod range ({unreachable} pod(s)) into its own bridge."
+        );
+    }
     let range = address.trunc();
     let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
     let named = if named.is_empty() {
@@ -257,13 +261,31 @@ fn not_masqueraded(f: &Finding, subnets: &[(String, Vec<IpNet>)]) -> String {
     )
 }
 
-/// A switch to cluster-pool (or a new pool CIDR) that never took on `node`.
-fn migration_stuck(
+/// A switch to cluster-pool (or a new pool CIDR) that never took on `node`;
+/// `short`: the Event note's prose.
+pub(super) fn migration_stuck(
     node: &str,
     (pod_cidrs, pools): (&[IpNet], &[IpNet]),
     operator_error: Option<&str>,
     pool_change: bool,
+    short: bool,
 ) -> String {
+    if short {
+        let says = operator_error.map_or_else(String::new, |e| {
+            format!(" (cilium-operator: \"{}\")", super::words(e, 60))
+        });
+        let what = if pool_change {
+            "The cluster pool changed"
+        } else {
+            "Cilium switched to cluster-pool"
+        };
+        return format!(
+            "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its agent \
+             keeps allocating from the old range.",
+            list(pod_cidrs),
+            list(pools)
+        );
+    }
     let before = if pool_change {
         "from an earlier cluster pool (the pool changed, not the IPAM mode; cilium#27245: the new \
          CIDR \"is not used\")"

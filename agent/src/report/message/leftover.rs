@@ -3,48 +3,26 @@
 //! address (on the refused pod). Each in its CNI's terms.
 
 use super::{Reader, ipam::kubelet_says, pod_name};
-use crate::detect::{Cause, Finding, FindingKind, PodRef, Remedy};
-
-/// The fields of a [`Cause::Leftover`].
-pub(super) struct Leftover<'a> {
-    pub interface: Option<&'a str>,
-    pub holder: Option<&'a PodRef>,
-    pub wanted: Option<ipnet::IpNet>,
-    pub seen: bool,
-}
-
-impl<'a> Leftover<'a> {
-    /// The fields of `cause`, when it is a leftover.
-    pub(super) fn of(cause: &'a Cause) -> Option<Self> {
-        match cause {
-            Cause::Leftover {
-                interface,
-                holder,
-                wanted,
-                seen,
-                ..
-            } => Some(Self {
-                interface: interface.as_deref(),
-                holder: holder.as_ref(),
-                wanted: *wanted,
-                seen: *seen,
-            }),
-            _ => None,
-        }
-    }
-}
+use crate::detect::{Cause, Finding, FindingKind, Remedy};
 
 /// The long message: what, why the pod cannot start, kubelet's words, the fix.
-pub(super) fn render(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> String {
-    let kubelet = match &f.cause {
-        Cause::Leftover { kubelet, .. } => kubelet_says(kubelet, reader),
-        _ => String::new(),
+pub(super) fn render(f: &Finding, reader: Reader<'_>) -> String {
+    let Cause::Leftover {
+        kubelet,
+        interface,
+        holder,
+        wanted,
+        seen,
+        ..
+    } = &f.cause
+    else {
+        return String::new();
     };
     let node = &f.owner.node;
     let what = if f.kind == FindingKind::PodRouteTaken {
         let ip = f.ip_text();
-        let iface = l.interface.unwrap_or("another interface");
-        let held = match l.holder {
+        let iface = interface.as_deref().unwrap_or("another interface");
+        let held = match holder {
             Some(h) => format!(
                 ", and {} on {node} holds {ip} in status.podIPs: Calico's IPAM handed one \
                  address to two pods (its datastore lost an allocation in use, calico#1253, \
@@ -56,7 +34,7 @@ pub(super) fn render(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> Strin
                  (calico#2730)"
             ),
         };
-        let seen = if l.seen {
+        let seen = if *seen {
             format!(" The node's kernel shows the route: {ip} dev {iface}.")
         } else {
             String::new()
@@ -67,11 +45,9 @@ pub(super) fn render(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> Strin
             pod_name(f)
         )
     } else {
-        let bridge = l.interface.unwrap_or("the bridge");
-        let wanted = l
-            .wanted
-            .map_or_else(String::new, |w| format!(" (it wants {w})"));
-        let holds = if l.seen {
+        let bridge = interface.as_deref().unwrap_or("the bridge");
+        let wanted = wanted.map_or_else(String::new, |w| format!(" (it wants {w})"));
+        let holds = if *seen {
             format!("still holds {}", f.ip_text())
         } else {
             "holds another address".to_owned()
@@ -83,24 +59,37 @@ pub(super) fn render(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> Strin
             pod_name(f)
         )
     };
-    format!("{what} {kubelet} {}", super::remedy_for(&f.remedy, reader))
+    format!(
+        "{what} {} {}",
+        kubelet_says(kubelet, reader),
+        super::remedy_for(&f.remedy, reader)
+    )
 }
 
 /// The short note's prose: what is wrong and what breaks.
-pub(super) fn what(f: &Finding, l: &Leftover<'_>, reader: Reader<'_>) -> String {
+pub(super) fn what(f: &Finding, reader: Reader<'_>) -> String {
+    let Cause::Leftover {
+        interface,
+        holder,
+        seen,
+        ..
+    } = &f.cause
+    else {
+        return String::new();
+    };
     let (ip, node) = (f.ip_text(), &f.owner.node);
     if f.kind == FindingKind::PodRouteTaken {
-        let iface = l.interface.unwrap_or("another interface");
-        let by = l
-            .holder
+        let iface = interface.as_deref().unwrap_or("another interface");
+        let by = holder
+            .as_ref()
             .map_or_else(String::new, |h| format!(" ({} holds {ip})", reader.pod(h)));
         format!(
             "Calico refused this pod's IP {ip}: {node} already routes it through {iface}{by}. \
              The pod stays in ContainerCreating."
         )
     } else {
-        let bridge = l.interface.unwrap_or("the bridge");
-        let old = if l.seen {
+        let bridge = interface.as_deref().unwrap_or("the bridge");
+        let old = if *seen {
             format!(" {ip}")
         } else {
             " an address".to_owned()

@@ -14,7 +14,7 @@ mod pool;
 mod vip;
 
 pub use fix::fix;
-pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, impact_short, note, traffic};
+pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, note, traffic};
 
 use std::fmt::Write as _;
 
@@ -95,46 +95,14 @@ pub fn render_for(f: &Finding, reader: Reader<'_>) -> String {
     m
 }
 
-/// A collision's message, with kubelet's report where the IP came from it.
-fn collision_message(f: &Finding, reader: Reader<'_>) -> String {
-    let Cause::Collision {
-        fib,
-        shadowed_route,
-        kubelet,
-        service,
-        held_behind,
-        ..
-    } = &f.cause
-    else {
-        return String::new();
-    };
-    let mut m = collision::collision(
-        f,
-        (
-            fib.as_deref(),
-            shadowed_route.as_deref(),
-            held_behind.as_deref(),
-        ),
-        service.as_ref(),
-        reader,
-    );
-    if let Some(k) = kubelet {
-        m.push(' ');
-        m.push_str(&ipam::kubelet_says(k, reader));
-    }
-    m
-}
-
 /// The message of `f` by its cause: what, why it hurts, and the fix.
 fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
     match &f.cause {
-        Cause::Collision { .. } => collision_message(f, reader),
+        Cause::Collision { .. } => collision::collision(f, reader),
         Cause::Refused {
             kubelet, holder, ..
         } => ipam::refused(f, kubelet, holder.as_ref(), reader),
-        Cause::Leftover { .. } => leftover::Leftover::of(&f.cause)
-            .map(|l| leftover::render(f, &l, reader))
-            .unwrap_or_default(),
+        Cause::Leftover { .. } => leftover::render(f, reader),
         Cause::Duplicate {
             holder, network, ..
         } => ipam::duplicate(f, holder, network.as_deref(), reader),
@@ -215,16 +183,24 @@ const ADDRESSES_NAMED: usize = 8;
 
 /// `addresses` as "3 addresses: 10.0.0.1 (router), …", naming at most `named`.
 fn addresses(addresses: &[InfraAddress], named: usize) -> String {
-    let mut list = addresses
-        .iter()
-        .take(named)
-        .map(|a| format!("{} ({})", a.ip, a.role))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if addresses.len() > named {
-        let _ = write!(list, " and {} more", addresses.len() - named);
-    }
+    let list = and_more(
+        addresses
+            .iter()
+            .take(named)
+            .map(|a| format!("{} ({})", a.ip, a.role)),
+        addresses.len(),
+    );
     format!("{} addresses: {list}", addresses.len())
+}
+
+/// `names` as "a, b and 3 more", of `total` in all.
+fn and_more(names: impl Iterator<Item = String>, total: usize) -> String {
+    let names: Vec<String> = names.collect();
+    let mut list = names.join(", ");
+    if total > names.len() {
+        let _ = write!(list, " and {} more", total - names.len());
+    }
+    list
 }
 
 /// A caller as (kind, name, webhook).
@@ -245,28 +221,50 @@ pub fn caller(c: &Caller) -> (&'static str, &str, Option<&str>) {
 /// when nothing known routes to it.
 #[must_use]
 pub fn impact_sentence(i: &Impact) -> Option<String> {
-    let services = i
-        .services
-        .iter()
-        .map(|s| format!("Service {}/{}", s.namespace, s.name))
-        .collect::<Vec<_>>()
-        .join(", ");
+    impact(i, false)
+}
+
+/// What breaks behind a pod, in one sentence; `short`: the Event note's,
+/// naming the first Service or caller and counting the rest.
+fn impact(i: &Impact, short: bool) -> Option<String> {
+    let names = |names: Vec<String>| match names.as_slice() {
+        [first, rest @ ..] if short && !rest.is_empty() => {
+            format!("{first} and {} more", rest.len())
+        }
+        _ => names.join(", "),
+    };
+    let services = names(
+        i.services
+            .iter()
+            .map(|s| format!("Service {}/{}", s.namespace, s.name))
+            .collect(),
+    );
     match i.severity() {
         Severity::Critical => {
-            let callers = i
-                .callers
-                .iter()
-                .map(|c| match caller(c) {
-                    (kind, name, Some(hook)) => format!("{kind} {name} (webhook {hook})"),
-                    (kind, name, None) => format!("{kind} {name}"),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            Some(format!(
-                "Critical: the kube-apiserver calls through this pod — {callers}, via {services}: \
-                 API requests that need it fail or time out wherever the address is shadowed."
-            ))
+            let callers = names(
+                i.callers
+                    .iter()
+                    .map(|c| match caller(c) {
+                        (kind, name, Some(hook)) if !short => {
+                            format!("{kind} {name} (webhook {hook})")
+                        }
+                        (kind, name, _) => format!("{kind} {name}"),
+                    })
+                    .collect(),
+            );
+            Some(if short {
+                format!("Critical: the kube-apiserver calls through this pod ({callers}).")
+            } else {
+                format!(
+                    "Critical: the kube-apiserver calls through this pod — {callers}, via \
+                     {services}: API requests that need it fail or time out wherever the address \
+                     is shadowed."
+                )
+            })
         }
+        Severity::High if short => Some(format!(
+            "High: it backs {services}; its clients fail where this IP is shadowed."
+        )),
         Severity::High => Some(format!(
             "High: it backs {services}; clients of that Service fail where the address is shadowed."
         )),
@@ -278,11 +276,6 @@ pub fn impact_sentence(i: &Impact) -> Option<String> {
 pub(super) const NOT_DISJOINT: &str = "Not a prefix outside every kube-ovn Subnet: kube-ovn masquerades \
     host-originated traffic only from its overlay subnets, so Gateway API (Envoy connects from \
     the node's Ingress IP) breaks across nodes.";
-
-/// The fix, as one or more sentences starting with "Fix:", for the operators.
-pub fn remedy(r: &Remedy) -> String {
-    remedy_for(r, Reader::Operator)
-}
 
 /// The fix for `reader`, told by the family of findings it belongs to.
 pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
@@ -356,6 +349,14 @@ pub fn words(text: &str, max: usize) -> String {
         .rfind(char::is_whitespace)
         .map_or(cut, |space| &cut[..space]);
     format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
+}
+
+/// `nets` as "10.0.0.0/24, 10.0.1.0/24".
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub(super) fn pod_name(f: &Finding) -> String {

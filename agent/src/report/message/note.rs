@@ -8,13 +8,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::{Reader, fix::fix};
+use super::{Reader, fix::fix, list};
 use crate::{
-    detect::{
-        Cause, Finding, InfraAddress, IpamKind, NodeProblem, PodRef, Role, Scope,
-        impact::{Impact, Severity},
-    },
-    inventory::{DeadEnd, IpSource, ServiceAddress, Source},
+    detect::{Cause, Finding, InfraAddress, NodeProblem, Role, Scope, impact::Impact},
+    inventory::{IpSource, ServiceAddress, Source},
 };
 
 /// The most bytes of prose before the `Fix:` sentence, with names of ordinary
@@ -30,52 +27,11 @@ pub const FIX_MAX: usize = 240;
 /// breaks behind the pod, once looked up), then `Fix:`.
 pub fn note(f: &Finding, reader: Reader<'_>, impact: Option<&Impact>) -> String {
     let what = what(f, reader);
-    let prose = match impact.and_then(impact_short) {
+    let prose = match impact.and_then(|i| super::impact(i, true)) {
         Some(i) => format!("{i} {what}"),
         None => what,
     };
     format!("{prose} {}", fix(&f.remedy, reader))
-}
-
-/// What breaks behind a pod, in one short sentence; `None` for a warning.
-pub fn impact_short(i: &Impact) -> Option<String> {
-    let first = |names: Vec<String>| {
-        let more = names.len().saturating_sub(1);
-        let first = names.into_iter().next().unwrap_or_default();
-        if more > 0 {
-            format!("{first} and {more} more")
-        } else {
-            first
-        }
-    };
-    match i.severity() {
-        Severity::Critical => {
-            let callers = i
-                .callers
-                .iter()
-                .map(|c| {
-                    let (kind, name, _) = super::caller(c);
-                    format!("{kind} {name}")
-                })
-                .collect();
-            Some(format!(
-                "Critical: the kube-apiserver calls through this pod ({}).",
-                first(callers)
-            ))
-        }
-        Severity::High => {
-            let services = i
-                .services
-                .iter()
-                .map(|s| format!("Service {}/{}", s.namespace, s.name))
-                .collect();
-            Some(format!(
-                "High: it backs {}; its clients fail where this IP is shadowed.",
-                first(services)
-            ))
-        }
-        Severity::Warning => None,
-    }
 }
 
 /// What is wrong and what breaks.
@@ -114,13 +70,14 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
                 site.node
             ),
         }),
-        Cause::Leftover { .. } => super::leftover::Leftover::of(&f.cause)
-            .map(|l| super::leftover::what(f, &l, reader))
-            .unwrap_or_default(),
+        Cause::Leftover { .. } => super::leftover::what(f, reader),
         Cause::Duplicate {
             holder, network, ..
         } => duplicate(node, &ip, &reader.pod(holder), network.is_some()),
-        Cause::Blackhole { dead_end, .. } => blackhole(node, &ip, *dead_end),
+        Cause::Blackhole { dead_end, .. } => format!(
+            "Node {node}'s route for this pod's IP {ip} ends in {dead_end}. Kubelet probes and \
+             webhooks from {node} never reach the pod."
+        ),
         Cause::Overlap {
             subnet,
             cilium_range,
@@ -135,17 +92,15 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
 
 /// Two pods on one address (on a secondary network, where `secondary`).
 fn duplicate(node: &str, ip: &str, holder: &str, secondary: bool) -> String {
-    if secondary {
-        format!(
-            "This pod and {holder} on node {node} both hold {ip} on a secondary network. \
-             Traffic to it there reaches only one of them."
-        )
+    let (on, to) = if secondary {
+        (" on a secondary network", "it there")
     } else {
-        format!(
-            "This pod and {holder} on node {node} both hold {ip}. Traffic to {ip} reaches only \
-             one of them."
-        )
-    }
+        ("", ip)
+    };
+    format!(
+        "This pod and {holder} on node {node} both hold {ip}{on}. Traffic to {to} reaches only \
+         one of them."
+    )
 }
 
 /// What the address is to its node, in a few words.
@@ -232,13 +187,6 @@ fn breaks(f: &Finding, refusals: Option<u64>, behind: Option<&str>) -> String {
     }
 }
 
-fn blackhole(node: &str, ip: &str, dead_end: DeadEnd) -> String {
-    format!(
-        "Node {node}'s route for this pod's IP {ip} ends in {dead_end}. Kubelet probes and \
-         webhooks from {node} never reach the pod."
-    )
-}
-
 /// One finding per Cilium range and Subnet: the addresses concerned.
 fn overlap(f: &Finding, subnet: &str, addresses: &[InfraAddress], range: Option<IpNet>) -> String {
     let node = &f.owner.node;
@@ -272,19 +220,9 @@ fn overlap(f: &Finding, subnet: &str, addresses: &[InfraAddress], range: Option<
 fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
     let node = &f.owner.node;
     match problem {
-        NodeProblem::Exhausted {
-            ipam: IpamKind::OperatorPool | IpamKind::HostLocal | IpamKind::Calico,
-            ..
-        }
+        NodeProblem::Exhausted { .. }
         | NodeProblem::OperatorError { pool: Some(_), .. }
-        | NodeProblem::PoolNearlyFull(_) => super::pool::note(node, problem, example),
-        NodeProblem::Exhausted {
-            pods, refused_pods, ..
-        } => format!(
-            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot \
-             start{}.",
-            example(pods)
-        ),
+        | NodeProblem::PoolNearlyFull(_) => super::pool::note(node, problem),
         NodeProblem::Capacity {
             ranges,
             usable,
@@ -305,13 +243,15 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             pools,
             operator_error,
             pool_change,
-        } => migration_stuck(
+        } => super::ipam::migration_stuck(
             node,
             (pod_cidrs, pools),
             operator_error.as_deref(),
             *pool_change,
+            true,
         ),
-        NodeProblem::StaleBridge { .. } | NodeProblem::Calico(_) => cni_problem(f, problem),
+        NodeProblem::StaleBridge { .. } => super::ipam::stale_bridge(node, problem, true),
+        NodeProblem::Calico(a) => super::calico::what(f, a),
         NodeProblem::NodeAddressClaimed(c) => super::vip::note(c),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \
@@ -319,67 +259,6 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             f.ip_text()
         ),
     }
-}
-
-/// A switch to cluster-pool (or a new pool) that never took on `node`.
-fn migration_stuck(
-    node: &str,
-    (pod_cidrs, pools): (&[IpNet], &[IpNet]),
-    operator_error: Option<&str>,
-    pool_change: bool,
-) -> String {
-    let says = operator_error.map_or_else(String::new, |e| {
-        format!(" (cilium-operator: \"{}\")", super::words(e, 60))
-    });
-    let what = if pool_change {
-        "The cluster pool changed"
-    } else {
-        "Cilium switched to cluster-pool"
-    };
-    format!(
-        "{what}, but CiliumNode {node} keeps podCIDRs {} outside the pool {}{says}. Its agent \
-         keeps allocating from the old range.",
-        list(pod_cidrs),
-        list(pools)
-    )
-}
-
-/// The node problems of CNIs other than Cilium.
-fn cni_problem(f: &Finding, problem: &NodeProblem) -> String {
-    match problem {
-        NodeProblem::Calico(a) => super::calico::what(f, a),
-        _ => stale_bridge(&f.owner.node, problem),
-    }
-}
-
-fn stale_bridge(node: &str, problem: &NodeProblem) -> String {
-    let NodeProblem::StaleBridge {
-        bridge,
-        address,
-        owner,
-        unreachable,
-        ..
-    } = problem
-    else {
-        return String::new();
-    };
-    format!(
-        "{bridge} on node {node} keeps {address}, outside its pod range: {node} sends node \
-         {owner}'s pod range ({unreachable} pod(s)) into its own bridge."
-    )
-}
-
-fn example(pods: &[PodRef]) -> String {
-    pods.first()
-        .map(|p| format!(" (e.g. {p})"))
-        .unwrap_or_default()
-}
-
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The traffic note: host traffic the eBPF observer saw delivered to the node

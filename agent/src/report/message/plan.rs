@@ -134,16 +134,10 @@ fn more(o: &PlanOverlap) -> String {
     if *count == 0 {
         return String::new();
     }
-    let rest = count - names.len();
-    let tail = if rest > 0 {
-        format!(" and {rest} more")
-    } else {
-        String::new()
-    };
     format!(
-        " It overlaps {count} more {} too ({}{tail}).",
+        " It overlaps {count} more {} too ({}).",
         o.other.owner.kind,
-        names.join(", ")
+        super::and_more(names.iter().cloned(), *count)
     )
 }
 

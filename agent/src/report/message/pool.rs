@@ -7,15 +7,8 @@ use std::fmt::Write as _;
 
 use ipnet::IpNet;
 
-use super::{Reader, ipam::kubelet_says};
-use crate::detect::{IpamKind, KubeletReport, NodeProblem, PodRef, PoolFit, Remedy};
-
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+use super::{Reader, ipam::kubelet_says, list};
+use crate::detect::{IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
 
 /// cilium-config's key for the cluster pool of `nets`' family.
 fn pool_key(nets: &[IpNet]) -> &'static str {
@@ -55,61 +48,56 @@ pub(super) fn consequence(fit: &PoolFit) -> String {
     }
 }
 
-/// The Event note's prose of the problems whose words depend on the IPAM
-/// mode (the others are told by the parent). `example` names the first
-/// refused pod.
-pub(super) fn note(node: &str, problem: &NodeProblem, example: fn(&[PodRef]) -> String) -> String {
-    match problem {
-        NodeProblem::Exhausted {
-            pods,
-            refused_pods,
-            ipam: IpamKind::OperatorPool,
-            ..
-        } => format!(
-            "Node {node}'s ENI/Azure/CRD address pool is empty, usually until cilium-operator \
-             adds addresses: {refused_pods} pod(s) cannot start{}.",
-            example(pods)
-        ),
-        NodeProblem::Exhausted {
-            pods,
-            refused_pods,
-            ipam: IpamKind::HostLocal,
-            ..
-        } => format!(
-            "Node {node}'s host-local range has no address left: {refused_pods} pod(s) cannot \
-             start{}.",
-            example(pods)
-        ),
-        NodeProblem::Exhausted {
-            pods,
-            refused_pods,
-            ipam: IpamKind::Calico,
-            ..
-        } => format!(
-            "Calico's IPAM has no address or block left for node {node}'s pods: {refused_pods} \
-             pod(s) cannot start{}.",
-            example(pods)
-        ),
-        NodeProblem::OperatorError {
-            error,
-            pool: Some(fit),
-        } => format!(
-            "cilium-operator cannot allocate for node {node}: \"{}\". The cluster pool {} holds \
-             {} node range(s) of /{} for {} node(s).",
-            super::words(error, 60),
+/// The Event note's prose of a node's allocator out of addresses, told by
+/// how it gets them, and of a cluster pool with no room to spare (the other
+/// problems are told by the parent).
+pub(super) fn note(node: &str, problem: &NodeProblem) -> String {
+    let holds = |fit: &PoolFit| {
+        format!(
+            "The cluster pool {} holds {} node range(s) of /{} for {} node(s)",
             list(&fit.pools),
             fit.holds,
             fit.mask,
             fit.nodes
+        )
+    };
+    match problem {
+        NodeProblem::Exhausted {
+            pods,
+            refused_pods,
+            ipam,
+            ..
+        } => {
+            let what = match ipam {
+                IpamKind::OperatorPool => format!(
+                    "Node {node}'s ENI/Azure/CRD address pool is empty, usually until \
+                     cilium-operator adds addresses"
+                ),
+                IpamKind::HostLocal => {
+                    format!("Node {node}'s host-local range has no address left")
+                }
+                IpamKind::Calico => {
+                    format!("Calico's IPAM has no address or block left for node {node}'s pods")
+                }
+                IpamKind::HostScope | IpamKind::Unknown => {
+                    format!("Node {node}'s pod allocator has no address left")
+                }
+            };
+            let example = pods
+                .first()
+                .map(|p| format!(" (e.g. {p})"))
+                .unwrap_or_default();
+            format!("{what}: {refused_pods} pod(s) cannot start{example}.")
+        }
+        NodeProblem::OperatorError {
+            error,
+            pool: Some(fit),
+        } => format!(
+            "cilium-operator cannot allocate for node {node}: \"{}\". {}.",
+            super::words(error, 60),
+            holds(fit)
         ),
-        NodeProblem::PoolNearlyFull(fit) => format!(
-            "The cluster pool {} holds {} node range(s) of /{} for {} node(s): {}.",
-            list(&fit.pools),
-            fit.holds,
-            fit.mask,
-            fit.nodes,
-            consequence(fit)
-        ),
+        NodeProblem::PoolNearlyFull(fit) => format!("{}: {}.", holds(fit), consequence(fit)),
         _ => String::new(),
     }
 }
@@ -122,30 +110,39 @@ pub(super) fn exhausted(
     ipam: IpamKind,
     reader: Reader<'_>,
 ) -> String {
-    let what = match ipam {
-        IpamKind::OperatorPool => format!(
-            "Node {node}'s address pool, which cilium-operator fills from the cloud or the \
-             CiliumNode (ENI, Azure, CRD IPAM), is empty: {refused_pods} pod(s) cannot start \
-             ({pods}). Cilium calls this usually temporary, until the operator has added \
-             addresses (cilium PR#42369)."
+    let (what, more) = match ipam {
+        IpamKind::OperatorPool => (
+            format!(
+                "Node {node}'s address pool, which cilium-operator fills from the cloud or the \
+                 CiliumNode (ENI, Azure, CRD IPAM), is empty"
+            ),
+            " Cilium calls this usually temporary, until the operator has added addresses \
+             (cilium PR#42369).",
         ),
-        IpamKind::HostScope | IpamKind::Unknown => format!(
-            "Node {node}'s pod allocator has no address left: {refused_pods} pod(s) cannot start \
-             ({pods})."
+        IpamKind::HostScope | IpamKind::Unknown => (
+            format!("Node {node}'s pod allocator has no address left"),
+            "",
         ),
-        IpamKind::HostLocal => format!(
-            "host-local, the IPAM plugin on node {node}, has no address left in its range (the \
-             node's spec.podCIDR under flannel or the bridge plugin, or a secondary network's): \
-             {refused_pods} pod(s) cannot start ({pods})."
+        IpamKind::HostLocal => (
+            format!(
+                "host-local, the IPAM plugin on node {node}, has no address left in its range (the \
+                 node's spec.podCIDR under flannel or the bridge plugin, or a secondary network's)"
+            ),
+            "",
         ),
-        IpamKind::Calico => format!(
-            "Calico's IPAM has no address left for node {node}'s pods: its blocks affine to \
-             {node} are full and it may take no other (the IPAMConfiguration's \
-             maxBlocksPerHost, strictAffinity), or its IPPools are: {refused_pods} pod(s) \
-             cannot start ({pods})."
+        IpamKind::Calico => (
+            format!(
+                "Calico's IPAM has no address left for node {node}'s pods: its blocks affine to \
+                 {node} are full and it may take no other (the IPAMConfiguration's \
+                 maxBlocksPerHost, strictAffinity), or its IPPools are"
+            ),
+            "",
         ),
     };
-    format!("{what} {}", kubelet_says(kubelet, reader))
+    format!(
+        "{what}: {refused_pods} pod(s) cannot start ({pods}).{more} {}",
+        kubelet_says(kubelet, reader)
+    )
 }
 
 /// cilium-operator's error, explained by the pool when it can be.
@@ -224,17 +221,4 @@ pub(super) fn fix(r: &Remedy) -> String {
         ),
         _ => String::new(),
     }
-}
-
-/// The pods a finding names, and how many more there are.
-pub(super) fn named(pods: &[PodRef], refused_pods: usize) -> String {
-    let mut names = pods
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if refused_pods > pods.len() {
-        let _ = write!(names, " and {} more", refused_pods - pods.len());
-    }
-    names
 }

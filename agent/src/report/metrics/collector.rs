@@ -16,12 +16,6 @@ use crate::detect::{
     kind::Count,
 };
 
-#[derive(EncodeLabelSet)]
-struct CollisionLabels {
-    kind: &'static str,
-    scope: &'static str,
-}
-
 // The derive takes no lifetimes: these own their strings (one scrape's worth).
 #[derive(Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct FindingLabels {
@@ -48,26 +42,10 @@ fn gauge(n: usize) -> i64 {
 
 /// Writes the per-finding and traffic families of one scrape: the view as
 /// last published, with or without the pods' names.
+#[derive(Debug)]
 pub(super) struct FindingsCollector {
-    view: FindingsView,
-    names: Names,
-}
-
-impl std::fmt::Debug for FindingsCollector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FindingsCollector").finish_non_exhaustive()
-    }
-}
-
-impl FindingsCollector {
-    pub(super) fn new(view: FindingsView, names: Names) -> Self {
-        Self { view, names }
-    }
-}
-
-#[derive(EncodeLabelSet)]
-struct KindLabels {
-    kind: &'static str,
+    pub(super) view: FindingsView,
+    pub(super) names: Names,
 }
 
 /// The kinds a per-node family counts (each kind's [`Count`]).
@@ -116,10 +94,7 @@ fn encode_collisions(
     )?;
     for kind in counted_in(Count::Collisions) {
         for scope in [Scope::SameNode, Scope::CrossNode] {
-            let l = CollisionLabels {
-                kind: kind.as_str(),
-                scope: scope.as_str(),
-            };
+            let l = [("kind", kind.as_str()), ("scope", scope.as_str())];
             ConstGauge::new(counted(view, kind, Some(scope))).encode(m.encode_family(&l)?)?;
         }
     }
@@ -182,44 +157,39 @@ fn encode_counts(
     view: &FindingsView,
     encoder: &mut DescriptorEncoder<'_>,
 ) -> Result<(), std::fmt::Error> {
-    let m = encoder.encode_descriptor(
-        "ipshadow_host_route_blackholes",
-        "Pods on this node whose host route ends in blackhole, unreachable, prohibit or nowhere",
-        None,
-        MetricType::Gauge,
-    )?;
-    ConstGauge::new(counted_all(view, Count::HostRouteBlackholes)).encode(m)?;
-    let m = encoder.encode_descriptor(
-        "ipshadow_allocator_overlaps",
-        "Overlaps of this node's ranges with a range that may hand their addresses out (Cilium's ranges in a kube-ovn Subnet, one per range and Subnet; the address plan's, one per pair of objects)",
-        None,
-        MetricType::Gauge,
-    )?;
-    ConstGauge::new(counted_all(view, Count::AllocatorOverlaps)).encode(m)?;
-    let mut m = encoder.encode_descriptor(
-        "ipshadow_ipam_problems",
-        "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
-        None,
-        MetricType::Gauge,
-    )?;
-    for kind in counted_in(Count::IpamProblems) {
-        let l = KindLabels {
-            kind: kind.as_str(),
-        };
-        ConstGauge::new(counted(view, kind, None)).encode(m.encode_family(&l)?)?;
+    for (name, help, family) in [
+        (
+            "ipshadow_host_route_blackholes",
+            "Pods on this node whose host route ends in blackhole, unreachable, prohibit or nowhere",
+            Count::HostRouteBlackholes,
+        ),
+        (
+            "ipshadow_allocator_overlaps",
+            "Overlaps of this node's ranges with a range that may hand their addresses out (Cilium's ranges in a kube-ovn Subnet, one per range and Subnet; the address plan's, one per pair of objects)",
+            Count::AllocatorOverlaps,
+        ),
+    ] {
+        let m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        ConstGauge::new(counted_all(view, family)).encode(m)?;
     }
-    let mut m = encoder.encode_descriptor(
-        "ipshadow_kernel_truth_problems",
-        "Addresses where what this node's pod namespaces hold contradicts its per-pod routes or \
-         the API, by kind (every kind always present)",
-        None,
-        MetricType::Gauge,
-    )?;
-    for kind in counted_in(Count::KernelTruth) {
-        let l = KindLabels {
-            kind: kind.as_str(),
-        };
-        ConstGauge::new(counted(view, kind, None)).encode(m.encode_family(&l)?)?;
+    for (name, help, family) in [
+        (
+            "ipshadow_ipam_problems",
+            "Sandbox refusals and allocator problems of this node, by kind (every kind always present)",
+            Count::IpamProblems,
+        ),
+        (
+            "ipshadow_kernel_truth_problems",
+            "Addresses where what this node's pod namespaces hold contradicts its per-pod routes or \
+             the API, by kind (every kind always present)",
+            Count::KernelTruth,
+        ),
+    ] {
+        let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for kind in counted_in(family) {
+            let l = [("kind", kind.as_str())];
+            ConstGauge::new(counted(view, kind, None)).encode(m.encode_family(&l)?)?;
+        }
     }
     Ok(())
 }
@@ -242,10 +212,7 @@ fn encode_hints(
             .iter()
             .filter(|f| f.kind == kind && !f.trust.speaks_for_node())
             .count();
-        let l = KindLabels {
-            kind: kind.as_str(),
-        };
-        ConstGauge::new(gauge(hints)).encode(m.encode_family(&l)?)?;
+        ConstGauge::new(gauge(hints)).encode(m.encode_family(&[("kind", kind.as_str())])?)?;
     }
     Ok(())
 }

@@ -93,10 +93,10 @@ impl Exposition {
         // The findings' families in a registry of this scrape's own: what it
         // may read differs per scrape, what the subsystems registered does not.
         let mut findings = Registry::default();
-        findings.register_collector(Box::new(collector::FindingsCollector::new(
-            (self.view)(),
+        findings.register_collector(Box::new(collector::FindingsCollector {
+            view: (self.view)(),
             names,
-        )));
+        }));
         let mut out = String::new();
         if openmetrics {
             use prometheus_client::encoding::text;

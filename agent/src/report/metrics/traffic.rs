@@ -4,19 +4,12 @@
 use std::{collections::BTreeMap, net::IpAddr};
 
 use prometheus_client::{
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _},
+    encoding::{DescriptorEncoder, EncodeMetric as _},
     metrics::{MetricType, counter::ConstCounter},
 };
 
 use super::{FindingsView, Names};
 use crate::report::traffic::Counters;
-
-#[derive(EncodeLabelSet)]
-struct TrafficLabels {
-    ip: String,
-    namespace: String,
-    pod: String,
-}
 
 /// A traffic counter family: name, help, and which counter it exposes.
 type TrafficMetric = (&'static str, &'static str, fn(&Counters) -> u64);
@@ -76,11 +69,11 @@ pub(super) fn encode(
     for (i, (name, help, _)) in FAMILIES.iter().enumerate() {
         let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
         for ((ip, namespace, pod), sums) in &series {
-            let l = TrafficLabels {
-                ip: ip.to_string(),
-                namespace: namespace.clone(),
-                pod: pod.clone(),
-            };
+            let l = [
+                ("ip", ip.to_string()),
+                ("namespace", namespace.clone()),
+                ("pod", pod.clone()),
+            ];
             ConstCounter::new(sums[i]).encode(m.encode_family(&l)?)?;
         }
     }

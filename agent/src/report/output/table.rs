@@ -77,8 +77,7 @@ fn table_text(report: &Report, wide: bool) -> String {
     let widths = widths(&header, &rows);
     let _ = writeln!(out, "{}", line(&header, &widths));
     for (r, f) in rows.iter().zip(&report.findings) {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells, &widths));
+        let _ = writeln!(out, "{}", line(r, &widths));
         let m = message_with_impact(f, report.evidence_of(f), &report.node, impact(f));
         for l in wrap(&m, 96) {
             let _ = writeln!(out, "    {l}");
@@ -126,10 +125,10 @@ fn wide_cells(f: &Finding, impact: Option<&Impact>) -> [String; WIDE.len()] {
 }
 
 /// Each column's width: its widest cell, or its header.
-fn widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
+pub(super) fn widths(header: &[&str], rows: &[impl AsRef<[String]>]) -> Vec<usize> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
+        for (w, cell) in widths.iter_mut().zip(r.as_ref()) {
             *w = (*w).max(cell.len());
         }
     }
@@ -137,9 +136,10 @@ fn widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
 }
 
 /// One line of the table: each cell padded to its column's width but the last.
-fn line(cells: &[&str], widths: &[usize]) -> String {
+pub(super) fn line(cells: &[impl AsRef<str>], widths: &[usize]) -> String {
     let mut l = String::new();
     for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+        let c = c.as_ref();
         if i + 1 == cells.len() {
             l.push_str(c);
         } else {

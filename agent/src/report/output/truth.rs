@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::table::{line, widths};
 use crate::inventory::{TruthRow, TruthTable};
 
 const HEADER: [&str; 4] = [
@@ -34,20 +35,10 @@ pub(super) fn section(t: &TruthTable) -> String {
         return out;
     }
     let rows: Vec<[String; 4]> = t.rows.iter().map(cells).collect();
-    let mut widths = HEADER.map(str::len);
+    let widths = widths(&HEADER, &rows);
+    let _ = writeln!(out, "{}", line(&HEADER, &widths));
     for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let header = HEADER.map(str::to_owned);
-    for r in std::iter::once(&header).chain(&rows) {
-        let [ip, held, route, pods] = r;
-        let [w_ip, w_held, w_route, _] = widths;
-        let _ = writeln!(
-            out,
-            "{ip:<w_ip$}  {held:<w_held$}  {route:<w_route$}  {pods}"
-        );
+        let _ = writeln!(out, "{}", line(r, &widths));
     }
     out
 }

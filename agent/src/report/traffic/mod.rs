@@ -57,31 +57,27 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn plus(self, o: Self) -> Self {
+    /// Each counter of `self` and `o` combined by `op`.
+    fn each(self, o: Self, op: fn(u64, u64) -> u64) -> Self {
         Self {
-            packets: self.packets + o.packets,
-            bytes: self.bytes + o.bytes,
-            tcp_syns: self.tcp_syns + o.tcp_syns,
-            refused: self.refused + o.refused,
-            udp: self.udp + o.udp,
-            icmp: self.icmp + o.icmp,
-            samples_sent: self.samples_sent + o.samples_sent,
-            samples_dropped: self.samples_dropped + o.samples_dropped,
+            packets: op(self.packets, o.packets),
+            bytes: op(self.bytes, o.bytes),
+            tcp_syns: op(self.tcp_syns, o.tcp_syns),
+            refused: op(self.refused, o.refused),
+            udp: op(self.udp, o.udp),
+            icmp: op(self.icmp, o.icmp),
+            samples_sent: op(self.samples_sent, o.samples_sent),
+            samples_dropped: op(self.samples_dropped, o.samples_dropped),
         }
+    }
+
+    fn plus(self, o: Self) -> Self {
+        self.each(o, |a, b| a + b)
     }
 
     /// `self - base`, never below zero (a map entry re-created behind our back restarts at 0).
     fn since(self, base: Self) -> Self {
-        Self {
-            packets: self.packets.saturating_sub(base.packets),
-            bytes: self.bytes.saturating_sub(base.bytes),
-            tcp_syns: self.tcp_syns.saturating_sub(base.tcp_syns),
-            refused: self.refused.saturating_sub(base.refused),
-            udp: self.udp.saturating_sub(base.udp),
-            icmp: self.icmp.saturating_sub(base.icmp),
-            samples_sent: self.samples_sent.saturating_sub(base.samples_sent),
-            samples_dropped: self.samples_dropped.saturating_sub(base.samples_dropped),
-        }
+        self.each(base, u64::saturating_sub)
     }
 }
 
@@ -205,10 +201,10 @@ impl Unclaimed {
     /// A series claims it now: keep the noise count (lookups compare it),
     /// restart the marks.
     fn restart(&mut self, c: Counters, now: i64) {
-        self.quiet_at = now;
-        self.quiet = c;
-        self.calm = (now, c);
-        self.last = c;
+        *self = Self {
+            noisy: self.noisy,
+            ..Self::new(c, now)
+        };
     }
 }
 
@@ -272,20 +268,19 @@ impl TrafficBook {
         removed: &BTreeMap<IpAddr, Counters>,
         now: i64,
     ) {
-        let ips: Vec<IpAddr> = self.active.keys().copied().collect();
-        for ip in ips {
-            let Some(seg) = self.active.get_mut(&ip) else {
-                continue;
-            };
-            let still_mapped = current.get(&ip);
-            if let Some(c) = still_mapped.or_else(|| removed.get(&ip)) {
-                seg.last = *c;
-            }
-            if (still_mapped.is_none() || want.get(&ip).map(|c| &c.key) != Some(&seg.key))
-                && let Some(seg) = self.active.remove(&ip)
-            {
-                self.retire(seg, now);
-            }
+        let closed: Vec<Segment> = self
+            .active
+            .extract_if(.., |ip, seg| {
+                let still_mapped = current.get(ip);
+                if let Some(c) = still_mapped.or_else(|| removed.get(ip)) {
+                    seg.last = *c;
+                }
+                still_mapped.is_none() || want.get(ip).map(|c| &c.key) != Some(&seg.key)
+            })
+            .map(|(_, seg)| seg)
+            .collect();
+        for seg in closed {
+            self.retire(seg, now);
         }
     }
 
