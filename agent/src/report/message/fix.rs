@@ -55,7 +55,7 @@ pub fn fix(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::Kernel(k) => super::kernel::fix(k, reader),
         Remedy::Plan(m) => super::plan::fix(m),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
-            super::leftover::fix(r, reader)
+            super::leftover::remedy(r, reader, true)
         }
         Remedy::DisconnectEndpoint { .. }
         | Remedy::ReallocateDuplicate { .. }

@@ -101,33 +101,47 @@ pub(super) fn what(f: &Finding, reader: Reader<'_>) -> String {
     }
 }
 
-/// The long fixes of these findings.
-pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
+/// The fixes of these findings; `short`: an Event note's one sentence.
+pub(super) fn remedy(r: &Remedy, reader: Reader<'_>, short: bool) -> String {
     match r {
         Remedy::ClearCalicoRoute {
             node,
             ip,
             interface,
             holder,
-        } => {
-            if let Some(h) = holder {
-                return format!(
-                    "Fix: run `calicoctl ipam check --show-problem-ips` to see {ip} allocated \
-                     twice, then delete the refused pod so Calico gives it another address; {} \
-                     keeps {ip}. Do not `calicoctl ipam release` an address a pod holds.",
-                    reader.pod(h)
-                );
+        } => match (holder, short) {
+            (Some(h), true) => format!(
+                "Fix: run `calicoctl ipam check --show-problem-ips`, then delete this pod so \
+                 Calico gives it another address ({} keeps it).",
+                reader.pod(h)
+            ),
+            (Some(h), false) => format!(
+                "Fix: run `calicoctl ipam check --show-problem-ips` to see {ip} allocated \
+                 twice, then delete the refused pod so Calico gives it another address; {} \
+                 keeps {ip}. Do not `calicoctl ipam release` an address a pod holds.",
+                reader.pod(h)
+            ),
+            (None, true) => format!(
+                "Fix: on {node}, once no container uses it, run `ip link delete {}`, then \
+                 `calicoctl ipam check`.",
+                interface.as_deref().unwrap_or("<cali… in the message>")
+            ),
+            (None, false) => {
+                let iface = interface
+                    .as_deref()
+                    .unwrap_or("<the interface in the message>");
+                format!(
+                    "Fix: on {node}, check that no container uses {iface} (`ip route get {ip}`), \
+                     then delete it (`ip link delete {iface}`) so its route goes with it; kubelet \
+                     retries the sandbox. Then run `calicoctl ipam check` for other leaked \
+                     addresses."
+                )
             }
-            let iface = interface
-                .as_deref()
-                .unwrap_or("<the interface in the message>");
-            format!(
-                "Fix: on {node}, check that no container uses {iface} (`ip route get {ip}`), \
-                 then delete it (`ip link delete {iface}`) so its route goes with it; kubelet \
-                 retries the sandbox. Then run `calicoctl ipam check` for other leaked \
-                 addresses."
-            )
-        }
+        },
+        Remedy::RecreateBridge { node, bridge, .. } if short => format!(
+            "Fix: on {node}, delete {bridge}'s old address (`ip addr del <old> dev {bridge}`), or \
+             the bridge itself and restart its pods."
+        ),
         Remedy::RecreateBridge {
             node,
             bridge,
@@ -140,34 +154,6 @@ pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
                  {bridge}`) and restart the node's pods; the bridge plugin recreates it{gw}."
             )
         }
-        _ => String::new(),
-    }
-}
-
-/// The one-sentence fixes of these findings.
-pub(super) fn fix(r: &Remedy, reader: Reader<'_>) -> String {
-    match r {
-        Remedy::ClearCalicoRoute {
-            node,
-            interface,
-            holder,
-            ..
-        } => match holder {
-            Some(h) => format!(
-                "Fix: run `calicoctl ipam check --show-problem-ips`, then delete this pod so \
-                 Calico gives it another address ({} keeps it).",
-                reader.pod(h)
-            ),
-            None => format!(
-                "Fix: on {node}, once no container uses it, run `ip link delete {}`, then \
-                 `calicoctl ipam check`.",
-                interface.as_deref().unwrap_or("<cali… in the message>")
-            ),
-        },
-        Remedy::RecreateBridge { node, bridge, .. } => format!(
-            "Fix: on {node}, delete {bridge}'s old address (`ip addr del <old> dev {bridge}`), or \
-             the bridge itself and restart its pods."
-        ),
         _ => String::new(),
     }
 }

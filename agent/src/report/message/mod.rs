@@ -302,7 +302,7 @@ pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
         Remedy::Calico(c) => calico::remedy(c),
         Remedy::Plan(m) => plan::fix(m),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
-            leftover::remedy(r, reader)
+            leftover::remedy(r, reader, false)
         }
         Remedy::RestoreRoute { node, kube_ovn } => {
             let layout = if *kube_ovn {
