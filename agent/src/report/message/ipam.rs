@@ -146,7 +146,7 @@ pub(super) fn duplicate(
 /// A finding about a node itself.
 pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> String {
     let node = &f.owner.node;
-    let mut m = match problem {
+    let what = match problem {
         NodeProblem::Exhausted {
             pods,
             refused_pods,
@@ -200,8 +200,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
         NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
         NodeProblem::Calico(a) => super::calico::long(f, a),
     };
-    let _ = write!(m, " {}", super::remedy_for(&f.remedy, reader));
-    m
+    format!("{what} {}", super::remedy_for(&f.remedy, reader))
 }
 
 /// A bridge that kept the gateway of the node's previous pod range; `short`:

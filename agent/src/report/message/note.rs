@@ -148,17 +148,14 @@ fn read_from(f: &Finding) -> String {
         | Source::CalicoIpamBlock
         | Source::OvnJoinAnnotation
         | Source::OvnTransitAnnotation
-        | Source::OvnNodeId => {
-            format!(", per {}", f.owner.source)
-        }
+        | Source::OvnNodeId => format!(", per {}", f.owner.source),
         _ => String::new(),
     }
 }
 
-/// What breaks for the pod, by where the address is held; `refusals`:
-/// how often kubelet reported the sandbox refused.
-/// What breaks; `behind`: the host interface whose namespace holds the pod's
-/// address (the kernel's word that the pod is there, and where).
+/// What breaks for the pod, by where the address is held; `refusals`: how
+/// often kubelet reported the sandbox refused; `behind`: the host interface whose
+/// namespace holds the pod's address (the kernel's word that the pod is there, and where).
 fn breaks(f: &Finding, refusals: Option<u64>, behind: Option<&str>) -> String {
     let owner = &f.owner.node;
     match (f.owner.role, f.scope) {
