@@ -14,7 +14,7 @@
 use std::net::IpAddr;
 
 use super::{
-    Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    Cause, Finding, FindingKind, NodeProblem, Owner, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
 };
 use crate::{
@@ -101,12 +101,12 @@ pub(super) fn held_node_addresses(inv: &Inventory) -> Vec<Finding> {
         } else {
             Trust::TenantAddress
         };
-        let owner = Owner {
-            node: inv.node.clone(),
-            role: Role::Node,
-            device: Some(a.device.clone()),
-            source: Source::Kernel,
-        };
+        let owner = Owner::new(
+            inv.node.clone(),
+            Role::Node,
+            Some(a.device.clone()),
+            Source::Kernel,
+        );
         out.push(finding(claim, owner, trust));
     }
     out
@@ -139,12 +139,7 @@ pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) 
                 services: claims,
                 held: None,
             };
-            let owner = Owner {
-                node: n.name.clone(),
-                role: Role::Node,
-                device: None,
-                source: Source::Services,
-            };
+            let owner = Owner::new(n.name.clone(), Role::Node, None, Source::Services);
             out.push(finding(claim, owner, Trust::TenantAddress));
         }
     }
@@ -167,19 +162,8 @@ pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> V
             let Some(a) = services.holders(i.ip).and_then(<[ServiceAddress]>::first) else {
                 continue;
             };
-            let owner = Owner {
-                node: node.to_owned(),
-                role: Role::Local,
-                device: None,
-                source: Source::Services,
-            };
-            let site = PodSite {
-                pod: PodRef::from(p),
-                node: node.to_owned(),
-                ip_source: IpSource::Status,
-                created: p.created,
-                controller: p.controller.clone(),
-            };
+            let owner = Owner::new(node.to_owned(), Role::Local, None, Source::Services);
+            let site = PodSite::new(p, node, IpSource::Status);
             let remedy = Remedy::RemoveServiceAddress {
                 ip: i.ip,
                 service: Some(a.clone()),

@@ -14,7 +14,8 @@ use std::{
     net::IpAddr,
 };
 
-use super::{Index, status_ips};
+use super::Index;
+use crate::detect::status_ips;
 use crate::{
     detect::{Finding, secondary},
     inventory::{Inventory, Lower, NsLink, PeerNamespace, Pod, Source},
@@ -96,7 +97,7 @@ fn group_duplicates(
             let holder = (o.pod, Some(o.link.name.as_str()));
             let pod = (h.pod, Some(h.link.name.as_str()));
             out.push(secondary::finding(
-                (network.as_str(), Source::Kernel),
+                (Some(network.as_str()), Source::Kernel),
                 h.ip,
                 holder,
                 pod,
