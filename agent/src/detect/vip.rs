@@ -16,6 +16,7 @@ use std::net::IpAddr;
 use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
+    status_ips,
 };
 use crate::{
     cni::{self, Holds},
@@ -158,19 +159,18 @@ pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> V
         let Some(node) = p.node.as_deref() else {
             continue;
         };
-        for i in p.ips.iter().filter(|i| i.source == IpSource::Status) {
-            let Some(a) = services.holders(i.ip).and_then(<[ServiceAddress]>::first) else {
+        for ip in status_ips(p) {
+            let Some(a) = services.holders(ip).and_then(<[ServiceAddress]>::first) else {
                 continue;
             };
             let owner = Owner::new(node.to_owned(), Role::Local, None, Source::Services);
             let site = PodSite::new(p, node, IpSource::Status);
             let remedy = Remedy::RemoveServiceAddress {
-                ip: i.ip,
+                ip,
                 service: Some(a.clone()),
                 device: None,
             };
-            let mut f =
-                Finding::collision(Scope::SameNode, i.ip, owner, site, (None, None), remedy);
+            let mut f = Finding::collision(Scope::SameNode, ip, owner, site, (None, None), remedy);
             if let Cause::Collision { service, .. } = &mut f.cause {
                 *service = Some(a.clone());
             }

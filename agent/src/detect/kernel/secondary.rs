@@ -103,14 +103,10 @@ fn group_duplicates(
                 pod,
             ));
         }
-        match (name, parent) {
-            (Some(n), _) => {
-                oldest.named.entry(n).or_insert(h);
-            }
-            (None, Some(p)) => {
-                oldest.unnamed_on.entry(p).or_insert(h);
-            }
-            (None, None) => {}
+        if let Some(n) = name {
+            oldest.named.entry(n).or_insert(h);
+        } else if let Some(p) = parent {
+            oldest.unnamed_on.entry(p).or_insert(h);
         }
         if let Some(p) = parent {
             oldest.any_on.entry(p).or_insert(h);
