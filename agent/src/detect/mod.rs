@@ -155,6 +155,7 @@ pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAdd
 }
 
 #[cfg(test)]
+#[path = "tests/props.rs"]
 mod props;
 #[cfg(test)]
 mod tests;
