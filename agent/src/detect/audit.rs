@@ -14,7 +14,7 @@ use std::{
 use super::{
     Finding, Index, PodRef, Pods, detect_with,
     impact::{Impact, Severity, impact},
-    refused,
+    refused, status_ips,
 };
 use crate::inventory::{ClusterState, HostNetwork, Inventory, IpSource, NodeFacts, Pod, Routes};
 
@@ -75,17 +75,7 @@ impl Audit {
                 rank(f),
             )
         };
-        for n in &mut self.nodes {
-            n.findings
-                .sort_by(|a, b| (key(a), a.sort_key()).cmp(&(key(b), b.sort_key())));
-        }
-        self.nodes.sort_by_key(|n| {
-            (
-                n.findings.iter().map(key).min(),
-                std::cmp::Reverse(n.findings.len()),
-                n.node.clone(),
-            )
-        });
+        order(&mut self.nodes, key);
     }
 
     /// Every finding, node by node.
@@ -265,19 +255,26 @@ fn add_secondary_duplicates(found: &mut BTreeMap<String, Vec<Finding>>, state: &
 fn ranked(found: BTreeMap<String, Vec<Finding>>) -> Vec<NodeAudit> {
     let mut nodes: Vec<NodeAudit> = found
         .into_iter()
-        .map(|(node, mut findings)| {
-            findings.sort_by(|a, b| (rank(a), a.sort_key()).cmp(&(rank(b), b.sort_key())));
-            NodeAudit { node, findings }
-        })
+        .map(|(node, findings)| NodeAudit { node, findings })
         .collect();
+    order(&mut nodes, rank);
+    nodes
+}
+
+/// Each node's findings by `key` (worst first), then the nodes by their
+/// worst, the one with more findings first.
+fn order<K: Ord>(nodes: &mut [NodeAudit], key: impl Fn(&Finding) -> K) {
+    for n in nodes.iter_mut() {
+        n.findings
+            .sort_by(|a, b| (key(a), a.sort_key()).cmp(&(key(b), b.sort_key())));
+    }
     nodes.sort_by_key(|n| {
         (
-            n.findings.iter().map(rank).min().unwrap_or(u8::MAX),
+            n.findings.iter().map(&key).min(),
             std::cmp::Reverse(n.findings.len()),
             n.node.clone(),
         )
     });
-    nodes
 }
 
 /// Live pods by the addresses their status gives them.
@@ -287,8 +284,8 @@ fn status_holders(pods: &[Pod]) -> HashMap<IpAddr, Vec<&Pod>> {
         .iter()
         .filter(|p| p.can_receive_traffic() && !p.terminating && p.node.is_some())
     {
-        for i in p.ips.iter().filter(|i| i.source == IpSource::Status) {
-            by_ip.entry(i.ip).or_default().push(p);
+        for ip in status_ips(p) {
+            by_ip.entry(ip).or_default().push(p);
         }
     }
     by_ip

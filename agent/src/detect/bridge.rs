@@ -9,6 +9,7 @@ use ipnet::IpNet;
 use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec, rank},
+    leftover::link_local,
 };
 use crate::{
     cni::{self, Holds},
@@ -69,7 +70,7 @@ fn foreign(inv: &Inventory) -> Vec<(&str, IpNet)> {
         let judged = own
             .iter()
             .any(|c| c.addr().is_ipv6() == r.dst.addr().is_ipv6())
-            && !link_local(&r.dst);
+            && !link_local(r.dst.addr());
         if !cni::holds(bridge, Holds::Gateway) || mine || !judged {
             continue;
         }
@@ -85,13 +86,6 @@ fn foreign(inv: &Inventory) -> Vec<(&str, IpNet)> {
         out.push((bridge, address));
     }
     out
-}
-
-fn link_local(net: &IpNet) -> bool {
-    match net.addr() {
-        std::net::IpAddr::V4(a) => a.is_link_local(),
-        std::net::IpAddr::V6(a) => a.is_unicast_link_local(),
-    }
 }
 
 /// The finding when another node owns the bridge's range now. A range nobody
@@ -122,12 +116,12 @@ fn finding(inv: &Inventory, bridge: &str, address: IpNet, own: &[IpNet]) -> Opti
         kind: FindingKind::StaleBridgeAddress,
         scope: Scope::SameNode,
         ip: Some(address.addr()),
-        owner: Owner {
-            node: inv.node.clone(),
-            role: Role::Node,
-            device: Some(bridge.to_owned()),
-            source: Source::Kernel,
-        },
+        owner: Owner::new(
+            inv.node.clone(),
+            Role::Node,
+            Some(bridge.to_owned()),
+            Source::Kernel,
+        ),
         cause: Cause::Node(NodeProblem::StaleBridge {
             bridge: bridge.to_owned(),
             address,

@@ -173,12 +173,7 @@ pub(super) fn unallocated_tunnels(inv: &Inventory) -> Vec<Finding> {
             kind: FindingKind::UnallocatedTunnelAddress,
             scope: Scope::SameNode,
             ip: Some(ip),
-            owner: Owner {
-                node: node.to_owned(),
-                role: Role::Tunnel,
-                device: device.map(str::to_owned),
-                source,
-            },
+            owner: Owner::new(node, Role::Tunnel, device.map(str::to_owned), source),
             cause: Cause::Node(NodeProblem::Calico(allocation)),
             remedy: Remedy::Calico(fix(node, ip, leftover)),
             // The node's kernel, its Node's annotations and Calico's blocks:

@@ -22,80 +22,66 @@ use crate::{
 /// The alert on every collision: host traffic to the pod never reaches it.
 const COLLISION: Alert = Alert::Named("IPShadowPodIPCollision");
 
+/// A collision kind: the pod's own node cannot reach it.
+const fn collision_spec(name: &'static str, what: &'static str, remediable: bool) -> Spec {
+    Spec {
+        remediable,
+        rank: rank::unreachable,
+        ..Spec::pod(name, what, Count::Collisions, COLLISION)
+    }
+}
+
 /// The pod's IP is Cilium's router IP (`CiliumInternalIP`) of a node.
-pub(super) const ROUTER: Spec = Spec {
-    remediable: true,
-    rank: rank::unreachable,
-    ..Spec::pod(
-        "RouterIPCollision",
-        "the pod's IP is Cilium's router IP (cilium_host) of a node",
-        Count::Collisions,
-        COLLISION,
-    )
-};
+pub(super) const ROUTER: Spec = collision_spec(
+    "RouterIPCollision",
+    "the pod's IP is Cilium's router IP (cilium_host) of a node",
+    true,
+);
 
 /// The pod's IP is Cilium's Ingress IP of a node.
 pub(super) const INGRESS: Spec = Spec {
-    remediable: true,
     rank: rank::cannot_start,
-    ..Spec::pod(
+    ..collision_spec(
         "IngressIPCollision",
         "the pod's IP is Cilium's Ingress IP of a node",
-        Count::Collisions,
-        COLLISION,
+        true,
     )
 };
 
 /// The pod's IP is Cilium's health endpoint IP of a node.
-pub(super) const HEALTH: Spec = Spec {
-    remediable: true,
-    rank: rank::unreachable,
-    ..Spec::pod(
-        "HealthIPCollision",
-        "the pod's IP is Cilium's health endpoint IP of a node",
-        Count::Collisions,
-        COLLISION,
-    )
-};
+pub(super) const HEALTH: Spec = collision_spec(
+    "HealthIPCollision",
+    "the pod's IP is Cilium's health endpoint IP of a node",
+    true,
+);
 
 /// The pod's IP is a node's tunnel address (Calico's IPIP, VXLAN or WireGuard).
-pub(super) const TUNNEL: Spec = Spec {
-    rank: rank::unreachable,
-    ..Spec::pod(
-        "TunnelIPCollision",
-        "the pod's IP is a node's tunnel address (Calico's IPIP, VXLAN or WireGuard)",
-        Count::Collisions,
-        COLLISION,
-    )
-};
+pub(super) const TUNNEL: Spec = collision_spec(
+    "TunnelIPCollision",
+    "the pod's IP is a node's tunnel address (Calico's IPIP, VXLAN or WireGuard)",
+    false,
+);
 
 /// The pod's IP is a node's own in its pod subnet.
-pub(super) const GATEWAY: Spec = Spec {
-    rank: rank::unreachable,
-    ..Spec::pod(
-        "GatewayIPCollision",
-        "the pod's IP is a node's own in its pod subnet: a bridge's gateway, ovn-kubernetes' \
-         gateway or management port",
-        Count::Collisions,
-        COLLISION,
-    )
-};
+pub(super) const GATEWAY: Spec = collision_spec(
+    "GatewayIPCollision",
+    "the pod's IP is a node's own in its pod subnet: a bridge's gateway, ovn-kubernetes' \
+     gateway or management port",
+    false,
+);
 
 /// The pod's IP is another local address of a node; only that node's kernel
 /// shows it, so the owner reports it too.
 pub(super) const LOCAL: Spec = Spec {
-    remediable: true,
     owner_reports: true,
-    rank: rank::unreachable,
     unseen_by_audit: Some(
         "addresses on the node's other devices live only in its kernel (a pod on a Service's \
          address is reported: kube-proxy binds those on every node)",
     ),
-    ..Spec::pod(
+    ..collision_spec(
         "LocalAddressCollision",
         "the pod's IP is another local address of a node",
-        Count::Collisions,
-        COLLISION,
+        true,
     )
 };
 
@@ -235,12 +221,7 @@ fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner
     let role = device.as_deref().map_or(Role::Local, |d| {
         Role::of_device(d, &inv.router_device, &inv.node)
     });
-    Owner {
-        node: inv.node.clone(),
-        role,
-        device,
-        source: Source::Kernel,
-    }
+    Owner::new(inv.node.clone(), role, device, Source::Kernel)
 }
 
 pub(super) fn check_foreign_pod(

@@ -4,7 +4,6 @@
 
 use std::{fmt, net::IpAddr};
 
-use ipnet::IpNet;
 use serde::Serialize;
 
 pub use super::cause::{Cause, IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
@@ -13,7 +12,7 @@ pub use super::remedy::Reserver;
 pub use super::trust::Trust;
 pub use crate::inventory::InfraAddress;
 pub use crate::inventory::Role;
-use crate::inventory::{DeadEnd, IpRange, IpSource, Pod, Source};
+use crate::inventory::{DeadEnd, IpSource, Pod, Source};
 
 /// The kinds of finding. Each is declared once beside its detector (a
 /// [`Spec`]): its name is the Event reason, metric label and JSON value.
@@ -168,6 +167,15 @@ impl Scope {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Same-node where the pod's `node` is the owner's `owner`.
+    pub fn between(node: &str, owner: &str) -> Self {
+        if node == owner {
+            Self::SameNode
+        } else {
+            Self::CrossNode
+        }
+    }
 }
 
 /// A pod, by namespace, name and uid.
@@ -211,6 +219,23 @@ pub struct Owner {
     pub source: Source,
 }
 
+impl Owner {
+    /// `node`'s address of `role`, on `device`, read from `source`.
+    pub fn new(
+        node: impl Into<String>,
+        role: Role,
+        device: Option<String>,
+        source: Source,
+    ) -> Self {
+        Self {
+            node: node.into(),
+            role,
+            device,
+            source,
+        }
+    }
+}
+
 /// The pod side of a finding: which pod, on which node, and where its IP came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodSite {
@@ -225,6 +250,19 @@ pub struct PodSite {
     /// Its controller (`Kind/name` of the owner reference with `controller:
     /// true`): what recreates it when it is evicted.
     pub controller: Option<String>,
+}
+
+impl PodSite {
+    /// `pod` on `node`, its address read from `ip_source`.
+    pub fn new(pod: &Pod, node: &str, ip_source: IpSource) -> Self {
+        Self {
+            pod: PodRef::from(pod),
+            node: node.to_owned(),
+            ip_source,
+            created: pod.created,
+            controller: pod.controller.clone(),
+        }
+    }
 }
 
 /// One finding: a pod IP shadowed (or about to be) by an address a node holds,
@@ -295,56 +333,11 @@ impl Finding {
             kind: FindingKind::HostRouteBlackhole,
             scope: Scope::SameNode,
             ip: Some(ip),
-            owner: Owner {
-                node: site.node.clone(),
-                role: Role::Local,
-                device: None,
-                source: Source::Kernel,
-            },
+            owner: Owner::new(site.node.clone(), Role::Local, None, Source::Kernel),
             cause: Cause::Blackhole {
                 site,
                 dead_end,
                 route,
-            },
-            remedy,
-            trust,
-        }
-    }
-
-    /// Cilium's addresses (held now, `ip` first), or `ip` it may take from
-    /// `cilium_range` (`addresses` empty), that `subnet` may hand to a pod.
-    pub fn overlap(
-        ip: IpAddr,
-        owner: Owner,
-        subnet: String,
-        block: Option<IpNet>,
-        cilium_range: Option<(IpNet, &'static str)>,
-        addresses: Vec<InfraAddress>,
-    ) -> Self {
-        let exclude = cilium_range.as_ref().map_or(
-            IpRange {
-                first: ip,
-                last: ip,
-            },
-            |(r, _)| IpRange::of(r),
-        );
-        let remedy = Remedy::ExcludeFromSubnet {
-            subnet: subnet.clone(),
-            exclude,
-            block,
-        };
-        let trust = Trust::of_source(owner.source);
-        Self {
-            kind: FindingKind::AllocatorOverlap,
-            scope: Scope::SameNode,
-            ip: Some(ip),
-            owner,
-            cause: Cause::Overlap {
-                subnet,
-                block,
-                cilium_range,
-                held: !addresses.is_empty(),
-                addresses,
             },
             remedy,
             trust,

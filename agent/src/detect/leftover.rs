@@ -19,8 +19,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{
-    Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
-    kind::{Alert, Count, Spec, rank},
+    Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    kind::{Alert, Spec},
+    refused::{holder_of, refusal, summed},
+    status_ips,
 };
 use crate::{
     cni::{self, Holds},
@@ -30,16 +32,12 @@ use crate::{
 };
 
 /// The CNI refused the pod: the host routes its address through another interface.
-pub(super) const ROUTE_TAKEN: Spec = Spec {
-    rank: rank::cannot_start,
-    ..Spec::pod(
-        "PodRouteTaken",
-        "the CNI refused the pod: the host routes its address through another interface \
-         (Calico's \"route … already exists for an interface other than\")",
-        Count::IpamProblems,
-        Alert::Named("IPShadowPodRouteTaken"),
-    )
-};
+pub(super) const ROUTE_TAKEN: Spec = refusal(
+    "PodRouteTaken",
+    "the CNI refused the pod: the host routes its address through another interface (Calico's \
+     \"route … already exists for an interface other than\")",
+    Alert::Named("IPShadowPodRouteTaken"),
+);
 
 /// The refusals of this node's pods that have not started since.
 pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
@@ -50,7 +48,7 @@ pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
             && p.reportable()
             // A pod with an address in its status got a sandbox after all:
             // the Events left from before are no longer its trouble.
-            && !p.ips.iter().any(|i| i.source == IpSource::Status)
+            && status_ips(p).next().is_none()
     }) {
         let failures: Vec<&SandboxFailure> = sandbox.iter().filter(|f| f.is_about(pod)).collect();
         out.extend(route_taken(inv, pod, &failures));
@@ -59,41 +57,9 @@ pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
     out
 }
 
-/// kubelet's reports among `failures` that `keep` selects: counts summed,
-/// the message of the most repeated.
-fn summed(
-    failures: &[&SandboxFailure],
-    keep: impl Fn(&SandboxRefusal) -> bool,
-) -> Option<KubeletReport> {
-    let mut out: Option<(KubeletReport, u64)> = None;
-    for f in failures.iter().filter(|f| keep(&f.refusal)) {
-        let (report, best) = out.get_or_insert_with(|| {
-            (
-                KubeletReport {
-                    count: 0,
-                    message: f.message.clone(),
-                },
-                f.count,
-            )
-        });
-        report.count = report.count.saturating_add(f.count);
-        if f.count > *best {
-            report.message.clone_from(&f.message);
-            *best = f.count;
-        }
-    }
-    out.map(|(r, _)| r)
-}
-
 fn site(inv: &Inventory, pod: &Pod) -> PodSite {
-    PodSite {
-        pod: PodRef::from(pod),
-        node: inv.node.clone(),
-        // The pod has no address of its own: the refusal names it.
-        ip_source: IpSource::Event,
-        created: pod.created,
-        controller: pod.controller.clone(),
-    }
+    // The pod has no address of its own: the refusal names it.
+    PodSite::new(pod, &inv.node, IpSource::Event)
 }
 
 /// Calico's refusal of `pod`: the route to its address is another interface's.
@@ -103,7 +69,7 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
         _ => None,
     })?;
     let about_ip = |r: &SandboxRefusal| matches!(r, SandboxRefusal::HostRouteTaken { dst: Some(d), .. } if *d == ip);
-    let kubelet = summed(failures, about_ip)?;
+    let kubelet = summed(failures.iter().copied().filter(|f| about_ip(&f.refusal)))?;
     let named = failures.iter().find_map(|f| match &f.refusal {
         r @ SandboxRefusal::HostRouteTaken { holder, .. } if about_ip(r) => holder.clone(),
         _ => None,
@@ -117,7 +83,7 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
     // (or through any, when the message names none: Calico before 3.x).
     let seen = kernel.is_some() && (named.is_none() || named == kernel);
     let interface = named.or(kernel);
-    let holder = holder_of(inv, pod, ip);
+    let holder = holder_of(inv, pod, ip, &inv.node);
     // Through no pod's veth (Felix's route to a pod elsewhere out vxlan.calico
     // or tunl0): deleting that interface would cut the node off; without the
     // pod holding it, nothing here can be told safely.
@@ -133,12 +99,7 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
         kind: FindingKind::PodRouteTaken,
         scope: Scope::SameNode,
         ip: Some(ip),
-        owner: Owner {
-            node: inv.node.clone(),
-            role,
-            device: interface.clone(),
-            source,
-        },
+        owner: Owner::new(inv.node.clone(), role, interface.clone(), source),
         remedy: Remedy::ClearCalicoRoute {
             node: inv.node.clone(),
             ip,
@@ -155,24 +116,6 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
         },
         trust: Trust::Hint,
     })
-}
-
-/// The live pod (other than `pod`) whose status holds `ip`: this node's first.
-fn holder_of<'a>(inv: &'a Inventory, pod: &Pod, ip: IpAddr) -> Option<&'a Pod> {
-    let mut holders: Vec<&Pod> = inv
-        .cluster
-        .pods
-        .iter()
-        .filter(|p| {
-            p.can_receive_traffic()
-                && !(p.namespace == pod.namespace && p.name == pod.name)
-                && p.ips
-                    .iter()
-                    .any(|i| i.ip == ip && i.source == IpSource::Status)
-        })
-        .collect();
-    holders.sort_by_key(|p| p.node.as_deref() != Some(inv.node.as_str()));
-    holders.first().copied()
 }
 
 /// Whether `iface` may be a leftover pod veth: not one of Calico's tunnels,
@@ -208,10 +151,9 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
         } => Some((b.clone(), *gateway)),
         _ => None,
     })?;
-    let kubelet = summed(
-        failures,
-        |r| matches!(r, SandboxRefusal::BridgeAddressDiffers { bridge: Some(b), .. } if *b == bridge),
-    )?;
+    let kubelet = summed(failures.iter().copied().filter(|f| {
+        matches!(&f.refusal, SandboxRefusal::BridgeAddressDiffers { bridge: Some(b), .. } if *b == bridge)
+    }))?;
     if !pods_bridge(inv, &bridge, wanted) {
         return None;
     }
@@ -232,20 +174,12 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
             gateway: wanted,
         },
     };
+    let source = stale.map_or(Source::KubeletEvent, |_| Source::Kernel);
     Some(Finding {
         kind: FindingKind::StaleBridgeAddress,
         scope: Scope::SameNode,
         ip: stale.or(wanted).map(|a| a.addr()),
-        owner: Owner {
-            node: inv.node.clone(),
-            role: Role::Node,
-            device: Some(bridge.clone()),
-            source: if stale.is_some() {
-                Source::Kernel
-            } else {
-                Source::KubeletEvent
-            },
-        },
+        owner: Owner::new(inv.node.clone(), Role::Node, Some(bridge.clone()), source),
         cause: Cause::Leftover {
             site: site(inv, pod),
             kubelet,
@@ -299,7 +233,7 @@ fn other_address(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> Option
         })
 }
 
-fn link_local(ip: IpAddr) -> bool {
+pub(super) fn link_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => a.is_link_local(),
         IpAddr::V6(a) => a.is_unicast_link_local(),

@@ -47,7 +47,7 @@ pub use owners::Index;
 use owners::Owners;
 pub use truth::{KernelFix, KernelTruth};
 
-use crate::inventory::{Inventory, Pod, TruthRow, TruthTable};
+use crate::inventory::{Inventory, IpSource, Pod, TruthRow, TruthTable};
 
 /// Every finding `inv` shows, in a stable order (see [`Finding::sort_key`]).
 pub fn detect(inv: &Inventory) -> Vec<Finding> {
@@ -103,13 +103,7 @@ fn findings_and_rows<'a>(
                 continue;
             }
             // The pod's side is built (strings cloned) only for a finding.
-            let site = || PodSite {
-                pod: PodRef::from(pod),
-                node: pod_node.to_owned(),
-                ip_source: pip.source.clone(),
-                created: pod.created,
-                controller: pod.controller.clone(),
-            };
+            let site = || PodSite::new(pod, pod_node, pip.source.clone());
             let finding = if pod_node == inv.node {
                 collision::check_own_pod(inv, &owners, pod, site, pip)
             } else if pods == Pods::Own {
@@ -145,6 +139,14 @@ fn seen_findings(findings: &[Finding]) -> HashSet<(&str, IpAddr)> {
         .collect()
 }
 
+/// A pod's addresses from its status (kubelet's word, not a hint).
+fn status_ips(p: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
+    p.ips
+        .iter()
+        .filter(|i| i.source == IpSource::Status)
+        .map(|i| i.ip)
+}
+
 /// The IPs whose FIB answer detection needs: those of `node`'s pods.
 pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAddr> + 'a {
     pods.iter()
@@ -153,6 +155,7 @@ pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAdd
 }
 
 #[cfg(test)]
+#[path = "tests/props.rs"]
 mod props;
 #[cfg(test)]
 mod tests;

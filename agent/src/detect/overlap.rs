@@ -8,8 +8,9 @@ use std::{collections::BTreeSet, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{
-    Finding, Owner, Owners, Role,
+    Cause, Finding, FindingKind, Owner, Owners, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
+    plan::step,
 };
 use crate::inventory::{CniNode, InfraAddress, Inventory, IpRange, Source, Subnet};
 
@@ -46,15 +47,12 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
         let exposed = !groups.is_empty();
         for (range, addresses) in groups {
             let InfraAddress { ip, role, source } = addresses[0];
-            let owner = owners.mine.get(&ip).map_or(
-                Owner {
-                    node: inv.node.clone(),
-                    role,
-                    device: None,
-                    source,
-                },
-                |o| o.to_owner(),
-            );
+            let owner = owners
+                .mine
+                .get(&ip)
+                .map_or(Owner::new(inv.node.clone(), role, None, source), |o| {
+                    o.to_owner()
+                });
             out.push(finding(subnet, ip, owner, range, addresses));
         }
         if exposed {
@@ -65,12 +63,13 @@ pub(super) fn allocator_overlaps(inv: &Inventory, owners: &Owners<'_>) -> Vec<Fi
             if let Some(ip) = first_allocatable(subnet, &range)
                 && seen.insert(ip)
             {
-                let owner = Owner {
-                    node: inv.node.clone(),
-                    role: Role::Router,
-                    device: Some(inv.router_device.clone()),
-                    source: Source::SpecAddresses,
-                };
+                let device = Some(inv.router_device.clone());
+                let owner = Owner::new(
+                    inv.node.clone(),
+                    Role::Router,
+                    device,
+                    Source::SpecAddresses,
+                );
                 out.push(finding(subnet, ip, owner, Some((range, field)), Vec::new()));
             }
         }
@@ -110,36 +109,13 @@ fn first_allocatable(subnet: &Subnet, range: &IpNet) -> Option<IpAddr> {
     let r = IpRange::of(range);
     let mut candidates = vec![r.first, r.last];
     for e in &subnet.exclude {
-        candidates.extend(step(e.first, -1));
-        candidates.extend(step(e.last, 1));
+        candidates.extend(step(e.first, false));
+        candidates.extend(step(e.last, true));
     }
     candidates.sort();
     candidates
         .into_iter()
         .find(|ip| range.contains(ip) && subnet.allocates(*ip))
-}
-
-fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
-    match ip {
-        IpAddr::V4(v4) => {
-            let n = u32::from(v4);
-            let n = if by < 0 {
-                n.checked_sub(1)?
-            } else {
-                n.checked_add(1)?
-            };
-            Some(IpAddr::V4(n.into()))
-        }
-        IpAddr::V6(v6) => {
-            let n = u128::from(v6);
-            let n = if by < 0 {
-                n.checked_sub(1)?
-            } else {
-                n.checked_add(1)?
-            };
-            Some(IpAddr::V6(n.into()))
-        }
-    }
 }
 
 /// `addresses`: those Cilium holds that the Subnet may hand out (`ip` the
@@ -153,4 +129,42 @@ fn finding(
 ) -> Finding {
     let block = subnet.cidrs.iter().find(|c| c.contains(&ip)).copied();
     Finding::overlap(ip, owner, subnet.name.clone(), block, range, addresses)
+}
+
+impl Finding {
+    /// Cilium's addresses (held now, `ip` first), or `ip` it may take from
+    /// `cilium_range` (`addresses` empty), that `subnet` may hand to a pod.
+    pub fn overlap(
+        ip: IpAddr,
+        owner: Owner,
+        subnet: String,
+        block: Option<IpNet>,
+        cilium_range: Option<(IpNet, &'static str)>,
+        addresses: Vec<InfraAddress>,
+    ) -> Self {
+        let exclude = cilium_range
+            .as_ref()
+            .map_or(IpRange::one(ip), |(r, _)| IpRange::of(r));
+        let remedy = Remedy::ExcludeFromSubnet {
+            subnet: subnet.clone(),
+            exclude,
+            block,
+        };
+        let trust = Trust::of_source(owner.source);
+        Self {
+            kind: FindingKind::AllocatorOverlap,
+            scope: Scope::SameNode,
+            ip: Some(ip),
+            owner,
+            cause: Cause::Overlap {
+                subnet,
+                block,
+                cilium_range,
+                held: !addresses.is_empty(),
+                addresses,
+            },
+            remedy,
+            trust,
+        }
+    }
 }

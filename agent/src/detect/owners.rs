@@ -20,12 +20,12 @@ pub(super) struct OwnerRef<'a> {
 
 impl OwnerRef<'_> {
     pub(super) fn to_owner(self) -> Owner {
-        Owner {
-            node: self.node.to_owned(),
-            role: self.role,
-            device: self.device.map(str::to_owned),
-            source: self.source,
-        }
+        Owner::new(
+            self.node.to_owned(),
+            self.role,
+            self.device.map(str::to_owned),
+            self.source,
+        )
     }
 
     /// Named by the cluster (a CiliumNode or a Node annotation), not only seen in the kernel.
@@ -105,15 +105,7 @@ impl<'a> Index<'a> {
         match role {
             Role::Router => Some(self.router_device),
             Role::Health => Some(HEALTH_DEVICE),
-            Role::Ingress
-            | Role::Tunnel
-            | Role::Gateway
-            | Role::ManagementPort
-            | Role::OvnRouterPort
-            | Role::Local
-            | Role::Pod
-            | Role::Endpoint
-            | Role::Node => None,
+            _ => None,
         }
     }
 }

@@ -115,10 +115,7 @@ pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
         .filter(|n| n.name == me)
         .flat_map(|n| {
             let cidrs = n.pod_cidrs.iter().map(IpRange::of);
-            cidrs.chain(n.addresses.iter().map(|a| IpRange {
-                first: a.ip,
-                last: a.ip,
-            }))
+            cidrs.chain(n.addresses.iter().map(|a| IpRange::one(a.ip)))
         })
         .chain(
             state
@@ -214,12 +211,12 @@ fn finding(o: PlanOverlap) -> Finding {
         kind: FindingKind::AddressPlanOverlap,
         scope: Scope::SameNode,
         ip: Some(o.shared.first),
-        owner: Owner {
-            node: node.unwrap_or_default(),
-            role: Role::Node,
-            device: None,
-            source: Source::AddressPlan,
-        },
+        owner: Owner::new(
+            node.unwrap_or_default(),
+            Role::Node,
+            None,
+            Source::AddressPlan,
+        ),
         cause: Cause::Plan(Box::new(o)),
         remedy,
         trust,
@@ -242,10 +239,10 @@ fn weight(p: &Planned) -> u8 {
 }
 
 fn ordered<'a>(a: &'a Planned, b: &'a Planned) -> (&'a Planned, &'a Planned, bool) {
-    match weight(a).cmp(&weight(b)) {
-        std::cmp::Ordering::Greater => (b, a, false),
-        std::cmp::Ordering::Less => (a, b, false),
-        std::cmp::Ordering::Equal => (a, b, true),
+    if weight(b) < weight(a) {
+        (b, a, false)
+    } else {
+        (a, b, weight(a) == weight(b))
     }
 }
 
@@ -341,27 +338,20 @@ fn skip_excluded(from: IpAddr, to: IpAddr, excluded: &[&IpRange], up: bool) -> O
     None
 }
 
-/// The address after (or before) `ip`.
-fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
+/// The address after (or before) `ip`, in its family.
+pub(super) fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
+    let next = |n: u128| {
+        if up {
+            n.checked_add(1)
+        } else {
+            n.checked_sub(1)
+        }
+    };
     match ip {
-        IpAddr::V4(a) => {
-            let n = u32::from(a);
-            let n = if up {
-                n.checked_add(1)?
-            } else {
-                n.checked_sub(1)?
-            };
-            Some(IpAddr::V4(n.into()))
-        }
-        IpAddr::V6(a) => {
-            let n = u128::from(a);
-            let n = if up {
-                n.checked_add(1)?
-            } else {
-                n.checked_sub(1)?
-            };
-            Some(IpAddr::V6(n.into()))
-        }
+        IpAddr::V4(a) => u32::try_from(next(u32::from(a).into())?)
+            .ok()
+            .map(|n| IpAddr::V4(n.into())),
+        IpAddr::V6(a) => next(a.into()).map(|n| IpAddr::V6(n.into())),
     }
 }
 

@@ -13,7 +13,7 @@ use ipnet::IpNet;
 
 use crate::cni::ovn_kubernetes::NODE_SUBNETS;
 
-use crate::inventory::{ClusterState, IpRange, IpSource, PlanOwner, Planned, Purpose};
+use crate::inventory::{ClusterState, IpRange, PlanOwner, Planned, Purpose};
 
 fn owner(
     allocator: &'static str,
@@ -48,10 +48,7 @@ pub(super) fn derived(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> 
             out.push(node_range(o, Purpose::NodePods, c, &n.name));
         }
         for a in &n.addresses {
-            let one = IpRange {
-                first: a.ip,
-                last: a.ip,
-            };
+            let one = IpRange::one(a.ip);
             if !keep(&one) {
                 continue;
             }
@@ -148,8 +145,7 @@ fn calico_pools<'a>(
         .pods
         .iter()
         .filter(|p| wanted && !p.host_network)
-        .flat_map(|p| p.ips.iter().filter(|i| i.source == IpSource::Status))
-        .map(|i| i.ip)
+        .flat_map(super::status_ips)
         .collect();
     calico
         .pools
@@ -189,17 +185,12 @@ fn ovn_internal(state: &ClusterState) -> Vec<Planned> {
         || state.plan.iter().any(|p| p.shared.as_ref() == Some(&join));
     // A Node's own address in the default join subnet says it was moved off it
     // (that is why it is moved), where no annotation tells where to.
-    let mut holds_a_node: Vec<(IpNet, bool)> = Vec::new();
+    let mut holds_a_node: BTreeMap<IpNet, bool> = BTreeMap::new();
     let mut default_taken = |net: IpNet| {
-        if let Some(&(_, taken)) = holds_a_node.iter().find(|(n, _)| *n == net) {
-            return taken;
-        }
-        let taken = state
-            .nodes
-            .iter()
-            .any(|n| n.addresses.iter().any(|a| net.contains(&a.ip)));
-        holds_a_node.push((net, taken));
-        taken
+        *holds_a_node.entry(net).or_insert_with(|| {
+            let mut addresses = state.nodes.iter().flat_map(|n| &n.addresses);
+            addresses.any(|a| net.contains(&a.ip))
+        })
     };
     let mut first: BTreeMap<(&str, IpNet), (&str, &'static str)> = BTreeMap::new();
     for n in state.annotated_nodes.iter() {

@@ -119,11 +119,11 @@ pub(super) fn migration_stuck(inv: &Inventory, cn: &CniNode) -> Option<NodeProbl
         .iter()
         .filter(|c| {
             // A family without a pool is not this finding (the operator would not allocate it).
-            let pools = config
+            let mut pools = config
                 .cluster_pool
                 .iter()
-                .filter(|p| family(p) == family(c));
-            let mut pools = pools.peekable();
+                .filter(|p| family(p) == family(c))
+                .peekable();
             pools.peek().is_some() && !pools.any(|p| p.contains(*c))
         })
         .copied()

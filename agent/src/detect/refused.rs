@@ -11,70 +11,91 @@ use super::{
     CalicoFix, Cause, Finding, FindingKind, KubeletReport, Owner, PodRef, PodSite, Remedy, Role,
     Scope, Trust,
     kind::{Alert, Count, Spec, rank},
+    status_ips,
 };
-use crate::inventory::{Inventory, IpSource, Pod, SandboxRefusal, Source};
+use crate::inventory::{Inventory, Pod, SandboxFailure, SandboxRefusal, Source};
+
+/// A kind about a pod whose sandbox the CNI refused: it cannot start.
+pub(super) const fn refusal(name: &'static str, what: &'static str, alert: Alert) -> Spec {
+    Spec {
+        rank: rank::cannot_start,
+        ..Spec::pod(name, what, Count::IpamProblems, alert)
+    }
+}
 
 /// Another live pod holds the pod's address: the CNI refused it (Cilium's
 /// in use, Calico IPAM's assigned), or both pods hold it in their status.
-pub(super) const DUPLICATE: Spec = Spec {
-    rank: rank::cannot_start,
-    ..Spec::pod(
-        "DuplicatePodIP",
-        "another live pod holds the pod's address: the CNI refused it as in use (Cilium) or \
-         assigned (Calico's IPAM), or both pods hold it",
-        Count::IpamProblems,
-        Alert::Named("IPShadowDuplicatePodIP"),
-    )
-};
+pub(super) const DUPLICATE: Spec = refusal(
+    "DuplicatePodIP",
+    "another live pod holds the pod's address: the CNI refused it as in use (Cilium) or \
+     assigned (Calico's IPAM), or both pods hold it",
+    Alert::Named("IPShadowDuplicatePodIP"),
+);
 
 /// Cilium refused the pod's address as in use, and nothing owns it.
-pub(super) const STALE_ENDPOINT: Spec = Spec {
-    rank: rank::cannot_start,
-    ..Spec::pod(
-        "StaleCiliumEndpoint",
-        "Cilium refused the pod's address as in use, and nothing owns it: an endpoint Cilium \
-         keeps for a pod that is gone",
-        Count::IpamProblems,
-        Alert::Named("IPShadowStaleCiliumEndpoint"),
-    )
-};
+pub(super) const STALE_ENDPOINT: Spec = refusal(
+    "StaleCiliumEndpoint",
+    "Cilium refused the pod's address as in use, and nothing owns it: an endpoint Cilium \
+     keeps for a pod that is gone",
+    Alert::Named("IPShadowStaleCiliumEndpoint"),
+);
 
 /// Calico's IPAM refused the pod the address it asked for, and nothing holds it.
-pub(super) const STALE_CALICO: Spec = Spec {
-    rank: rank::cannot_start,
-    ..Spec::pod(
-        "StaleCalicoAllocation",
-        "Calico's IPAM refused the address the pod asked for as assigned, and no pod holds it: \
-         an allocation left by a pod that is gone",
-        Count::IpamProblems,
-        Alert::None(
-            "always a hint: it rests on kubelet's Event alone, which a tenant can write (a pod \
-             asking for an address no pod holds is told apart by no other record the agent reads)",
-        ),
-    )
-};
+pub(super) const STALE_CALICO: Spec = refusal(
+    "StaleCalicoAllocation",
+    "Calico's IPAM refused the address the pod asked for as assigned, and no pod holds it: \
+     an allocation left by a pod that is gone",
+    Alert::None(
+        "always a hint: it rests on kubelet's Event alone, which a tenant can write (a pod \
+         asking for an address no pod holds is told apart by no other record the agent reads)",
+    ),
+);
 
-/// kubelet's reports that `pod` was refused `ip` as in use: counts summed, the
-/// message of the most repeated.
+/// kubelet's reports that `pod` was refused `ip` as in use.
 pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<KubeletReport> {
-    let mut matching = inv
-        .cluster
-        .sandbox
-        .iter()
-        .filter(|f| f.is_about(pod) && f.refusal.refused_address() == Some(ip))
-        .peekable();
-    matching.peek()?;
-    let (mut count, mut best) = (0u64, None::<(u64, &str)>);
-    for f in matching {
-        count = count.saturating_add(f.count);
-        if best.is_none_or(|(c, _)| f.count > c) {
-            best = Some((f.count, &f.message));
+    summed(
+        inv.cluster
+            .sandbox
+            .iter()
+            .filter(|f| f.is_about(pod) && f.refusal.refused_address() == Some(ip)),
+    )
+}
+
+/// kubelet's reports `failures`: counts summed, the message of the most repeated.
+pub(super) fn summed<'a>(
+    failures: impl Iterator<Item = &'a SandboxFailure>,
+) -> Option<KubeletReport> {
+    let mut out: Option<(KubeletReport, u64)> = None;
+    for f in failures {
+        let (report, best) = out.get_or_insert_with(|| {
+            let message = f.message.clone();
+            (KubeletReport { count: 0, message }, f.count)
+        });
+        report.count = report.count.saturating_add(f.count);
+        if f.count > *best {
+            report.message.clone_from(&f.message);
+            *best = f.count;
         }
     }
-    Some(KubeletReport {
-        count,
-        message: best.map(|(_, m)| m.to_owned()).unwrap_or_default(),
-    })
+    out.map(|(r, _)| r)
+}
+
+/// The live pod other than `me` whose status holds `ip`: `node`'s first.
+pub(super) fn holder_of<'a>(
+    inv: &'a Inventory,
+    me: &Pod,
+    ip: IpAddr,
+    node: &str,
+) -> Option<&'a Pod> {
+    inv.cluster
+        .pods
+        .iter()
+        .filter(|p| {
+            p.can_receive_traffic()
+                && !(p.namespace == me.namespace && p.name == me.name)
+                && status_ips(p).any(|i| i == ip)
+        })
+        .min_by_key(|p| p.node.as_deref() != Some(node))
 }
 
 /// A pod refused `ip` as in use where no node holds it: another live pod
@@ -82,34 +103,48 @@ pub(super) fn kubelet_report(inv: &Inventory, pod: &Pod, ip: IpAddr) -> Option<K
 /// for a pod that is gone (`StaleCiliumEndpoint`, cilium#38313).
 pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> Option<Finding> {
     let kubelet = kubelet_report(inv, me, ip)?;
-    let holds = |p: &&Pod| {
-        p.can_receive_traffic()
-            && !(p.namespace == me.namespace && p.name == me.name)
-            && p.ips
-                .iter()
-                .any(|i| i.ip == ip && i.source == IpSource::Status)
-    };
     // The pod's own node first: its Cilium is the one that refused.
-    let holder = inv
-        .cluster
-        .pods
-        .iter()
-        .filter(holds)
-        .min_by_key(|p| p.node.as_deref() != Some(site.node.as_str()));
+    let holder = holder_of(inv, me, ip, &site.node);
     // Calico's IPAM refused the address the pod asked for: Calico's fix.
     let calico = inv
         .cluster
         .sandbox
         .iter()
         .any(|f| f.is_about(me) && f.refusal == SandboxRefusal::AddressAssigned(ip));
-    let (kind, scope, owner, remedy) = match holder {
-        Some(h) => duplicate(h, &site.node, calico.then_some(ip)),
-        None if calico => stale_allocation(&site.node, ip),
-        None => stale_endpoint(inv, &site.node, ip),
+    let node = site.node.as_str();
+    let (kind, owner) = match holder {
+        Some(h) => {
+            let on = h.node.as_deref().unwrap_or(node);
+            let owner = Owner::new(on, Role::Pod, None, Source::PodStatus);
+            (FindingKind::DuplicatePodIp, owner)
+        }
+        None if calico => {
+            let owner = Owner::new(node, Role::Node, None, Source::KubeletEvent);
+            (FindingKind::StaleCalicoAllocation, owner)
+        }
+        None => {
+            let owner = Owner::new(node, Role::Endpoint, None, Source::KubeletEvent);
+            (FindingKind::StaleCiliumEndpoint, owner)
+        }
+    };
+    let remedy = match (holder, calico) {
+        (held, true) => Remedy::Calico(CalicoFix::AssignedAddress {
+            node: node.to_owned(),
+            ip,
+            held: held.is_some(),
+        }),
+        (Some(_), false) => Remedy::ReallocateDuplicate {
+            node: node.to_owned(),
+        },
+        (None, false) => Remedy::DisconnectEndpoint {
+            node: node.to_owned(),
+            ip,
+            cilium_pod: cilium_agent_pod(inv, node),
+        },
     };
     Some(Finding {
         kind,
-        scope,
+        scope: Scope::between(&owner.node, node),
         ip: Some(ip),
         owner,
         cause: Cause::Refused {
@@ -121,75 +156,6 @@ pub(super) fn refused(inv: &Inventory, me: &Pod, site: PodSite, ip: IpAddr) -> O
         // The refusal is known from an Event alone, which a tenant can write.
         trust: Trust::Hint,
     })
-}
-
-/// Who holds the address and what fixes it, when another live pod (`holder`)
-/// does; `calico`: the address Calico's IPAM refused as assigned.
-fn duplicate(
-    holder: &Pod,
-    node: &str,
-    calico: Option<IpAddr>,
-) -> (FindingKind, Scope, Owner, Remedy) {
-    let on = holder.node.clone().unwrap_or_else(|| node.to_owned());
-    let scope = if on == node {
-        Scope::SameNode
-    } else {
-        Scope::CrossNode
-    };
-    let owner = Owner {
-        node: on,
-        role: Role::Pod,
-        device: None,
-        source: Source::PodStatus,
-    };
-    let node = node.to_owned();
-    let remedy = match calico {
-        Some(ip) => Remedy::Calico(CalicoFix::AssignedAddress {
-            node,
-            ip,
-            held: true,
-        }),
-        None => Remedy::ReallocateDuplicate { node },
-    };
-    (FindingKind::DuplicatePodIp, scope, owner, remedy)
-}
-
-/// The same, when no pod does: Cilium on `node` keeps an endpoint for a pod that is gone.
-fn stale_endpoint(inv: &Inventory, node: &str, ip: IpAddr) -> (FindingKind, Scope, Owner, Remedy) {
-    let owner = Owner {
-        node: node.to_owned(),
-        role: Role::Endpoint,
-        device: None,
-        source: Source::KubeletEvent,
-    };
-    let remedy = Remedy::DisconnectEndpoint {
-        node: node.to_owned(),
-        ip,
-        cilium_pod: cilium_agent_pod(inv, node),
-    };
-    (
-        FindingKind::StaleCiliumEndpoint,
-        Scope::SameNode,
-        owner,
-        remedy,
-    )
-}
-
-/// The same, when Calico's IPAM refused it: an allocation it keeps for none.
-fn stale_allocation(node: &str, ip: IpAddr) -> (FindingKind, Scope, Owner, Remedy) {
-    let owner = Owner {
-        node: node.to_owned(),
-        role: Role::Node,
-        device: None,
-        source: Source::KubeletEvent,
-    };
-    let remedy = Remedy::Calico(CalicoFix::AssignedAddress {
-        node: node.to_owned(),
-        ip,
-        held: false,
-    });
-    let kind = FindingKind::StaleCalicoAllocation;
-    (kind, Scope::SameNode, owner, remedy)
 }
 
 /// The Cilium agent pod on `node`, by the DaemonSet's naming (`cilium-xxxxx`).
@@ -220,42 +186,15 @@ pub(super) fn duplicates(holders: &HashMap<IpAddr, Vec<&Pod>>) -> Vec<Finding> {
         let Some((oldest, newer)) = pods.split_first() else {
             continue;
         };
-        let holder = PodRef::from(*oldest);
-        let holder_node = oldest.node.clone().unwrap_or_default();
         for p in newer {
-            let node = p.node.clone().unwrap_or_default();
-            let scope = if node == holder_node {
-                Scope::SameNode
-            } else {
-                Scope::CrossNode
-            };
-            out.push(Finding {
-                kind: FindingKind::DuplicatePodIp,
-                scope,
-                ip: Some(*ip),
-                owner: Owner {
-                    node: holder_node.clone(),
-                    role: Role::Pod,
-                    device: None,
-                    source: Source::PodStatus,
-                },
-                cause: Cause::Duplicate {
-                    site: PodSite {
-                        pod: PodRef::from(*p),
-                        node,
-                        ip_source: IpSource::Status,
-                        created: p.created,
-                        controller: p.controller.clone(),
-                    },
-                    holder: holder.clone(),
-                    network: None,
-                },
-                remedy: Remedy::RecreateNewer {
-                    pod: PodRef::from(*p),
-                },
-                // Both addresses are in pod status, which only kubelet writes.
-                trust: Trust::Cluster,
-            });
+            // Both addresses are in pod status, which only kubelet writes.
+            let from = (None, Source::PodStatus);
+            out.push(super::secondary::finding(
+                from,
+                *ip,
+                (oldest, None),
+                (p, None),
+            ));
         }
     }
     out

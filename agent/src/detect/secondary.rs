@@ -9,26 +9,22 @@ use std::{collections::BTreeMap, net::IpAddr};
 
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
-    kind::{Alert, Count, Spec, rank},
+    kind::{Alert, Count, Spec},
 };
 use crate::inventory::{IpSource, Pod, Source};
 
 /// Two pods on one secondary address.
-pub(super) const DUPLICATE_SECONDARY: Spec = Spec {
-    rank: rank::general,
-    ..Spec::pod(
-        "DuplicateSecondaryIP",
-        "another live pod holds the pod's address on the same secondary network (Multus' \
-         network-status, or on one node its kernel): traffic to it on that network reaches one \
-         of them",
-        Count::IpamProblems,
-        Alert::None(
-            "it rests on Multus' network-status annotation, which anyone who may edit the pod \
-             can write, or on what the pods' namespaces hold, which a pod with NET_ADMIN \
-             writes: a hint",
-        ),
-    )
-};
+pub(super) const DUPLICATE_SECONDARY: Spec = Spec::pod(
+    "DuplicateSecondaryIP",
+    "another live pod holds the pod's address on the same secondary network (Multus' \
+     network-status, or on one node its kernel): traffic to it on that network reaches one of \
+     them",
+    Count::IpamProblems,
+    Alert::None(
+        "it rests on Multus' network-status annotation, which anyone who may edit the pod can \
+         write, or on what the pods' namespaces hold, which a pod with NET_ADMIN writes: a hint",
+    ),
+);
 
 /// A pod and its interface on the network.
 type Held<'a> = (&'a Pod, Option<&'a str>);
@@ -59,7 +55,7 @@ pub(super) fn duplicates(pods: &[Pod], cluster_wide: impl Fn(&str) -> bool) -> V
         let across = cluster_wide(network);
         for (p, iface) in newer {
             if across || p.node == oldest.node {
-                let on = (network, Source::PodNetworkStatus);
+                let on = (Some(network), Source::PodNetworkStatus);
                 out.push(finding(on, ip, (oldest, *old_iface), (p, *iface)));
             }
         }
@@ -67,55 +63,53 @@ pub(super) fn duplicates(pods: &[Pod], cluster_wide: impl Fn(&str) -> bool) -> V
     out
 }
 
-/// The finding about `p`, newer than `holder`, on `ip` of `network`, as
-/// `from` shows both: Multus' annotation, or the node's kernel.
+/// The finding about `p`, newer than `holder`, on `ip`, as `from` shows
+/// both: pod status (a duplicate of the pods' own addresses), or on a
+/// secondary `network` Multus' annotation or the node's kernel.
 pub(super) fn finding(
-    (network, from): (&str, Source),
+    (network, from): (Option<&str>, Source),
     ip: IpAddr,
     (holder, holder_iface): (&Pod, Option<&str>),
     (p, iface): (&Pod, Option<&str>),
 ) -> Finding {
     let holder_node = holder.node.clone().unwrap_or_default();
     let node = p.node.clone().unwrap_or_default();
-    let scope = if node == holder_node {
-        Scope::SameNode
-    } else {
-        Scope::CrossNode
-    };
     let on = |i: Option<&str>| i.map_or_else(String::new, |i| format!(" {i}"));
+    let ip_source = match from {
+        Source::PodStatus => IpSource::Status,
+        Source::Kernel => IpSource::Kernel,
+        _ => IpSource::NetworkStatus,
+    };
     Finding {
-        kind: FindingKind::DuplicateSecondaryIp,
-        scope,
-        ip: Some(ip),
-        owner: Owner {
-            node: holder_node,
-            role: Role::Pod,
-            device: holder_iface.map(str::to_owned),
-            source: from,
+        kind: if network.is_some() {
+            FindingKind::DuplicateSecondaryIp
+        } else {
+            FindingKind::DuplicatePodIp
         },
+        scope: Scope::between(&node, &holder_node),
+        ip: Some(ip),
+        owner: Owner::new(
+            holder_node,
+            Role::Pod,
+            holder_iface.map(str::to_owned),
+            from,
+        ),
+        // Pod status only kubelet writes; the rest, a tenant.
+        trust: Trust::of_source(from).max(Trust::of_ip(&ip_source)),
         cause: Cause::Duplicate {
-            site: PodSite {
-                pod: PodRef::from(p),
-                node,
-                ip_source: if from == Source::Kernel {
-                    IpSource::Kernel
-                } else {
-                    IpSource::NetworkStatus
-                },
-                created: p.created,
-                controller: p.controller.clone(),
-            },
+            site: PodSite::new(p, &node, ip_source),
             holder: PodRef::from(holder),
-            network: Some(format!(
-                "{network} (this pod's{}, the other's{})",
-                on(iface),
-                on(holder_iface)
-            )),
+            network: network.map(|n| {
+                format!(
+                    "{n} (this pod's{}, the other's{})",
+                    on(iface),
+                    on(holder_iface)
+                )
+            }),
         },
         remedy: Remedy::RecreateNewer {
             pod: PodRef::from(p),
         },
-        trust: Trust::Hint,
     }
 }
 

@@ -14,8 +14,9 @@
 use std::net::IpAddr;
 
 use super::{
-    Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
+    Cause, Finding, FindingKind, NodeProblem, Owner, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
+    status_ips,
 };
 use crate::{
     cni::{self, Holds},
@@ -101,12 +102,12 @@ pub(super) fn held_node_addresses(inv: &Inventory) -> Vec<Finding> {
         } else {
             Trust::TenantAddress
         };
-        let owner = Owner {
-            node: inv.node.clone(),
-            role: Role::Node,
-            device: Some(a.device.clone()),
-            source: Source::Kernel,
-        };
+        let owner = Owner::new(
+            inv.node.clone(),
+            Role::Node,
+            Some(a.device.clone()),
+            Source::Kernel,
+        );
         out.push(finding(claim, owner, trust));
     }
     out
@@ -139,12 +140,7 @@ pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) 
                 services: claims,
                 held: None,
             };
-            let owner = Owner {
-                node: n.name.clone(),
-                role: Role::Node,
-                device: None,
-                source: Source::Services,
-            };
+            let owner = Owner::new(n.name.clone(), Role::Node, None, Source::Services);
             out.push(finding(claim, owner, Trust::TenantAddress));
         }
     }
@@ -163,30 +159,18 @@ pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> V
         let Some(node) = p.node.as_deref() else {
             continue;
         };
-        for i in p.ips.iter().filter(|i| i.source == IpSource::Status) {
-            let Some(a) = services.holders(i.ip).and_then(<[ServiceAddress]>::first) else {
+        for ip in status_ips(p) {
+            let Some(a) = services.holders(ip).and_then(<[ServiceAddress]>::first) else {
                 continue;
             };
-            let owner = Owner {
-                node: node.to_owned(),
-                role: Role::Local,
-                device: None,
-                source: Source::Services,
-            };
-            let site = PodSite {
-                pod: PodRef::from(p),
-                node: node.to_owned(),
-                ip_source: IpSource::Status,
-                created: p.created,
-                controller: p.controller.clone(),
-            };
+            let owner = Owner::new(node.to_owned(), Role::Local, None, Source::Services);
+            let site = PodSite::new(p, node, IpSource::Status);
             let remedy = Remedy::RemoveServiceAddress {
-                ip: i.ip,
+                ip,
                 service: Some(a.clone()),
                 device: None,
             };
-            let mut f =
-                Finding::collision(Scope::SameNode, i.ip, owner, site, (None, None), remedy);
+            let mut f = Finding::collision(Scope::SameNode, ip, owner, site, (None, None), remedy);
             if let Cause::Collision { service, .. } = &mut f.cause {
                 *service = Some(a.clone());
             }

@@ -30,6 +30,14 @@ impl IpRange {
             && other.first <= self.last
     }
 
+    /// The one address `ip`.
+    pub fn one(ip: IpAddr) -> Self {
+        Self {
+            first: ip,
+            last: ip,
+        }
+    }
+
     /// The whole of `net` as a range.
     pub fn of(net: &IpNet) -> Self {
         Self {

@@ -4,39 +4,34 @@
 //! namespace of this node (a bridge CNI, a leaked sandbox) or a host beyond it.
 //! An address whose DAD never ends (`tentative` for long) is as unusable.
 
-use super::{Index, KERNEL_TRUTH, finding, site};
+use super::{Index, finding, kernel_spec};
 use crate::{
     detect::{
-        Finding, FindingKind, PodRef, Trust,
-        kind::{Count, Spec},
+        Finding, FindingKind, PodRef, PodSite, Trust,
+        kind::Spec,
         truth::{KernelFix, KernelTruth},
     },
-    inventory::{Holder, NsAddress, Pod, TruthRow},
+    inventory::{Holder, IpSource, NsAddress, Pod, TruthRow},
 };
 
 /// The pod's IPv6 address failed duplicate address detection in its namespace.
-pub(in crate::detect) const DAD_FAILED: Spec = Spec {
-    unseen_by_audit: Some("duplicate address detection runs in the node's kernel"),
-    ..Spec::pod(
-        "PodAddressDadFailed",
-        "the pod's IPv6 address failed duplicate address detection (dadfailed) in its namespace: \
-         it carries no traffic",
-        Count::KernelTruth,
-        KERNEL_TRUTH,
-    )
-};
+pub(in crate::detect) const DAD_FAILED: Spec = kernel_spec(
+    "PodAddressDadFailed",
+    "the pod's IPv6 address failed duplicate address detection (dadfailed) in its namespace: it \
+     carries no traffic",
+    DAD_UNSEEN,
+);
 
 /// The pod's IPv6 address has stayed tentative: its DAD never ended.
-pub(in crate::detect) const DAD_STUCK: Spec = Spec {
-    unseen_by_audit: Some("duplicate address detection runs in the node's kernel"),
-    ..Spec::pod(
-        "PodAddressTentative",
-        "the pod's IPv6 address has stayed tentative in its namespace (duplicate address \
-         detection never ended): it carries no traffic",
-        Count::KernelTruth,
-        KERNEL_TRUTH,
-    )
-};
+pub(in crate::detect) const DAD_STUCK: Spec = kernel_spec(
+    "PodAddressTentative",
+    "the pod's IPv6 address has stayed tentative in its namespace (duplicate address detection \
+     never ended): it carries no traffic",
+    DAD_UNSEEN,
+);
+
+/// Why `audit` sees no DAD: it runs in the node's kernel.
+pub(super) const DAD_UNSEEN: &str = "duplicate address detection runs in the node's kernel";
 
 /// The finding about `pod`'s address `row.ip` where its namespace's copy
 /// failed DAD, else where it has stayed tentative. Which namespace is the
@@ -94,7 +89,7 @@ fn verdict(
     }
     let fix = fix(kind, &inv.node, row, own, pod);
     let truth = KernelTruth {
-        site: Some(site(inv, pod)),
+        site: Some(PodSite::new(pod, &inv.node, IpSource::Status)),
         row: row.clone(),
         reached: Some(own.clone()),
         other_pod: None,

@@ -8,9 +8,8 @@ use std::{
 };
 
 use crate::cni::calico;
-use crate::inventory::{
-    HostIface, Inventory, IpSource, Pod, PodNamespaces, Route, RouteKind, TABLE_MAIN,
-};
+use crate::detect::status_ips;
+use crate::inventory::{HostIface, Inventory, Pod, PodNamespaces, Route, RouteKind, TABLE_MAIN};
 
 /// The inventory, indexed by what the checks ask.
 pub(super) struct Index<'a> {
@@ -228,12 +227,4 @@ pub(super) fn own(inv: &Inventory) -> impl Iterator<Item = &Pod> {
         .pods
         .iter()
         .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
-}
-
-/// A pod's addresses from its status (kubelet's word, not a hint).
-pub(super) fn status_ips(p: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
-    p.ips
-        .iter()
-        .filter(|i| i.source == IpSource::Status)
-        .map(|i| i.ip)
 }

@@ -14,10 +14,11 @@
 
 use std::{collections::HashSet, net::IpAddr};
 
-use self::index::{Index, own, status_ips};
+use self::index::{Index, own};
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
+    status_ips,
     truth::{KernelFix, KernelTruth},
 };
 use crate::inventory::{
@@ -245,7 +246,7 @@ fn pod_finding(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<Finding> {
         .map(|h| h.iface.clone())
         .or_else(|| row.route.as_ref().and_then(|r| r.iface.clone()));
     let truth = KernelTruth {
-        site: Some(site(inv, pod)),
+        site: Some(PodSite::new(pod, &inv.node, IpSource::Status)),
         row: row.clone(),
         reached,
         other_pod,
@@ -317,25 +318,10 @@ pub(super) fn finding(
         kind,
         scope: Scope::SameNode,
         ip: Some(ip),
-        owner: Owner {
-            node: inv.node.clone(),
-            role,
-            device,
-            source: Source::Kernel,
-        },
+        owner: Owner::new(inv.node.clone(), role, device, Source::Kernel),
         cause: Cause::Kernel(Box::new(truth)),
         remedy: Remedy::Kernel(fix),
         trust: Trust::Kernel,
-    }
-}
-
-pub(super) fn site(inv: &Inventory, p: &Pod) -> PodSite {
-    PodSite {
-        pod: PodRef::from(p),
-        node: inv.node.clone(),
-        ip_source: IpSource::Status,
-        created: p.created,
-        controller: p.controller.clone(),
     }
 }
 

@@ -4,7 +4,7 @@
 //! that holds the address (a collision the node's side then loses: the
 //! kernel keeps the first holder's).
 
-use super::{Index, KERNEL_TRUTH, finding, row};
+use super::{Index, KERNEL_TRUTH, dad::DAD_UNSEEN, finding, row};
 use crate::{
     detect::{
         Finding, FindingKind, PodRef,
@@ -16,7 +16,7 @@ use crate::{
 
 /// The node's IPv6 address failed duplicate address detection.
 pub(in crate::detect) const NODE_DAD: Spec = Spec {
-    unseen_by_audit: Some("duplicate address detection runs in the node's kernel"),
+    unseen_by_audit: Some(DAD_UNSEEN),
     ..Spec::node(
         "NodeAddressDadFailed",
         "one of the node's IPv6 addresses failed duplicate address detection (dadfailed): \

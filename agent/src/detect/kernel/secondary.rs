@@ -14,7 +14,8 @@ use std::{
     net::IpAddr,
 };
 
-use super::{Index, status_ips};
+use super::Index;
+use crate::detect::status_ips;
 use crate::{
     detect::{Finding, secondary},
     inventory::{Inventory, Lower, NsLink, PeerNamespace, Pod, Source},
@@ -96,20 +97,16 @@ fn group_duplicates(
             let holder = (o.pod, Some(o.link.name.as_str()));
             let pod = (h.pod, Some(h.link.name.as_str()));
             out.push(secondary::finding(
-                (network.as_str(), Source::Kernel),
+                (Some(network.as_str()), Source::Kernel),
                 h.ip,
                 holder,
                 pod,
             ));
         }
-        match (name, parent) {
-            (Some(n), _) => {
-                oldest.named.entry(n).or_insert(h);
-            }
-            (None, Some(p)) => {
-                oldest.unnamed_on.entry(p).or_insert(h);
-            }
-            (None, None) => {}
+        if let Some(n) = name {
+            oldest.named.entry(n).or_insert(h);
+        } else if let Some(p) = parent {
+            oldest.unnamed_on.entry(p).or_insert(h);
         }
         if let Some(p) = parent {
             oldest.any_on.entry(p).or_insert(h);

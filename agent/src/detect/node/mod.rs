@@ -10,10 +10,10 @@ use ipnet::IpNet;
 
 use super::{
     Cause, Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope,
-    Trust,
+    Trust, status_ips,
 };
 use crate::detect::{CalicoFix, PodRef};
-use crate::inventory::{CniNode, Inventory, IpSource, SandboxRefusal, Source};
+use crate::inventory::{CniNode, Inventory, SandboxRefusal, Source};
 
 mod kinds;
 pub(super) use kinds::*;
@@ -59,12 +59,7 @@ impl ThisNode<'_> {
             kind,
             scope: Scope::SameNode,
             ip: None,
-            owner: Owner {
-                node: self.node.to_owned(),
-                role: Role::Node,
-                device: None,
-                source,
-            },
+            owner: Owner::new(self.node, Role::Node, None, source),
             cause: Cause::Node(problem),
             remedy,
             trust: Trust::of_source(source),
@@ -195,33 +190,27 @@ impl ThisNode<'_> {
 /// had none left for: host-local's when `ipam` is, else Cilium's.
 fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem> {
     let mut pods = Vec::new();
-    let mut first: Option<KubeletReport> = None;
-    let mut count = 0u64;
+    // The first report's message, the counts summed.
+    let mut kubelet: Option<KubeletReport> = None;
     for p in inv.cluster.pods.iter().filter(|p| {
-        p.node.as_deref() == Some(node)
-            && p.reportable()
-            && !p.ips.iter().any(|i| i.source == IpSource::Status)
+        p.node.as_deref() == Some(node) && p.reportable() && status_ips(p).next().is_none()
     }) {
-        let mut refused = false;
-        for f in inv
-            .cluster
-            .sandbox
-            .iter()
+        let sandbox = inv.cluster.sandbox.iter();
+        let mut refused = sandbox
             .filter(|f| ran_dry(&f.refusal, ipam) && f.is_about(p))
-        {
-            refused = true;
-            count = count.saturating_add(f.count);
-            first.get_or_insert_with(|| KubeletReport {
+            .peekable();
+        if refused.peek().is_some() {
+            pods.push(PodRef::from(p));
+        }
+        for f in refused {
+            let k = kubelet.get_or_insert_with(|| KubeletReport {
                 count: 0,
                 message: f.message.clone(),
             });
-        }
-        if refused {
-            pods.push(PodRef::from(p));
+            k.count = k.count.saturating_add(f.count);
         }
     }
-    let mut kubelet = first?;
-    kubelet.count = count;
+    let kubelet = kubelet?;
     let refused_pods = pods.len();
     pods.truncate(NodeProblem::PODS_NAMED);
     Some(NodeProblem::Exhausted {
@@ -253,32 +242,14 @@ fn filled_by_pods(inv: &Inventory, node: &str) -> bool {
     else {
         return false;
     };
-    [false, true].into_iter().any(|v6| {
-        let ranges: Vec<&IpNet> = cn
-            .pod_cidrs
-            .iter()
-            .filter(|c| c.addr().is_ipv6() == v6)
-            .collect();
-        if ranges.is_empty() {
-            return false;
-        }
-        let inside = |ip: &IpAddr| ranges.iter().any(|r| r.contains(ip));
-        let mut infra: Vec<IpAddr> = cn.addresses.iter().map(|a| a.ip).filter(inside).collect();
-        infra.sort_unstable();
-        infra.dedup();
-        let usable = ranges
-            .iter()
-            .map(|r| allocatable_in(r))
-            .sum::<u128>()
-            .saturating_sub(infra.len() as u128);
+    families(cn).any(|(ranges, usable, _)| {
         let mut held: Vec<IpAddr> = inv
             .cluster
             .pods
             .iter()
             .filter(|p| p.node.as_deref() == Some(node) && p.can_receive_traffic())
-            .flat_map(|p| p.ips.iter())
-            .filter(|i| i.source == IpSource::Status && inside(&i.ip))
-            .map(|i| i.ip)
+            .flat_map(status_ips)
+            .filter(|ip| ranges.iter().any(|r| r.contains(ip)))
             .collect();
         held.sort_unstable();
         held.dedup();
@@ -299,19 +270,19 @@ fn allocatable_in(net: &IpNet) -> u128 {
     size.saturating_sub(2)
 }
 
-/// The first family whose ranges hold fewer usable addresses than `allocatable` pods.
-fn capacity(cn: &CniNode, allocatable: u64) -> Option<NodeProblem> {
-    for v6 in [false, true] {
+/// Per family with a pod range of `cn` (IPv4 first): its ranges, the
+/// addresses pods can get from them, and how many Cilium's own take.
+fn families(cn: &CniNode) -> impl Iterator<Item = (Vec<IpNet>, u128, u128)> + '_ {
+    [false, true].into_iter().filter_map(|v6| {
         let ranges: Vec<IpNet> = cn
             .pod_cidrs
             .iter()
-            .filter(|c| matches!(c, IpNet::V6(_)) == v6)
+            .filter(|c| c.addr().is_ipv6() == v6)
             .copied()
             .collect();
         if ranges.is_empty() {
-            continue;
+            return None;
         }
-        let total: u128 = ranges.iter().map(allocatable_in).sum();
         let mut infra: Vec<IpAddr> = cn
             .addresses
             .iter()
@@ -321,17 +292,20 @@ fn capacity(cn: &CniNode, allocatable: u64) -> Option<NodeProblem> {
         infra.sort_unstable();
         infra.dedup();
         let infra = infra.len() as u128;
-        let usable = total.saturating_sub(infra);
-        if usable < u128::from(allocatable) {
-            return Some(NodeProblem::Capacity {
-                ranges,
-                usable: u64::try_from(usable).unwrap_or(u64::MAX),
-                infra: u64::try_from(infra).unwrap_or(u64::MAX),
-                allocatable,
-            });
-        }
-    }
-    None
+        let total: u128 = ranges.iter().map(allocatable_in).sum();
+        Some((ranges, total.saturating_sub(infra), infra))
+    })
+}
+
+/// The first family whose ranges hold fewer usable addresses than `allocatable` pods.
+fn capacity(cn: &CniNode, allocatable: u64) -> Option<NodeProblem> {
+    let (ranges, usable, infra) = families(cn).find(|(_, u, _)| *u < u128::from(allocatable))?;
+    Some(NodeProblem::Capacity {
+        ranges,
+        usable: u64::try_from(usable).unwrap_or(u64::MAX),
+        infra: u64::try_from(infra).unwrap_or(u64::MAX),
+        allocatable,
+    })
 }
 
 /// The node's Ingress IPs outside every Subnet kube-ovn masquerades (per
@@ -372,12 +346,7 @@ fn not_masqueraded(inv: &Inventory, cilium: &[&CniNode]) -> Vec<Finding> {
                 kind: FindingKind::IngressIpNotMasqueraded,
                 scope: Scope::SameNode,
                 ip: Some(a.ip),
-                owner: Owner {
-                    node: cn.name.clone(),
-                    role: Role::Ingress,
-                    device: None,
-                    source: a.source,
-                },
+                owner: Owner::new(cn.name.clone(), Role::Ingress, None, a.source),
                 cause: Cause::Node(NodeProblem::NotMasqueraded { subnets }),
                 remedy: Remedy::PoolInMasqueradedSubnet { subnet: carve },
                 trust: Trust::of_source(a.source),
