@@ -358,6 +358,7 @@ fn user(u: UserInfo) -> User {
 }
 
 #[cfg(test)]
+#[path = "fake_tests.rs"]
 pub(crate) mod fake;
 #[cfg(test)]
 mod tests;
