@@ -20,7 +20,7 @@ use crate::{
     inventory::{IpSource, Pod},
     kube::objects,
 };
-use kube::{Api, Client};
+use kube::Api;
 
 /// The uids of this node's pods that have a finding resting on their annotation.
 fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
@@ -40,16 +40,6 @@ fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
 pub(super) struct Confirmations {
     pub(super) api: Api<LeanIp>,
     pub(super) sink: Sink,
-}
-
-impl Confirmations {
-    /// The lookups of kube-ovn's records for the pods the findings name, answers into `sink`.
-    pub(super) fn new(client: Client, sink: Sink) -> Self {
-        Self {
-            api: Api::all(client),
-            sink,
-        }
-    }
 }
 
 impl Lookup for Confirmations {
