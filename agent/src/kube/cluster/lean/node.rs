@@ -97,9 +97,8 @@ impl LeanNodeWire {
             addresses: s.addresses,
             ..NodeStatus::default()
         });
-        let metadata = self.metadata.object_meta();
         let node = Node {
-            metadata,
+            metadata: self.metadata.object_meta(),
             spec,
             status,
         };
