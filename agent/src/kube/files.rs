@@ -2,7 +2,7 @@
 //! clusters the tool cannot reach and for tests.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     path::{Path, PathBuf},
 };
 
@@ -254,15 +254,7 @@ pub fn nodes(path: &Path, problems: &mut Vec<Invalid>) -> Result<(Vec<CniNode>, 
     let mut facts = Vec::new();
     for_each_item(path, "nodes", |i, item| {
         let name = object_name(&item, i);
-        let annotations: std::collections::BTreeMap<String, String> = item
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let annotations = strings(&item, "/metadata/annotations");
         out.extend(objects::node_annotations(&name, &annotations, problems));
         match serde_json::from_value::<Node>(item) {
             Ok(n) => facts.push(objects::with_addresses(
@@ -285,19 +277,18 @@ pub fn cilium_config(path: &Path, problems: &mut Vec<Invalid>) -> Result<CiliumC
     let mut data = None;
     for_each_item(path, "configmaps", |_, item: Value| {
         if data.is_none() || item.pointer("/metadata/name") == Some(&Value::from("cilium-config")) {
-            data = Some(
-                item.get("data")
-                    .and_then(Value::as_object)
-                    .map(|d| {
-                        d.iter()
-                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            );
+            data = Some(strings(&item, "/data"));
         }
     })?;
     Ok(objects::cilium_config(&data.unwrap_or_default(), problems))
+}
+
+/// The string entries of the JSON object at `pointer` in `v` (none if it is no object).
+fn strings(v: &Value, pointer: &str) -> BTreeMap<String, String> {
+    let entries = v.pointer(pointer).and_then(Value::as_object).into_iter();
+    (entries.flatten())
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
 }
 
 /// The objects of a file converted by `convert`; an unusable one is skipped with

@@ -147,10 +147,7 @@ where
         next = listed.meta.continue_.filter(|c| !c.is_empty());
         let cut = listed.cut || (next.is_some() && seen >= ask.most && ask.read == Read::Cache);
         progress(ask.what, seen, next.is_none() || cut);
-        if cut {
-            return Ok(Paged { items: seen, cut });
-        }
-        if next.is_none() {
+        if cut || next.is_none() {
             return Ok(Paged { items: seen, cut });
         }
     }

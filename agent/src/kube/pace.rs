@@ -35,11 +35,8 @@ impl Clock for TokioClock {
 pub(crate) type Direct = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Instant>>;
 
 /// `n` as a quota count; a zero (which no quota can hold) counts as one.
-pub(crate) const fn at_least_one(n: u32) -> NonZeroU32 {
-    match NonZeroU32::new(n) {
-        Some(n) => n,
-        None => NonZeroU32::MIN,
-    }
+pub(crate) fn at_least_one(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
 }
 
 /// A budget of writes or requests: `burst` at once, then `per_minute`.

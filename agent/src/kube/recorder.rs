@@ -226,16 +226,7 @@ impl EventWriter {
     /// each, except for the series of a pod being deleted (uid in `leaving`),
     /// which end quietly — nothing was fixed, the pod is going.
     fn end_cleared(&mut self, ids: &BTreeSet<SeriesId>, leaving: &BTreeSet<String>) {
-        let cleared: Vec<_> = self
-            .series
-            .keys()
-            .filter(|id| !ids.contains(*id))
-            .cloned()
-            .collect();
-        for id in cleared {
-            let Some(s) = self.series.remove(&id) else {
-                continue;
-            };
+        for (id, s) in self.series.extract_if(.., |id, _| !ids.contains(id)) {
             if s.desired.reason == REASON_TRAFFIC || s.desired.reason == REASON_RESOLVED {
                 continue;
             }

@@ -35,12 +35,13 @@ pub struct FileSources {
 }
 
 /// Where the reads of one refresh report to.
-struct Outcome<'a> {
-    errors: &'a mut Vec<files::Error>,
-    status: &'a mut Vec<SourceStatus>,
+#[derive(Default)]
+struct Outcome {
+    errors: Vec<files::Error>,
+    status: Vec<SourceStatus>,
 }
 
-impl Outcome<'_> {
+impl Outcome {
     /// One source: its new content and problems on success, the old ones kept on failure.
     fn read<T>(
         &mut self,
@@ -127,12 +128,7 @@ impl FileSources {
     /// Re-reads every file. A file that fails keeps its last good content; its
     /// error is returned (with the others) for the caller to log or fail on.
     pub fn refresh(&mut self) -> Vec<files::Error> {
-        let mut errors = Vec::new();
-        let mut status = Vec::new();
-        let mut out = Outcome {
-            errors: &mut errors,
-            status: &mut status,
-        };
+        let mut out = Outcome::default();
         self.read_objects(&mut out);
         self.read_nodes(&mut out);
         self.read_calico(&mut out);
@@ -140,12 +136,12 @@ impl FileSources {
         self.read_plan(&mut out);
         self.read.invalid = Arc::new(self.invalid.concat());
         self.state = ClusterState::assemble(self.read.clone());
-        self.status = status;
-        errors
+        self.status = out.status;
+        out.errors
     }
 
     /// Pods, CiliumNodes and kube-ovn Subnets.
-    fn read_objects(&mut self, out: &mut Outcome<'_>) {
+    fn read_objects(&mut self, out: &mut Outcome) {
         let [pods_invalid, cns_invalid, subnets_invalid, ..] = &mut self.invalid;
         let keys = &self.annotation_keys;
         out.read("pods", &mut self.read.pods, pods_invalid, |bad| {
@@ -167,7 +163,7 @@ impl FileSources {
     }
 
     /// Nodes (their facts and Cilium's annotations) and `cilium-config`.
-    fn read_nodes(&mut self, out: &mut Outcome<'_>) {
+    fn read_nodes(&mut self, out: &mut Outcome) {
         let [_, _, _, nodes_invalid, config_invalid, ..] = &mut self.invalid;
         if let Some(path) = &self.nodes {
             let mut read = (
@@ -191,7 +187,7 @@ impl FileSources {
 
     /// Calico's IPAMBlocks and IPPools: indexed together, each file keeping
     /// its last good content.
-    fn read_calico(&mut self, out: &mut Outcome<'_>) {
+    fn read_calico(&mut self, out: &mut Outcome) {
         let [.., blocks_invalid, pools_invalid, _] = &mut self.invalid;
         let [blocks_path, pools_path] = &self.calico;
         let mut blocks = self.read.calico.blocks().to_vec();
@@ -213,7 +209,7 @@ impl FileSources {
 
     /// What findings are read against: sandbox refusals, Services, and what
     /// routes to pods.
-    fn read_context(&mut self, out: &mut Outcome<'_>) {
+    fn read_context(&mut self, out: &mut Outcome) {
         if let Some(path) = &self.events {
             out.read("events", &mut self.read.sandbox, &mut Vec::new(), |_| {
                 files::sandbox_failures(path).map(Arc::new)
@@ -239,7 +235,7 @@ impl FileSources {
 
     /// The address plan: every file's ranges, together (one file failing
     /// keeps the last good read of all).
-    fn read_plan(&mut self, out: &mut Outcome<'_>) {
+    fn read_plan(&mut self, out: &mut Outcome) {
         if self.plan.is_empty() {
             return;
         }

@@ -5,7 +5,7 @@
 //! address detection flags, at once and then on the same widening schedule as
 //! the sandbox Events, at most a few per round.
 
-use std::net::IpAddr;
+use std::{collections::BTreeSet, net::IpAddr};
 
 use super::{
     Sink,
@@ -20,36 +20,12 @@ use crate::{
     inventory::{IpSource, Pod},
     kube::objects,
 };
-use kube::{Api, Client};
-
-/// The uids of this node's pods that have a finding resting on their annotation.
-fn wanted(findings: &[Finding], node: &str) -> Vec<String> {
-    let mut uids: Vec<String> = findings
-        .iter()
-        .filter_map(Finding::site)
-        .filter(|s| s.ip_source == IpSource::Annotation && s.node == node)
-        .map(|s| s.pod.uid.clone())
-        .filter(|u| !u.is_empty())
-        .collect();
-    uids.sort();
-    uids.dedup();
-    uids
-}
+use kube::Api;
 
 /// The lookups of one node's kube-ovn records, and where their answers go.
 pub(super) struct Confirmations {
     pub(super) api: Api<LeanIp>,
     pub(super) sink: Sink,
-}
-
-impl Confirmations {
-    /// The lookups of kube-ovn's records for the pods the findings name, answers into `sink`.
-    pub(super) fn new(client: Client, sink: Sink) -> Self {
-        Self {
-            api: Api::all(client),
-            sink,
-        }
-    }
 }
 
 impl Lookup for Confirmations {
@@ -66,10 +42,15 @@ impl Lookup for Confirmations {
 
     /// This node's pods with a finding resting on their annotation.
     fn wanted(&mut self, input: &Published) -> Vec<PodKey> {
-        let uids = wanted(&input.findings, &self.sink.node);
+        let uids: BTreeSet<&str> = (input.findings.iter())
+            .filter_map(Finding::site)
+            .filter(|s| s.ip_source == IpSource::Annotation && s.node == self.sink.node)
+            .map(|s| s.pod.uid.as_str())
+            .filter(|u| !u.is_empty())
+            .collect();
         let st = lock(&self.sink.state);
         (st.pods_here.values())
-            .filter(|p| uids.contains(&p.uid))
+            .filter(|p| uids.contains(p.uid.as_str()))
             .map(PodKey::of)
             .collect()
     }
@@ -124,14 +105,8 @@ pub(super) fn confirmed(
         let Some(held) = records.get(&p.uid) else {
             continue;
         };
-        for ip in p
-            .ips
-            .iter_mut()
-            .filter(|i| i.source == IpSource::Annotation)
-        {
-            if held.contains(&ip.ip) {
-                ip.source = IpSource::KubeOvnIp;
-            }
-        }
+        (p.ips.iter_mut())
+            .filter(|i| i.source == IpSource::Annotation && held.contains(&i.ip))
+            .for_each(|i| i.source = IpSource::KubeOvnIp);
     }
 }

@@ -2,12 +2,14 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 
+use kube::Resource;
+
 use super::{
     cache::Converted,
-    lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanNodeMeta, LeanSubnet},
+    lean::{LeanNode, LeanNodeMeta},
 };
 use crate::{
-    inventory::{CiliumConfig, CniNode, IpPool, NodeFacts, Pod, Subnet},
+    inventory::{CiliumConfig, CniNode, Invalid, NodeFacts, Pod},
     kube::objects,
 };
 
@@ -27,22 +29,15 @@ pub(super) fn convert_pod(p: &K8sPod, keys: &[String]) -> Converted<Pod> {
     (pod_key(p), Ok(pod), problems)
 }
 
-pub(super) fn convert_cilium_node(o: &LeanCiliumNode) -> Converted<CniNode> {
+/// A CNI's object (a CiliumNode, a Subnet, an IPPool) converted by
+/// `convert`, keyed by its name.
+pub(super) fn by_name<L: Resource, T>(
+    o: &L,
+    convert: fn(&L, &mut Vec<Invalid>) -> Result<T, Invalid>,
+) -> Converted<T> {
     let mut problems = Vec::new();
-    let r = objects::cilium_node(o, &mut problems);
-    (o.metadata.name.clone().unwrap_or_default(), r, problems)
-}
-
-pub(super) fn convert_subnet(o: &LeanSubnet) -> Converted<Subnet> {
-    let mut problems = Vec::new();
-    let r = objects::subnet(o, &mut problems);
-    (o.metadata.name.clone().unwrap_or_default(), r, problems)
-}
-
-pub(super) fn convert_ip_pool(o: &LeanIpPool) -> Converted<IpPool> {
-    let mut problems = Vec::new();
-    let r = objects::ip_pool(o, &mut problems);
-    (o.metadata.name.clone().unwrap_or_default(), r, problems)
+    let r = convert(o, &mut problems);
+    (o.meta().name.clone().unwrap_or_default(), r, problems)
 }
 
 pub(super) fn convert_node(n: &LeanNode) -> Converted<NodeFacts> {

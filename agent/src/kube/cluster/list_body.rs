@@ -155,7 +155,7 @@ impl<'de, K: Deserialize<'de>, F: FnMut(K) -> bool> DeserializeSeed<'de> for Ite
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_option(self)
+        d.deserialize_any(self)
     }
 }
 
@@ -166,16 +166,8 @@ impl<'de, K: Deserialize<'de>, F: FnMut(K) -> bool> Visitor<'de> for Items<'_, K
         f.write_str("the list's items")
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         Ok(())
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {

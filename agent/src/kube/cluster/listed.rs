@@ -18,7 +18,7 @@ use futures::{
     stream::{self, BoxStream},
 };
 use kube::{
-    Api, ResourceExt as _,
+    Api, Client, ResourceExt as _,
     api::{ListParams, VersionMatch, WatchEvent, WatchParams},
     runtime::watcher::{Error, Event},
 };
@@ -73,7 +73,7 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     match state {
-        State::List => match open(api, fields).await {
+        State::List => match open(&api.clone().into_client(), api.resource_url(), fields).await {
             Ok(listing) => (vec![Ok(Event::Init)], State::Listing(listing)),
             Err(e) => (vec![Err(e)], State::List),
         },
@@ -155,34 +155,33 @@ struct Listing<K> {
 
 /// Starts the list from the watch cache (`resourceVersion=0`, unpaged as
 /// kube's watcher sends it with `any_semantic`): its items come as parsed.
-async fn open<K>(api: &Api<K>, fields: Option<&str>) -> Result<Listing<K>, Error>
+async fn open<K>(client: &Client, url: &str, fields: Option<&str>) -> Result<Listing<K>, Error>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + 'static,
 {
     let (tx, items) = tokio::sync::mpsc::channel(list_body::AHEAD);
-    let request = request(api.resource_url(), fields)
-        .map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
+    let request =
+        request(url, fields).map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
     // A send fails only when the stream was dropped: the read stops.
-    let parse = list_body::parse(&api.clone().into_client(), request, move |o| {
-        tx.blocking_send(o).is_ok()
-    })
-    .await
-    .map_err(Error::InitialListFailed)?;
+    let parse = list_body::parse(client, request, move |o| tx.blocking_send(o).is_ok())
+        .await
+        .map_err(Error::InitialListFailed)?;
     Ok(Listing { items, parse })
 }
 
-/// The items `keep` picks of a list from the watch cache, each picked as it
-/// is parsed (the same read as a watch's list: [`open`]).
+/// The items `keep` picks of a list of `url` from the watch cache, each
+/// picked as it is parsed (the same read as a watch's list: [`open`]).
 pub(super) async fn list<K, T>(
-    api: &Api<K>,
+    client: &Client,
+    url: &str,
     fields: Option<&str>,
     mut keep: impl FnMut(K) -> Option<T>,
 ) -> Result<Vec<T>, Error>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + 'static,
 {
     // Dropped (a cancelled lookup), the listing stops the read.
-    let mut listing = open(api, fields).await?;
+    let mut listing = open(client, url, fields).await?;
     let mut kept = Vec::new();
     while let Some(o) = listing.items.recv().await {
         kept.extend(keep(o));

@@ -37,10 +37,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::{
     cache::Cache,
-    convert::{
-        convert_cilium_config, convert_cilium_node, convert_ip_pool, convert_node, convert_pod,
-        convert_subnet,
-    },
+    convert::{by_name, convert_cilium_config, convert_node, convert_pod},
     initial::{Initial, InitialList, Scope},
     lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanSubnet},
     lookup::Followed,
@@ -53,6 +50,7 @@ pub use self::{
 };
 use crate::{
     inventory::{CiliumConfig, CniNode, IpPool, NodeFacts, Pod, SandboxFailure, Subnet, lock},
+    kube::objects,
     report::traffic::Unexplained,
 };
 
@@ -291,7 +289,10 @@ impl ClusterSource {
                 }),
                 ..self.sink()
             },
-            |st, ev| st.cilium_nodes.apply(ev, convert_cilium_node),
+            |st, ev| {
+                st.cilium_nodes
+                    .apply(ev, |o| by_name(o, objects::cilium_node))
+            },
             token.clone(),
         ));
         cilium_nodes_moved
@@ -306,7 +307,7 @@ impl ClusterSource {
                 source: "subnets",
             },
             self.sink(),
-            |st, ev| st.subnets.apply(ev, convert_subnet),
+            |st, ev| st.subnets.apply(ev, |o| by_name(o, objects::subnet)),
             token.clone(),
         ));
         tasks.spawn(watch::run(
@@ -346,7 +347,10 @@ impl ClusterSource {
             };
             tasks.spawn(follow::run(ranges, findings.clone(), token.clone()));
             tasks.spawn(self.ip_pools_once_calico_runs(findings.clone(), token.clone()));
-            let confirmations = confirm::Confirmations::new(client.clone(), self.sink());
+            let confirmations = confirm::Confirmations {
+                api: Api::all(client.clone()),
+                sink: self.sink(),
+            };
             tasks.spawn(follow::run(confirmations, findings, token.clone()));
         }
         let refusals =
@@ -383,7 +387,8 @@ impl ClusterSource {
             if !seen {
                 return;
             }
-            let apply = |st: &mut State, ev| st.ip_pools.apply(ev, convert_ip_pool);
+            let apply =
+                |st: &mut State, ev| st.ip_pools.apply(ev, |o| by_name(o, objects::ip_pool));
             let pools = Watched {
                 api,
                 scope: Scope::Cluster,

@@ -27,7 +27,7 @@ use crate::{
 };
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
-use kube::{Api, Client};
+use kube::{Client, Resource as _};
 
 /// How long an answer stands: a Node's podCIDRs change only when it re-joins.
 const REFRESH: Duration = Duration::from_mins(10);
@@ -117,7 +117,7 @@ async fn owners(
     wanted: &[IpNet],
 ) -> Result<RangeOwners, kube::runtime::watcher::Error> {
     // Only the Nodes overlapping a range are kept, each dropped once read.
-    let overlapping = listed::list(&Api::<LeanNode>::all(client.clone()), None, |n| {
+    let overlapping = listed::list(client, &LeanNode::url_path(&(), None), None, |n| {
         convert_node(&n)
             .1
             .ok()
@@ -138,7 +138,8 @@ async fn owners(
     let mut pods = Vec::new();
     for n in &nodes {
         let fields = format!("spec.nodeName={}", n.name);
-        let items = listed::list(&Api::<K8sPod>::all(client.clone()), Some(&fields), |p| {
+        let url = K8sPod::url_path(&(), None);
+        let items = listed::list(client, &url, Some(&fields), |p| {
             convert_pod(&p, keys).1.ok()
         })
         .await?;

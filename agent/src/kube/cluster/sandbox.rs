@@ -14,7 +14,7 @@
 //! ([`crate::kube::list::refusals`]): whoever may write Events in the pod's
 //! namespace cannot make the agent hold them whole.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use super::{
     OnChange, Shared,
@@ -124,20 +124,8 @@ impl Lookup for Refusals {
         };
         let mut st = lock(&self.1);
         st.up.insert("events", true);
-        let old = st.sandbox.get(&pod.uid);
-        let mut changed = old.map_or(!found.is_empty(), |o| *o != found);
-        if found.is_empty() {
-            st.sandbox.remove(&pod.uid);
-        } else {
-            st.sandbox.insert(pod.uid.clone(), found);
-        }
-        let old = st.sandbox_problems.get(&pod.uid);
-        changed |= old.map_or(!problems.is_empty(), |o| *o != problems);
-        if problems.is_empty() {
-            st.sandbox_problems.remove(&pod.uid);
-        } else {
-            st.sandbox_problems.insert(pod.uid.clone(), problems);
-        }
+        let changed = replace(&mut st.sandbox, &pod.uid, found)
+            | replace(&mut st.sandbox_problems, &pod.uid, problems);
         drop(st);
         if changed {
             (self.2)();
@@ -150,6 +138,17 @@ impl Lookup for Refusals {
         lock(&self.1).up.insert("events", false);
         (self.2)();
     }
+}
+
+/// Keeps `new` as `uid`'s entry of `map` (none when empty); whether it changed.
+fn replace<T: PartialEq>(map: &mut BTreeMap<String, Vec<T>>, uid: &str, new: Vec<T>) -> bool {
+    let changed = map.get(uid).map_or(!new.is_empty(), |o| *o != new);
+    if new.is_empty() {
+        map.remove(uid);
+    } else {
+        map.insert(uid.to_owned(), new);
+    }
+    changed
 }
 
 /// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among one pod's

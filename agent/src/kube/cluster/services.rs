@@ -13,7 +13,7 @@
 //! time: a tenant's Services with megabytes of annotations cost the agent
 //! nothing but the bytes passing through.
 
-use std::{borrow::Cow, collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, net::IpAddr, sync::Arc, time::Duration};
 
 use super::{
     Sink,
@@ -26,9 +26,8 @@ use crate::{
     inventory::{Covered, ServiceAddresses},
     kube::objects,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Api, Client, runtime::watcher};
-use serde::{Deserialize, Deserializer};
+use k8s_openapi::api::core::v1::Service as K8sService;
+use kube::{Client, Resource as _, runtime::watcher};
 
 /// How long a lookup's answer for an address stands.
 const REFRESH: Duration = Duration::from_mins(10);
@@ -50,59 +49,25 @@ pub fn local_collisions(findings: &[Finding], node: &str) -> BTreeSet<IpAddr> {
         .collect()
 }
 
-/// A Service as the list hands it on: [`objects::LeanService`], and the empty
-/// metadata kube's `Resource` wants (the list's reader reads none).
-#[derive(Clone, Debug, Default)]
-struct ListedService {
-    metadata: ObjectMeta,
-    service: objects::LeanService,
-}
-
-impl<'de> Deserialize<'de> for ListedService {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        objects::LeanService::deserialize(d).map(|service| Self {
-            metadata: ObjectMeta::default(),
-            service,
-        })
-    }
-}
-
-impl kube::core::Resource for ListedService {
-    type DynamicType = ();
-    type Scope = kube::core::NamespaceResourceScope;
-
-    fn kind((): &()) -> Cow<'_, str> {
-        "Service".into()
-    }
-    fn group((): &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version((): &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural((): &()) -> Cow<'_, str> {
-        "services".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-/// The claims on `ips` of every Service, from one list of the watch cache
-/// read as it arrives ([`listed::list`]): each Service parsed lean (its
-/// annotations and the rest skipped unparsed) and dropped once its claims on
-/// `ips` and its problem, if any, are kept. Every address of every Service is
-/// read; one that cannot be read leaves the answer unknown
-/// ([`ServiceAddresses::holders`]).
-async fn claims(client: &Client, ips: &BTreeSet<IpAddr>) -> kube::Result<ServiceAddresses> {
-    let api = Api::<ListedService>::all(client.clone());
-    let read = listed::list(&api, None, |s| {
+/// The claims on `ips` of every Service, listed once (`ipshadow check`,
+/// `audit` for the Nodes' and pods' addresses, and the agent's lookups) from
+/// the watch cache and read as it arrives ([`listed::list`]): each Service
+/// parsed lean (its annotations and the rest skipped unparsed) and dropped
+/// once its claims on `ips` and its problem, if any, are kept. Every address
+/// of every Service is read; one that cannot be read leaves the answer
+/// unknown ([`ServiceAddresses::holders`]).
+///
+/// # Errors
+/// The list failed.
+pub async fn services_claiming(
+    client: &Client,
+    ips: &BTreeSet<IpAddr>,
+) -> kube::Result<ServiceAddresses> {
+    let url = K8sService::url_path(&(), None);
+    let read = listed::list(client, &url, None, |s: objects::LeanService| {
         let mut unreadable = Vec::new();
         let (claims, api_service): (Vec<_>, Vec<_>) =
-            objects::service_addresses(&s.service, &mut unreadable)
+            objects::service_addresses(&s, &mut unreadable)
                 .into_iter()
                 .filter(|(ip, a)| ips.contains(ip) || is_api_service(a))
                 .partition(|(ip, _)| ips.contains(ip));
@@ -146,18 +111,6 @@ fn is_api_service(a: &crate::inventory::ServiceAddress) -> bool {
         && a.service.name == name
 }
 
-/// The claims on `ips` of every Service, listed once (`ipshadow check`, and
-/// `audit` for the Nodes' and pods' addresses).
-///
-/// # Errors
-/// The list failed.
-pub async fn services_claiming(
-    client: &Client,
-    ips: &BTreeSet<IpAddr>,
-) -> kube::Result<ServiceAddresses> {
-    claims(client, ips).await
-}
-
 /// The Service lookups of one node, and where their answers go.
 pub(super) struct Lookups(pub(super) Client, pub(super) Sink);
 
@@ -185,7 +138,7 @@ impl Lookup for Lookups {
     }
 
     async fn ask(&self, keys: &[IpAddr]) -> kube::Result<ServiceAddresses> {
-        claims(&self.0, &keys.iter().copied().collect()).await
+        services_claiming(&self.0, &keys.iter().copied().collect()).await
     }
 
     /// Publishes `found`; a reconcile when it changed.

@@ -50,16 +50,14 @@ pub enum Failure {
 
 /// Whether a watcher error means "this resource does not exist here" (CRD not installed).
 fn failure(e: &watcher::Error) -> Failure {
-    let inner = match e {
+    let not_found = match e {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => e,
-        watcher::Error::WatchError(s) if s.code == 404 => return Failure::NotFound,
-        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => {
-            return Failure::Error;
-        }
+        | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(s) if s.code == 404),
+        watcher::Error::WatchError(s) => s.code == 404,
+        watcher::Error::NoResourceVersion => false,
     };
-    if matches!(inner, kube::Error::Api(s) if s.code == 404) {
+    if not_found {
         Failure::NotFound
     } else {
         Failure::Error

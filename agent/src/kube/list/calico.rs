@@ -26,44 +26,36 @@ pub(super) async fn ipam(
     progress: Progress<'_>,
     invalid: &mut Vec<Invalid>,
 ) -> Arc<CalicoIpam> {
-    read(client, scope, progress, invalid)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(
-                error = %e,
-                "listing Calico's IPAMBlocks and IPPools failed: tunnel addresses are not checked \
-                 against Calico's IPAM (`kubectl auth can-i list ipamblocks.crd.projectcalico.org`)"
-            );
-            Arc::default()
-        })
-}
-
-async fn read(
-    client: &kube::Client,
-    scope: Scope<'_>,
-    progress: Progress<'_>,
-    invalid: &mut Vec<Invalid>,
-) -> Result<Arc<CalicoIpam>, ListError> {
     if scope != Scope::Cluster {
-        return Ok(Arc::default());
+        return Arc::default();
     }
-    let blocks = custom_objects::<LeanIpamBlock, _>(
-        client,
-        ("crd.projectcalico.org", "v1", "IPAMBlock", "ipamblocks"),
-        (Read::Pages, usize::MAX),
-        progress,
-        invalid,
-        objects::ipam_block,
-    )
-    .await?;
-    let pools = custom_objects::<LeanIpPool, _>(
-        client,
-        ("crd.projectcalico.org", "v1", "IPPool", "ippools"),
-        (Read::Pages, usize::MAX),
-        progress,
-        invalid,
-        objects::ip_pool,
-    )
-    .await?;
-    Ok(Arc::new(CalicoIpam::new(blocks, pools)))
+    let read = async {
+        let blocks = custom_objects::<LeanIpamBlock, _>(
+            client,
+            ("crd.projectcalico.org", "v1", "IPAMBlock", "ipamblocks"),
+            (Read::Pages, usize::MAX),
+            progress,
+            invalid,
+            objects::ipam_block,
+        )
+        .await?;
+        let pools = custom_objects::<LeanIpPool, _>(
+            client,
+            ("crd.projectcalico.org", "v1", "IPPool", "ippools"),
+            (Read::Pages, usize::MAX),
+            progress,
+            invalid,
+            objects::ip_pool,
+        )
+        .await?;
+        Ok::<_, ListError>(Arc::new(CalicoIpam::new(blocks, pools)))
+    };
+    read.await.unwrap_or_else(|e| {
+        tracing::warn!(
+            error = %e,
+            "listing Calico's IPAMBlocks and IPPools failed: tunnel addresses are not checked \
+             against Calico's IPAM (`kubectl auth can-i list ipamblocks.crd.projectcalico.org`)"
+        );
+        Arc::default()
+    })
 }

@@ -3,7 +3,7 @@
 //! the converters that read JSON or k8s types. What the fuzz target drives,
 //! so that it covers the paths the agent takes, lean types included.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{impact, sandbox_failure};
@@ -18,39 +18,36 @@ use crate::{
 /// Reads `item` as every kind of object; what each converter refuses or
 /// names goes into `problems`. Never panics, whatever `item` holds.
 pub fn every_reading(item: &Value, keys: &[String], problems: &mut Vec<Invalid>) {
-    fn lean<L: DeserializeOwned>(item: &Value) -> Option<L> {
-        L::deserialize(item).ok()
-    }
     let _ = super::service_json(item, problems);
-    if let Some(n) = lean::<LeanCiliumNode>(item) {
+    if let Ok(n) = LeanCiliumNode::deserialize(item) {
         let _ = super::cilium_node(&n, problems);
     }
-    if let Some(s) = lean::<LeanSubnet>(item) {
+    if let Ok(s) = LeanSubnet::deserialize(item) {
         let _ = super::subnet(&s, problems);
     }
-    if let Some(p) = lean::<LeanIpPool>(item) {
+    if let Ok(p) = LeanIpPool::deserialize(item) {
         let _ = super::ip_pool(&p, problems);
     }
-    if let Some(b) = lean::<LeanIpamBlock>(item) {
+    if let Ok(b) = LeanIpamBlock::deserialize(item) {
         let _ = super::ipam_block(&b, problems);
     }
-    if let Some(r) = lean::<LeanIp>(item) {
+    if let Ok(r) = LeanIp::deserialize(item) {
         let _ = super::kube_ovn_ip(&r, "fuzz", "fuzz");
     }
-    if let Some(e) = lean::<LeanEvent>(item) {
+    if let Ok(e) = LeanEvent::deserialize(item) {
         let _ = sandbox_failure(&e);
     }
-    if let Some(s) = lean::<LeanSlice>(item) {
+    if let Ok(s) = LeanSlice::deserialize(item) {
         let _ = impact::endpoint_slice(&s);
     }
-    if let Some(c) = lean::<LeanCaller>(item) {
+    if let Ok(c) = LeanCaller::deserialize(item) {
         let kind = item["kind"].as_str().unwrap_or_default();
         let _ = impact::callers(&c, kind);
     }
-    if let Some(pod) = lean::<k8s_openapi::api::core::v1::Pod>(item) {
+    if let Ok(pod) = k8s_openapi::api::core::v1::Pod::deserialize(item) {
         let _ = super::pod(&pod, keys, problems);
     }
-    if let Some(node) = lean::<k8s_openapi::api::core::v1::Node>(item) {
+    if let Ok(node) = k8s_openapi::api::core::v1::Node::deserialize(item) {
         let _ = super::node_facts(&node, problems);
     }
 }

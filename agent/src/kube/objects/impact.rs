@@ -38,21 +38,12 @@ fn service(s: &Shape<Service>) -> Option<ServiceRef> {
 /// A `discovery.k8s.io/v1` EndpointSlice.
 #[must_use]
 pub(in crate::kube) fn endpoint_slice(v: &LeanSlice) -> EndpointSlice {
-    let (namespace, name) = match &v.metadata {
-        Shape::Map(m) => (
-            m.namespace.as_ref(),
-            match &m.labels {
-                Shape::Map(l) => l.service_name.as_ref(),
-                _ => None,
-            },
-        ),
-        _ => (None, None),
-    };
-    let service = match (text(namespace), text(name)) {
-        (Some(namespace), Some(name)) => Some(ServiceRef {
-            namespace: cleaned(namespace),
-            name: cleaned(name),
-        }),
+    let service = match &v.metadata {
+        Shape::Map(m) => match &m.labels {
+            Shape::Map(l) => (owned(m.namespace.as_ref()).zip(owned(l.service_name.as_ref())))
+                .map(|(namespace, name)| ServiceRef { namespace, name }),
+            _ => None,
+        },
         _ => None,
     };
     let endpoints = v

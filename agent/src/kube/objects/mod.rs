@@ -45,6 +45,7 @@ mod calico_tests;
 #[path = "cilium_lean_tests.rs"]
 mod cilium_lean_tests;
 #[cfg(test)]
+#[path = "props_tests.rs"]
 pub(crate) mod props;
 #[cfg(test)]
 #[path = "subnet_lean_tests.rs"]

@@ -288,13 +288,8 @@ impl Inner {
             },
             ..TokenReview::default()
         };
-        let api: Api<TokenReview> = Api::all(self.client.clone());
-        let done =
-            tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| format!("TokenReview took over {}s", REVIEW_TIMEOUT.as_secs()))?
-                .map_err(|e| format!("TokenReview failed: {e}"))?;
-        let status = done.status.unwrap_or_default();
+        let status = self.create("TokenReview", &review).await?.status;
+        let status = status.unwrap_or_default();
         let Some(u) = status.user.filter(|_| status.authenticated == Some(true)) else {
             return Ok(Err(status.error.filter(|e| !e.is_empty()).unwrap_or_else(
                 || "the API server does not know this token".to_owned(),
@@ -329,20 +324,24 @@ impl Inner {
             },
             ..SubjectAccessReview::default()
         };
-        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let done =
-            tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| {
-                    format!(
-                        "SubjectAccessReview took over {}s",
-                        REVIEW_TIMEOUT.as_secs()
-                    )
-                })?
-                .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+        let done = self.create("SubjectAccessReview", &review).await?;
         Ok(done
             .status
             .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
+    }
+
+    /// Creates `review`, a `kind`, within [`REVIEW_TIMEOUT`]: the API
+    /// server's answer, or why there is none.
+    async fn create<R>(&self, kind: &str, review: &R) -> Result<R, String>
+    where
+        R: kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>,
+        R: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let api: Api<R> = Api::all(self.client.clone());
+        tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), review))
+            .await
+            .map_err(|_| format!("{kind} took over {}s", REVIEW_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("{kind} failed: {e}"))
     }
 }
 
@@ -358,6 +357,7 @@ fn user(u: UserInfo) -> User {
 }
 
 #[cfg(test)]
+#[path = "fake_tests.rs"]
 pub(crate) mod fake;
 #[cfg(test)]
 mod tests;

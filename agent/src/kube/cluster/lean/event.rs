@@ -45,6 +45,7 @@ pub struct LeanEvent {
     pub(in crate::kube) series: Shape<Series>,
 }
 
+/// A namespace and name: an Event's metadata, the Service a webhook calls.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(in crate::kube) struct Meta {

@@ -49,25 +49,7 @@ impl std::ops::DerefMut for LeanNode {
 
 impl<'de> Deserialize<'de> for LeanNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let lean = LeanNodeWire::deserialize(d)?;
-        let spec = lean.spec.map(|s| NodeSpec {
-            pod_cidr: s.pod_cidr,
-            pod_cidrs: s.pod_cidrs,
-            ..NodeSpec::default()
-        });
-        let status = lean.status.map(|s| NodeStatus {
-            allocatable: s
-                .allocatable
-                .map(|a| a.0.into_iter().map(|q| ("pods".to_owned(), q)).collect()),
-            conditions: s.conditions,
-            addresses: s.addresses,
-            ..NodeStatus::default()
-        });
-        Ok(Self(Node {
-            metadata: lean.metadata.object_meta(),
-            spec,
-            status,
-        }))
+        Ok(Self(LeanNodeWire::deserialize(d)?.split().0))
     }
 }
 
@@ -94,9 +76,34 @@ impl<'de> Deserialize<'de> for LeanNodeMeta {
 #[derive(Deserialize)]
 pub(super) struct LeanNodeWire {
     #[serde(default)]
-    pub(super) metadata: Meta,
-    pub(super) spec: Option<Spec>,
-    pub(super) status: Option<Status>,
+    metadata: Meta,
+    spec: Option<Spec>,
+    status: Option<Status>,
+}
+
+impl LeanNodeWire {
+    /// The kept fields as a `Node` without annotations, and its annotations.
+    pub(super) fn split(self) -> (Node, Option<Annotations>) {
+        let spec = self.spec.map(|s| NodeSpec {
+            pod_cidr: s.pod_cidr,
+            pod_cidrs: s.pod_cidrs,
+            ..NodeSpec::default()
+        });
+        let status = self.status.map(|s| NodeStatus {
+            allocatable: s
+                .allocatable
+                .map(|a| a.0.into_iter().map(|q| ("pods".to_owned(), q)).collect()),
+            conditions: s.conditions,
+            addresses: s.addresses,
+            ..NodeStatus::default()
+        });
+        let node = Node {
+            metadata: self.metadata.object_meta(),
+            spec,
+            status,
+        };
+        (node, self.metadata.annotations)
+    }
 }
 
 #[derive(Deserialize)]
@@ -107,15 +114,15 @@ struct LeanNodeMetaWire {
 
 #[derive(Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub(super) struct Meta {
-    pub(super) name: Option<String>,
-    pub(super) uid: Option<String>,
-    pub(super) resource_version: Option<String>,
-    pub(super) annotations: Option<Annotations>,
+struct Meta {
+    name: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    annotations: Option<Annotations>,
 }
 
 impl Meta {
-    pub(super) fn object_meta(&self) -> ObjectMeta {
+    fn object_meta(&self) -> ObjectMeta {
         ObjectMeta {
             name: self.name.clone(),
             uid: self.uid.clone(),
@@ -126,23 +133,23 @@ impl Meta {
 }
 
 #[derive(Deserialize)]
-pub(super) struct Spec {
+struct Spec {
     #[serde(rename = "podCIDR")]
-    pub(super) pod_cidr: Option<String>,
+    pod_cidr: Option<String>,
     #[serde(rename = "podCIDRs")]
-    pub(super) pod_cidrs: Option<Vec<String>>,
+    pod_cidrs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
-pub(super) struct Status {
-    pub(super) allocatable: Option<AllocatablePods>,
-    pub(super) conditions: Option<Vec<NodeCondition>>,
+struct Status {
+    allocatable: Option<AllocatablePods>,
+    conditions: Option<Vec<NodeCondition>>,
     /// InternalIP and ExternalIP entries become the Node's addresses.
-    pub(super) addresses: Option<Vec<k8s_openapi::api::core::v1::NodeAddress>>,
+    addresses: Option<Vec<k8s_openapi::api::core::v1::NodeAddress>>,
 }
 
 /// `status.allocatable`'s `pods`, the other resources skipped.
-pub(super) struct AllocatablePods(pub(super) Option<Quantity>);
+struct AllocatablePods(Option<Quantity>);
 
 impl<'de> Deserialize<'de> for AllocatablePods {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -7,7 +7,7 @@
 //! [`objects::with_addresses`]: crate::kube::objects::with_addresses
 //! [`objects::node_annotations`]: crate::kube::objects::node_annotations
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Deserializer};
 
 use super::node::LeanNodeWire;
@@ -37,30 +37,11 @@ impl LeanListedNode {
 
 impl<'de> Deserialize<'de> for LeanListedNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut w = LeanNodeWire::deserialize(d)?;
-        let mut metadata = w.metadata.object_meta();
-        let annotations = w.metadata.annotations.take();
+        let (mut node, annotations) = LeanNodeWire::deserialize(d)?.split();
         let calico_annotated = annotations.as_ref().is_some_and(|a| a.1);
-        metadata.annotations = annotations.map(|a| a.0);
-        let spec = w.spec.map(|s| NodeSpec {
-            pod_cidr: s.pod_cidr,
-            pod_cidrs: s.pod_cidrs,
-            ..NodeSpec::default()
-        });
-        let status = w.status.map(|s| NodeStatus {
-            allocatable: s
-                .allocatable
-                .map(|a| a.0.into_iter().map(|q| ("pods".to_owned(), q)).collect()),
-            conditions: s.conditions,
-            addresses: s.addresses,
-            ..NodeStatus::default()
-        });
+        node.metadata.annotations = annotations.map(|a| a.0);
         Ok(Self {
-            node: Node {
-                metadata,
-                spec,
-                status,
-            },
+            node,
             calico_annotated,
         })
     }

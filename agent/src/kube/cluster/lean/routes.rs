@@ -13,14 +13,14 @@
 
 use serde::Deserialize;
 
+pub(in crate::kube) use super::event::Meta as Service;
 use super::{
     bounded::{Capped, Text},
+    event::NAME_MAX,
     shape::Shape,
 };
 use crate::kube::objects::impact::{ENDPOINTS_MAX, WEBHOOKS_MAX};
 
-/// Longest name or namespace kept (the API allows 253).
-const NAME_MAX: usize = 256;
 /// Longest address text kept (an IPv6 address with a zone is under 64).
 const ADDRESS_MAX: usize = 64;
 
@@ -98,13 +98,6 @@ pub(in crate::kube) struct Calls {
 }
 
 pub(in crate::kube) type ApiServiceSpec = Calls;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(in crate::kube) struct Service {
-    pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
-    pub(in crate::kube) name: Option<Text<NAME_MAX>>,
-}
 
 #[cfg(test)]
 mod tests {
