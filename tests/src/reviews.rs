@@ -14,7 +14,7 @@
 //! `status.audiences`.
 //!
 //! Shared: the agent's unit tests answer reviews by these same rules
-//! (`agent/src/kube/review/fake.rs` includes this file).
+//! (`agent/src/kube/review/fake_tests.rs` includes this file).
 
 use std::collections::{BTreeMap, BTreeSet};
 
