@@ -200,10 +200,14 @@ impl ReconcileLoop {
                     let refresh = tokio::task::spawn_blocking(move || {
                         crate::inventory::lock(&reading).refresh()
                     });
+                    tokio::pin!(refresh);
                     // The loop still answers /healthz while a large file is read.
-                    let errors = answering(&mut self.pings, refresh)
-                        .await
-                        .unwrap_or_default();
+                    let errors = loop {
+                        tokio::select! {
+                            done = &mut refresh => break done.unwrap_or_default(),
+                            Some(reply) = self.pings.recv() => { let _ = reply.send(()); }
+                        }
+                    };
                     for e in errors {
                         tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
                     }
@@ -234,21 +238,29 @@ impl ReconcileLoop {
         let (reconciler, host, pings) = (&self.reconciler, self.host.clone(), &mut self.pings);
         let slice = std::mem::take(&mut self.next_slice);
         let read_namespaces = host.is_none() || slice;
-        let work = async {
-            match &host {
-                Some(host) if slice => {
-                    tracing::debug!("a resync's next namespaces, on the pass's host snapshot");
-                    Ok(reconciler.reconcile_namespaces(&state, host).await)
+        let result = {
+            let work = async {
+                match &host {
+                    Some(host) if slice => {
+                        tracing::debug!("a resync's next namespaces, on the pass's host snapshot");
+                        Ok(reconciler.reconcile_namespaces(&state, host).await)
+                    }
+                    Some(host) => {
+                        tracing::debug!("a change of the cluster only: reusing the host snapshot");
+                        Ok(reconciler.reconcile_cluster_change(&state, host).await)
+                    }
+                    None => reconciler.reconcile(&state).await,
                 }
-                Some(host) => {
-                    tracing::debug!("a change of the cluster only: reusing the host snapshot");
-                    Ok(reconciler.reconcile_cluster_change(&state, host).await)
+            };
+            tokio::pin!(work);
+            // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
+            loop {
+                tokio::select! {
+                    r = &mut work => break r,
+                    Some(reply) = pings.recv() => { let _ = reply.send(()); }
                 }
-                None => reconciler.reconcile(&state).await,
             }
         };
-        // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
-        let result = answering(pings, work).await;
         let elapsed = started.elapsed();
         self.metrics.reconciled(result.is_ok().then_some(elapsed));
         let reads = self.reconciler.host_reads();
@@ -312,20 +324,6 @@ impl ReconcileLoop {
             }
         }
         self.seen_invalid = current;
-    }
-}
-
-/// `work`'s output, `/healthz`'s pings answered while it runs.
-async fn answering<T>(
-    pings: &mut mpsc::Receiver<oneshot::Sender<()>>,
-    work: impl Future<Output = T>,
-) -> T {
-    tokio::pin!(work);
-    loop {
-        tokio::select! {
-            r = &mut work => return r,
-            Some(reply) = pings.recv() => { let _ = reply.send(()); }
-        }
     }
 }
 
