@@ -118,32 +118,24 @@ fn parse() -> Cli {
 
 fn main() -> ExitCode {
     let cli = parse();
-    if let Err(e) = init_logging(&cli.log) {
-        eprintln!("error: {e:#}");
-        return ExitCode::from(EXIT_ERROR);
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the async runtime failed: {e}");
-            return ExitCode::from(EXIT_ERROR);
-        }
-    };
-    let result = runtime.block_on(async {
-        match cli.command {
-            #[cfg(target_os = "linux")]
-            Command::Check(args) => run_check(args).await,
-            Command::Audit(args) => run_audit(args).await,
-            #[cfg(target_os = "linux")]
-            Command::Agent(args) => ipshadow::daemon::run(*args)
-                .await
-                .map(|()| ExitCode::SUCCESS)
-                .context("ipshadow agent failed"),
-            Command::Docs(args) => docs(&args),
-        }
+    let result = init_logging(&cli.log).and_then(|()| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime failed")?;
+        runtime.block_on(async {
+            match cli.command {
+                #[cfg(target_os = "linux")]
+                Command::Check(args) => run_check(args).await,
+                Command::Audit(args) => run_audit(args).await,
+                #[cfg(target_os = "linux")]
+                Command::Agent(args) => ipshadow::daemon::run(*args)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
+                    .context("ipshadow agent failed"),
+                Command::Docs(args) => docs(&args),
+            }
+        })
     });
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

@@ -59,10 +59,7 @@ fn names(set: &CapsHashSet) -> Vec<String> {
 }
 
 fn caps_err(action: &'static str) -> impl FnOnce(caps::errors::CapsError) -> Error {
-    move |source| Error::Caps {
-        action,
-        cause: source,
-    }
+    move |cause| Error::Caps { action, cause }
 }
 
 /// Gives up every capability the running agent no longer needs (see the module

@@ -144,10 +144,7 @@ fn pool(
         for mut p in ranges(records, &object, "spec.ipRanges", purpose, texts, bad) {
             p.domain = (subnet.vlan != 0).then(|| format!("VLAN {}", subnet.vlan));
             if let Some(gw) = subnet.gateway.as_deref().and_then(parse_ip) {
-                p.exclude.push(IpRange {
-                    first: gw,
-                    last: gw,
-                });
+                p.exclude.push(IpRange::of(&gw.into()));
             }
             out.push(p);
         }

@@ -108,10 +108,7 @@ fn pool(object: &str, key: &str, text: &str, range: IpRange, skip_ends: bool) ->
     // kube-vip skips an IPv4 CIDR's ends only when told to.
     if skip_ends && range.first.is_ipv4() && range.first != range.last {
         p.exclude = [range.first, range.last]
-            .map(|ip| IpRange {
-                first: ip,
-                last: ip,
-            })
+            .map(|ip| IpRange::of(&ip.into()))
             .into();
     }
     p

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
-use super::plan::{Records, ranges, spec};
+use super::plan::{Records, ranges, spec_ranges};
 use crate::inventory::{Invalid, Planned, Purpose};
 
 /// The Service ranges.
@@ -32,17 +32,14 @@ struct Spec {
 }
 
 fn read(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let Some((object, spec)) = spec::<Spec>(&SERVICE_CIDRS, json, bad) else {
-        return Vec::new();
-    };
-    let texts = spec.cidrs.into_iter();
-    ranges(
+    let texts = |s: Spec| s.cidrs.into_iter();
+    spec_ranges(
         &SERVICE_CIDRS,
-        &object,
+        json,
         "spec.cidrs",
         Purpose::Services,
-        texts,
         bad,
+        texts,
     )
 }
 
@@ -90,23 +87,16 @@ struct ServiceSpec {
 }
 
 fn read_service(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let Some((object, spec)) = spec::<ServiceSpec>(&API_SERVICE, json, bad) else {
-        return Vec::new();
+    let texts = |spec: ServiceSpec| {
+        // `clusterIPs` since 1.20; `clusterIP`, its first, before.
+        let mut ips = spec.cluster_ips;
+        if ips.is_empty() {
+            ips.extend(spec.cluster_ip);
+        }
+        ips.into_iter().filter(|ip| !ip.is_empty() && ip != "None")
     };
-    // `clusterIPs` since 1.20; `clusterIP`, its first, before.
-    let mut ips = spec.cluster_ips;
-    if ips.is_empty() {
-        ips.extend(spec.cluster_ip);
-    }
-    let texts = ips.into_iter().filter(|ip| !ip.is_empty() && ip != "None");
-    ranges(
-        &API_SERVICE,
-        &object,
-        "spec.clusterIPs",
-        Purpose::Services,
-        texts,
-        bad,
-    )
+    let field = "spec.clusterIPs";
+    spec_ranges(&API_SERVICE, json, field, Purpose::Services, bad, texts)
 }
 
 /// kube-apiserver's Service IP allocator ("failed to allocate a serviceIP:

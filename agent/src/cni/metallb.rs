@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::plan::{Records, ranges, spec};
+use super::plan::{Records, spec_ranges};
 use crate::inventory::{Invalid, Planned, Purpose};
 
 /// MetalLB's address pools.
@@ -27,16 +27,13 @@ struct Spec {
 }
 
 fn read(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let Some((object, spec)) = spec::<Spec>(&POOLS, json, bad) else {
-        return Vec::new();
-    };
-    let texts = spec.addresses.into_iter();
-    ranges(
+    let texts = |s: Spec| s.addresses.into_iter();
+    spec_ranges(
         &POOLS,
-        &object,
+        json,
         "spec.addresses",
         Purpose::LoadBalancer,
-        texts,
         bad,
+        texts,
     )
 }

@@ -156,10 +156,7 @@ pub fn parse_entry(s: &str) -> Option<IpRange> {
     if s.contains('/') {
         return parse_cidr(s).map(|c| IpRange::of(&c.net));
     }
-    parse_ip(s).map(|ip| IpRange {
-        first: ip,
-        last: ip,
-    })
+    parse_ip(s).map(|ip| IpRange::of(&ip.into()))
 }
 
 /// An object skipped, or a field of it, named for the invalid objects.
@@ -206,6 +203,22 @@ pub fn spec<S: serde::de::DeserializeOwned>(
             None
         }
     }
+}
+
+/// The ranges an object's `spec` writes in `field`, as `texts` takes them out
+/// of it; none where the object has no readable `spec`.
+pub fn spec_ranges<S: serde::de::DeserializeOwned, T: Iterator<Item = String>>(
+    records: &'static Records,
+    json: &str,
+    field: &'static str,
+    purpose: Purpose,
+    bad: &mut Vec<Invalid>,
+    texts: impl FnOnce(S) -> T,
+) -> Vec<Planned> {
+    let Some((object, spec)) = spec::<S>(records, json, bad) else {
+        return Vec::new();
+    };
+    ranges(records, &object, field, purpose, texts(spec), bad)
 }
 
 /// The ranges written as `texts` in `field` of `object`.

@@ -152,11 +152,7 @@ impl Http {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
             tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|source| ListenError {
-                    addr,
-                    flag,
-                    cause: source,
-                })
+                .map_err(|cause| ListenError { addr, flag, cause })
         };
         let tls = match (&args.tls_cert_file, &args.tls_key_file) {
             (Some(cert), Some(key)) => Some(Arc::new(Tls::new(cert, key)?)),

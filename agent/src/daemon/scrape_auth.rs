@@ -159,10 +159,7 @@ impl Tls {
     /// The acceptor for a new connection: the files' current pair, or the last
     /// good one while the new files do not load (a rotation half written).
     pub(crate) fn acceptor(&self) -> TlsAcceptor {
-        let mut s = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut s = crate::inventory::lock(&self.state);
         // A stat of two small files of a mounted Secret, at most once a second.
         if s.checked.elapsed() >= RELOAD_CHECK {
             s.checked = Instant::now();

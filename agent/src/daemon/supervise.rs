@@ -6,7 +6,7 @@
 use std::{
     collections::BTreeMap,
     panic::AssertUnwindSafe,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex},
 };
 
 use futures::FutureExt as _;
@@ -67,16 +67,13 @@ impl Supervisor {
             };
             tracing::error!(task = name, why, "a long-lived task stopped; /healthz fails from now on so that the agent is restarted");
             gauge.set(0);
-            stopped
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(name, why);
+            crate::inventory::lock(&stopped).insert(name, why);
         });
     }
 
     /// The tasks that stopped, and why, as one line; `None` while all run.
     pub(crate) fn failure(&self) -> Option<String> {
-        let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        let stopped = crate::inventory::lock(&self.stopped);
         (!stopped.is_empty()).then(|| {
             stopped
                 .iter()

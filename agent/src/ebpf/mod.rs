@@ -138,6 +138,21 @@ pub enum Error {
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The [`Error::Program`] of `action`.
+fn program_failed(action: &'static str) -> impl FnOnce(aya::programs::ProgramError) -> Error {
+    move |cause| Error::Program { action, cause }
+}
+
+/// The [`Error::MapOpen`] of `action`.
+fn map_failed(action: &'static str) -> impl FnOnce(aya::maps::MapError) -> Error {
+    move |cause| Error::MapOpen { action, cause }
+}
+
+/// The [`Error::Map`] of `action` on `ip`.
+fn ip_map_failed(action: &'static str, ip: IpAddr) -> impl FnOnce(aya::maps::MapError) -> Error {
+    move |cause| Error::Map { action, ip, cause }
+}
+
 /// How the classifier is attached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum AttachMode {
@@ -226,10 +241,9 @@ pub struct ProgramStats {
 }
 
 fn program_stats(prog: &SchedClassifier) -> Result<ProgramStats> {
-    let info = prog.info().map_err(|source| Error::Program {
-        action: "reading the program's info",
-        cause: source,
-    })?;
+    let info = prog
+        .info()
+        .map_err(program_failed("reading the program's info"))?;
     Ok(ProgramStats {
         id: info.id(),
         run_count: info.run_count(),
@@ -241,7 +255,7 @@ pub(crate) fn load_object() -> Result<Ebpf> {
     if OBJECT.is_empty() {
         return Err(Error::NotBuilt);
     }
-    Ebpf::load(OBJECT).map_err(|source| Error::Load { cause: source })
+    Ebpf::load(OBJECT).map_err(|cause| Error::Load { cause })
 }
 
 fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M>
@@ -251,10 +265,7 @@ where
     let map = ebpf
         .take_map(name)
         .ok_or(Error::Missing { what: "map", name })?;
-    M::try_from(map).map_err(|source| Error::MapOpen {
-        action: "opening a map of the eBPF object",
-        cause: source,
-    })
+    M::try_from(map).map_err(map_failed("opening a map of the eBPF object"))
 }
 
 /// TCX where asked for or (in auto mode) where the kernel has it; else legacy tc
@@ -285,10 +296,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut SchedCl
             name,
         })?
         .try_into()
-        .map_err(|source| Error::Program {
-            action: "reading the classifier",
-            cause: source,
-        })
+        .map_err(program_failed("reading the classifier"))
 }
 
 /// Removes legacy tc filters named like our program from the ingress of

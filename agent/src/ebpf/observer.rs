@@ -13,9 +13,9 @@ use aya::{
 use ipshadow_common::{FILTER_MAP, IpCounters, IpKey, SAMPLES_MAP, SHADOWED_MAP};
 
 use super::{
-    AttachMode, Error, Ownership, ProgramStats, Result, attach_options, classifier, decode, key,
-    load_object, owner::OwnerLock, prefilter::Prefilter, program_stats, remove_stale_filters,
-    take_map,
+    AttachMode, Error, Ownership, ProgramStats, Result, attach_options, classifier, decode,
+    ip_map_failed, key, load_object, owner::OwnerLock, prefilter::Prefilter, program_failed,
+    program_stats, remove_stale_filters, take_map,
 };
 use crate::report::{evidence::Sample, traffic::Counters};
 
@@ -37,19 +37,13 @@ impl Observer {
     /// Loads the embedded program into the kernel (runs the verifier); does not attach.
     pub fn load() -> Result<Self> {
         let mut ebpf = load_object()?;
-        classifier(&mut ebpf)?
-            .load()
-            .map_err(|source| Error::Program {
-                action: "loading the classifier into the kernel (verifier)",
-                cause: source,
-            })?;
+        classifier(&mut ebpf)?.load().map_err(program_failed(
+            "loading the classifier into the kernel (verifier)",
+        ))?;
         let shadowed = take_map(&mut ebpf, SHADOWED_MAP)?;
         let samples = take_map(&mut ebpf, SAMPLES_MAP)?;
         let filter = Prefilter::new(take_map(&mut ebpf, FILTER_MAP)?);
-        let cpus = aya::util::nr_cpus().map_err(|(what, source)| Error::Cpus {
-            what,
-            cause: source,
-        })?;
+        let cpus = aya::util::nr_cpus().map_err(|(what, cause)| Error::Cpus { what, cause })?;
         Ok(Self {
             ebpf,
             shadowed,
@@ -72,10 +66,7 @@ impl Observer {
         mode: AttachMode,
         ownership: Ownership,
     ) -> Result<usize> {
-        self.owner = OwnerLock::acquire(iface).map_err(|source| Error::Claim {
-            iface,
-            cause: source,
-        })?;
+        self.owner = OwnerLock::acquire(iface).map_err(|cause| Error::Claim { iface, cause })?;
         let stale = match (&self.owner, ownership) {
             (Some(_), _) => remove_stale_filters(iface)?,
             (None, Ownership::Exclusive) => return Err(Error::Busy { iface }),
@@ -91,10 +82,9 @@ impl Observer {
         self.legacy = matches!(options, TcAttachOptions::Netlink(_));
         classifier(&mut self.ebpf)?
             .attach_with_options(iface, TcAttachType::Ingress, options)
-            .map_err(|source| Error::Program {
-                action: "attaching the classifier to the interface's ingress",
-                cause: source,
-            })?;
+            .map_err(program_failed(
+                "attaching the classifier to the interface's ingress",
+            ))?;
         Ok(stale)
     }
 
@@ -130,13 +120,7 @@ impl Observer {
             }
             match self.shadowed.remove(&key(ip)) {
                 Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(source) => {
-                    return Err(Error::Map {
-                        action: "removing from SHADOWED",
-                        ip,
-                        cause: source,
-                    });
-                }
+                Err(e) => return Err(ip_map_failed("removing from SHADOWED", ip)(e)),
             }
             self.watched.remove(&ip);
         }
@@ -178,11 +162,7 @@ impl Observer {
         match self.shadowed.get(&key(ip), 0) {
             Ok(per_cpu) => Ok(Some(decode::counters(per_cpu.iter()))),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(source) => Err(Error::Map {
-                action: "reading SHADOWED",
-                ip,
-                cause: source,
-            }),
+            Err(e) => Err(ip_map_failed("reading SHADOWED", ip)(e)),
         }
     }
 
@@ -230,12 +210,11 @@ fn insert(
     ip: IpAddr,
     cpus: usize,
 ) -> Result<bool> {
-    let zeros = PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|source| {
-        Error::Cpus {
+    let zeros =
+        PerCpuValues::try_from(vec![IpCounters::default(); cpus]).map_err(|cause| Error::Cpus {
             what: "per-CPU values",
-            cause: source,
-        }
-    })?;
+            cause,
+        })?;
     match map.insert(key(ip), zeros, 0) {
         Ok(()) => Ok(true),
         Err(aya::maps::MapError::SyscallError(e))
@@ -243,10 +222,6 @@ fn insert(
         {
             Ok(false)
         }
-        Err(source) => Err(Error::Map {
-            action: "adding to SHADOWED",
-            ip,
-            cause: source,
-        }),
+        Err(e) => Err(ip_map_failed("adding to SHADOWED", ip)(e)),
     }
 }

@@ -8,7 +8,7 @@ use std::{
 use aya::maps::{Array, MapData};
 use ipshadow_common::filter_bit;
 
-use super::{Error, Result, key};
+use super::{Result, key, map_failed};
 
 /// The userspace side of the program's prefilter bitmap: which bits the watched
 /// IPs set (several IPs may share one), mirrored word by word into the map.
@@ -33,10 +33,7 @@ impl Prefilter {
         let (index, value) = self.words.iter().next().map_or((0, 0), |(i, v)| (*i, *v));
         self.map
             .set(index, value, 0)
-            .map_err(|source| Error::MapOpen {
-                action: "rewriting a FILTER word",
-                cause: source,
-            })
+            .map_err(map_failed("rewriting a FILTER word"))
     }
 
     /// Sets or clears the bit of `ip`; returns the word index that changed, if any.
@@ -68,10 +65,9 @@ impl Prefilter {
     pub(super) fn write(&mut self, changed: &BTreeSet<u32>) -> Result<()> {
         for &i in changed {
             let value = self.words.get(&i).copied().unwrap_or(0);
-            self.map.set(i, value, 0).map_err(|source| Error::MapOpen {
-                action: "writing the FILTER bitmap",
-                cause: source,
-            })?;
+            self.map
+                .set(i, value, 0)
+                .map_err(map_failed("writing the FILTER bitmap"))?;
             if value == 0 {
                 self.words.remove(&i);
             }

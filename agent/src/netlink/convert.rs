@@ -96,12 +96,8 @@ pub fn route(msg: &RouteMessage) -> Option<Route> {
     // A default route carries no RTA_DST.
     let dst = match (dst, msg.header.address_family) {
         (Some(ip), _) => IpNet::new(ip, len).ok()?,
-        (None, netlink_packet_route::AddressFamily::Inet) => {
-            IpNet::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0).ok()?
-        }
-        (None, netlink_packet_route::AddressFamily::Inet6) => {
-            IpNet::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0).ok()?
-        }
+        (None, netlink_packet_route::AddressFamily::Inet) => IpNet::V4(ipnet::Ipv4Net::default()),
+        (None, netlink_packet_route::AddressFamily::Inet6) => IpNet::V6(ipnet::Ipv6Net::default()),
         (None, _) => return None,
     };
     Some(Route {

@@ -204,26 +204,22 @@ impl State {
 /// A lookup's answer: its header and the attributes [`convert::route`]
 /// reads, parsed into `msg` (its attributes' room reused), then converted.
 fn parse_answer(msg: &mut RouteMessage, payload: &[u8]) -> FibResult {
-    let header = match RouteHeader::parse(payload) {
-        Ok(h) => h,
-        Err(e) => return FibResult::Other(format!("lookup failed: {e}")),
+    let mut parse = || {
+        let header = RouteHeader::parse(payload)?;
+        msg.attributes.clear();
+        let param = (header.address_family, header.kind, RouteLwEnCapType::None);
+        msg.header = header;
+        for nla in NlasIterator::new(payload.get(12..).unwrap_or_default()) {
+            let nla: NlaBuffer<&[u8]> = nla?;
+            if READ.contains(&nla.kind()) {
+                msg.attributes
+                    .push(RouteAttribute::parse_with_param(&nla, param)?);
+            }
+        }
+        Ok::<_, netlink_packet_core::DecodeError>(())
     };
-    msg.attributes.clear();
-    let param = (header.address_family, header.kind, RouteLwEnCapType::None);
-    msg.header = header;
-    let nlas = payload.get(12..).unwrap_or_default();
-    for nla in NlasIterator::new(nlas) {
-        let nla: NlaBuffer<&[u8]> = match nla {
-            Ok(n) => n,
-            Err(e) => return FibResult::Other(format!("lookup failed: {e}")),
-        };
-        if !READ.contains(&nla.kind()) {
-            continue;
-        }
-        match RouteAttribute::parse_with_param(&nla, param) {
-            Ok(a) => msg.attributes.push(a),
-            Err(e) => return FibResult::Other(format!("lookup failed: {e}")),
-        }
+    match parse() {
+        Ok(()) => convert::fib_answer(Ok(msg)),
+        Err(e) => FibResult::Other(format!("lookup failed: {e}")),
     }
-    convert::fib_answer(Ok(msg))
 }

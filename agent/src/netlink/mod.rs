@@ -47,6 +47,11 @@ pub enum Error {
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The [`Error::Dump`] of reading `what`.
+fn dump_failed(what: &'static str) -> impl FnOnce(rtnetlink::Error) -> Error {
+    move |cause| Error::Dump { what, cause }
+}
+
 /// One rtnetlink connection, driven by a task on the current tokio runtime.
 /// The task ends by itself when the handle is dropped (netlink-proto shuts a
 /// connection down once no handle and no unsolicited-message receiver is left).
@@ -99,10 +104,7 @@ impl Netlink {
             .execute()
             .try_collect()
             .await
-            .map_err(|source| Error::Dump {
-                what: "addresses",
-                cause: source,
-            })?;
+            .map_err(dump_failed("addresses"))?;
         let addresses = addr_msgs
             .iter()
             .filter_map(|m| convert::address(m, &links))
@@ -126,10 +128,7 @@ impl Netlink {
             ),
         ] {
             let mut dump = self.handle.route().get(msg).execute();
-            while let Some(m) = dump.try_next().await.map_err(|source| Error::Dump {
-                what,
-                cause: source,
-            })? {
+            while let Some(m) = dump.try_next().await.map_err(dump_failed(what))? {
                 routes.extend(convert::route(&m));
             }
         }
@@ -150,14 +149,11 @@ impl Netlink {
     async fn links(&self) -> Result<(Vec<crate::inventory::Link>, Vec<HostIface>)> {
         let mut req = self.handle.link().get();
         peers::skip_stats(req.message_mut());
-        let msgs: Vec<LinkMessage> =
-            req.execute()
-                .try_collect()
-                .await
-                .map_err(|source| Error::Dump {
-                    what: "links",
-                    cause: source,
-                })?;
+        let msgs: Vec<LinkMessage> = req
+            .execute()
+            .try_collect()
+            .await
+            .map_err(dump_failed("links"))?;
         let links = msgs.iter().filter_map(convert::link).collect();
         let ifaces = msgs
             .iter()

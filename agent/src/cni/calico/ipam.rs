@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::lean::{Attribute, Checked, LeanIpPool, LeanIpamBlock};
-use crate::cni::read::{LeanSpec, quote, unnamed};
+use crate::cni::read::{LeanSpec, capped, quote, unnamed};
 use crate::inventory::{
     Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
 };
@@ -84,15 +84,10 @@ pub(crate) fn ipam_block(
             problem,
         });
     };
-    if allocations.len() > BLOCK_ADDRESSES {
-        bad(format!(
-            "spec.allocations has {} entries; only the first {BLOCK_ADDRESSES} are read",
-            allocations.len()
-        ));
-    }
+    let read = capped(allocations, BLOCK_ADDRESSES, "spec.allocations", &mut bad);
     let mut allocated = Vec::new();
     let mut dangling: Vec<u32> = Vec::new();
-    for (ordinal, index) in allocations.iter().enumerate().take(BLOCK_ADDRESSES) {
+    for (ordinal, index) in read.iter().enumerate() {
         let (Some(index), Ok(ordinal)) = (index, u32::try_from(ordinal)) else {
             continue;
         };
@@ -178,21 +173,14 @@ pub(crate) fn ip_pool(o: &LeanIpPool, problems: &mut Vec<Invalid>) -> Result<IpP
         }
         fits
     });
+    let uses = spec.allowed_uses.value.as_ref();
     Ok(IpPool {
         name,
         cidr,
         block_size,
         disabled: spec.disabled.value,
         // Calico defaults an absent or empty list to Workload and Tunnel.
-        workloads: spec
-            .allowed_uses
-            .value
-            .as_ref()
-            .is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
-        load_balancer: spec
-            .allowed_uses
-            .value
-            .as_ref()
-            .is_some_and(|u| u.iter().any(|u| u == "LoadBalancer")),
+        workloads: uses.is_none_or(|u| u.is_empty() || u.iter().any(|u| u == "Workload")),
+        load_balancer: uses.is_some_and(|u| u.iter().any(|u| u == "LoadBalancer")),
     })
 }

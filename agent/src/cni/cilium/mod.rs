@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{
     Cni, Device, Holds, Name,
-    plan::{Records, ranges, spec},
+    plan::{Records, ranges, spec, spec_ranges},
 };
 use crate::inventory::{
     Invalid, Planned, Purpose, Role, SandboxRefusal, Source, ip_text::parse_ip,
@@ -197,24 +197,14 @@ fn read_lb_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
 }
 
 fn read_pod_pool(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let Some((object, spec)) = spec::<PodSpec>(&POD_POOLS, json, bad) else {
-        return Vec::new();
-    };
-    let texts = [spec.ipv4, spec.ipv6]
-        .into_iter()
-        .flatten()
-        .flat_map(|f| f.cidrs)
-        .map(|c| match c {
+    let texts = |spec: PodSpec| {
+        let cidrs = [spec.ipv4, spec.ipv6].into_iter().flatten();
+        cidrs.flat_map(|f| f.cidrs).map(|c| match c {
             Cidr::Text(t) | Cidr::Object { cidr: t } => t,
-        });
-    ranges(
-        &POD_POOLS,
-        &object,
-        "spec.ipv4/ipv6.cidrs",
-        Purpose::Pods,
-        texts,
-        bad,
-    )
+        })
+    };
+    let field = "spec.ipv4/ipv6.cidrs";
+    spec_ranges(&POD_POOLS, json, field, Purpose::Pods, bad, texts)
 }
 
 /// The annotation suffixes Cilium writes on a Node with `--annotate-k8s-node`,

@@ -83,19 +83,31 @@ fn spec_section(
 
 /// The CIDRs of every pool in `spec.ipam.pools.allocated` (multi-pool IPAM).
 fn pool_cidrs(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
+    let pools = list(v, "spec.ipam.pools.allocated", caps::CIDRS, bad);
     let mut out = Vec::new();
-    match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(pools)) => {
-            let pools = capped(pools, caps::CIDRS, "spec.ipam.pools.allocated", bad);
-            for (i, p) in pools.iter().enumerate() {
-                let field = format!("spec.ipam.pools.allocated[{i}].cidrs");
-                out.extend(cidr_list(p.get("cidrs"), &field, bad));
-            }
-        }
-        Some(_) => bad("spec.ipam.pools.allocated is not a list".to_owned()),
+    for (i, p) in pools.iter().enumerate() {
+        let field = format!("spec.ipam.pools.allocated[{i}].cidrs");
+        out.extend(cidr_list(p.get("cidrs"), &field, bad));
     }
     out
+}
+
+/// The entries of a list field, at most `max` (the cut named); none where it
+/// is absent, null or no list (named).
+fn list<'a>(
+    v: Option<&'a Value>,
+    field: &str,
+    max: usize,
+    bad: &mut dyn FnMut(String),
+) -> &'a [Value] {
+    match v {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(items)) => capped(items, max, field, bad),
+        Some(_) => {
+            bad(format!("{field} is not a list"));
+            &[]
+        }
+    }
 }
 
 /// The operator's IPAM error for this node, if it reports one.
@@ -115,35 +127,29 @@ fn operator_error(v: Option<&Value>, bad: &mut dyn FnMut(String)) -> Option<Stri
 
 /// Every `CiliumInternalIP` of `spec.addresses` (two of one family happen: cilium#16307).
 fn spec_addresses(v: Option<&Value>, node: &mut CniNode, bad: &mut dyn FnMut(String)) {
-    match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(addrs)) => {
-            let addrs = capped(addrs, caps::ADDRESSES, "spec.addresses", bad);
-            for (i, a) in addrs.iter().enumerate() {
-                match a.get("type").and_then(Value::as_str) {
-                    Some("CiliumInternalIP") => {}
-                    Some(t) if NODE_ADDRESS_TYPES.contains(&t) => continue,
-                    other => {
-                        let t = other.map_or_else(
-                            || a.get("type").map_or("nothing".to_owned(), Value::to_string),
-                            quote,
-                        );
-                        bad(format!(
-                            "spec.addresses[{i}].type {t} is not a node address type; entry ignored"
-                        ));
-                        continue;
-                    }
-                }
-                let field = format!("spec.addresses[{i}].ip");
-                if let Some(ip) = ip_field(a.get("ip"), &field, None, bad) {
-                    if node.ips(Role::Router).any(|r| r == ip) {
-                        bad(format!("{field} {ip} is listed twice; counted once"));
-                    }
-                    node.add(ip, Role::Router, Source::SpecAddresses);
-                }
+    let addrs = list(v, "spec.addresses", caps::ADDRESSES, bad);
+    for (i, a) in addrs.iter().enumerate() {
+        match a.get("type").and_then(Value::as_str) {
+            Some("CiliumInternalIP") => {}
+            Some(t) if NODE_ADDRESS_TYPES.contains(&t) => continue,
+            other => {
+                let t = other.map_or_else(
+                    || a.get("type").map_or("nothing".to_owned(), Value::to_string),
+                    quote,
+                );
+                bad(format!(
+                    "spec.addresses[{i}].type {t} is not a node address type; entry ignored"
+                ));
+                continue;
             }
         }
-        Some(_) => bad("spec.addresses is not a list".to_owned()),
+        let field = format!("spec.addresses[{i}].ip");
+        if let Some(ip) = ip_field(a.get("ip"), &field, None, bad) {
+            if node.ips(Role::Router).any(|r| r == ip) {
+                bad(format!("{field} {ip} is listed twice; counted once"));
+            }
+            node.add(ip, Role::Router, Source::SpecAddresses);
+        }
     }
 }
 
@@ -198,21 +204,14 @@ fn status_ipam_used(
 /// A list of CIDR strings; bad entries named and skipped.
 fn cidr_list(v: Option<&Value>, field: &str, bad: &mut dyn FnMut(String)) -> Vec<IpNet> {
     let mut out = Vec::new();
-    match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(cidrs)) => {
-            let cidrs = capped(cidrs, caps::CIDRS, field, bad);
-            for (i, c) in cidrs.iter().enumerate() {
-                match c.as_str().and_then(parse_cidr) {
-                    Some(c) => out.push(c.net),
-                    _ => bad(format!(
-                        "{field}[{i}] {} is not a CIDR; ignored",
-                        quote(&c.to_string())
-                    )),
-                }
-            }
+    for (i, c) in list(v, field, caps::CIDRS, bad).iter().enumerate() {
+        match c.as_str().and_then(parse_cidr) {
+            Some(c) => out.push(c.net),
+            _ => bad(format!(
+                "{field}[{i}] {} is not a CIDR; ignored",
+                quote(&c.to_string())
+            )),
         }
-        Some(_) => bad(format!("{field} is not a list")),
     }
     out
 }

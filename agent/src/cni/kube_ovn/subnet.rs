@@ -1,8 +1,6 @@
 //! kube-ovn's Subnets, read from their lean structs (no generated types: every
 //! field is checked by hand and named when it is wrong).
 
-use std::net::IpAddr;
-
 use ipnet::IpNet;
 use serde_json::Value;
 
@@ -118,10 +116,5 @@ pub fn parse_range(s: &str) -> Option<IpRange> {
         let ip = parse_ip(s)?;
         (ip, ip)
     };
-    let ordered = match (first, last) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
-        (IpAddr::V6(a), IpAddr::V6(b)) => a <= b,
-        _ => false,
-    };
-    ordered.then_some(IpRange { first, last })
+    (first.is_ipv4() == last.is_ipv4() && first <= last).then_some(IpRange { first, last })
 }

@@ -221,10 +221,7 @@ pub(super) fn static_addresses(ipam: &Value, r: &mut Reader<'_>) {
             r.bad(field, &written, "is no <ip>/<prefix>");
             continue;
         };
-        let range = IpRange {
-            first: c.ip,
-            last: c.ip,
-        };
+        let range = IpRange::of(&c.ip.into());
         let (exclude, shared) = (Vec::new(), None);
         r.push(Entry {
             allocator: "static",
@@ -242,10 +239,7 @@ fn singles(ips: &[IpAddr], first: IpAddr, last: IpAddr) -> Vec<IpRange> {
     let range = IpRange { first, last };
     let mut out: Vec<IpRange> = Vec::new();
     for &ip in ips {
-        let one = IpRange {
-            first: ip,
-            last: ip,
-        };
+        let one = IpRange::of(&ip.into());
         if range.contains(ip) && !out.contains(&one) {
             out.push(one);
         }
@@ -267,27 +261,11 @@ fn with_bounds(written: &str, e: &Value, from: &str, to: &str) -> String {
 /// `ip` moved by one (`by` = 1 or -1); `None` past the end of the family.
 fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
     match ip {
-        IpAddr::V4(a) => {
-            let n = u32::from(a);
-            let n = if by < 0 {
-                n.checked_sub(1)?
-            } else {
-                n.checked_add(1)?
-            };
-            Some(IpAddr::V4(n.into()))
-        }
-        IpAddr::V6(a) => {
-            let n = u128::from(a);
-            let n = if by < 0 {
-                n.checked_sub(1)?
-            } else {
-                n.checked_add(1)?
-            };
-            Some(IpAddr::V6(n.into()))
-        }
+        IpAddr::V4(a) => u32::from(a)
+            .checked_add_signed(by.into())
+            .map(|n| IpAddr::V4(n.into())),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_add_signed(by.into())
+            .map(|n| IpAddr::V6(n.into())),
     }
 }
-
-#[cfg(test)]
-#[path = "ipam_tests.rs"]
-mod tests;

@@ -41,69 +41,25 @@ pub const OPENSHIFT_CONFIG: Records = Records {
 /// The data keys the file is kept in (the README's, OpenShift's).
 const FILES: [&str; 2] = ["ovn_k8s.conf", "ovnkube.conf"];
 
-/// The keys read: (section, key, what the range is, its field as named).
-const KEYS: [(&str, &str, Option<&Internal>, &str); 9] = [
-    (
-        "default",
-        "cluster-subnets",
-        None,
-        "[default] cluster-subnets",
-    ),
-    (
-        "gateway",
-        "v4-join-subnet",
-        Some(&JOIN),
-        "[gateway] v4-join-subnet",
-    ),
-    (
-        "gateway",
-        "v6-join-subnet",
-        Some(&JOIN),
-        "[gateway] v6-join-subnet",
-    ),
-    (
-        "gateway",
-        "v4-masquerade-subnet",
-        Some(&MASQUERADE),
-        "[gateway] v4-masquerade-subnet",
-    ),
-    (
-        "gateway",
-        "v6-masquerade-subnet",
-        Some(&MASQUERADE),
-        "[gateway] v6-masquerade-subnet",
-    ),
-    (
-        "clustermanager",
-        "v4-transit-switch-subnet",
-        Some(&TRANSIT),
-        "[clustermanager] v4-transit-switch-subnet",
-    ),
-    (
-        "clustermanager",
-        "v6-transit-switch-subnet",
-        Some(&TRANSIT),
-        "[clustermanager] v6-transit-switch-subnet",
-    ),
-    (
-        "clustermanager",
-        "v4-transit-subnet",
-        Some(&TRANSIT),
-        "[clustermanager] v4-transit-subnet",
-    ),
-    (
-        "clustermanager",
-        "v6-transit-subnet",
-        Some(&TRANSIT),
-        "[clustermanager] v6-transit-subnet",
-    ),
+/// The keys read, as their field is named (`[section] key`), and what the
+/// range is.
+const KEYS: [(&str, Option<&Internal>); 9] = [
+    ("[default] cluster-subnets", None),
+    ("[gateway] v4-join-subnet", Some(&JOIN)),
+    ("[gateway] v6-join-subnet", Some(&JOIN)),
+    ("[gateway] v4-masquerade-subnet", Some(&MASQUERADE)),
+    ("[gateway] v6-masquerade-subnet", Some(&MASQUERADE)),
+    ("[clustermanager] v4-transit-switch-subnet", Some(&TRANSIT)),
+    ("[clustermanager] v6-transit-switch-subnet", Some(&TRANSIT)),
+    ("[clustermanager] v4-transit-subnet", Some(&TRANSIT)),
+    ("[clustermanager] v6-transit-subnet", Some(&TRANSIT)),
 ];
 
 /// The fields of the config file [`KEYS`] name for `internal`.
 pub fn fields_of(internal: &Internal) -> impl Iterator<Item = &'static str> + '_ {
     KEYS.iter()
-        .filter(move |k| k.2 == Some(internal))
-        .map(|k| k.3)
+        .filter(move |k| k.1 == Some(internal))
+        .map(|k| k.0)
 }
 
 #[derive(Deserialize)]
@@ -135,8 +91,11 @@ fn read(records: &'static Records, json: &str, bad: &mut Vec<Invalid>) -> Vec<Pl
         .filter_map(|(_, v)| v.as_str())
     {
         for (section, key, value) in ini(text) {
-            let Some(&(_, _, internal, field)) = KEYS.iter().find(|k| k.0 == section && k.1 == key)
-            else {
+            let named = |field: &str| {
+                let names = field.strip_prefix('[').and_then(|f| f.split_once("] "));
+                names == Some((section.as_str(), key.as_str()))
+            };
+            let Some(&(field, internal)) = KEYS.iter().find(|k| named(k.0)) else {
                 continue;
             };
             for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {

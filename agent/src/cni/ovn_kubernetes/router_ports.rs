@@ -50,7 +50,7 @@ pub(crate) fn add_router_ports(
         match serde_json::from_str::<Value>(raw) {
             Ok(Value::Object(nets)) => match nets.get("default") {
                 Some(Value::Object(ips)) => {
-                    add_ifaddr(ips, LRP_IFADDRS, Source::OvnJoinAnnotation, node, bad);
+                    add_ifaddr(ips, LRP_IFADDRS, Some(Source::OvnJoinAnnotation), node, bad);
                 }
                 // Other networks' join addresses are not the default network's.
                 None => {}
@@ -60,20 +60,23 @@ pub(crate) fn add_router_ports(
         }
     }
     if let Some(raw) = annotations.get(LRP_IFADDR) {
-        read_ifaddr(raw, LRP_IFADDR, Source::OvnJoinAnnotation, node, bad);
+        read_ifaddr(raw, LRP_IFADDR, Some(Source::OvnJoinAnnotation), node, bad);
     }
     let published = node.addresses.len() > before;
     if let Some(raw) = annotations.get(TRANSIT_IFADDR) {
-        read_ifaddr(raw, TRANSIT_IFADDR, Source::OvnTransitAnnotation, node, bad);
+        read_ifaddr(
+            raw,
+            TRANSIT_IFADDR,
+            Some(Source::OvnTransitAnnotation),
+            node,
+            bad,
+        );
     }
     if !published {
         derive_join(annotations, node, bad);
     }
     if let Some(raw) = annotations.get(MASQUERADE_SUBNET) {
-        match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Object(nets)) => add_subnets(&nets, MASQUERADE_SUBNET, node, bad),
-            _ => bad(not_ifaddr(MASQUERADE_SUBNET, raw)),
-        }
+        read_ifaddr(raw, MASQUERADE_SUBNET, None, node, bad);
     }
 }
 
@@ -126,7 +129,7 @@ fn derive_join(
 fn read_ifaddr(
     raw: &str,
     key: &'static str,
-    source: Source,
+    source: Option<Source>,
     node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
@@ -136,35 +139,22 @@ fn read_ifaddr(
     }
 }
 
-/// The router port's address of each family, and the subnet it lies in.
+/// The subnet of each family and, given its `source`, the router port's
+/// address in it (the masquerade subnet, without: no address of the node's).
 fn add_ifaddr(
     ips: &Map<String, Value>,
     key: &'static str,
-    source: Source,
+    source: Option<Source>,
     node: &mut CniNode,
     bad: &mut dyn FnMut(String),
 ) {
     for c in cidrs(ips, key, bad) {
-        node.add(c.ip, Role::OvnRouterPort, source);
-        push_subnet(node, key, c.net);
-    }
-}
-
-/// The subnet of each family (the masquerade subnet: no address of the node's).
-fn add_subnets(
-    ips: &Map<String, Value>,
-    key: &'static str,
-    node: &mut CniNode,
-    bad: &mut dyn FnMut(String),
-) {
-    for c in cidrs(ips, key, bad) {
-        push_subnet(node, key, c.net);
-    }
-}
-
-fn push_subnet(node: &mut CniNode, key: &'static str, net: IpNet) {
-    if !node.ovn_internal.contains(&(key, net)) {
-        node.ovn_internal.push((key, net));
+        if let Some(source) = source {
+            node.add(c.ip, Role::OvnRouterPort, source);
+        }
+        if !node.ovn_internal.contains(&(key, c.net)) {
+            node.ovn_internal.push((key, c.net));
+        }
     }
 }
 

@@ -98,23 +98,17 @@ pub(crate) fn ip_field(
     match v {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => match parse_ip(s) {
-            Some(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
-                bad(format!(
-                    "{field} {} is of the wrong address family; ignored",
-                    quote(s)
-                ));
-                None
-            }
-            Some(ip) => Some(ip),
-            None => {
-                bad(format!(
-                    "{field} {} is not an IP address; ignored",
-                    quote(s)
-                ));
-                None
-            }
-        },
+        Some(Value::String(s)) => {
+            let problem = match parse_ip(s) {
+                Some(ip) if want_v6.is_some_and(|v6| v6 != ip.is_ipv6()) => {
+                    "is of the wrong address family"
+                }
+                Some(ip) => return Some(ip),
+                None => "is not an IP address",
+            };
+            bad(format!("{field} {} {problem}; ignored", quote(s)));
+            None
+        }
         Some(other) => {
             let json = other.to_string();
             bad(format!(

@@ -23,14 +23,14 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex},
 };
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use rtnetlink::Handle;
 
-use crate::inventory::{HostIface, OperState, PeerNamespace, PodNamespaces, Unread};
+use crate::inventory::{HostIface, OperState, PeerNamespace, PodNamespaces, Unread, lock};
 
 /// The first kernel that reads a peer namespace's addresses by nsid with
 /// strict checking: `IFA_TARGET_NETNSID` (IPv4 and IPv6) and
@@ -174,12 +174,7 @@ impl Peers {
     /// resync, a notification overrun): the next reads re-read them,
     /// [`STALE_PER_PASS`] per read, serving the last read until then.
     pub fn expire(&self) {
-        for k in self
-            .kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values_mut()
-        {
+        for k in lock(&self.kept).values_mut() {
             k.stale = true;
         }
     }
@@ -198,7 +193,7 @@ impl Peers {
     /// [`read`](Self::read), without a link dump of its own.
     pub async fn read_behind(&self, ifaces: Vec<HostIface>) -> PodNamespaces {
         // A dropped read (cancelled mid-way) leaves nothing kept: the next one reads all.
-        let kept = std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner));
+        let kept = std::mem::take(&mut *lock(&self.kept));
         let (mut now, wanted, stale_left) = plan(kept, &ifaces);
         let reread = wanted.len();
         let reads: Vec<_> = stream::iter(wanted)
@@ -252,7 +247,7 @@ impl Peers {
         // A namespace holding nothing yet may be mid-ADD (its veth up before the
         // plugin puts the address in, which tells the host nothing): read it again.
         now.retain(|_, k| !k.ns.addresses.is_empty());
-        *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        *lock(&self.kept) = now;
         out
     }
 
