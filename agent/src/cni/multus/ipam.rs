@@ -269,3 +269,7 @@ fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
             .map(|n| IpAddr::V6(n.into())),
     }
 }
+
+#[cfg(test)]
+#[path = "ipam_tests.rs"]
+mod tests;
