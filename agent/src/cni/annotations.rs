@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 
-use super::{calico, cilium, ovn_kubernetes, read::ip_field};
+use super::{
+    calico, cilium, ovn_kubernetes,
+    read::{ip_field, reporter},
+};
 use crate::inventory::{CniNode, Invalid, Role, Source, text::cleaned};
 
 /// Whether [`node_annotations`] reads the annotation `key`: the watch of every
@@ -32,13 +35,7 @@ pub fn node_annotations(
         name: cleaned(name),
         ..Default::default()
     };
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "nodes",
-            object: name.to_owned(),
-            problem,
-        });
-    };
+    let mut bad = reporter(problems, "nodes", name);
     for (prefix, source) in cilium::NODE_ANNOTATION_PREFIXES {
         for (suffix, role, v6) in cilium::NODE_ANNOTATIONS {
             let key = format!("{prefix}{suffix}");

@@ -39,7 +39,6 @@ struct ConfigMap {
     metadata: Meta,
     // Values, not strings: a hand-written map with YAML booleans reaches
     // files unrefused.
-    #[serde(default)]
     data: Option<BTreeMap<String, Value>>,
 }
 

@@ -124,10 +124,8 @@ pub fn records_of(
 #[derive(Debug, Default, Deserialize)]
 pub struct Meta {
     /// `metadata.name`.
-    #[serde(default)]
     pub name: Option<String>,
     /// `metadata.namespace`.
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 

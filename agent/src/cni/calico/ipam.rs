@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::lean::{Attribute, Checked, LeanIpPool, LeanIpamBlock};
-use crate::cni::read::{LeanSpec, capped, quote, unnamed};
+use crate::cni::read::{LeanSpec, capped, quote, reporter, unnamed};
 use crate::inventory::{
     Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
 };
@@ -77,13 +77,7 @@ pub(crate) fn ipam_block(
     let listed = allocations.as_ref().is_some_and(|a| !a.is_empty());
     let allocations = allocations.as_deref().unwrap_or_default();
     let attributes = spec.attributes.value.as_deref().unwrap_or_default();
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "ipamblocks",
-            object: name.clone(),
-            problem,
-        });
-    };
+    let mut bad = reporter(problems, "ipamblocks", &name);
     let read = capped(allocations, BLOCK_ADDRESSES, "spec.allocations", &mut bad);
     let mut allocated = Vec::new();
     let mut dangling: Vec<u32> = Vec::new();
@@ -105,6 +99,7 @@ pub(crate) fn ipam_block(
             attributes.len()
         ));
     }
+    drop(bad);
     Ok(IpamBlock {
         name,
         cidr,

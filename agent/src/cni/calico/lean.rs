@@ -84,7 +84,6 @@ impl Checked for BlockSpec {
 
 /// One of an IPAMBlock's `attributes`.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 pub(crate) struct Attribute {
     pub(crate) handle_id: Option<String>,
     /// `node`, `type` (tunnels); `namespace`, `pod`, `timestamp` (pods).

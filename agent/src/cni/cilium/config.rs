@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::{
-    cni::read::quote,
+    cni::read::{quote, reporter},
     inventory::{CiliumConfig, Invalid, ip_text::parse_cidr},
 };
 
@@ -13,6 +13,7 @@ const CIDRS_MAX: usize = 64;
 
 /// The `data` of Cilium's `cilium-config` ConfigMap as [`CiliumConfig`].
 pub fn cilium_config(data: &BTreeMap<String, String>, problems: &mut Vec<Invalid>) -> CiliumConfig {
+    let mut bad = reporter(problems, "configmaps", "cilium-config");
     let mut cluster_pool = Vec::new();
     for key in ["cluster-pool-ipv4-cidr", "cluster-pool-ipv6-cidr"] {
         let Some(value) = data.get(key) else { continue };
@@ -24,11 +25,10 @@ pub fn cilium_config(data: &BTreeMap<String, String>, problems: &mut Vec<Invalid
         {
             match parse_cidr(part) {
                 Some(c) => cluster_pool.push(c.net),
-                None => problems.push(Invalid {
-                    resource: "configmaps",
-                    object: "cilium-config".to_owned(),
-                    problem: format!("data.{key} part {} is not a CIDR; ignored", quote(part)),
-                }),
+                None => bad(format!(
+                    "data.{key} part {} is not a CIDR; ignored",
+                    quote(part)
+                )),
             }
         }
     }
@@ -36,14 +36,10 @@ pub fn cilium_config(data: &BTreeMap<String, String>, problems: &mut Vec<Invalid
         let value = data.get(key)?;
         let m = value.trim().parse::<u8>().ok().filter(|m| *m <= max);
         if m.is_none() {
-            problems.push(Invalid {
-                resource: "configmaps",
-                object: "cilium-config".to_owned(),
-                problem: format!(
-                    "data.{key} {} is not a prefix length; ignored",
-                    quote(value)
-                ),
-            });
+            bad(format!(
+                "data.{key} {} is not a prefix length; ignored",
+                quote(value)
+            ));
         }
         m
     };

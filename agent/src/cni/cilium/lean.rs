@@ -120,7 +120,6 @@ fn any_key<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// Multi-pool's ranges.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 pub(crate) struct Pools {
     pub(crate) allocated: Option<Value>,
 }
@@ -143,14 +142,12 @@ pub(crate) struct StatusIpam {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 pub(crate) struct OperatorStatus {
     pub(crate) error: Option<Value>,
 }
 
 /// One `status.ipam.used` entry: its owner, nothing else.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 pub(crate) struct Used {
     pub(crate) owner: Option<Value>,
 }

@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use super::lean::{LeanCiliumNode, Used};
-use crate::cni::read::{bounded, capped, caps, ip_field, quote, shape::Shape, unnamed};
+use crate::cni::read::{bounded, capped, caps, ip_field, quote, reporter, shape::Shape, unnamed};
 use crate::inventory::{
     CniNode, Invalid, Role, Source,
     ip_text::{parse_cidr, parse_ip},
@@ -27,13 +27,7 @@ pub(crate) fn cilium_node(
     let Some(name) = o.metadata.name.as_deref() else {
         return Err(unnamed("ciliumnodes"));
     };
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "ciliumnodes",
-            object: name.to_owned(),
-            problem,
-        });
-    };
+    let mut bad = reporter(problems, "ciliumnodes", name);
     let mut node = CniNode {
         name: cleaned(name),
         ..Default::default()

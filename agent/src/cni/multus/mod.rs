@@ -48,7 +48,6 @@ const RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";
 struct Nad {
     #[serde(default)]
     metadata: NadMeta,
-    #[serde(default)]
     spec: Option<Spec>,
 }
 
@@ -62,7 +61,6 @@ struct NadMeta {
 
 #[derive(Debug, Default, serde::Deserialize)]
 struct Spec {
-    #[serde(default)]
     config: Option<String>,
 }
 

@@ -25,7 +25,6 @@ const IPS: usize = 8;
 struct Entry {
     #[serde(default)]
     name: String,
-    #[serde(default)]
     interface: Option<String>,
     #[serde(default)]
     ips: Vec<String>,

@@ -66,7 +66,6 @@ pub fn fields_of(internal: &Internal) -> impl Iterator<Item = &'static str> + '_
 struct ConfigMap {
     #[serde(default)]
     metadata: Meta,
-    #[serde(default)]
     data: Option<BTreeMap<String, serde_json::Value>>,
 }
 

@@ -8,12 +8,12 @@
 //! reads one string whole into its scratch buffer (one at a time, reused);
 //! what is kept of it is the prefix, and whether it was cut.
 
-use std::{fmt, marker::PhantomData};
-
 use serde::{
     Deserialize, Deserializer,
-    de::{IgnoredAny, MapAccess, SeqAccess, Visitor},
+    de::{IgnoredAny, SeqAccess},
 };
+
+use super::shape::{AnyJson, any_json};
 
 /// A string kept to its first `N` bytes (cut at a character boundary); any
 /// other JSON where a string is expected reads as no string at all, as the
@@ -34,58 +34,24 @@ impl<const N: usize> Text<N> {
     pub(crate) fn cut(&self) -> bool {
         self.cut
     }
+}
 
-    fn of(s: &str) -> Self {
+impl<'de, const N: usize> Deserialize<'de> for Text<N> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        any_json(d)
+    }
+}
+
+impl<const N: usize> AnyJson<'_> for Text<N> {
+    fn other() -> Self {
+        Self::default()
+    }
+    fn text(s: &str) -> Self {
         let end = s.floor_char_boundary(N);
         Self {
             kept: Some(s[..end].to_owned()),
             cut: end < s.len(),
         }
-    }
-}
-
-impl<'de, const N: usize> Deserialize<'de> for Text<N> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TextVisitor::<N>)
-    }
-}
-
-struct TextVisitor<const N: usize>;
-
-impl<'de, const N: usize> Visitor<'de> for TextVisitor<N> {
-    type Value = Text<N>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON")
-    }
-    fn visit_str<E>(self, s: &str) -> Result<Text<N>, E> {
-        Ok(Text::of(s))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Text<N>, A::Error> {
-        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Text::default())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Text<N>, A::Error> {
-        while s.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Text::default())
-    }
-    fn visit_unit<E>(self) -> Result<Text<N>, E> {
-        Ok(Text::default())
-    }
-    fn visit_none<E>(self) -> Result<Text<N>, E> {
-        Ok(Text::default())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Text<N>, E> {
-        Ok(Text::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Text<N>, E> {
-        Ok(Text::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Text<N>, E> {
-        Ok(Text::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Text<N>, E> {
-        Ok(Text::default())
     }
 }
 
@@ -96,44 +62,16 @@ pub(crate) struct Count(Option<i64>);
 
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CountVisitor)
+        any_json(d)
     }
 }
 
-struct CountVisitor;
-
-impl<'de> Visitor<'de> for CountVisitor {
-    type Value = Count;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON")
+impl AnyJson<'_> for Count {
+    fn other() -> Self {
+        Count(None)
     }
-    fn visit_i64<E>(self, n: i64) -> Result<Count, E> {
-        Ok(Count(Some(n)))
-    }
-    fn visit_u64<E>(self, n: u64) -> Result<Count, E> {
-        Ok(Count(i64::try_from(n).ok()))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-    fn visit_unit<E>(self) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-    fn visit_none<E>(self) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Count, A::Error> {
-        TextVisitor::<0>.visit_map(m).map(|_| Count(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Count, A::Error> {
-        TextVisitor::<0>.visit_seq(s).map(|_| Count(None))
+    fn int(n: i64) -> Self {
+        Count(Some(n))
     }
 }
 
@@ -175,20 +113,16 @@ impl<T, const N: usize> Capped<T, N> {
 
 impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Capped<T, N> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CappedVisitor::<T, N>(PhantomData))
+        any_json(d)
     }
 }
 
-struct CappedVisitor<T, const N: usize>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for CappedVisitor<T, N> {
-    type Value = Capped<T, N>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON")
+impl<'de, T: Deserialize<'de>, const N: usize> AnyJson<'de> for Capped<T, N> {
+    fn other() -> Self {
+        Self::default()
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-        let mut out = Capped::default();
+    fn seq<A: SeqAccess<'de>>(mut s: A) -> Result<Self, A::Error> {
+        let mut out = Self::default();
         while out.items.len() < N {
             match s.next_element()? {
                 Some(item) => out.items.push(item),
@@ -199,30 +133,6 @@ impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for CappedVisitor<T,
             out.cut = true;
         }
         Ok(out)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
-        TextVisitor::<0>.visit_map(m).map(|_| Capped::default())
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Capped::default())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Capped::default())
     }
 }
 

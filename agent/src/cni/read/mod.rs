@@ -60,6 +60,22 @@ pub(crate) fn unnamed(resource: &'static str) -> crate::inventory::Invalid {
     }
 }
 
+/// Where a converter names a bad field of `object`: each problem goes to
+/// `problems` as an [`Invalid`](crate::inventory::Invalid) of `resource`.
+pub(crate) fn reporter<'a>(
+    problems: &'a mut Vec<crate::inventory::Invalid>,
+    resource: &'static str,
+    object: &'a str,
+) -> impl FnMut(String) + 'a {
+    move |problem| {
+        problems.push(crate::inventory::Invalid {
+            resource,
+            object: object.to_owned(),
+            problem,
+        });
+    }
+}
+
 /// Longest value quoted back in a warning: annotations can be megabytes.
 const QUOTE_MAX: usize = 64;
 

@@ -20,6 +20,16 @@ pub(crate) enum Shape<T> {
     Other,
 }
 
+impl<T> Shape<T> {
+    /// The object, if one was there.
+    pub(crate) fn as_map(&self) -> Option<&T> {
+        match self {
+            Self::Map(t) => Some(t),
+            Self::Absent | Self::Other => None,
+        }
+    }
+}
+
 impl<T: Default> Shape<T> {
     /// The object, or an empty one: a wrong type reads as nothing there.
     pub(crate) fn or_default(self) -> T {
@@ -43,45 +53,86 @@ where
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShapeVisitor(PhantomData))
+        any_json(d)
     }
 }
 
-struct ShapeVisitor<T>(PhantomData<T>);
+impl<'de, T: Deserialize<'de>> AnyJson<'de> for Shape<T> {
+    fn other() -> Self {
+        Shape::Other
+    }
+    fn null() -> Self {
+        Shape::Absent
+    }
+    fn map<A: MapAccess<'de>>(m: A) -> Result<Self, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(m)).map(Shape::Map)
+    }
+}
 
-impl<'de, T: Deserialize<'de>> Visitor<'de> for ShapeVisitor<T> {
-    type Value = Shape<T>;
+/// A value read from whatever JSON is there: each kind of JSON it takes is
+/// read as it says, any other is skipped unparsed and reads as [`Self::other`].
+pub(crate) trait AnyJson<'de>: Sized {
+    /// What JSON of a kind not taken reads as.
+    fn other() -> Self;
+    fn null() -> Self {
+        Self::other()
+    }
+    fn text(_: &str) -> Self {
+        Self::other()
+    }
+    /// An integer (one past `i64` reads as [`Self::other`]).
+    fn int(_: i64) -> Self {
+        Self::other()
+    }
+    fn map<A: MapAccess<'de>>(mut m: A) -> Result<Self, A::Error> {
+        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Self::other())
+    }
+    fn seq<A: SeqAccess<'de>>(mut s: A) -> Result<Self, A::Error> {
+        while s.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Self::other())
+    }
+}
+
+/// Reads an [`AnyJson`] type: its `Deserialize::deserialize`.
+pub(crate) fn any_json<'de, T: AnyJson<'de>, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    d.deserialize_any(AnyVisitor(PhantomData))
+}
+
+struct AnyVisitor<T>(PhantomData<T>);
+
+impl<'de, T: AnyJson<'de>> Visitor<'de> for AnyVisitor<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON")
     }
-    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
-        T::deserialize(MapAccessDeserializer::new(m)).map(Shape::Map)
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<T, A::Error> {
+        T::map(m)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-        while s.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Shape::Other)
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<T, A::Error> {
+        T::seq(s)
     }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Absent)
+    fn visit_str<E>(self, s: &str) -> Result<T, E> {
+        Ok(T::text(s))
     }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Absent)
+    fn visit_i64<E>(self, n: i64) -> Result<T, E> {
+        Ok(T::int(n))
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
+    fn visit_u64<E>(self, n: u64) -> Result<T, E> {
+        Ok(i64::try_from(n).map_or_else(|_| T::other(), T::int))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
+    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
+        Ok(T::other())
     }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
+    fn visit_bool<E>(self, _: bool) -> Result<T, E> {
+        Ok(T::other())
     }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::null())
     }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Shape::Other)
+    fn visit_none<E>(self) -> Result<T, E> {
+        Ok(T::null())
     }
 }
 

@@ -50,7 +50,6 @@ pub(super) enum BodyError {
 #[serde(rename_all = "camelCase")]
 pub(in crate::kube) struct ListMeta {
     /// `metadata.resourceVersion`.
-    #[serde(default)]
     pub(in crate::kube) resource_version: Option<String>,
     /// `metadata.continue`: the next page's token, if any.
     #[serde(default, rename = "continue")]

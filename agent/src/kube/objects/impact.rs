@@ -28,7 +28,7 @@ fn owned<const N: usize>(t: Option<&Text<N>>) -> Option<String> {
 }
 
 fn service(s: &Shape<Service>) -> Option<ServiceRef> {
-    let Shape::Map(s) = s else { return None };
+    let s = s.as_map()?;
     Some(ServiceRef {
         namespace: owned(s.namespace.as_ref())?,
         name: owned(s.name.as_ref())?,
@@ -38,26 +38,23 @@ fn service(s: &Shape<Service>) -> Option<ServiceRef> {
 /// A `discovery.k8s.io/v1` EndpointSlice.
 #[must_use]
 pub(in crate::kube) fn endpoint_slice(v: &LeanSlice) -> EndpointSlice {
-    let service = match &v.metadata {
-        Shape::Map(m) => match &m.labels {
-            Shape::Map(l) => (owned(m.namespace.as_ref()).zip(owned(l.service_name.as_ref())))
-                .map(|(namespace, name)| ServiceRef { namespace, name }),
-            _ => None,
-        },
-        _ => None,
-    };
+    let service = v.metadata.as_map().and_then(|m| {
+        Some(ServiceRef {
+            namespace: owned(m.namespace.as_ref())?,
+            name: owned(m.labels.as_map()?.service_name.as_ref())?,
+        })
+    });
     let endpoints = v
         .endpoints
         .items()
         .iter()
         .map(|e| {
-            let Shape::Map(e) = e else {
+            let Some(e) = e.as_map() else {
                 return (None, Vec::new());
             };
-            let pod = match &e.target_ref {
-                Shape::Map(t) if text(t.kind.as_ref()) == Some("Pod") => owned(t.name.as_ref()),
-                _ => None,
-            };
+            let pod = (e.target_ref.as_map())
+                .filter(|t| text(t.kind.as_ref()) == Some("Pod"))
+                .and_then(|t| owned(t.name.as_ref()));
             let addresses: Vec<IpAddr> = (e.addresses.items().iter())
                 .filter_map(|a| crate::inventory::ip_text::parse_ip(a.as_str()?))
                 .collect();
@@ -71,16 +68,11 @@ pub(in crate::kube) fn endpoint_slice(v: &LeanSlice) -> EndpointSlice {
 /// APIService (`kind`), sends the kube-apiserver's calls to.
 #[must_use]
 pub(in crate::kube) fn callers(v: &LeanCaller, kind: &str) -> Vec<(Caller, ServiceRef)> {
-    let name = match &v.metadata {
-        Shape::Map(m) => owned(m.name.as_ref()),
-        _ => None,
-    };
+    let name = v.metadata.as_map().and_then(|m| owned(m.name.as_ref()));
     let name = name.unwrap_or_default();
     if kind == "APIService" {
-        let Shape::Map(spec) = &v.spec else {
-            return Vec::new();
-        };
-        return service(&spec.service)
+        let s = v.spec.as_map().and_then(|spec| service(&spec.service));
+        return s
             .map(|s| (Caller::ApiService(name), s))
             .into_iter()
             .collect();
@@ -92,11 +84,8 @@ pub(in crate::kube) fn callers(v: &LeanCaller, kind: &str) -> Vec<(Caller, Servi
     };
     (v.webhooks.items().iter())
         .filter_map(|w| {
-            let Shape::Map(w) = w else { return None };
-            let Shape::Map(calls) = &w.client_config else {
-                return None;
-            };
-            let s = service(&calls.service)?;
+            let w = w.as_map()?;
+            let s = service(&w.client_config.as_map()?.service)?;
             Some((make(name.clone(), owned(w.name.as_ref())?), s))
         })
         .collect()

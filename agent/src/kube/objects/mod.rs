@@ -13,25 +13,17 @@ mod service;
 #[cfg(test)]
 mod wordings_tests;
 
-pub use crate::cni::annotations::{node_annotation_read, node_annotations};
+pub use crate::cni::annotations::node_annotations;
 pub(in crate::kube) use crate::cni::calico::{ip_pool, ipam_block};
 pub use crate::cni::cilium::cilium_config;
 pub(in crate::kube) use crate::cni::cilium::cilium_node;
 pub(crate) use crate::cni::kube_ovn::kube_ovn_ip;
-#[cfg(test)]
-pub(crate) use crate::cni::kube_ovn::parse_range;
 pub use crate::cni::kube_ovn::subnet;
 pub use every::every_reading;
 pub use node::{node_facts, with_addresses, with_status_addresses};
 pub use pod::pod;
 pub use sandbox::{sandbox_failure, sandbox_refusal};
 pub use service::{LeanService, service_addresses, service_json};
-
-// Every converter's bounds and quotes, with the CNIs' readers (`cni::read`).
-pub use crate::cni::read::quote;
-#[cfg(test)]
-pub(crate) use crate::cni::read::unnamed;
-pub(crate) use crate::cni::read::{bounded, capped, caps};
 
 #[cfg(test)]
 #[path = "addresses_tests.rs"]

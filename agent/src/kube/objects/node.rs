@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::quote;
+use crate::cni::read::{bounded, quote, reporter};
 use crate::inventory::{
     ip_text::{parse_cidr, parse_ip},
     text::cleaned,
@@ -19,13 +19,7 @@ const CIDRS_MAX: usize = 64;
 /// `n` as [`NodeFacts`]; fields that are not what they should be are named in `problems`.
 pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
     let name = n.metadata.name.clone().unwrap_or_default();
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "nodes",
-            object: name.clone(),
-            problem,
-        });
-    };
+    let mut bad = reporter(problems, "nodes", &name);
     let spec = n.spec.as_ref();
     let raw: Vec<String> = spec
         .and_then(|s| s.pod_cidrs.clone())
@@ -64,8 +58,8 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
         .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_TYPE))
         .map(|c| ConditionSeen {
             status: c.status == "True",
-            reason: super::bounded(c.reason.as_deref().unwrap_or_default(), 128),
-            message: super::bounded(c.message.as_deref().unwrap_or_default(), 1024),
+            reason: bounded(c.reason.as_deref().unwrap_or_default(), 128),
+            message: bounded(c.message.as_deref().unwrap_or_default(), 1024),
             last_transition: c.last_transition_time.as_ref().map(|t| t.0.to_string()),
         });
     NodeFacts {

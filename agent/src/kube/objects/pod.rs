@@ -5,12 +5,10 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
-use super::quote;
+use crate::cni::read::{bounded, capped, caps, quote, reporter};
 use crate::cni::{kube_ovn, multus};
 use crate::inventory::{Invalid, IpSource, Pod, PodIp, ip_text::parse_ip, text::cleaned};
 
-/// Parts of an IP annotation read at most (a dual-stack value has two).
-const ANNOTATION_PARTS_MAX: usize = super::caps::ANNOTATION_PARTS;
 /// The longest object name Kubernetes allows.
 const NAME_MAX: usize = 253;
 
@@ -47,7 +45,7 @@ fn annotated_ips(
         .iter()
         .find_map(|k| annotations.get(k).map(|v| (k, v)))?;
     let mut parts = value.split(',').filter(|s| !s.trim().is_empty());
-    for part in parts.by_ref().take(ANNOTATION_PARTS_MAX) {
+    for part in parts.by_ref().take(caps::ANNOTATION_PARTS) {
         let family = parse_ip(part.trim()).map(|ip| ip.is_ipv6());
         if family.is_some_and(|v6| ips.iter().any(|i| i.ip.is_ipv6() == v6)) {
             bad(format!(
@@ -66,7 +64,8 @@ fn annotated_ips(
     }
     if parts.next().is_some() {
         bad(format!(
-            "annotation {key} lists more than {ANNOTATION_PARTS_MAX} parts; the rest ignored"
+            "annotation {key} lists more than {} parts; the rest ignored",
+            caps::ANNOTATION_PARTS
         ));
     }
     annotations
@@ -84,24 +83,13 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
     let namespace = cleaned(p.metadata.namespace.as_deref().unwrap_or_default());
     let name = cleaned(p.metadata.name.as_deref().unwrap_or_default());
     let object = format!("{namespace}/{name}");
-    let mut bad = |problem: String| {
-        problems.push(Invalid {
-            resource: "pods",
-            object: object.clone(),
-            problem,
-        });
-    };
+    let mut bad = reporter(problems, "pods", &object);
     let spec = p.spec.as_ref();
     let status = p.status.as_ref();
     let mut ips = status.map(|s| status_ips(s, &mut bad)).unwrap_or_default();
-    let logical_switch = if ips.is_empty() {
-        p.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| annotated_ips(a, annotation_keys, &mut ips, &mut bad))
-    } else {
-        None
-    };
+    let logical_switch = (p.metadata.annotations.as_ref())
+        .filter(|_| ips.is_empty())
+        .and_then(|a| annotated_ips(a, annotation_keys, &mut ips, &mut bad));
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
     let phase = status.and_then(|s| s.phase.clone());
     if ips.is_empty() && !host_network && phase.as_deref() == Some("Running") {
@@ -143,7 +131,7 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
 fn status_ips(status: &PodStatus, bad: &mut dyn FnMut(String)) -> Vec<PodIp> {
     let mut ips: Vec<PodIp> = Vec::new();
     let listed = status.pod_ips.as_deref().unwrap_or_default();
-    let listed = super::capped(listed, super::caps::POD_IPS, "status.podIPs", bad);
+    let listed = capped(listed, caps::POD_IPS, "status.podIPs", bad);
     for (i, pip) in listed.iter().enumerate() {
         push_ip(
             &mut ips,
@@ -177,5 +165,5 @@ fn controller(meta: &ObjectMeta) -> Option<String> {
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| super::bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256))
+        .map(|o| bounded(&cleaned(&format!("{}/{}", o.kind, o.name)), 256))
 }

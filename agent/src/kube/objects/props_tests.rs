@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::*;
+use crate::cni::kube_ovn::parse_range;
 use crate::inventory::Role;
 
 /// Arbitrary JSON, a few levels deep.

@@ -38,20 +38,14 @@ pub fn sandbox_failure(event: &LeanEvent) -> Option<SandboxFailure> {
     // eventTime is unset); kubelet writes a pod's Events in the pod's
     // namespace. One that differs was written by someone about a pod of
     // another tenant: never counted.
-    let own = match &event.metadata {
-        Shape::Map(m) => text(m.namespace.as_ref()),
-        _ => None,
-    };
+    let own = (event.metadata.as_map()).and_then(|m| text(m.namespace.as_ref()));
     if own.is_some_and(|ns| Some(ns) != text(about.namespace.as_ref())) {
         return None;
     }
     let message = event.message.as_ref().or(event.note.as_ref());
     let message = message.and_then(Text::as_str)?;
     let refusal = sandbox_refusal(message)?;
-    let series = match &event.series {
-        Shape::Map(s) => s.count.get(),
-        _ => None,
-    };
+    let series = event.series.as_map().and_then(|s| s.count.get());
     let count = event.count.get().or(series);
     let shown = |t: &Option<Text<_>>| cleaned(text(t.as_ref()).unwrap_or_default());
     Some(SandboxFailure {
@@ -60,7 +54,10 @@ pub fn sandbox_failure(event: &LeanEvent) -> Option<SandboxFailure> {
         uid: shown(&about.uid),
         refusal,
         count: count.and_then(|n| u64::try_from(n).ok()).unwrap_or(1),
-        message: super::bounded(&cleaned(&normalize(message)), SandboxFailure::MESSAGE_MAX),
+        message: crate::cni::read::bounded(
+            &cleaned(&normalize(message)),
+            SandboxFailure::MESSAGE_MAX,
+        ),
     })
 }
 

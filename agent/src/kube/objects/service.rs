@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
-use super::quote;
+use crate::cni::read::quote;
 use crate::inventory::{
     Invalid, ServiceAddress, ServiceField, ServiceRef, ip_text::parse_ip, text::cleaned,
 };
@@ -21,7 +21,6 @@ use crate::inventory::{
 /// every other field unparsed: annotations, managedFields, ports and
 /// selectors are never allocated, however large a tenant makes them.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 pub struct LeanService {
     metadata: Option<Meta>,
     spec: Option<Spec>,
@@ -29,14 +28,12 @@ pub struct LeanService {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 struct Meta {
     namespace: Option<String>,
     name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 struct Spec {
     #[serde(rename = "clusterIP")]
     cluster_ip: Option<String>,
@@ -49,20 +46,17 @@ struct Spec {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 struct Status {
     #[serde(rename = "loadBalancer")]
     load_balancer: Option<LoadBalancer>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 struct LoadBalancer {
     ingress: Option<Vec<Ingress>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
 struct Ingress {
     ip: Option<String>,
 }

@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{quote, unnamed};
+use crate::cni::read::{quote, unnamed};
 use crate::inventory::{
     Invalid, IpPool, IpamBlock, IpamOwner, TunnelKind, ip_text::parse_cidr, text::cleaned,
 };

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{bounded, capped, caps, parse_range, quote, unnamed};
+use crate::cni::kube_ovn::parse_range;
+use crate::cni::read::{bounded, capped, caps, quote, unnamed};
 use crate::inventory::{
     CniNode, Invalid, IpRange, Role, SandboxFailure, Source, Subnet,
     ip_text::{parse_cidr, parse_ip},
@@ -375,7 +376,7 @@ pub(crate) fn sandbox_failure(event: &Value) -> Option<SandboxFailure> {
         uid: text(about.get("uid")),
         refusal,
         count,
-        message: super::bounded(
+        message: bounded(
             &cleaned(&super::sandbox::normalize(message)),
             SandboxFailure::MESSAGE_MAX,
         ),

@@ -47,7 +47,6 @@ pub struct LeanEvent {
 
 /// A namespace and name: an Event's metadata, the Service a webhook calls.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 pub(in crate::kube) struct Meta {
     pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
     pub(in crate::kube) name: Option<Text<NAME_MAX>>,
@@ -55,7 +54,6 @@ pub(in crate::kube) struct Meta {
 
 /// `involvedObject` / `regarding`: which object the Event is about.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 pub(in crate::kube) struct Reference {
     pub(in crate::kube) kind: Option<Text<NAME_MAX>>,
     pub(in crate::kube) namespace: Option<Text<NAME_MAX>>,
@@ -96,7 +94,7 @@ impl LeanEvent {
 
     /// `namespace/name`, made safe to show.
     fn object(&self) -> String {
-        let Shape::Map(m) = &self.metadata else {
+        let Some(m) = self.metadata.as_map() else {
             return "(unnamed)".to_owned();
         };
         let text = |t: &Option<Text<NAME_MAX>>| {

@@ -25,7 +25,7 @@ use serde::{
 };
 
 use super::cluster_resource;
-use crate::kube::objects::node_annotation_read;
+use crate::cni::annotations::node_annotation_read;
 
 /// This node's Node: a `Node` holding its name, uid, resourceVersion, pod
 /// CIDRs, allocatable pods, conditions and addresses, nothing else.

@@ -41,7 +41,6 @@ pub(in crate::kube) struct SliceMeta {
 
 /// The one label read: which Service the slice is of.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 pub(in crate::kube) struct Labels {
     #[serde(rename = "kubernetes.io/service-name")]
     pub(in crate::kube) service_name: Option<Text<NAME_MAX>>,
@@ -59,7 +58,6 @@ pub(in crate::kube) struct Endpoint {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 pub(in crate::kube) struct TargetRef {
     pub(in crate::kube) kind: Option<Text<NAME_MAX>>,
     pub(in crate::kube) name: Option<Text<NAME_MAX>>,
@@ -78,7 +76,6 @@ pub(in crate::kube) struct LeanCaller {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 pub(in crate::kube) struct Named {
     pub(in crate::kube) name: Option<Text<NAME_MAX>>,
 }
