@@ -17,9 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::cni::read::{
-    Meta, cluster_resource,
-    shape::{Shape, Skipped, lenient},
+use crate::{
+    cni::read::{
+        Meta, cluster_resource,
+        shape::{Shape, Skipped, lenient},
+    },
+    inventory::Role,
 };
 
 /// A CiliumNode cut to what [`super::cilium_node`] reads.
@@ -62,10 +65,7 @@ impl LeanCiliumNode {
     /// has entries is kept.
     fn cut(&mut self) {
         if let Shape::Map(used) = &mut self.status.ipam.used {
-            let infra = |u: &Shape<Used>| {
-                matches!(u, Shape::Map(Used { owner: Some(Value::String(o)) })
-                    if matches!(o.as_str(), "router" | "health" | "ingress"))
-            };
+            let infra = |u: &Shape<Used>| u.as_map().and_then(Used::role).is_some();
             let marker = used
                 .iter()
                 .find(|(_, u)| !infra(u))
@@ -150,4 +150,17 @@ pub(crate) struct OperatorStatus {
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct Used {
     pub(crate) owner: Option<Value>,
+}
+
+impl Used {
+    /// Cilium's own role of the address; `None` for a pod's (`namespace/name`)
+    /// and anything else.
+    pub(crate) fn role(&self) -> Option<Role> {
+        match self.owner.as_ref()?.as_str()? {
+            "router" => Some(Role::Router),
+            "health" => Some(Role::Health),
+            "ingress" => Some(Role::Ingress),
+            _ => None,
+        }
+    }
 }

@@ -132,13 +132,11 @@ pub const POD_POOLS: Records = Records {
     only: None,
 };
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct LbSpec {
-    #[serde(default)]
     blocks: Vec<Block>,
-    #[serde(default)]
     cidrs: Vec<Block>,
-    #[serde(default)]
     disabled: bool,
 }
 

@@ -165,18 +165,8 @@ fn status_ipam_used(
                 ));
             }
             for (key, entry) in used.iter().take(caps::IPAM_USED) {
-                let owner = match entry {
-                    Shape::Map(Used {
-                        owner: Some(Value::String(o)),
-                    }) => o.as_str(),
-                    _ => continue,
-                };
-                let role = match owner {
-                    "router" => Role::Router,
-                    "health" => Role::Health,
-                    "ingress" => Role::Ingress,
-                    // Pods (`namespace/name`) and anything else: not Cilium's own.
-                    _ => continue,
+                let Some(role) = entry.as_map().and_then(Used::role) else {
+                    continue;
                 };
                 match parse_ip(key) {
                     Some(ip) => node.add(ip, role, Source::StatusIpamUsed),

@@ -21,14 +21,12 @@ const ENTRIES: usize = 16;
 /// Addresses read per network.
 const IPS: usize = 8;
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
 struct Entry {
-    #[serde(default)]
     name: String,
     interface: Option<String>,
-    #[serde(default)]
     ips: Vec<String>,
-    #[serde(default)]
     default: bool,
 }
 
