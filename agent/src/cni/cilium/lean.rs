@@ -14,13 +14,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, de::IgnoredAny};
 use serde_json::Value;
 
 use crate::{
     cni::read::{
         Meta, cluster_resource,
-        shape::{Shape, Skipped, lenient},
+        shape::{Shape, lenient},
     },
     inventory::Role,
 };
@@ -115,7 +115,7 @@ pub(crate) struct SpecIpam {
     reason = "a JSON object read for whether it has keys"
 )]
 fn any_key<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    lenient::<BTreeMap<String, Skipped>, D>(d).map(|m| !m.is_empty())
+    lenient::<BTreeMap<String, IgnoredAny>, D>(d).map(|m| !m.is_empty())
 }
 
 /// Multi-pool's ranges.

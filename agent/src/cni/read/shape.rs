@@ -1,6 +1,6 @@
 //! The pieces every lean object is made of: [`Shape`] where a JSON object is
-//! expected (a wrong type parses, and is written back so that the converter
-//! names it), and [`Skipped`], a value read for its key alone.
+//! expected (a wrong type parses, so that the converter names it), [`Typed`]
+//! where a field's type is checked, and [`AnyJson`], what reads any JSON.
 
 use std::{fmt, marker::PhantomData};
 
@@ -154,16 +154,6 @@ impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for Typed<T
         let (value, wrong) =
             T::deserialize(v).map_or_else(|e| (T::default(), Some(e.to_string())), |t| (t, None));
         Ok(Self { value, wrong })
-    }
-}
-
-/// A value read for its key alone, written back as `{}`.
-#[derive(Clone, Debug)]
-pub(crate) struct Skipped;
-
-impl<'de> Deserialize<'de> for Skipped {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(d).map(|_| Skipped)
     }
 }
 
