@@ -224,11 +224,10 @@ pub(super) fn stale_bridge(node: &str, problem: &NodeProblem, short: bool) -> St
         );
     }
     let range = address.trunc();
-    let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let named = if named.is_empty() {
+    let named = if pods.is_empty() {
         String::new()
     } else {
-        format!(": {}", named.join(", "))
+        format!(": {}", list(pods))
     };
     let whose = format!(
         "{range} is node {owner}'s pod range now, so {node}'s host cannot reach {owner}'s \

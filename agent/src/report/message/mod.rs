@@ -289,9 +289,10 @@ pub fn words(text: &str, max: usize) -> String {
     format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
 }
 
-/// `nets` as "10.0.0.0/24, 10.0.1.0/24".
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
+/// `items` as "10.0.0.0/24, 10.0.1.0/24".
+fn list(items: &[impl ToString]) -> String {
+    items
+        .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
