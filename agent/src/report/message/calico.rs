@@ -61,30 +61,23 @@ fn leftover(f: &Finding) -> Option<&str> {
     }
 }
 
-/// The Event note's prose: what is wrong, what breaks.
-pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
+/// What is wrong and what breaks; `short`: the Event note's prose, else the
+/// long message without the fix.
+pub(super) fn tunnel(f: &Finding, a: &TunnelAllocation, short: bool) -> String {
     let node = &f.owner.node;
     let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
-    match leftover(f) {
-        Some(device) => format!(
+    match (leftover(f), short) {
+        (Some(device), true) => format!(
             "Node {node}'s {device} holds {ip}, which its Node does not announce; IPAM has it \
              {has}. {then}"
         ),
-        None => format!("Node {node}'s Calico tunnel address {ip} is {has}. {then}"),
-    }
-}
-
-/// The long message, without the fix.
-pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
-    let node = &f.owner.node;
-    let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
-    match leftover(f) {
-        Some(device) => format!(
+        (None, true) => format!("Node {node}'s Calico tunnel address {ip} is {has}. {then}"),
+        (Some(device), false) => format!(
             "Calico's tunnel device {device} on node {node} holds {ip}, which no \
              projectcalico.org annotation of the Node announces (a tunnel mode switched off, or \
              a reinstall, left it): IPAM has it {has}. {then}"
         ),
-        None => format!(
+        (None, false) => format!(
             "Calico's tunnel address {ip} of node {node} (according to {}) is {has}: calico-node \
              keeps a tunnel address only while IPAM allocates it to this node's tunnel (a \
              reinstall that kept the Node's annotations, or Calico's IPAM garbage collection \

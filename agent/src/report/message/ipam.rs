@@ -198,7 +198,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
         NodeProblem::StaleBridge { .. } => stale_bridge(node, problem, false),
         NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
-        NodeProblem::Calico(a) => super::calico::long(f, a),
+        NodeProblem::Calico(a) => super::calico::tunnel(f, a, false),
     };
     format!("{what} {}", super::remedy_for(&f.remedy, reader))
 }
