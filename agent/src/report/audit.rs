@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::{
     Report,
     output::{self, EncodeError, JsonFinding, OutputFormat},
+    plural,
 };
 use crate::{
     detect::{Cause, FindingKind, audit::Audit},
@@ -140,8 +141,8 @@ struct JsonNotChecked {
 /// The audit in `format`.
 pub fn render(audit: &Audit, format: OutputFormat) -> Result<String, EncodeError> {
     match format {
-        OutputFormat::Table => Ok(table(audit)),
-        OutputFormat::Wide => Ok(wide(audit)),
+        OutputFormat::Table => Ok(text(audit, false)),
+        OutputFormat::Wide => Ok(text(audit, true)),
         OutputFormat::Json => output::encode_json(&document(audit), "audit"),
         OutputFormat::Yaml => output::encode_yaml(&document(audit), "audit"),
     }
@@ -176,17 +177,9 @@ fn document(audit: &Audit) -> JsonAudit<'_> {
     }
 }
 
-/// The audit for people: a summary, then each node's table, then what was not checked.
-pub fn table(audit: &Audit) -> String {
-    crate::inventory::text::clean_lines(&table_text(audit, false)).into_owned()
-}
-
-/// [`table`] with each node's table as `-o wide` prints it ([`output::wide`]).
-pub fn wide(audit: &Audit) -> String {
-    crate::inventory::text::clean_lines(&table_text(audit, true)).into_owned()
-}
-
-fn table_text(audit: &Audit, wide: bool) -> String {
+/// The audit for people: a summary, then each node's table (as `-o wide`
+/// prints it, [`output::wide`], when `wide`), then what was not checked.
+fn text(audit: &Audit, wide: bool) -> String {
     let mut out = String::new();
     let findings = audit.findings().count();
     let _ = writeln!(
@@ -231,7 +224,7 @@ fn table_text(audit: &Audit, wide: bool) -> String {
     for (kind, why) in unseen {
         let _ = writeln!(out, "  {kind:<width$}  {why}");
     }
-    out
+    crate::inventory::text::clean_lines(&out).into_owned()
 }
 
 /// The address plan's overlaps, each as its message.
@@ -258,10 +251,6 @@ fn plan_text(out: &mut String, audit: &Audit) {
             u.resource, u.reason
         );
     }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]
@@ -298,22 +287,26 @@ mod tests {
             ..ClusterState::default()
         };
         let a = crate::detect::audit::audit(&state, "cilium_host", &mut |_, _| {});
-        let text = wide(&a);
+        let text = super::text(&a, true);
         let row = text
             .lines()
             .find(|l| l.starts_with("DuplicatePodIP"))
             .unwrap_or_else(|| panic!("no duplicate:\n{text}"));
         assert!(row.ends_with("pod tenant/cache-0"), "{row}");
-        assert!(!table(&a).contains("HELD OR CLAIMED BY"), "{}", table(&a));
+        let narrow = super::text(&a, false);
+        assert!(!narrow.contains("HELD OR CLAIMED BY"), "{narrow}");
     }
 
     #[test]
     fn an_empty_audit_says_so_and_what_it_did_not_check() {
-        let t = table(&Audit {
-            nodes_checked: 3,
-            pods_checked: 10,
-            ..Audit::default()
-        });
+        let t = text(
+            &Audit {
+                nodes_checked: 3,
+                pods_checked: 10,
+                ..Audit::default()
+            },
+            false,
+        );
         assert!(
             t.starts_with("audited 3 nodes and 10 pods: no shadowed pod IPs"),
             "{t}"

@@ -55,10 +55,7 @@ pub fn desired(findings: &[Finding], node: &str) -> Condition {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let mut message = format!(
-        "{n} finding{} on this node: {named}",
-        if n == 1 { "" } else { "s" }
-    );
+    let mut message = format!("{n} finding{} on this node: {named}", super::plural(n));
     if n > NAMED {
         let _ = write!(message, "; and {} more", n - NAMED);
     }

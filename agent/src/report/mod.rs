@@ -67,6 +67,11 @@ pub struct Published {
 /// What breaks behind each pod with a finding.
 pub type Impacts = std::collections::BTreeMap<crate::detect::PodRef, crate::detect::impact::Impact>;
 
+/// The plural ending of a noun counted `n`.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 impl Report {
     /// The evidence joined to `f`: traffic to its IP, if watched.
     pub fn evidence_of(&self, f: &Finding) -> Option<&Evidence> {

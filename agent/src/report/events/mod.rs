@@ -130,19 +130,12 @@ pub fn truncate_note(note: &str) -> String {
     format!("{}…", &note[..end])
 }
 
+/// `f`'s pod as an Event's `regarding` object, and its namespace.
 fn pod_ref(f: &Finding) -> Option<(ObjectReference, String)> {
     let p = f.pod()?;
-    Some((
-        ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Pod".to_owned()),
-            name: Some(p.name.clone()),
-            namespace: Some(p.namespace.clone()),
-            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        },
-        p.namespace.clone(),
-    ))
+    let uid = Some(p.uid.as_str()).filter(|u| !u.is_empty());
+    let pod = object_ref("Pod", &p.name, Some(&p.namespace), uid);
+    Some((pod, p.namespace.clone()))
 }
 
 /// The Event series this node reports for `findings` and `traffic` (pure).
@@ -165,8 +158,8 @@ pub fn desired(
             // speaks for the node.
             if f.trust.speaks_for_node() {
                 let text = message::note(f, Reader::Node, None);
-                let regarding = (node_ref(node, node_uid), "default".to_owned());
-                out.push(Desired::warning(f, regarding, &text));
+                let node_ref = object_ref("Node", node, None, node_uid);
+                out.push(Desired::warning(f, (node_ref, "default".to_owned()), &text));
             }
         } else if let Some((regarding, namespace)) = pod_ref(f) {
             // The pod's namespace reads it: nothing another namespace holds.
@@ -240,13 +233,14 @@ pub fn reported_here(f: &Finding, node: &str) -> bool {
     f.pod_node() == Some(node) || (f.owner.node == node && f.kind.spec().owner_reports)
 }
 
-/// The Node as an Event's `regarding` object.
-fn node_ref(node: &str, node_uid: Option<&str>) -> ObjectReference {
+/// A Pod or Node as an Event's `regarding` object.
+fn object_ref(kind: &str, name: &str, ns: Option<&str>, uid: Option<&str>) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".to_owned()),
-        kind: Some("Node".to_owned()),
-        name: Some(node.to_owned()),
-        uid: node_uid.map(str::to_owned),
+        kind: Some(kind.to_owned()),
+        name: Some(name.to_owned()),
+        namespace: ns.map(str::to_owned),
+        uid: uid.map(str::to_owned),
         ..Default::default()
     }
 }
@@ -317,7 +311,7 @@ fn many(rest: &[Desired], max: usize, node: &str, node_uid: Option<&str>) -> Des
         .collect::<Vec<_>>()
         .join(", ");
     Desired {
-        regarding: node_ref(node, node_uid),
+        regarding: object_ref("Node", node, None, node_uid),
         namespace: "default".to_owned(),
         reason: REASON_MANY.to_owned(),
         ip: String::new(),

@@ -23,7 +23,7 @@ fn pod_series(i: usize) -> Desired {
 #[test]
 fn beyond_the_cap_pod_series_become_one_node_event() {
     let overlap = Desired {
-        regarding: node_ref("n", None),
+        regarding: object_ref("Node", "n", None, None),
         namespace: "default".to_owned(),
         reason: "AllocatorOverlap".to_owned(),
         ip: "10.244.4.12".to_owned(),

@@ -61,30 +61,23 @@ fn leftover(f: &Finding) -> Option<&str> {
     }
 }
 
-/// The Event note's prose: what is wrong, what breaks.
-pub(super) fn what(f: &Finding, a: &TunnelAllocation) -> String {
+/// What is wrong and what breaks; `short`: the Event note's prose, else the
+/// long message without the fix.
+pub(super) fn tunnel(f: &Finding, a: &TunnelAllocation, short: bool) -> String {
     let node = &f.owner.node;
     let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
-    match leftover(f) {
-        Some(device) => format!(
+    match (leftover(f), short) {
+        (Some(device), true) => format!(
             "Node {node}'s {device} holds {ip}, which its Node does not announce; IPAM has it \
              {has}. {then}"
         ),
-        None => format!("Node {node}'s Calico tunnel address {ip} is {has}. {then}"),
-    }
-}
-
-/// The long message, without the fix.
-pub(super) fn long(f: &Finding, a: &TunnelAllocation) -> String {
-    let node = &f.owner.node;
-    let (ip, has, then) = (f.ip_text(), status(a), breaks(node, a));
-    match leftover(f) {
-        Some(device) => format!(
+        (None, true) => format!("Node {node}'s Calico tunnel address {ip} is {has}. {then}"),
+        (Some(device), false) => format!(
             "Calico's tunnel device {device} on node {node} holds {ip}, which no \
              projectcalico.org annotation of the Node announces (a tunnel mode switched off, or \
              a reinstall, left it): IPAM has it {has}. {then}"
         ),
-        None => format!(
+        (None, false) => format!(
             "Calico's tunnel address {ip} of node {node} (according to {}) is {has}: calico-node \
              keeps a tunnel address only while IPAM allocates it to this node's tunnel (a \
              reinstall that kept the Node's annotations, or Calico's IPAM garbage collection \
@@ -135,34 +128,51 @@ pub(super) fn refused(
     })
 }
 
-/// The one-sentence fix of Calico's remedies.
-pub(super) fn fix(r: &Remedy) -> String {
+/// The fixes of Calico's remedies; `short`: the Event note's one sentence,
+/// else the steps for `check`, `audit` and the runbook.
+pub(super) fn fix(r: &Remedy, short: bool) -> String {
     match r {
-        Remedy::CheckCalicoIpam { .. } => "Fix: find the double allocation with `calicoctl ipam \
-             check --show-problem-ips`, then delete the pod so Calico gives it another address."
+        Remedy::CheckCalicoIpam { .. } if short => "Fix: find the double allocation with \
+             `calicoctl ipam check --show-problem-ips`, then delete the pod so Calico gives it \
+             another address."
             .to_owned(),
-        Remedy::Calico(CalicoFix::ReallocateTunnel { node, .. }) => format!(
+        Remedy::CheckCalicoIpam { node } => format!(
+            "Fix: run `calicoctl ipam check --show-problem-ips`: Calico's IPAM gave this address \
+             both to the pod and to {node}'s tunnel device (a block handed out twice, or a stale \
+             tunnel annotation, calico#3589); then delete the pod so Calico gives it another IP. \
+             Releasing the address with `calicoctl ipam release` alone moves nothing: the pod \
+             keeps it."
+        ),
+        Remedy::Calico(c) if short => short_fix(c),
+        Remedy::Calico(c) => remedy(c),
+        _ => String::new(),
+    }
+}
+
+/// The one-sentence fix of Calico's own remedies.
+fn short_fix(r: &CalicoFix) -> String {
+    match r {
+        CalicoFix::ReallocateTunnel { node, .. } => format!(
             "Fix: restart calico-node on {node} so it takes a tunnel address IPAM allocates to \
              it, then run `calicoctl ipam check --show-problem-ips`."
         ),
-        Remedy::Calico(CalicoFix::RemoveLeftover { node, ip, device }) => format!(
+        CalicoFix::RemoveLeftover { node, ip, device } => format!(
             "Fix: restart calico-node on {node} so Felix removes {ip} from {device}; if it stays, \
              `ip addr del {ip}/{} dev {device}` on {node}.",
             host_prefix(*ip)
         ),
-        Remedy::Calico(CalicoFix::CheckPools { node }) => format!(
+        CalicoFix::CheckPools { node } => format!(
             "Fix: find the full IPPools and blocks with `calicoctl ipam show --show-blocks`; add \
              an IPPool, or raise the IPAMConfiguration's maxBlocksPerHost if {node} hit it."
         ),
-        Remedy::Calico(CalicoFix::AssignedAddress { ip, held: true, .. }) => format!(
+        CalicoFix::AssignedAddress { ip, held: true, .. } => format!(
             "Fix: give the refused pod another address than {ip} \
              (cni.projectcalico.org/ipAddrs), or delete the pod holding it first."
         ),
-        Remedy::Calico(CalicoFix::AssignedAddress { ip, .. }) => format!(
+        CalicoFix::AssignedAddress { ip, .. } => format!(
             "Fix: run `calicoctl ipam check --show-problem-ips`; once it lists {ip} as leaked, \
              `calicoctl ipam release --ip={ip}`."
         ),
-        _ => String::new(),
     }
 }
 
@@ -172,7 +182,7 @@ fn host_prefix(ip: std::net::IpAddr) -> u8 {
 }
 
 /// The fix for `check`, `audit` and the runbook: the steps.
-pub(super) fn remedy(r: &CalicoFix) -> String {
+fn remedy(r: &CalicoFix) -> String {
     match r {
         CalicoFix::ReallocateTunnel { node, ip } => format!(
             "Fix: restart calico-node on {node} (delete its calico-node pod, in calico-system or \

@@ -2,13 +2,13 @@
 //! a node's allocator out of (or short of) addresses, cilium-operator's error,
 //! a stuck switch to cluster-pool, an Ingress IP kube-ovn does not masquerade.
 
-use std::{fmt::Write as _, net::IpAddr};
+use std::fmt::Write as _;
 
 use ipnet::IpNet;
 
-use super::{NOT_DISJOINT, Reader, list, pod_name};
+use super::{Reader, list, pod_name};
 use crate::{
-    detect::{Finding, KubeletReport, NodeProblem, PodRef, Remedy},
+    detect::{Finding, KubeletReport, NodeProblem, PodRef},
     inventory::{SandboxRefusal, Source},
 };
 
@@ -198,7 +198,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
         NodeProblem::StaleBridge { .. } => stale_bridge(node, problem, false),
         NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
-        NodeProblem::Calico(a) => super::calico::long(f, a),
+        NodeProblem::Calico(a) => super::calico::tunnel(f, a, false),
     };
     format!("{what} {}", super::remedy_for(&f.remedy, reader))
 }
@@ -224,11 +224,10 @@ pub(super) fn stale_bridge(node: &str, problem: &NodeProblem, short: bool) -> St
         );
     }
     let range = address.trunc();
-    let named = pods.iter().map(ToString::to_string).collect::<Vec<_>>();
-    let named = if named.is_empty() {
+    let named = if pods.is_empty() {
         String::new()
     } else {
-        format!(": {}", named.join(", "))
+        format!(": {}", list(pods))
     };
     let whose = format!(
         "{range} is node {owner}'s pod range now, so {node}'s host cannot reach {owner}'s \
@@ -303,91 +302,4 @@ pub(super) fn migration_stuck(
         let _ = write!(m, " The operator's error says so: \"{e}\".");
     }
     m
-}
-
-/// The fixes of these findings.
-pub(super) fn remedy(r: &Remedy, reader: Reader<'_>) -> String {
-    match r {
-        Remedy::DisconnectEndpoint {
-            node,
-            ip,
-            cilium_pod,
-        } => disconnect_endpoint(node, *ip, cilium_pod.as_ref(), reader),
-        Remedy::ReallocateDuplicate { node } => format!(
-            "Fix: delete the pod that is refused so it is given another address, and find which \
-             allocator handed out {node}'s address twice (two IPAMs configured, or state lost in \
-             a restart)."
-        ),
-        Remedy::RecreateNewer { pod } => format!(
-            "Fix: delete the newer pod, {pod}, so its controller recreates it with another \
-             address, then find which allocator handed the address out twice (two IPAMs \
-             configured, or state lost in a restart)."
-        ),
-        Remedy::AddCapacity { node, usable } => {
-            let max_pods = usable.map_or_else(
-                || "lower kubelet's --max-pods on it".to_owned(),
-                |u| format!("lower kubelet's --max-pods on it to at most {u}"),
-            );
-            format!(
-                "Fix: {max_pods}, or give nodes a larger pod range (Cilium cluster-pool: \
-                 clusterPoolIPv4MaskSize; kubernetes mode: kube-controller-manager's \
-                 --node-cidr-mask-size); delete finished pods to free addresses on {node} now."
-            )
-        }
-        Remedy::FixOperatorAllocation { node } => format!(
-            "Fix: correct what the error names (a pool missing or full, a podCIDR from another \
-             IPAM mode), then check that CiliumNode {node}'s operator-status.error is empty."
-        ),
-        Remedy::ClearPodCidrsAfterRollout { node } => format!(
-            "Fix, in this order: 1. make sure every Cilium agent runs with ipam=cluster-pool (kubectl \
-             -n kube-system rollout status ds/cilium); 2. only then clear the old range: kubectl \
-             patch ciliumnode {node} --type merge -p '{{\"spec\":{{\"ipam\":{{\"podCIDRs\":null}}}}}}' \
-             (cleared earlier, an agent still in kubernetes mode writes it back); 3. restart the \
-             Cilium agent on {node} once the operator has allocated from the pool. New pods on \
-             {node} cannot get an address between 2 and 3."
-        ),
-        Remedy::PoolInMasqueradedSubnet { subnet } => {
-            let place = subnet.as_ref().map_or_else(
-                || "a Subnet kube-ovn masquerades".to_owned(),
-                |(name, block)| format!("kube-ovn Subnet {name}'s block {block}"),
-            );
-            format!(
-                "Fix: give Cilium's IPAM a pool cut from the end of {place} and add it to that \
-                 Subnet's spec.excludeIps. {NOT_DISJOINT}"
-            )
-        }
-        Remedy::CheckOperatorPool { .. }
-        | Remedy::KeepOldPoolOrReallocate { .. }
-        | Remedy::GrowClusterPool { .. }
-        | Remedy::ReleaseHostLocal { .. } => super::pool::remedy(r),
-        // The collision, blackhole and overlap fixes are rendered by the parent.
-        _ => String::new(),
-    }
-}
-
-/// The fix of a stale endpoint: disconnect it in the node's Cilium agent.
-fn disconnect_endpoint(
-    node: &str,
-    ip: IpAddr,
-    cilium_pod: Option<&PodRef>,
-    reader: Reader<'_>,
-) -> String {
-    let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
-    // A pod's namespace is told how to find Cilium's pod, not its name.
-    let cilium_pod = cilium_pod.filter(|_| !matches!(reader, Reader::Namespace(_)));
-    let pod = cilium_pod.map_or_else(
-        || {
-            format!(
-                "$(kubectl -n kube-system get pod -l k8s-app=cilium \
-                 --field-selector spec.nodeName={node} -o name)"
-            )
-        },
-        |p| format!("-n {} {}", p.namespace, p.name),
-    );
-    format!(
-        "Fix: confirm no pod owns it (cilium-dbg endpoint list), then disconnect the \
-         stale endpoint in {node}'s Cilium agent: kubectl exec {pod} -- cilium-dbg \
-         endpoint disconnect {family}:{ip}. Restart that Cilium agent only if the \
-         endpoint stays."
-    )
 }

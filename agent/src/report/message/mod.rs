@@ -13,7 +13,7 @@ mod plan;
 mod pool;
 mod vip;
 
-pub use fix::fix;
+pub use fix::{fix, remedy_for};
 pub use note::{FIX_MAX, IMPACT_MAX, PROSE_MAX, note, traffic};
 
 use std::fmt::Write as _;
@@ -22,7 +22,7 @@ use ipnet::IpNet;
 
 use crate::{
     detect::{
-        Cause, Finding, InfraAddress, PodRef, Remedy,
+        Cause, Finding, InfraAddress, PodRef,
         impact::{Impact, Severity},
     },
     inventory::{Caller, DeadEnd, IpSource, ServiceRef},
@@ -277,68 +277,6 @@ pub(super) const NOT_DISJOINT: &str = "Not a prefix outside every kube-ovn Subne
     host-originated traffic only from its overlay subnets, so Gateway API (Envoy connects from \
     the node's Ingress IP) breaks across nodes.";
 
-/// The fix for `reader`, told by the family of findings it belongs to.
-pub fn remedy_for(r: &Remedy, reader: Reader<'_>) -> String {
-    match r {
-        Remedy::CarveCiliumPool { .. }
-        | Remedy::ExcludeInPodAllocator
-        | Remedy::ReallocatePod { .. }
-        | Remedy::CheckCalicoIpam { .. }
-        | Remedy::ReservedAddress { .. }
-        | Remedy::RemoveLocalAddress { .. }
-        | Remedy::RemoveServiceAddress { .. } => collision::remedy(r, reader),
-        Remedy::DisconnectEndpoint { .. }
-        | Remedy::ReallocateDuplicate { .. }
-        | Remedy::RecreateNewer { .. }
-        | Remedy::AddCapacity { .. }
-        | Remedy::FixOperatorAllocation { .. }
-        | Remedy::ClearPodCidrsAfterRollout { .. }
-        | Remedy::KeepOldPoolOrReallocate { .. }
-        | Remedy::CheckOperatorPool { .. }
-        | Remedy::GrowClusterPool { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. }
-        | Remedy::ReleaseHostLocal { .. } => ipam::remedy(r, reader),
-        Remedy::Kernel(k) => kernel::fix(k, reader),
-        Remedy::Calico(c) => calico::remedy(c),
-        Remedy::Plan(m) => plan::fix(m),
-        Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
-            leftover::remedy(r, reader, false)
-        }
-        Remedy::RestoreRoute { node, kube_ovn } => {
-            let layout = if *kube_ovn {
-                "kube-ovn lays one route for the subnet via ovn0; Cilium and Calico one per pod"
-            } else {
-                "the CNI lays it: Cilium and Calico one route per pod"
-            };
-            format!("Fix: restore the pod network's route on {node} ({layout}).")
-        }
-        Remedy::FreeNodeAddress(c) => vip::fix(c, reader, false),
-        Remedy::DeleteStaleRoute { node, dead_end } => format!(
-            "Fix: delete the stale {dead_end} route on {node}, or restore the pod network's route."
-        ),
-        Remedy::DeleteBridgeAddress {
-            node,
-            bridge,
-            address,
-        } => format!(
-            "Fix: on {node}, delete the old address (`ip addr del {address} dev {bridge}`); the \
-             bridge plugin gives {bridge} this node's gateway with the next pod. Or delete the \
-             bridge (`ip link delete {bridge}`) and restart the node's pods."
-        ),
-        Remedy::ExcludeFromSubnet {
-            subnet,
-            exclude,
-            block,
-        } => {
-            let block = block.map_or_else(String::new, |b| b.to_string());
-            format!(
-                "Fix: add \"{exclude}\" to spec.excludeIps of Subnet {subnet}, or give Cilium an \
-                 IPAM pool cut from the end of {block} and excluded there. {NOT_DISJOINT}"
-            )
-        }
-    }
-}
-
 /// `text` cut to at most `max` bytes at a word boundary, with `…` where cut.
 pub fn words(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -351,9 +289,10 @@ pub fn words(text: &str, max: usize) -> String {
     format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
 }
 
-/// `nets` as "10.0.0.0/24, 10.0.1.0/24".
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
+/// `items` as "10.0.0.0/24, 10.0.1.0/24".
+fn list(items: &[impl ToString]) -> String {
+    items
+        .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")

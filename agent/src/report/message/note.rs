@@ -248,7 +248,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
             true,
         ),
         NodeProblem::StaleBridge { .. } => super::ipam::stale_bridge(node, problem, true),
-        NodeProblem::Calico(a) => super::calico::what(f, a),
+        NodeProblem::Calico(a) => super::calico::tunnel(f, a, true),
         NodeProblem::NodeAddressClaimed(c) => super::vip::note(c),
         NodeProblem::NotMasqueraded { .. } => format!(
             "Cilium's Ingress IP {} of node {node} is in no Subnet kube-ovn masquerades. Gateway \

@@ -3,12 +3,12 @@
 //! cluster pool with no room for another node, a pool change told apart from
 //! a mode switch.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{Reader, ipam::kubelet_says, list};
-use crate::detect::{IpamKind, KubeletReport, NodeProblem, PoolFit, Remedy};
+use super::{NOT_DISJOINT, Reader, ipam::kubelet_says, list};
+use crate::detect::{IpamKind, KubeletReport, NodeProblem, PodRef, PoolFit, Remedy};
 
 /// cilium-config's key for the cluster pool of `nets`' family.
 fn pool_key(nets: &[IpNet]) -> &'static str {
@@ -158,8 +158,154 @@ pub(super) fn operator_error(node: &str, error: &str, pool: Option<&PoolFit>) ->
     m
 }
 
-/// The long fixes of these findings.
-pub(super) fn remedy(r: &Remedy) -> String {
+/// The fixes of the loud failures and of the node's allocator; `short`: the
+/// Event note's one sentence.
+pub(super) fn remedy(r: &Remedy, reader: Reader<'_>, short: bool) -> String {
+    match r {
+        Remedy::DisconnectEndpoint {
+            node,
+            ip,
+            cilium_pod,
+        } => disconnect_endpoint(node, *ip, cilium_pod.as_ref(), reader, short),
+        Remedy::ReallocateDuplicate { node } if short => format!(
+            "Fix: delete this pod so it is given another address; then find why {node}'s \
+             address was handed out twice."
+        ),
+        Remedy::ReallocateDuplicate { node } => format!(
+            "Fix: delete the pod that is refused so it is given another address, and find which \
+             allocator handed out {node}'s address twice (two IPAMs configured, or state lost in \
+             a restart)."
+        ),
+        Remedy::RecreateNewer { pod } if short => {
+            format!("Fix: delete the newer pod, {pod}, so it is recreated with another address.")
+        }
+        Remedy::RecreateNewer { pod } => format!(
+            "Fix: delete the newer pod, {pod}, so its controller recreates it with another \
+             address, then find which allocator handed the address out twice (two IPAMs \
+             configured, or state lost in a restart)."
+        ),
+        Remedy::ClearPodCidrsAfterRollout { node } if short => format!(
+            "Fix: in this order, move every Cilium agent to the new config, clear \
+             spec.ipam.podCIDRs of CiliumNode {node}, then restart its agent."
+        ),
+        Remedy::ClearPodCidrsAfterRollout { node } => format!(
+            "Fix, in this order: 1. make sure every Cilium agent runs with ipam=cluster-pool (kubectl \
+             -n kube-system rollout status ds/cilium); 2. only then clear the old range: kubectl \
+             patch ciliumnode {node} --type merge -p '{{\"spec\":{{\"ipam\":{{\"podCIDRs\":null}}}}}}' \
+             (cleared earlier, an agent still in kubernetes mode writes it back); 3. restart the \
+             Cilium agent on {node} once the operator has allocated from the pool. New pods on \
+             {node} cannot get an address between 2 and 3."
+        ),
+        Remedy::PoolInMasqueradedSubnet { subnet } if short => match subnet {
+            Some((name, block)) => format!(
+                "Fix: give Cilium a pool from the end of Subnet {name}'s block {block}, \
+                 excluded there."
+            ),
+            None => "Fix: give Cilium a pool inside a Subnet kube-ovn masquerades, excluded \
+                 there."
+                .to_owned(),
+        },
+        Remedy::PoolInMasqueradedSubnet { subnet } => {
+            let place = subnet.as_ref().map_or_else(
+                || "a Subnet kube-ovn masquerades".to_owned(),
+                |(name, block)| format!("kube-ovn Subnet {name}'s block {block}"),
+            );
+            format!(
+                "Fix: give Cilium's IPAM a pool cut from the end of {place} and add it to that \
+                 Subnet's spec.excludeIps. {NOT_DISJOINT}"
+            )
+        }
+        _ => capacity(r, short),
+    }
+}
+
+/// The fix of a stale endpoint: disconnect it in the node's Cilium agent.
+fn disconnect_endpoint(
+    node: &str,
+    ip: IpAddr,
+    cilium_pod: Option<&PodRef>,
+    reader: Reader<'_>,
+    short: bool,
+) -> String {
+    let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+    if short {
+        return format!(
+            "Fix: in the Cilium agent on {node}, run cilium-dbg endpoint disconnect \
+             {family}:{ip} once no pod owns it."
+        );
+    }
+    // A pod's namespace is told how to find Cilium's pod, not its name.
+    let cilium_pod = cilium_pod.filter(|_| !matches!(reader, Reader::Namespace(_)));
+    let pod = cilium_pod.map_or_else(
+        || {
+            format!(
+                "$(kubectl -n kube-system get pod -l k8s-app=cilium \
+                 --field-selector spec.nodeName={node} -o name)"
+            )
+        },
+        |p| format!("-n {} {}", p.namespace, p.name),
+    );
+    format!(
+        "Fix: confirm no pod owns it (cilium-dbg endpoint list), then disconnect the \
+         stale endpoint in {node}'s Cilium agent: kubectl exec {pod} -- cilium-dbg \
+         endpoint disconnect {family}:{ip}. Restart that Cilium agent only if the \
+         endpoint stays."
+    )
+}
+
+/// The fixes of a node's allocator short of addresses, and of the pools
+/// cilium-operator fills.
+fn capacity(r: &Remedy, short: bool) -> String {
+    match r {
+        Remedy::AddCapacity { node, usable } => {
+            let to = usable.map_or_else(String::new, |u| format!(" to at most {u}"));
+            if short {
+                return format!(
+                    "Fix: lower kubelet's --max-pods on {node}{to}, or give nodes larger pod \
+                     ranges."
+                );
+            }
+            format!(
+                "Fix: lower kubelet's --max-pods on it{to}, or give nodes a larger pod range \
+                 (Cilium cluster-pool: clusterPoolIPv4MaskSize; kubernetes mode: \
+                 kube-controller-manager's --node-cidr-mask-size); delete finished pods to free \
+                 addresses on {node} now."
+            )
+        }
+        Remedy::FixOperatorAllocation { node } if short => format!(
+            "Fix: correct what the error names, until CiliumNode {node}'s \
+             status.ipam.operator-status.error is empty."
+        ),
+        Remedy::FixOperatorAllocation { node } => format!(
+            "Fix: correct what the error names (a pool missing or full, a podCIDR from another \
+             IPAM mode), then check that CiliumNode {node}'s operator-status.error is empty."
+        ),
+        Remedy::ReleaseHostLocal { node } if short => format!(
+            "Fix: on {node}, delete the files in /var/lib/cni/networks/<network>/ of containers \
+             that no longer exist, or lower --max-pods below the range's size."
+        ),
+        Remedy::CheckOperatorPool { node } if short => format!(
+            "Fix: usually temporary; if it lasts, check cilium-operator's log, CiliumNode \
+             {node}'s pre-allocate/min-allocate, and the ENI/subnet address limits."
+        ),
+        Remedy::KeepOldPoolOrReallocate { node, old } if short => format!(
+            "Fix: put {} back into {} beside the new CIDR, or drain {node}, delete its \
+             CiliumNode and restart its Cilium agent.",
+            list(old),
+            pool_key(old)
+        ),
+        Remedy::GrowClusterPool { pools } if short => format!(
+            "Fix: add a CIDR to cilium-config's {} beside {}; existing CIDRs and the mask size \
+             must stay.",
+            pool_key(pools),
+            list(pools)
+        ),
+        _ => pool(r),
+    }
+}
+
+/// The long fixes of the pools and ranges that ran dry.
+fn pool(r: &Remedy) -> String {
     match r {
         Remedy::ReleaseHostLocal { node } => format!(
             "Fix: host-local keeps one file per reserved address in \
@@ -193,29 +339,6 @@ pub(super) fn remedy(r: &Remedy) -> String {
              ipam.operator.clusterPoolIPv4PodCIDRList) beside {} and restart cilium-operator; \
              the CIDRs already there and the per-node mask size must stay as they are while \
              nodes use them.",
-            pool_key(pools),
-            list(pools)
-        ),
-        _ => String::new(),
-    }
-}
-
-/// The one-sentence fixes of these findings.
-pub(super) fn fix(r: &Remedy) -> String {
-    match r {
-        Remedy::CheckOperatorPool { node } => format!(
-            "Fix: usually temporary; if it lasts, check cilium-operator's log, CiliumNode \
-             {node}'s pre-allocate/min-allocate, and the ENI/subnet address limits."
-        ),
-        Remedy::KeepOldPoolOrReallocate { node, old } => format!(
-            "Fix: put {} back into {} beside the new CIDR, or drain {node}, delete its \
-             CiliumNode and restart its Cilium agent.",
-            list(old),
-            pool_key(old)
-        ),
-        Remedy::GrowClusterPool { pools } => format!(
-            "Fix: add a CIDR to cilium-config's {} beside {}; existing CIDRs and the mask size \
-             must stay.",
             pool_key(pools),
             list(pools)
         ),

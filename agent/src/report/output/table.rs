@@ -4,9 +4,12 @@
 use std::fmt::Write as _;
 
 use super::{Report, cause::CauseFields, message_with_impact};
-use crate::detect::{
-    Finding,
-    impact::{Impact, Severity},
+use crate::{
+    detect::{
+        Finding,
+        impact::{Impact, Severity},
+    },
+    report::plural,
 };
 
 /// The report as a table for people, each row's message wrapped under it;
@@ -51,12 +54,7 @@ fn table_text(report: &Report, wide: bool) -> String {
         return out;
     }
     let n = report.findings.len();
-    let _ = writeln!(
-        out,
-        "node {}: {n} finding{}",
-        report.node,
-        if n == 1 { "" } else { "s" }
-    );
+    let _ = writeln!(out, "node {}: {n} finding{}", report.node, plural(n));
     let impact = |f: &Finding| f.pod().and_then(|p| report.impacts.get(p));
     let header: Vec<&str> = HEADER
         .iter()

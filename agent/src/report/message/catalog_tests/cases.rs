@@ -7,8 +7,8 @@ use ipnet::IpNet;
 use super::super::*;
 use crate::{
     detect::{
-        FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodSite, Role,
-        Scope, Trust,
+        FindingKind, InfraAddress, IpamKind, KubeletReport, NodeProblem, Owner, PodSite, Remedy,
+        Role, Scope, Trust,
     },
     inventory::{DeadEnd, ServiceAddress, ServiceField, Source},
 };
