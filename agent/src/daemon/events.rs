@@ -63,7 +63,7 @@ pub(crate) struct Follows {
     pub(crate) findings: watch::Receiver<Published>,
     /// Host traffic to shadowed pods.
     pub(crate) traffic: watch::Receiver<Arc<Traffic>>,
-    /// What breaks behind them.
+    /// What breaks behind them, for the notes of new series.
     pub(crate) impacts: watch::Receiver<Looked>,
 }
 
@@ -76,10 +76,7 @@ pub(crate) struct EventTask {
     writes: Family<WriteLabels, Counter>,
     /// `ipshadow_events_pending`.
     pending: Gauge,
-    findings: watch::Receiver<Published>,
-    traffic: watch::Receiver<Arc<Traffic>>,
-    /// What breaks behind pods with findings, for the notes of new series.
-    impacts: watch::Receiver<Looked>,
+    follows: Follows,
 }
 
 /// How long new series wait for the impact of their findings (the lookups
@@ -93,11 +90,7 @@ impl EventTask {
         node: &str,
         args: &Args,
         registry: &mut Registry,
-        Follows {
-            findings,
-            traffic,
-            impacts,
-        }: Follows,
+        follows: Follows,
     ) -> Self {
         let refresh = std::time::Duration::from_secs(args.event_refresh_seconds);
         let writes = Family::<WriteLabels, Counter>::default();
@@ -122,9 +115,7 @@ impl EventTask {
             series_max: usize::try_from(args.event_series_max).unwrap_or(usize::MAX),
             writes,
             pending,
-            findings,
-            traffic,
-            impacts,
+            follows,
         }
     }
 
@@ -158,8 +149,8 @@ impl EventTask {
                     kube::runtime::utils::Backoff::reset(&mut backoff);
                     tokio::select! {
                         () = token.cancelled() => return,
-                        r = self.findings.changed() => if r.is_err() { return },
-                        r = self.traffic.changed(), if traffic_open => traffic_open = r.is_ok(),
+                        r = self.follows.findings.changed() => if r.is_err() { return },
+                        r = self.follows.traffic.changed(), if traffic_open => traffic_open = r.is_ok(),
                         () = tokio::time::sleep(self.refresh) => {}
                     }
                     continue;
@@ -174,8 +165,8 @@ impl EventTask {
 
     /// Writes the series of the latest findings and traffic once.
     async fn write_once(&mut self, token: &CancellationToken) -> Pass {
-        let input = self.findings.borrow_and_update().clone();
-        let traffic = self.traffic.borrow_and_update().clone();
+        let input = self.follows.findings.borrow_and_update().clone();
+        let traffic = self.follows.traffic.borrow_and_update().clone();
         if !input.ready {
             return Pass::Done;
         }
@@ -213,14 +204,14 @@ impl EventTask {
         token: &CancellationToken,
     ) -> Option<Arc<Impacts>> {
         let deadline = tokio::time::Instant::now() + IMPACT_WAIT;
-        while !Arc::ptr_eq(&self.impacts.borrow().for_findings, findings) {
+        while !Arc::ptr_eq(&self.follows.impacts.borrow().for_findings, findings) {
             tokio::select! {
                 () = token.cancelled() => return None,
-                r = self.impacts.changed() => if r.is_err() { break },
+                r = self.follows.impacts.changed() => if r.is_err() { break },
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        Some(Arc::clone(&self.impacts.borrow().impacts))
+        Some(Arc::clone(&self.follows.impacts.borrow().impacts))
     }
 }
 

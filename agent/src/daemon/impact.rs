@@ -101,12 +101,12 @@ impl Lookup for ImpactTask {
     }
 
     /// Lists what routes to the pods from the watch cache.
-    async fn ask(&self, _: &[Self::Key]) -> Result<Self::Answer, ListError> {
+    async fn ask(&self, _: &Self::Key, _: &[Self::Key]) -> Result<Self::Answer, ListError> {
         let mut quiet = |_: &'static str, _: usize, _: bool| {};
         routes(&self.client, &self.behind, Read::Cache, &mut quiet).await
     }
 
-    fn store(&mut self, _: &[Self::Key], routes: Self::Answer) -> bool {
+    fn store(&mut self, _: &Self::Key, routes: Self::Answer) -> bool {
         self.routes = Arc::new(routes);
         true
     }

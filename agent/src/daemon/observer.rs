@@ -227,24 +227,21 @@ impl ObserverTask {
         let want = series_of(&self.findings.borrow().findings, &watched);
         self.book
             .update(&want, &current, removed, crate::report::traffic::unix_now());
-        let unexplained = self.book.unexplained(&want);
-        self.unexplained.send_if_modified(|u| {
-            let changed = **u != unexplained;
-            if changed {
-                *u = Arc::new(unexplained);
-            }
-            changed
-        });
-        let exposed = self.book.exposed();
+        replace_if_new(&self.unexplained, self.book.unexplained(&want));
         // New traffic can open a HostTrafficBlackholed series; the writer acts only on news.
-        self.traffic.send_if_modified(|t| {
-            let changed = **t != exposed;
-            if changed {
-                *t = Arc::new(exposed);
-            }
-            changed
-        });
+        replace_if_new(&self.traffic, self.book.exposed());
     }
+}
+
+/// Publishes `new` on `tx` unless it equals what `tx` holds: receivers wake on news only.
+fn replace_if_new<T: PartialEq>(tx: &watch::Sender<Arc<T>>, new: T) {
+    tx.send_if_modified(|old| {
+        let changed = **old != new;
+        if changed {
+            *old = Arc::new(new);
+        }
+        changed
+    });
 }
 
 async fn readable(

@@ -68,11 +68,7 @@ pub(crate) struct ReconcileLoop {
     reconciler: Reconciler,
     input: Input,
     files_dirty: bool,
-    triggers: mpsc::Receiver<Trigger>,
-    pings: mpsc::Receiver<oneshot::Sender<()>>,
-    published: watch::Sender<Published>,
-    metrics: LoopMetrics,
-    ready: Arc<AtomicBool>,
+    wiring: Wiring,
     findings: Arc<Vec<Finding>>,
     seen_invalid: HashSet<Invalid>,
     /// The host snapshot of the last reconcile; `None` once the node's network
@@ -87,10 +83,13 @@ pub(crate) struct ReconcileLoop {
     leaks: leaks::Young,
 }
 
-/// The loop's inputs and outputs, for `new`.
+/// `/healthz`'s pings, each answered between two steps.
+type Pings = mpsc::Receiver<oneshot::Sender<()>>;
+
+/// The loop's inputs and outputs.
 pub(crate) struct Wiring {
     pub(crate) triggers: mpsc::Receiver<Trigger>,
-    pub(crate) pings: mpsc::Receiver<oneshot::Sender<()>>,
+    pub(crate) pings: Pings,
     pub(crate) published: watch::Sender<Published>,
     pub(crate) metrics: LoopMetrics,
     pub(crate) ready: Arc<AtomicBool>,
@@ -103,11 +102,7 @@ impl ReconcileLoop {
             reconciler,
             input,
             files_dirty: true,
-            triggers: wiring.triggers,
-            pings: wiring.pings,
-            published: wiring.published,
-            metrics: wiring.metrics,
-            ready: wiring.ready,
+            wiring,
             findings: Arc::default(),
             seen_invalid: HashSet::new(),
             host: None,
@@ -128,8 +123,8 @@ impl ReconcileLoop {
         loop {
             tokio::select! {
                 () = token.cancelled() => return,
-                Some(reply) = self.pings.recv() => { let _ = reply.send(()); }
-                Some(t) = self.triggers.recv() => {
+                Some(reply) = self.wiring.pings.recv() => { let _ = reply.send(()); }
+                Some(t) = self.wiring.triggers.recv() => {
                     match t {
                         Trigger::Files => self.files_dirty = true,
                         Trigger::NetlinkOverrun => {
@@ -200,15 +195,9 @@ impl ReconcileLoop {
                     let refresh = tokio::task::spawn_blocking(move || {
                         crate::inventory::lock(&reading).refresh()
                     });
-                    tokio::pin!(refresh);
                     // The loop still answers /healthz while a large file is read.
-                    let errors = loop {
-                        tokio::select! {
-                            done = &mut refresh => break done.unwrap_or_default(),
-                            Some(reply) = self.pings.recv() => { let _ = reply.send(()); }
-                        }
-                    };
-                    for e in errors {
+                    let errors = answering(&mut self.wiring.pings, refresh).await;
+                    for e in errors.unwrap_or_default() {
                         tracing::warn!(error = %e, "reading an input file failed; keeping its last good content");
                     }
                 }
@@ -228,43 +217,37 @@ impl ReconcileLoop {
     #[tracing::instrument(skip_all)]
     async fn reconcile(&mut self) -> bool {
         let (state, node, status) = self.cluster_state().await;
-        self.metrics.sources(&status);
+        self.wiring.metrics.sources(&status);
         // Nothing to check pods against yet: not ready.
         let Some(state) = state else { return true };
         self.count_invalid(&state.invalid);
         let started = Instant::now();
         // A change of the cluster alone reuses the host snapshot (netlink would
         // have said if the node's network changed): no dumps, only new lookups.
-        let (reconciler, host, pings) = (&self.reconciler, self.host.clone(), &mut self.pings);
+        let (reconciler, host) = (&self.reconciler, self.host.clone());
         let slice = std::mem::take(&mut self.next_slice);
         let read_namespaces = host.is_none() || slice;
-        let result = {
-            let work = async {
-                match &host {
-                    Some(host) if slice => {
-                        tracing::debug!("a resync's next namespaces, on the pass's host snapshot");
-                        Ok(reconciler.reconcile_namespaces(&state, host).await)
-                    }
-                    Some(host) => {
-                        tracing::debug!("a change of the cluster only: reusing the host snapshot");
-                        Ok(reconciler.reconcile_cluster_change(&state, host).await)
-                    }
-                    None => reconciler.reconcile(&state).await,
+        let work = async {
+            match &host {
+                Some(host) if slice => {
+                    tracing::debug!("a resync's next namespaces, on the pass's host snapshot");
+                    Ok(reconciler.reconcile_namespaces(&state, host).await)
                 }
-            };
-            tokio::pin!(work);
-            // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
-            loop {
-                tokio::select! {
-                    r = &mut work => break r,
-                    Some(reply) = pings.recv() => { let _ = reply.send(()); }
+                Some(host) => {
+                    tracing::debug!("a change of the cluster only: reusing the host snapshot");
+                    Ok(reconciler.reconcile_cluster_change(&state, host).await)
                 }
+                None => reconciler.reconcile(&state).await,
             }
         };
+        // Detection runs on a blocking thread: the loop answers /healthz meanwhile.
+        let result = answering(&mut self.wiring.pings, work).await;
         let elapsed = started.elapsed();
-        self.metrics.reconciled(result.is_ok().then_some(elapsed));
+        self.wiring
+            .metrics
+            .reconciled(result.is_ok().then_some(elapsed));
         let reads = self.reconciler.host_reads();
-        self.metrics.host_read(reads - self.host_reads);
+        self.wiring.metrics.host_read(reads - self.host_reads);
         self.host_reads = reads;
         let done = match result {
             Ok(done) => done,
@@ -291,15 +274,17 @@ impl ReconcileLoop {
         read_namespaces: bool,
     ) {
         if read_namespaces {
-            self.metrics.namespaces_read(done.host.namespaces.reread);
+            self.wiring
+                .metrics
+                .namespaces_read(done.host.namespaces.reread);
         }
         self.host = Some(Arc::clone(&done.host));
-        self.metrics.namespaces(&done.truth);
+        self.wiring.metrics.namespaces(&done.truth);
         let grace = Duration::from_secs(self.args.leak_grace_seconds);
         let findings = self.leaks.hold_back(done.findings, grace, Instant::now());
         log_changes(&self.findings, &findings);
         self.findings = Arc::new(findings);
-        self.published.send_replace(Published {
+        self.wiring.published.send_replace(Published {
             findings: self.findings.clone(),
             claimable: Arc::new(done.claimable),
             leaving: Arc::new(done.leaving),
@@ -308,7 +293,7 @@ impl ReconcileLoop {
             node,
             ready: true,
         });
-        self.ready.store(true, Ordering::Relaxed);
+        self.wiring.ready.store(true, Ordering::Relaxed);
     }
 
     /// Counts each distinct malformed object or field once while it lasts, and
@@ -320,10 +305,21 @@ impl ReconcileLoop {
         for bad in &current {
             if !before.contains(bad) {
                 tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
-                self.metrics.invalid(bad.resource);
+                self.wiring.metrics.invalid(bad.resource);
             }
         }
         self.seen_invalid = current;
+    }
+}
+
+/// What `work` returns, `/healthz`'s `pings` answered meanwhile.
+async fn answering<T>(pings: &mut Pings, work: impl Future<Output = T>) -> T {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            r = &mut work => break r,
+            Some(reply) = pings.recv() => { let _ = reply.send(()); }
+        }
     }
 }
 

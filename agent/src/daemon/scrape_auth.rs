@@ -192,12 +192,8 @@ fn load(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| file_error("certificate", cert, "--tls-cert-file", e.to_string()))?;
     if certs.is_empty() {
-        return Err(file_error(
-            "certificate",
-            cert,
-            "--tls-cert-file",
-            "no CERTIFICATE block in it".to_owned(),
-        ));
+        let reason = "no CERTIFICATE block in it".to_owned();
+        return Err(file_error("certificate", cert, "--tls-cert-file", reason));
     }
     let private = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| file_error("key", key, "--tls-key-file", e.to_string()))?;

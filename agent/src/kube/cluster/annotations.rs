@@ -25,7 +25,7 @@ impl ClusterSource {
         tasks: TaskTracker,
         token: CancellationToken,
     ) -> impl Future<Output = ()> + use<> {
-        let (client, sink) = (self.client.clone(), self.sink());
+        let (client, sink) = (self.client.clone(), self.sink.clone());
         async move {
             let mut running: Option<CancellationToken> = None;
             loop {

@@ -56,25 +56,21 @@ impl Lookup for Confirmations {
     }
 
     /// The addresses kube-ovn's record of the pod holds (none without a record).
-    async fn ask(&self, keys: &[PodKey]) -> kube::Result<Vec<IpAddr>> {
-        let Some(PodKey {
+    async fn ask(&self, pod: &PodKey, _: &[PodKey]) -> kube::Result<Vec<IpAddr>> {
+        let PodKey {
             namespace, name, ..
-        }) = keys.first()
-        else {
-            return Ok(Vec::new());
-        };
+        } = pod;
         let record = self.api.get_opt(&format!("{name}.{namespace}")).await?;
         Ok(record.map_or_else(Vec::new, |r| objects::kube_ovn_ip(&r, namespace, name)))
     }
 
     /// Keeps what the record holds; a reconcile when that changed. Read again
     /// on the widening schedule whatever it holds.
-    fn store(&mut self, keys: &[PodKey], found: Vec<IpAddr>) -> bool {
+    fn store(&mut self, pod: &PodKey, found: Vec<IpAddr>) -> bool {
         let changed = {
             let mut st = lock(&self.sink.state);
-            let uid = keys.first().map(|k| k.uid.clone()).unwrap_or_default();
-            let changed = st.kube_ovn_ips.get(&uid) != Some(&found);
-            st.kube_ovn_ips.insert(uid, found);
+            let changed = st.kube_ovn_ips.get(&pod.uid) != Some(&found);
+            st.kube_ovn_ips.insert(pod.uid.clone(), found);
             changed
         };
         if changed {

@@ -84,15 +84,17 @@ pub(crate) trait Lookup: Send + Sync + 'static {
     /// The keys `input` calls for now, most wanted first; forgets what is
     /// kept for keys no longer wanted.
     fn wanted(&mut self, input: &Self::Input) -> Vec<Self::Key>;
-    /// Asks about `keys`: one ([`Pace::EachKey`]) or all wanted ([`Pace::AllKeys`]).
+    /// Asks about `key` and the `rest` of the ask's keys: none but `key`
+    /// ([`Pace::EachKey`], [`Pace::OnNews`]) or all wanted ([`Pace::AllKeys`]).
     fn ask(
         &self,
-        keys: &[Self::Key],
+        key: &Self::Key,
+        rest: &[Self::Key],
     ) -> impl Future<Output = Result<Self::Answer, Self::Error>> + Send;
-    /// Keeps the answer for `keys`; whether it found anything (an answer that
-    /// found nothing is asked for ever less often, see [`Pace::AllKeys`]; one
-    /// that found something starts a key's waits over).
-    fn store(&mut self, keys: &[Self::Key], answer: Self::Answer) -> bool;
+    /// Keeps the answer of the ask of `key` (and the rest); whether it found
+    /// anything (an answer that found nothing is asked for ever less often,
+    /// see [`Pace::AllKeys`]; one that found something starts a key's waits over).
+    fn store(&mut self, key: &Self::Key, answer: Self::Answer) -> bool;
     /// [`Pace::OnNews`]: a count of `key`'s news in `input` that grows with
     /// each; `None` while it must not be asked.
     fn news(&self, _input: &Self::Input, _key: &Self::Key) -> Option<u64> {
@@ -121,9 +123,12 @@ pub(crate) async fn run<L: Lookup>(
             .collect();
         let now = Instant::now();
         for keys in pacer.due(&wanted, now) {
+            let Some((key, rest)) = keys.split_first() else {
+                continue;
+            };
             let answer = tokio::select! {
                 () = token.cancelled() => return,
-                answer = lookup.ask(&keys) => answer,
+                answer = lookup.ask(key, rest) => answer,
             };
             // A warning for the first failure of a streak, a line when asking works again.
             match answer {
@@ -131,7 +136,7 @@ pub(crate) async fn run<L: Lookup>(
                     if pacer.failures > 0 {
                         tracing::info!("{} works again", L::ASKING);
                     }
-                    let found = lookup.store(&keys, answer);
+                    let found = lookup.store(key, answer);
                     pacer.answered(&keys, found, now);
                 }
                 Err(e) => {

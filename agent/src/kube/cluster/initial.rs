@@ -143,13 +143,7 @@ impl Initial {
         }
         let mut known = self.known.subscribe();
         loop {
-            let asks = self.known.send_if_modified(|k| {
-                let first = *k == Known::Unknown;
-                if first {
-                    *k = Known::Asking;
-                }
-                first
-            });
+            let asks = self.shift(&[Known::Unknown], Known::Asking);
             match (asks, *known.borrow_and_update()) {
                 (true, _) => return Some(Start::Stream { asking: true }),
                 (false, Known::Served) => return Some(Start::Stream { asking: false }),
@@ -165,25 +159,24 @@ impl Initial {
 
     /// A streaming list was served: the others stream too.
     pub(super) fn served(&self) {
-        self.known.send_if_modified(|k| {
-            let news = matches!(*k, Known::Unknown | Known::Asking);
-            if news {
-                *k = Known::Served;
-            }
-            news
-        });
+        self.shift(&[Known::Unknown, Known::Asking], Known::Served);
     }
 
     /// The watch that asked got no answer either way (an error, or it
     /// stopped): the next one to start asks.
     pub(super) fn unanswered(&self) {
+        self.shift(&[Known::Asking], Known::Unknown);
+    }
+
+    /// What is known becomes `to` if it is one of `from`; whether it did.
+    fn shift(&self, from: &[Known], to: Known) -> bool {
         self.known.send_if_modified(|k| {
-            let asking = *k == Known::Asking;
-            if asking {
-                *k = Known::Unknown;
+            let shifts = from.contains(k);
+            if shifts {
+                *k = to;
             }
-            asking
-        });
+            shifts
+        })
     }
 
     /// The watcher configuration for a streaming list of `scope`.

@@ -112,18 +112,12 @@ impl Lookup for Holders {
         (input.get(ip).copied()).filter(|_| !self.followed.keys().any(|f| f.ip == *ip))
     }
 
-    async fn ask(&self, keys: &[IpAddr]) -> kube::Result<Vec<Pod>> {
-        match keys.first() {
-            Some(ip) => pods_holding(&self.client, *ip, &self.keys).await,
-            None => Ok(Vec::new()),
-        }
+    async fn ask(&self, ip: &IpAddr, _: &[IpAddr]) -> kube::Result<Vec<Pod>> {
+        pods_holding(&self.client, *ip, &self.keys).await
     }
 
     /// Follows each pod found elsewhere by name; whether there was one.
-    fn store(&mut self, keys: &[IpAddr], pods: Vec<Pod>) -> bool {
-        let Some(&ip) = keys.first() else {
-            return false;
-        };
+    fn store(&mut self, &ip: &IpAddr, pods: Vec<Pod>) -> bool {
         let elsewhere: Vec<Pod> = (pods.into_iter())
             .filter(|p| p.node.as_deref() != Some(self.sink.node.as_str()))
             .collect();

@@ -141,11 +141,9 @@ fn selected(fields: &str) -> Scope {
 /// The watches of one node; [`ClusterSource::run`] runs them.
 pub struct ClusterSource {
     client: Client,
-    node: String,
+    sink: Sink,
     cilium_namespace: String,
     keys: Arc<Vec<String>>,
-    state: Shared,
-    on_change: OnChange,
     unexplained: Option<channel::Receiver<Arc<Unexplained>>>,
     findings: Option<channel::Receiver<Published>>,
     owner_lookup_spread: std::time::Duration,
@@ -168,11 +166,13 @@ impl ClusterSource {
         let state = Shared::default();
         let source = Self {
             client,
-            node: node.to_owned(),
+            sink: Sink {
+                node: node.to_owned(),
+                state: state.clone(),
+                on_change,
+            },
             cilium_namespace: DEFAULT_CILIUM_NAMESPACE.to_owned(),
             keys: Arc::new(annotation_keys.to_vec()),
-            state: state.clone(),
-            on_change,
             unexplained: None,
             findings: None,
             owner_lookup_spread: std::time::Duration::ZERO,
@@ -188,7 +188,7 @@ impl ClusterSource {
     /// server offers it (the default).
     #[must_use]
     pub fn with_initial_list(self, mode: InitialList) -> Self {
-        lock(&self.state).initial = Arc::new(Initial::new(mode));
+        lock(&self.sink.state).initial = Arc::new(Initial::new(mode));
         self
     }
 
@@ -240,7 +240,7 @@ impl ClusterSource {
         if let Some(unexplained) = self.unexplained.take() {
             let holders = lookup::Holders {
                 client: self.client.clone(),
-                sink: self.sink(),
+                sink: self.sink.clone(),
                 keys: self.keys.clone(),
                 tasks: tasks.clone(),
                 token: token.clone(),
@@ -266,16 +266,16 @@ impl ClusterSource {
         tasks.spawn(watch::run(
             Watched {
                 api: Api::<K8sPod>::all(self.client.clone()),
-                scope: selected(&format!("spec.nodeName={}", self.node)),
+                scope: selected(&format!("spec.nodeName={}", self.sink.node)),
                 source: "pods",
             },
-            self.sink(),
+            self.sink.clone(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
             token.clone(),
         ));
         let cilium_nodes_moved = Arc::new(tokio::sync::Notify::new());
         let moved = cilium_nodes_moved.clone();
-        let on_change = self.on_change.clone();
+        let on_change = self.sink.on_change.clone();
         tasks.spawn(watch::run(
             Watched {
                 api: Api::<LeanCiliumNode>::all(self.client.clone()),
@@ -287,7 +287,7 @@ impl ClusterSource {
                     on_change();
                     moved.notify_one();
                 }),
-                ..self.sink()
+                ..self.sink.clone()
             },
             |st, ev| {
                 st.cilium_nodes
@@ -306,17 +306,17 @@ impl ClusterSource {
                 scope: Scope::Cluster,
                 source: "subnets",
             },
-            self.sink(),
+            self.sink.clone(),
             |st, ev| st.subnets.apply(ev, |o| by_name(o, objects::subnet)),
             token.clone(),
         ));
         tasks.spawn(watch::run(
             Watched {
                 api: Api::<LeanNode>::all(self.client.clone()),
-                scope: selected(&format!("metadata.name={}", self.node)),
+                scope: selected(&format!("metadata.name={}", self.sink.node)),
                 source: "nodes",
             },
-            self.sink(),
+            self.sink.clone(),
             |st, ev| st.node.apply(ev, convert_node),
             token.clone(),
         ));
@@ -326,7 +326,7 @@ impl ClusterSource {
                 scope: selected(&format!("metadata.name={CILIUM_CONFIG}")),
                 source: "cilium-config",
             },
-            self.sink(),
+            self.sink.clone(),
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
         ));
@@ -337,11 +337,11 @@ impl ClusterSource {
     fn spawn_records(&mut self, tasks: &TaskTracker, token: &CancellationToken) {
         let (client, token) = (&self.client, token.clone());
         if let Some(findings) = self.findings.take() {
-            let services = services::Lookups(client.clone(), self.sink());
+            let services = services::Lookups(client.clone(), self.sink.clone());
             tasks.spawn(follow::run(services, findings.clone(), token.clone()));
             let ranges = ranges::Lookups {
                 client: client.clone(),
-                sink: self.sink(),
+                sink: self.sink.clone(),
                 keys: self.keys.clone(),
                 spread: self.owner_lookup_spread,
             };
@@ -349,23 +349,13 @@ impl ClusterSource {
             tasks.spawn(self.ip_pools_once_calico_runs(findings.clone(), token.clone()));
             let confirmations = confirm::Confirmations {
                 api: Api::all(client.clone()),
-                sink: self.sink(),
+                sink: self.sink.clone(),
             };
             tasks.spawn(follow::run(confirmations, findings, token.clone()));
         }
-        let refusals =
-            sandbox::Refusals(client.clone(), self.state.clone(), self.on_change.clone());
+        let refusals = sandbox::Refusals(client.clone(), self.sink.clone());
         // Read on the clock alone: no input to follow.
         tasks.spawn(follow::run(refusals, channel::channel(()).1, token));
-    }
-
-    /// Where a sub-task's answers go.
-    fn sink(&self) -> Sink {
-        Sink {
-            node: self.node.clone(),
-            state: self.state.clone(),
-            on_change: self.on_change.clone(),
-        }
     }
 
     /// Watches Calico's IPPools from the first reconcile that finds Calico on
@@ -378,7 +368,7 @@ impl ClusterSource {
         token: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let api = Api::<LeanIpPool>::all(self.client.clone());
-        let sink = self.sink();
+        let sink = self.sink.clone();
         async move {
             let seen = tokio::select! {
                 () = token.cancelled() => return,

@@ -83,19 +83,18 @@ impl Lookup for Lookups {
 
     fn wanted(&mut self, input: &Published) -> Vec<Self::Key> {
         if input.foreign_ranges.is_empty() {
-            self.store(&[], RangeOwners::default());
+            self.sink.set(|st| &mut st.range_owners, Arc::default());
             return Vec::new();
         }
         vec![Arc::clone(&input.foreign_ranges)]
     }
 
-    async fn ask(&self, keys: &[Self::Key]) -> Result<RangeOwners, Self::Error> {
-        let wanted = keys.first().map_or(&[][..], |k| k.as_slice());
+    async fn ask(&self, wanted: &Self::Key, _: &[Self::Key]) -> Result<RangeOwners, Self::Error> {
         owners(&self.client, &self.sink.node, &self.keys, wanted).await
     }
 
     /// Publishes `found`; a reconcile when it changed.
-    fn store(&mut self, _: &[Self::Key], found: RangeOwners) -> bool {
+    fn store(&mut self, _: &Self::Key, found: RangeOwners) -> bool {
         if !found.ranges.is_empty() {
             tracing::info!(
                 ranges = ?found.ranges,

@@ -17,7 +17,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use super::{
-    OnChange, Shared,
+    Sink,
     follow::{Lookup, Pace},
     lock,
 };
@@ -74,7 +74,7 @@ fn waiting(p: &Pod, now: i64) -> bool {
 }
 
 /// The reads of this node's waiting pods' Events, and where their answers go.
-pub(super) struct Refusals(pub(super) Client, pub(super) Shared, pub(super) OnChange);
+pub(super) struct Refusals(pub(super) Client, pub(super) Sink);
 
 /// What one read of a pod's Events found: its refusals, and what was cut short.
 type Found = (Vec<SandboxFailure>, Vec<Invalid>);
@@ -94,7 +94,7 @@ impl Lookup for Refusals {
     /// The waiting pods; the refusals of pods no longer waiting are dropped.
     fn wanted(&mut self, (): &()) -> Vec<PodKey> {
         let now = crate::report::traffic::unix_now();
-        let mut st = lock(&self.1);
+        let mut st = lock(&self.1.state);
         let waiting: Vec<PodKey> = (st.pods_here.values())
             .filter(|p| waiting(p, now))
             .map(PodKey::of)
@@ -105,38 +105,42 @@ impl Lookup for Refusals {
         st.sandbox_problems.retain(|uid, _| keep(uid));
         if st.sandbox.len() + st.sandbox_problems.len() != before {
             drop(st);
-            (self.2)();
+            (self.1.on_change)();
         }
         waiting
     }
 
-    async fn ask(&self, keys: &[PodKey]) -> kube::Result<Found> {
-        match keys.first() {
-            Some(pod) => refusals(&self.0, pod).await,
-            None => Ok(Found::default()),
+    /// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among the
+    /// pod's Events: the most repeated first, a bounded few; a list or a
+    /// message cut short named as a problem (counted and logged as invalid objects).
+    async fn ask(&self, pod: &PodKey, _: &[PodKey]) -> kube::Result<Found> {
+        let mut problems = Vec::new();
+        let (mut out, cut) = of_one_pod(&self.0, &pod.namespace, &pod.uid, &mut problems).await?;
+        if cut {
+            problems.push(cut_events(&pod.namespace, &pod.name));
         }
+        out.sort_by_key(|f| std::cmp::Reverse(f.count));
+        out.truncate(PER_POD);
+        Ok((out, problems))
     }
 
     /// Keeps the refusals read for the pod; a reconcile when they changed.
-    fn store(&mut self, keys: &[PodKey], (found, problems): Found) -> bool {
-        let Some(pod) = keys.first() else {
-            return false;
-        };
-        let mut st = lock(&self.1);
+    fn store(&mut self, pod: &PodKey, (found, problems): Found) -> bool {
+        let mut st = lock(&self.1.state);
         st.up.insert("events", true);
         let changed = replace(&mut st.sandbox, &pod.uid, found)
             | replace(&mut st.sandbox_problems, &pod.uid, problems);
         drop(st);
         if changed {
-            (self.2)();
+            (self.1.on_change)();
         }
         false
     }
 
     /// Events read as down while listing them fails; a reconcile when that starts.
     fn failed(&mut self) {
-        lock(&self.1).up.insert("events", false);
-        (self.2)();
+        lock(&self.1.state).up.insert("events", false);
+        (self.1.on_change)();
     }
 }
 
@@ -149,20 +153,6 @@ fn replace<T: PartialEq>(map: &mut BTreeMap<String, Vec<T>>, uid: &str, new: Vec
         map.insert(uid.to_owned(), new);
     }
     changed
-}
-
-/// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among one pod's
-/// Events: the most repeated first, a bounded few; a list or a message cut
-/// short named as a problem (counted and logged as invalid objects).
-async fn refusals(client: &Client, pod: &PodKey) -> Result<Found, kube::Error> {
-    let mut problems = Vec::new();
-    let (mut out, cut) = of_one_pod(client, &pod.namespace, &pod.uid, &mut problems).await?;
-    if cut {
-        problems.push(cut_events(&pod.namespace, &pod.name));
-    }
-    out.sort_by_key(|f| std::cmp::Reverse(f.count));
-    out.truncate(PER_POD);
-    Ok((out, problems))
 }
 
 #[cfg(test)]

@@ -137,12 +137,13 @@ impl Lookup for Lookups {
         wanted.into_iter().collect()
     }
 
-    async fn ask(&self, keys: &[IpAddr]) -> kube::Result<ServiceAddresses> {
-        services_claiming(&self.0, &keys.iter().copied().collect()).await
+    async fn ask(&self, ip: &IpAddr, rest: &[IpAddr]) -> kube::Result<ServiceAddresses> {
+        let ips = std::iter::once(ip).chain(rest).copied().collect();
+        services_claiming(&self.0, &ips).await
     }
 
     /// Publishes `found`; a reconcile when it changed.
-    fn store(&mut self, _: &[IpAddr], found: ServiceAddresses) -> bool {
+    fn store(&mut self, _: &IpAddr, found: ServiceAddresses) -> bool {
         self.1.set(|st| &mut st.services, Arc::new(found));
         true
     }
