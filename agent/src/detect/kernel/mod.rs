@@ -14,11 +14,11 @@
 
 use std::{collections::HashSet, net::IpAddr};
 
-use self::index::{Index, own};
+use self::index::Index;
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
-    status_ips,
+    own, status_ips,
     truth::{KernelFix, KernelTruth},
 };
 use crate::inventory::{
