@@ -8,7 +8,6 @@ use clap::Parser as _;
 #[cfg(target_os = "linux")]
 use ipshadow::check::{self, Outcome};
 use ipshadow::cli::{Cli, Command, LogArgs, LogFormat, PluginCli};
-use ipshadow::inventory::Invalid;
 use tracing_subscriber::EnvFilter;
 
 const EXIT_ERROR: u8 = 2;
@@ -55,27 +54,26 @@ async fn run_check(args: check::Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    for bad in &report.invalid {
+        tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
+    }
     let text = ipshadow::report::output::render(&report, args.output)?;
-    Ok(finish(&report.invalid, &text, !report.findings.is_empty()))
+    println!("{}", text.trim_end());
+    Ok(ExitCode::from(u8::from(!report.findings.is_empty())))
 }
 
 async fn run_audit(args: ipshadow::audit::Args) -> anyhow::Result<ExitCode> {
     let (audit, invalid) = ipshadow::audit::run(&args)
         .await
         .context("ipshadow audit failed")?;
-    let text = ipshadow::report::audit::render(&audit, args.output)?;
-    let found = audit.findings().next().is_some() || !audit.plan.is_empty();
-    Ok(finish(&invalid, &text, found))
-}
-
-/// Warns of the malformed inputs skipped, prints the report `text`; exit code 1
-/// where something was `found`.
-fn finish(invalid: &[Invalid], text: &str, found: bool) -> ExitCode {
-    for bad in invalid {
+    for bad in &invalid {
         tracing::warn!(resource = bad.resource, object = %bad.object, problem = %bad.problem, "skipping malformed input");
     }
+    let text = ipshadow::report::audit::render(&audit, args.output)?;
     println!("{}", text.trim_end());
-    ExitCode::from(u8::from(found))
+    Ok(ExitCode::from(u8::from(
+        audit.findings().next().is_some() || !audit.plan.is_empty(),
+    )))
 }
 
 /// `ipshadow docs` (hidden): the flag reference, printed or written into a file.
