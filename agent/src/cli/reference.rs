@@ -147,11 +147,12 @@ fn table(out: &mut String, args: &[&Arg]) {
             .get_env()
             .map(|e| code(e.to_string_lossy().into_owned()))
             .unwrap_or_default();
-        let default: Vec<String> = a
+        let default = a
             .get_default_values()
             .iter()
             .map(|v| code(v.to_string_lossy().into_owned()))
-            .collect();
+            .collect::<Vec<_>>()
+            .join(", ");
         let values: Vec<String> = a
             .get_possible_values()
             .iter()
@@ -166,15 +167,11 @@ fn table(out: &mut String, args: &[&Arg]) {
         let _ = writeln!(
             out,
             "| {flag} | {env} | {} | {} | {} |",
-            or_dash(&default.join(", ")),
+            if default.is_empty() { "—" } else { &default },
             values.join(", "),
             cell(&help)
         );
     }
-}
-
-fn or_dash(s: &str) -> &str {
-    if s.is_empty() { "—" } else { s }
 }
 
 /// A doc comment as one line: its line breaks are only where the source wrapped.

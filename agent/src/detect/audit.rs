@@ -123,19 +123,20 @@ pub fn audit(
         }
         progress(done + 1, total);
     }
-    add_duplicates(&mut found, &holders);
-    add_secondary_duplicates(&mut found, state);
+    let services = &state.services;
+    // A refused pod's duplicate is already diagnosed from kubelet's report.
+    file(&mut found, refused::duplicates(&holders), |g, f| {
+        g.kind == f.kind && g.pod() == f.pod() && g.ip == f.ip
+    });
+    file(&mut found, secondary_duplicates(state), |_, _| false);
     // A Service claiming a Node's address: under the node it cuts off.
-    for f in super::vip::claimed_node_addresses(&state.nodes, &state.services) {
-        found.entry(f.owner.node.clone()).or_default().push(f);
-    }
+    let claimed = super::vip::claimed_node_addresses(&state.nodes, services);
+    file(&mut found, claimed, |_, _| false);
     // A Service claiming a pod's address: under the pod's node, once per (pod, IP).
-    for f in super::vip::pods_on_service_addresses(&state.pods, &state.services) {
-        let list = found.entry(f.owner.node.clone()).or_default();
-        if !list.iter().any(|g| g.pod() == f.pod() && g.ip == f.ip) {
-            list.push(f);
-        }
-    }
+    let on_services = super::vip::pods_on_service_addresses(&state.pods, services);
+    file(&mut found, on_services, |g, f| {
+        g.pod() == f.pod() && g.ip == f.ip
+    });
     let (plan, ranges_checked) = super::plan::plan_overlaps(state);
     Audit {
         nodes: ranked(found),
@@ -219,36 +220,31 @@ impl<'a> NodeCheck<'a> {
     }
 }
 
-/// Adds the cluster-wide duplicates to their pods' nodes.
-fn add_duplicates(
+/// Files `findings` under their nodes (the pod's, else the owner's), each
+/// unless its node has one `known` says is the same.
+fn file(
     found: &mut BTreeMap<String, Vec<Finding>>,
-    holders: &HashMap<IpAddr, Vec<&Pod>>,
+    findings: Vec<Finding>,
+    known: impl Fn(&Finding, &Finding) -> bool,
 ) {
-    for f in refused::duplicates(holders) {
-        let node = f.pod_node().unwrap_or_default().to_owned();
+    for f in findings {
+        let node = f.pod_node().unwrap_or(&f.owner.node).to_owned();
         let list = found.entry(node).or_default();
-        // A refused pod's duplicate is already diagnosed from kubelet's report.
-        if !list
-            .iter()
-            .any(|g| g.kind == f.kind && g.pod() == f.pod() && g.ip == f.ip)
-        {
+        if !list.iter().any(|g| known(g, &f)) {
             list.push(f);
         }
     }
 }
 
-/// Adds the pods on one secondary address to their nodes.
-fn add_secondary_duplicates(found: &mut BTreeMap<String, Vec<Finding>>, state: &ClusterState) {
+/// The pods on one secondary address.
+fn secondary_duplicates(state: &ClusterState) -> Vec<Finding> {
     // Which attachments hand addresses out across nodes, as their IPAM says.
     let cluster_wide = |network: &str| {
         state.plan.iter().any(|p| {
             p.owner.object == network && matches!(p.owner.allocator, "whereabouts" | "static")
         })
     };
-    for f in super::secondary::duplicates(&state.pods, cluster_wide) {
-        let node = f.pod_node().unwrap_or_default().to_owned();
-        found.entry(node).or_default().push(f);
-    }
+    super::secondary::duplicates(&state.pods, cluster_wide)
 }
 
 /// The nodes with findings, each's worst first, the worst nodes first.

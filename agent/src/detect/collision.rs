@@ -195,7 +195,7 @@ fn blackhole(
     let dead_end = fib.dead_end()?;
     let route = inv
         .host
-        .best_route_of_kind(pip.ip, dead_end.route_kind())
+        .best_route(pip.ip, |r| r.kind == dead_end.route_kind())
         .map(|r| inv.host.describe_route(r));
     Some(Finding::blackhole(
         pip.ip,
@@ -211,7 +211,7 @@ fn blackhole(
 fn local_route_owner(inv: &Inventory, ip: IpAddr, fib_oif: Option<u32>) -> Owner {
     let route_oif = inv
         .host
-        .best_route(ip, TABLE_LOCAL)
+        .best_route(ip, |r| r.table == TABLE_LOCAL)
         .filter(|r| r.kind == RouteKind::Local)
         .and_then(|r| r.oif);
     let device = route_oif
@@ -305,7 +305,7 @@ fn service_claim(inv: &Inventory, ip: IpAddr, owner: &Owner) -> (Trust, Option<S
 fn shadowed_pod_route(inv: &Inventory, ip: IpAddr) -> Option<String> {
     let r = inv
         .host
-        .best_route(ip, TABLE_MAIN)
+        .best_route(ip, |r| r.table == TABLE_MAIN)
         .filter(|r| r.dst.prefix_len() == r.dst.max_prefix_len())?;
     Some(inv.host.describe_route(r))
 }

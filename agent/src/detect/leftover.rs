@@ -21,6 +21,7 @@ use ipnet::IpNet;
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Spec},
+    own,
     refused::{holder_of, refusal, summed},
     status_ips,
 };
@@ -39,27 +40,19 @@ pub(super) const ROUTE_TAKEN: Spec = refusal(
     Alert::Named("IPShadowPodRouteTaken"),
 );
 
-/// The refusals of this node's pods that have not started since.
+/// The refusals of this node's pods that have not started since (with no
+/// address of their own: the refusal names it, [`IpSource::Event`]).
 pub(super) fn leftovers(inv: &Inventory) -> Vec<Finding> {
     let mut out = Vec::new();
     let sandbox = &inv.cluster.sandbox;
-    for pod in inv.cluster.pods.iter().filter(|p| {
-        p.node.as_deref() == Some(inv.node.as_str())
-            && p.reportable()
-            // A pod with an address in its status got a sandbox after all:
-            // the Events left from before are no longer its trouble.
-            && status_ips(p).next().is_none()
-    }) {
+    // A pod with an address in its status got a sandbox after all: the
+    // Events left from before are no longer its trouble.
+    for pod in own(inv).filter(|p| status_ips(p).next().is_none()) {
         let failures: Vec<&SandboxFailure> = sandbox.iter().filter(|f| f.is_about(pod)).collect();
         out.extend(route_taken(inv, pod, &failures));
         out.extend(bridge_refused(inv, pod, &failures));
     }
     out
-}
-
-fn site(inv: &Inventory, pod: &Pod) -> PodSite {
-    // The pod has no address of its own: the refusal names it.
-    PodSite::new(pod, &inv.node, IpSource::Event)
 }
 
 /// Calico's refusal of `pod`: the route to its address is another interface's.
@@ -107,7 +100,7 @@ fn route_taken(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> Opti
             holder: holder.map(PodRef::from),
         },
         cause: Cause::Leftover {
-            site: site(inv, pod),
+            site: PodSite::new(pod, &inv.node, IpSource::Event),
             kubelet,
             interface,
             holder: holder.map(PodRef::from),
@@ -181,7 +174,7 @@ fn bridge_refused(inv: &Inventory, pod: &Pod, failures: &[&SandboxFailure]) -> O
         ip: stale.or(wanted).map(|a| a.addr()),
         owner: Owner::new(inv.node.clone(), Role::Node, Some(bridge.clone()), source),
         cause: Cause::Leftover {
-            site: site(inv, pod),
+            site: PodSite::new(pod, &inv.node, IpSource::Event),
             kubelet,
             interface: Some(bridge),
             holder: None,

@@ -147,6 +147,14 @@ fn status_ips(p: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
         .map(|i| i.ip)
 }
 
+/// This node's pods that may be reported.
+fn own(inv: &Inventory) -> impl Iterator<Item = &Pod> {
+    inv.cluster
+        .pods
+        .iter()
+        .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
+}
+
 /// The IPs whose FIB answer detection needs: those of `node`'s pods.
 pub fn lookups<'a>(node: &'a str, pods: &'a [Pod]) -> impl Iterator<Item = IpAddr> + 'a {
     pods.iter()

@@ -93,9 +93,7 @@ pub const NAMED: usize = 5;
 /// With how many ranges were checked.
 #[must_use]
 pub fn plan_overlaps(state: &ClusterState) -> (Vec<Finding>, usize) {
-    let mut ranges: Vec<Planned> = state.plan.iter().cloned().collect();
-    without_api_service_ip(&mut ranges);
-    ranges.extend(super::plan_sources::derived(state, |_| true));
+    let ranges = planned(state, |_| true);
     let found = grouped(&ranges).into_iter().map(finding).collect();
     (found, ranges.len())
 }
@@ -128,15 +126,7 @@ pub(super) fn node_overlaps(inv: &Inventory) -> Vec<Finding> {
     if mine.is_empty() {
         return Vec::new();
     }
-    let near = |r: &IpRange| mine.iter().any(|m| m.meets(r));
-    let mut ranges: Vec<Planned> = state
-        .plan
-        .iter()
-        .filter(|p| near(&p.range))
-        .cloned()
-        .collect();
-    without_api_service_ip(&mut ranges);
-    ranges.extend(super::plan_sources::derived(state, near));
+    let mut ranges = planned(state, |r| mine.iter().any(|m| m.meets(r)));
     // Cilium's whole cluster pool is audit's: its default (10.0.0.0/8) holds
     // many a node network whose addresses it will not reach for thousands of
     // nodes; the node's own range (its CiliumNode's) is checked here.
@@ -188,15 +178,25 @@ fn grouped(ranges: &[Planned]) -> Vec<PlanOverlap> {
     groups.into_values().map(|(g, _)| g).collect()
 }
 
-/// The `kubernetes` Service's cluster IP is the one record of the Service
-/// range only without ServiceCIDRs (before 1.33, or the API off): with any,
-/// they hold the range, the address is in it, and each overlap of it would
-/// be named twice.
-fn without_api_service_ip(ranges: &mut Vec<Planned>) {
+/// The ranges of `state` that `keep` holds: its records and what its other
+/// objects say.
+fn planned(state: &ClusterState, keep: impl Fn(&IpRange) -> bool) -> Vec<Planned> {
+    let mut ranges: Vec<Planned> = state
+        .plan
+        .iter()
+        .filter(|p| keep(&p.range))
+        .cloned()
+        .collect();
+    // The `kubernetes` Service's cluster IP is the one record of the Service
+    // range only without ServiceCIDRs (before 1.33, or the API off): with any,
+    // they hold the range, the address is in it, and each overlap of it would
+    // be named twice.
     let of = |p: &Planned, r: &Records| p.owner.allocator == r.allocator && p.owner.kind == r.kind;
     if ranges.iter().any(|p| of(p, &SERVICE_CIDRS)) {
         ranges.retain(|p| !of(p, &API_SERVICE));
     }
+    ranges.extend(super::plan_sources::derived(state, keep));
+    ranges
 }
 
 fn finding(o: PlanOverlap) -> Finding {
@@ -295,7 +295,8 @@ fn overlaps<'a>(ranges: &'a [Planned], mut each: impl FnMut(&'a Planned, &'a Pla
     sorted.sort_by_key(|p| (p.range.first, std::cmp::Reverse(p.range.last)));
     let mut open: Vec<&Planned> = Vec::new();
     for b in sorted {
-        open.retain(|a| same_family(a.range.first, b.range.first) && a.range.last >= b.range.first);
+        let family = b.range.first.is_ipv4();
+        open.retain(|a| a.range.first.is_ipv4() == family && a.range.last >= b.range.first);
         for a in &open {
             if must_not_meet(a, b)
                 && let Some(shared) = given_by_both(a, b)
@@ -305,10 +306,6 @@ fn overlaps<'a>(ranges: &'a [Planned], mut each: impl FnMut(&'a Planned, &'a Pla
         }
         open.push(b);
     }
-}
-
-fn same_family(a: IpAddr, b: IpAddr) -> bool {
-    a.is_ipv4() == b.is_ipv4()
 }
 
 /// The first and last addresses both `a` and `b` may give (neither

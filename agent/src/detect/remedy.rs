@@ -9,12 +9,9 @@ use crate::inventory::{Inventory, IpSource, PodIp, Source};
 /// annotation or record, or lies in a primary Subnet (in a mixed cluster, the
 /// other nodes' pods come from another allocator).
 pub(super) fn uses_kube_ovn(inv: &Inventory, pip: &PodIp) -> bool {
+    let mut blocks = inv.cluster.primary_subnets().flat_map(|s| &s.cidrs);
     matches!(pip.source, IpSource::Annotation | IpSource::KubeOvnIp)
-        || inv
-            .cluster
-            .subnets
-            .iter()
-            .any(|s| s.primary && s.cidrs.iter().any(|c| c.contains(&pip.ip)))
+        || blocks.any(|c| c.contains(&pip.ip))
 }
 
 /// The fix of a collision, fitted to the allocators the inventory shows.

@@ -154,8 +154,7 @@ pub fn claimed_node_addresses(nodes: &[NodeFacts], services: &ServiceAddresses) 
 #[must_use]
 pub fn pods_on_service_addresses(pods: &[Pod], services: &ServiceAddresses) -> Vec<Finding> {
     let mut out = Vec::new();
-    let live = pods.iter().filter(|p| p.reportable() && !p.terminating);
-    for p in live {
+    for p in pods.iter().filter(|p| p.reportable()) {
         let Some(node) = p.node.as_deref() else {
             continue;
         };

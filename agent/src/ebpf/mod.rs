@@ -225,10 +225,6 @@ pub fn start(args: &Args, ownership: Ownership) -> Result<Started> {
     }
 }
 
-fn tcx_supported() -> bool {
-    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
-}
-
 /// A program's kernel id, run count and total run time.
 #[derive(Clone, Copy, Debug)]
 pub struct ProgramStats {
@@ -272,7 +268,8 @@ where
 /// on a clsact qdisc, which is added if missing.
 fn attach_options(iface: &str, mode: AttachMode) -> TcAttachOptions {
     let tcx = match mode {
-        AttachMode::Auto => tcx_supported(),
+        AttachMode::Auto => aya::util::KernelVersion::current()
+            .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0)),
         AttachMode::Tcx => true,
         AttachMode::Netlink => false,
     };

@@ -59,25 +59,14 @@ pub enum TunnelKind {
 }
 
 impl TunnelKind {
-    /// `secondary.type`.
-    pub fn attribute(self) -> &'static str {
+    /// Its `secondary.type`, and its handle's prefix (before the node's name).
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            Self::Ipip => "ipipTunnelAddress",
-            Self::Vxlan => "vxlanTunnelAddress",
-            Self::VxlanV6 => "vxlanV6TunnelAddress",
-            Self::Wireguard => "wireguardTunnelAddress",
-            Self::WireguardV6 => "wireguardV6TunnelAddress",
-        }
-    }
-
-    /// The handle's prefix, before the node's name.
-    pub fn handle_prefix(self) -> &'static str {
-        match self {
-            Self::Ipip => "ipip-tunnel-addr-",
-            Self::Vxlan => "vxlan-tunnel-addr-",
-            Self::VxlanV6 => "vxlan-v6-tunnel-addr-",
-            Self::Wireguard => "wireguard-tunnel-addr-",
-            Self::WireguardV6 => "wireguard-v6-tunnel-addr-",
+            Self::Ipip => ("ipipTunnelAddress", "ipip-tunnel-addr-"),
+            Self::Vxlan => ("vxlanTunnelAddress", "vxlan-tunnel-addr-"),
+            Self::VxlanV6 => ("vxlanV6TunnelAddress", "vxlan-v6-tunnel-addr-"),
+            Self::Wireguard => ("wireguardTunnelAddress", "wireguard-tunnel-addr-"),
+            Self::WireguardV6 => ("wireguardV6TunnelAddress", "wireguard-v6-tunnel-addr-"),
         }
     }
 
@@ -94,7 +83,7 @@ impl TunnelKind {
 
     /// The kind whose `secondary.type` is `t`.
     pub fn of_attribute(t: &str) -> Option<Self> {
-        <Self as strum::IntoEnumIterator>::iter().find(|k| k.attribute() == t)
+        <Self as strum::IntoEnumIterator>::iter().find(|k| k.names().0 == t)
     }
 
     /// The kind and node of a tunnel handle. Node names may hold `-` (or be
@@ -103,7 +92,7 @@ impl TunnelKind {
         // No prefix is another's (`vxlan-tunnel-` and `vxlan-v6-` part at
         // their seventh byte): the first that matches is the kind.
         <Self as strum::IntoEnumIterator>::iter().find_map(|k| {
-            let node = handle.strip_prefix(k.handle_prefix())?;
+            let node = handle.strip_prefix(k.names().1)?;
             (!node.is_empty()).then_some((k, node))
         })
     }

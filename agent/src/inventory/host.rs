@@ -32,20 +32,12 @@ impl HostNetwork {
             .map(|l| l.name.as_str())
     }
 
-    /// The most specific route of `table` containing `ip`, as the kernel's
-    /// longest-prefix match would pick it within one table.
-    pub fn best_route(&self, ip: IpAddr, table: u32) -> Option<&Route> {
+    /// The most specific route containing `ip` of those `of` accepts (one
+    /// table's: as the kernel's longest-prefix match would pick it there).
+    pub fn best_route(&self, ip: IpAddr, of: impl Fn(&Route) -> bool) -> Option<&Route> {
         self.routes
             .iter()
-            .filter(|r| r.table == table && r.dst.contains(&ip))
-            .max_by_key(|r| r.dst.prefix_len())
-    }
-
-    /// The most specific route of any table containing `ip` whose type is `kind`.
-    pub fn best_route_of_kind(&self, ip: IpAddr, kind: RouteKind) -> Option<&Route> {
-        self.routes
-            .iter()
-            .filter(|r| r.kind == kind && r.dst.contains(&ip))
+            .filter(|r| of(r) && r.dst.contains(&ip))
             .max_by_key(|r| r.dst.prefix_len())
     }
 

@@ -76,7 +76,7 @@ pub fn parse_cidr(s: &str) -> Option<Cidr> {
         Some(a) => (Ipv4Addr::from(a).to_ipv6_mapped(), 32),
         None => (Ipv6Addr::from(parse_v6(addr.as_bytes())?), 128),
     };
-    let (prefix, used) = dtoi(mask.as_bytes())?;
+    let (prefix, used) = stoi(mask.as_bytes(), 10)?;
     if used != mask.len() || prefix > bits {
         return None;
     }
@@ -99,26 +99,13 @@ pub fn parse_cidr(s: &str) -> Option<Cidr> {
 /// digits fails rather than overflows.
 const BIG: u32 = 0xFF_FFFF;
 
-/// Go's `dtoi`: the decimal number `s` starts with and the digits it used.
-fn dtoi(s: &[u8]) -> Option<(u32, usize)> {
+/// Go's `dtoi` (`radix` 10) and `xtoi` (16): the number `s` starts with and
+/// the digits it used.
+fn stoi(s: &[u8], radix: u32) -> Option<(u32, usize)> {
     let mut n = 0u32;
     let mut used = 0;
-    for c in s.iter().take_while(|c| c.is_ascii_digit()) {
-        n = n * 10 + u32::from(c - b'0');
-        if n >= BIG {
-            return None;
-        }
-        used += 1;
-    }
-    (used > 0).then_some((n, used))
-}
-
-/// Go's `xtoi`: the hexadecimal number `s` starts with and the digits it used.
-fn xtoi(s: &[u8]) -> Option<(u32, usize)> {
-    let mut n = 0u32;
-    let mut used = 0;
-    for c in s.iter().map_while(|c| char::from(*c).to_digit(16)) {
-        n = n * 16 + c;
+    for d in s.iter().map_while(|c| char::from(*c).to_digit(radix)) {
+        n = n * radix + d;
         if n >= BIG {
             return None;
         }
@@ -134,7 +121,7 @@ fn parse_v4(mut s: &[u8]) -> Option<[u8; 4]> {
         if i > 0 {
             s = s.strip_prefix(b".")?;
         }
-        let (n, used) = dtoi(s)?;
+        let (n, used) = stoi(s, 10)?;
         *octet = u8::try_from(n).ok()?;
         s = &s[used..];
     }
@@ -155,7 +142,7 @@ fn parse_v6(mut s: &[u8]) -> Option<[u8; 16]> {
     }
     let mut i = 0;
     while i < 16 {
-        let (n, used) = xtoi(s)?;
+        let (n, used) = stoi(s, 16)?;
         let group = u16::try_from(n).ok()?;
         if s.get(used) == Some(&b'.') {
             // The embedded IPv4 ends the address, in the last 32 bits.

@@ -169,11 +169,6 @@ pub struct PodNamespaces {
 }
 
 impl PodNamespaces {
-    /// The host interface with `index`.
-    pub fn iface(&self, index: u32) -> Option<&HostIface> {
-        self.ifaces.iter().find(|i| i.index == index)
-    }
-
     /// The host interfaces whose namespace holds `ip`.
     pub fn holders(&self, ip: IpAddr) -> impl Iterator<Item = &HostIface> + '_ {
         // One namespace reached through several interfaces counts once: its first.

@@ -95,10 +95,9 @@ fn verdict(
         other_pod: None,
     };
     let device = Some(own.iface.clone());
-    let mut f = finding(inv, (kind, row.ip), truth, fix, device);
     // A pod with NET_ADMIN can fail its own DAD (or a neighbour's on a shared
     // link), or stall it with its own sysctls.
-    f.trust = Trust::Hint;
+    let f = finding(inv, (kind, row.ip), truth, fix, device, Trust::Hint);
     Some(f)
 }
 

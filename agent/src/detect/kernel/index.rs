@@ -8,7 +8,7 @@ use std::{
 };
 
 use crate::cni::calico;
-use crate::detect::status_ips;
+use crate::detect::{own, status_ips};
 use crate::inventory::{HostIface, Inventory, Pod, PodNamespaces, Route, RouteKind, TABLE_MAIN};
 
 /// The inventory, indexed by what the checks ask.
@@ -219,12 +219,4 @@ fn own_addresses(inv: &Inventory) -> (HashSet<IpAddr>, bool) {
     };
     let any_own = mine().flat_map(status_ips).collect();
     (any_own, mine().any(Pod::waiting_for_address))
-}
-
-/// This node's pods that may be reported.
-pub(super) fn own(inv: &Inventory) -> impl Iterator<Item = &Pod> {
-    inv.cluster
-        .pods
-        .iter()
-        .filter(|p| p.node.as_deref() == Some(inv.node.as_str()) && p.reportable())
 }

@@ -75,11 +75,9 @@ pub(super) fn leaked(idx: &Index<'_>, row: &TruthRow) -> Option<Finding> {
         other_pod,
     };
     let kind = FindingKind::LeakedSandboxAddress;
-    let mut f = finding(inv, (kind, ip), truth, fix, Some(h.iface.clone()));
     // A per-pod route the CNI laid to it is the node's word; an unrouted
     // address in the pod range may be one a pod added to its own namespace.
-    if !routed {
-        f.trust = Trust::Hint;
-    }
-    Some(f)
+    let trust = if routed { Trust::Kernel } else { Trust::Hint };
+    let device = Some(h.iface.clone());
+    Some(finding(inv, (kind, ip), truth, fix, device, trust))
 }

@@ -14,11 +14,11 @@
 
 use std::{collections::HashSet, net::IpAddr};
 
-use self::index::{Index, own};
+use self::index::Index;
 use super::{
     Cause, Finding, FindingKind, Owner, PodRef, PodSite, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
-    status_ips,
+    own, status_ips,
     truth::{KernelFix, KernelTruth},
 };
 use crate::inventory::{
@@ -251,9 +251,7 @@ fn pod_finding(idx: &Index<'_>, row: &TruthRow, pod: &Pod) -> Option<Finding> {
         reached,
         other_pod,
     };
-    let mut f = finding(inv, (kind, ip), truth, fix, device);
-    f.trust = trust;
-    Some(f)
+    Some(finding(inv, (kind, ip), truth, fix, device, trust))
 }
 
 /// A kernel-truth finding about a pod speaks for the node only where the host
@@ -308,6 +306,7 @@ pub(super) fn finding(
     truth: KernelTruth,
     fix: KernelFix,
     device: Option<String>,
+    trust: Trust,
 ) -> Finding {
     let role = if truth.site.is_some() && truth.other_pod.is_some() {
         Role::Pod
@@ -321,7 +320,7 @@ pub(super) fn finding(
         owner: Owner::new(inv.node.clone(), role, device, Source::Kernel),
         cause: Cause::Kernel(Box::new(truth)),
         remedy: Remedy::Kernel(fix),
-        trust: Trust::Kernel,
+        trust,
     }
 }
 

@@ -7,7 +7,7 @@
 use super::{Index, KERNEL_TRUTH, dad::DAD_UNSEEN, finding, row};
 use crate::{
     detect::{
-        Finding, FindingKind, PodRef,
+        Finding, FindingKind, PodRef, Trust,
         kind::{Count, Spec},
         truth::{KernelFix, KernelTruth},
     },
@@ -60,6 +60,7 @@ pub(in crate::detect) fn failed(inv: &Inventory) -> Vec<Finding> {
             truth,
             fix,
             device,
+            Trust::Kernel,
         ));
     }
     out

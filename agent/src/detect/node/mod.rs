@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use super::{
     Cause, Finding, FindingKind, IpamKind, KubeletReport, NodeProblem, Owner, Remedy, Role, Scope,
-    Trust, status_ips,
+    Trust, own, status_ips,
 };
 use crate::detect::{CalicoFix, PodRef};
 use crate::inventory::{CniNode, Inventory, SandboxRefusal, Source};
@@ -26,8 +26,7 @@ pub(super) fn node_findings(inv: &Inventory, node: &str) -> Vec<Finding> {
     let cilium: Vec<&CniNode> = inv.cluster.cni_nodes().filter(|c| c.name == node).collect();
     let this = ThisNode { inv, node };
     let kube_ovn = inv.cluster.subnets.iter().any(|s| s.primary);
-    let mut out = Vec::new();
-    out.extend(this.exhaustion());
+    let mut out = this.exhaustion();
     // Where kube-ovn allocates, pods get addresses from its Subnets, not Cilium's pod range.
     if !kube_ovn {
         out.extend(this.capacity_shortfall(&cilium));
@@ -74,7 +73,7 @@ impl ThisNode<'_> {
         [ipam, IpamKind::HostLocal, IpamKind::Calico]
             .into_iter()
             .filter_map(|ipam| {
-                let problem = exhausted(self.inv, self.node, ipam)?;
+                let problem = exhausted(self.inv, ipam)?;
                 let node = self.node.to_owned();
                 let remedy = match ipam {
                     IpamKind::OperatorPool => Remedy::CheckOperatorPool { node },
@@ -109,14 +108,19 @@ impl ThisNode<'_> {
             .as_ref()
             .filter(|n| n.name == self.node)
             .and_then(|n| n.allocatable_pods)?;
-        let problem = capacity(cn, allocatable)?;
-        let usable = match &problem {
-            NodeProblem::Capacity { usable, .. } => Some(*usable),
-            _ => None,
+        // The first family whose ranges hold fewer usable addresses than `allocatable` pods.
+        let (ranges, usable, infra) =
+            families(cn).find(|(_, u, _)| *u < u128::from(allocatable))?;
+        let usable = u64::try_from(usable).unwrap_or(u64::MAX);
+        let problem = NodeProblem::Capacity {
+            ranges,
+            usable,
+            infra: u64::try_from(infra).unwrap_or(u64::MAX),
+            allocatable,
         };
         let remedy = Remedy::AddCapacity {
             node: self.node.to_owned(),
-            usable,
+            usable: Some(usable),
         };
         Some(self.finding(
             FindingKind::PodIpCapacityShortfall,
@@ -186,15 +190,13 @@ impl ThisNode<'_> {
     }
 }
 
-/// The pods of `node` without an address that kubelet reports the allocator
+/// The node's pods without an address that kubelet reports the allocator
 /// had none left for: host-local's when `ipam` is, else Cilium's.
-fn exhausted(inv: &Inventory, node: &str, ipam: IpamKind) -> Option<NodeProblem> {
+fn exhausted(inv: &Inventory, ipam: IpamKind) -> Option<NodeProblem> {
     let mut pods = Vec::new();
     // The first report's message, the counts summed.
     let mut kubelet: Option<KubeletReport> = None;
-    for p in inv.cluster.pods.iter().filter(|p| {
-        p.node.as_deref() == Some(node) && p.reportable() && status_ips(p).next().is_none()
-    }) {
+    for p in own(inv).filter(|p| status_ips(p).next().is_none()) {
         let sandbox = inv.cluster.sandbox.iter();
         let mut refused = sandbox
             .filter(|f| ran_dry(&f.refusal, ipam) && f.is_about(p))
@@ -294,17 +296,6 @@ fn families(cn: &CniNode) -> impl Iterator<Item = (Vec<IpNet>, u128, u128)> + '_
         let infra = infra.len() as u128;
         let total: u128 = ranges.iter().map(allocatable_in).sum();
         Some((ranges, total.saturating_sub(infra), infra))
-    })
-}
-
-/// The first family whose ranges hold fewer usable addresses than `allocatable` pods.
-fn capacity(cn: &CniNode, allocatable: u64) -> Option<NodeProblem> {
-    let (ranges, usable, infra) = families(cn).find(|(_, u, _)| *u < u128::from(allocatable))?;
-    Some(NodeProblem::Capacity {
-        ranges,
-        usable: u64::try_from(usable).unwrap_or(u64::MAX),
-        infra: u64::try_from(infra).unwrap_or(u64::MAX),
-        allocatable,
     })
 }
 

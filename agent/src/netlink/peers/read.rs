@@ -13,6 +13,11 @@ use super::{
 };
 use crate::inventory::PeerNamespace;
 
+/// The [`NsError::Dump`] of the `what` dump for `nsid`.
+fn dump_failed(what: &'static str, nsid: i32) -> impl FnOnce(rtnetlink::Error) -> NsError {
+    move |cause| NsError::Dump { what, nsid, cause }
+}
+
 /// At most this many links beyond the peer are read per namespace.
 pub const MAX_SECONDARY_LINKS: usize = 8;
 
@@ -47,11 +52,7 @@ impl Peers {
                     {
                         NsError::Empty { nsid, peer: index }
                     }
-                    _ => NsError::Dump {
-                        what: "link",
-                        nsid,
-                        cause: source,
-                    },
+                    _ => dump_failed("link", nsid)(source),
                 })?;
         if msgs.iter().any(|m| !link_answers_for(m, nsid)) {
             return Err(NsError::TargetIgnored { what: "link", nsid });
@@ -76,11 +77,7 @@ impl Peers {
             .take(MAX_ADDRESSES + 1)
             .try_collect()
             .await
-            .map_err(|source| NsError::Dump {
-            what: "address",
-            nsid,
-            cause: source,
-        })?;
+            .map_err(dump_failed("address", nsid))?;
         if msgs.iter().any(|m| !address_answers_for(m, nsid)) {
             return Err(NsError::TargetIgnored {
                 what: "address",
