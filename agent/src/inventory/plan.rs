@@ -5,11 +5,13 @@
 
 use std::{fmt, net::IpAddr};
 
+use serde::Serialize;
+
 use super::IpRange;
 
 /// A kind of the address plan that could not be listed: its ranges are not
-/// checked, and the plan's verdict is partial.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// checked, and the plan's verdict is partial. Serialized as is in `audit`'s JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Unlisted {
     /// The resource (`ipaddresspools.metallb.io`).
     pub resource: String,

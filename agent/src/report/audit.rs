@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     detect::{Cause, FindingKind, audit::Audit},
-    inventory::{PlanOwner, Planned, Purpose},
+    inventory::{PlanOwner, Planned, Purpose, Unlisted},
 };
 
 /// What only the agent on a node sees, and why (each kind's
@@ -44,13 +44,7 @@ struct JsonPlan<'a> {
     ranges_checked: usize,
     overlaps: Vec<JsonOverlap<'a>>,
     /// The kinds that could not be listed: their ranges are not checked.
-    not_listed: Vec<JsonUnlisted<'a>>,
-}
-
-#[derive(Serialize)]
-struct JsonUnlisted<'a> {
-    resource: &'a str,
-    reason: &'a str,
+    not_listed: &'a [Unlisted],
 }
 
 #[derive(Serialize)]
@@ -111,18 +105,10 @@ fn plan_document(audit: &Audit) -> JsonPlan<'_> {
             _ => None,
         })
         .collect();
-    let not_listed = audit
-        .plan_unlisted
-        .iter()
-        .map(|u| JsonUnlisted {
-            resource: &u.resource,
-            reason: &u.reason,
-        })
-        .collect();
     JsonPlan {
         ranges_checked: audit.ranges_checked,
         overlaps,
-        not_listed,
+        not_listed: &audit.plan_unlisted,
     }
 }
 
