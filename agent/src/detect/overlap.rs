@@ -10,9 +10,8 @@ use ipnet::IpNet;
 use super::{
     Cause, Finding, FindingKind, Owner, Owners, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec},
-    plan::step,
 };
-use crate::inventory::{CniNode, InfraAddress, Inventory, IpRange, Source, Subnet};
+use crate::inventory::{CniNode, InfraAddress, Inventory, IpRange, Source, Subnet, step};
 
 /// Latent: Cilium's infrastructure addresses (or the range it takes them
 /// from) lie in a range another allocator hands to pods.
@@ -109,8 +108,8 @@ fn first_allocatable(subnet: &Subnet, range: &IpNet) -> Option<IpAddr> {
     let r = IpRange::of(range);
     let mut candidates = vec![r.first, r.last];
     for e in &subnet.exclude {
-        candidates.extend(step(e.first, false));
-        candidates.extend(step(e.last, true));
+        candidates.extend(step(e.first, -1));
+        candidates.extend(step(e.last, 1));
     }
     candidates.sort();
     candidates

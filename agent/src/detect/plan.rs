@@ -22,7 +22,7 @@ use crate::{
         kubernetes::{API_SERVICE, SERVICE_CIDRS},
         plan::Records,
     },
-    inventory::{ClusterState, Inventory, IpRange, PlanOwner, Planned, Purpose, Source},
+    inventory::{ClusterState, Inventory, IpRange, PlanOwner, Planned, Purpose, Source, step},
 };
 
 /// Latent: two allocators (or an allocator and a node) share addresses.
@@ -327,29 +327,12 @@ fn skip_excluded(from: IpAddr, to: IpAddr, excluded: &[&IpRange], up: bool) -> O
         let Some(r) = excluded.iter().find(|r| r.contains(at)) else {
             return Some(at);
         };
-        at = step(if up { r.last } else { r.first }, up)?;
+        at = step(if up { r.last } else { r.first }, if up { 1 } else { -1 })?;
         if (up && at > to) || (!up && at < to) {
             return None;
         }
     }
     None
-}
-
-/// The address after (or before) `ip`, in its family.
-pub(super) fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
-    let next = |n: u128| {
-        if up {
-            n.checked_add(1)
-        } else {
-            n.checked_sub(1)
-        }
-    };
-    match ip {
-        IpAddr::V4(a) => u32::try_from(next(u32::from(a).into())?)
-            .ok()
-            .map(|n| IpAddr::V4(n.into())),
-        IpAddr::V6(a) => next(a.into()).map(|n| IpAddr::V6(n.into())),
-    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,18 @@ impl IpRange {
     }
 }
 
+/// `ip` moved by one (`by` = 1 or -1); `None` past the end of the family.
+pub fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
+    match ip {
+        IpAddr::V4(a) => u32::from(a)
+            .checked_add_signed(by.into())
+            .map(|n| IpAddr::V4(n.into())),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_add_signed(by.into())
+            .map(|n| IpAddr::V6(n.into())),
+    }
+}
+
 impl fmt::Display for IpRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.first == self.last {

@@ -13,6 +13,7 @@ use crate::cni::plan::invalid;
 use crate::inventory::{
     IpRange,
     ip_text::{parse_cidr, parse_ip},
+    step,
 };
 
 /// whereabouts: `range` (with `range_start`, `range_end`, `exclude`) first,
@@ -256,18 +257,6 @@ fn with_bounds(written: &str, e: &Value, from: &str, to: &str) -> String {
         }
     }
     text
-}
-
-/// `ip` moved by one (`by` = 1 or -1); `None` past the end of the family.
-fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
-    match ip {
-        IpAddr::V4(a) => u32::from(a)
-            .checked_add_signed(by.into())
-            .map(|n| IpAddr::V4(n.into())),
-        IpAddr::V6(a) => u128::from(a)
-            .checked_add_signed(by.into())
-            .map(|n| IpAddr::V6(n.into())),
-    }
 }
 
 #[cfg(test)]
