@@ -46,13 +46,6 @@ enum Write {
     Bump(String, i32),
 }
 
-/// A series' Event object as written: its name and count, and whether it was created.
-struct Opened {
-    name: String,
-    count: i32,
-    created: bool,
-}
-
 /// Writes and updates the Events of one node.
 pub struct EventWriter {
     client: Client,
@@ -163,13 +156,10 @@ impl EventWriter {
         write: Write,
         stats: &mut SyncStats,
     ) -> Result<(String, i32), kube::Error> {
-        let opened = match write {
+        let (name, count) = match write {
             Write::Open => self.open(d).await?,
             Write::Bump(name, count) => match self.bump(d, &name, count).await {
-                Ok(()) => {
-                    stats.patched += 1;
-                    return Ok((name, count));
-                }
+                Ok(()) => (name, count),
                 // Deleted under a live series (the TTL, or by hand), or replaced
                 // by an object the agent may not update (the admission policy's
                 // 403): open it again, under a fresh name if need be.
@@ -180,12 +170,13 @@ impl EventWriter {
                 Err(e) => return Err(e),
             },
         };
-        if opened.created {
+        // A series starts at 1: any other count was written back.
+        if count == 1 {
             stats.created += 1;
         } else {
             stats.patched += 1;
         }
-        Ok((opened.name, opened.count))
+        Ok((name, count))
     }
 
     /// Keeps series `id` at the count written, ends it after a permanent
@@ -286,8 +277,10 @@ impl EventWriter {
     /// tenant can predict it too and create an Event of its own there first:
     /// the series then goes to a fresh name nobody can guess, never onto that
     /// object (the admission policy refuses the update, which ended the series).
+    /// The object's name and the series' count there: 1 when created, more
+    /// when continued.
     #[tracing::instrument(skip_all, fields(event = %d.event_name(), reason = %d.reason))]
-    async fn open(&self, d: &Desired) -> Result<Opened, kube::Error> {
+    async fn open(&self, d: &Desired) -> Result<(String, i32), kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let name = d.event_name();
         match api
@@ -296,11 +289,7 @@ impl EventWriter {
         {
             Ok(_) => {
                 tracing::info!(event = %name, reason = %d.reason, regarding = ?d.regarding.name, "Event created");
-                return Ok(Opened {
-                    name,
-                    count: 1,
-                    created: true,
-                });
+                return Ok((name, 1));
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e),
@@ -314,11 +303,7 @@ impl EventWriter {
                 .saturating_add(1);
             self.bump(d, &name, count).await?;
             tracing::info!(event = %name, count, "continuing an existing Event series");
-            return Ok(Opened {
-                name,
-                count,
-                created: false,
-            });
+            return Ok((name, count));
         }
         let fresh = format!("{name}.{}", object::unguessable_suffix());
         tracing::warn!(event = %name, namespace = %d.namespace, reporting_controller = ?existing.reporting_controller, fresh = %fresh, "an Event the agent did not write holds this series' name; writing the series under a fresh name");
@@ -327,11 +312,7 @@ impl EventWriter {
             &object::event(d, &fresh, &self.node),
         )
         .await?;
-        Ok(Opened {
-            name: fresh,
-            count: 1,
-            created: true,
-        })
+        Ok((fresh, 1))
     }
 
     #[tracing::instrument(skip_all, fields(event = %name, count))]
