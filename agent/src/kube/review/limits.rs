@@ -59,19 +59,16 @@ pub(super) struct Limits {
 
 impl Limits {
     pub(super) fn new() -> Self {
-        let per_second = |rate, burst| Quota::per_second(nonzero(rate)).allow_burst(nonzero(burst));
+        let per_second = |rate, burst| {
+            let quota = Quota::per_second(nonzero(rate)).allow_burst(nonzero(burst));
+            RateLimiter::direct_with_clock(quota, TokioClock)
+        };
         let peer = Quota::per_minute(nonzero(PEER_REVIEWS_PER_MINUTE))
             .allow_burst(nonzero(PEER_REVIEW_BURST));
         Self {
-            agent: RateLimiter::direct_with_clock(
-                per_second(REVIEWS_PER_SECOND, REVIEW_BURST),
-                TokioClock,
-            ),
+            agent: per_second(REVIEWS_PER_SECOND, REVIEW_BURST),
             peers: RateLimiter::new(peer, DefaultKeyedStateStore::default(), TokioClock),
-            revalidations: RateLimiter::direct_with_clock(
-                per_second(REVALIDATIONS_PER_SECOND, REVALIDATION_BURST),
-                TokioClock,
-            ),
+            revalidations: per_second(REVALIDATIONS_PER_SECOND, REVALIDATION_BURST),
         }
     }
 

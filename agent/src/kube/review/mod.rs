@@ -97,9 +97,7 @@ type Access = (User, String, &'static str);
 
 #[derive(Debug)]
 struct State {
-    /// Token hash → the user, or why not.
     authn: Cache<TokenKey, Result<User, String>>,
-    /// (user, path, verb) → allowed.
     authz: Cache<Access, bool>,
 }
 
@@ -155,52 +153,112 @@ impl Reviewer {
             .as_ref()
             .try_into()
             .unwrap_or([0; 32]);
-        let cached = inner.cached(|s| &mut s.authn, &key);
-        let user = if let Some((known, revalidate)) = cached {
-            if revalidate {
-                Arc::clone(inner).reauthenticate(key, token.to_owned());
-            }
-            known
-        } else {
-            if let Err(limit) = inner.limits.admit(peer) {
-                return Verdict::Throttled(limit);
-            }
-            match inner.authenticate(token).await {
-                Ok(answer) => {
-                    inner.remember_user(key, &answer);
-                    answer
-                }
-                Err(e) => return Verdict::Unavailable(e),
-            }
-        };
-        let user = match user {
-            Ok(u) => u,
-            Err(why) => return Verdict::Unauthenticated(why),
+        let token = token.to_owned();
+        let ask = move |me: Arc<Inner>| async move { me.authenticate(&token).await };
+        let user = match AUTHN.answer(inner, peer, key, ask).await {
+            Ok(Ok(u)) => u,
+            Ok(Err(why)) => return Verdict::Unauthenticated(why),
+            Err(verdict) => return verdict,
         };
         let access = (user, path.to_owned(), verb);
-        let cached = inner.cached(|s| &mut s.authz, &access);
-        let allowed = if let Some((allowed, revalidate)) = cached {
+        let user = access.0.name.clone();
+        let asked = access.clone();
+        let ask = move |me: Arc<Inner>| async move { me.authorize(&asked).await };
+        match AUTHZ.answer(inner, peer, access, ask).await {
+            Ok(true) => Verdict::Allowed { user },
+            Ok(false) => Verdict::Forbidden { user },
+            Err(verdict) => verdict,
+        }
+    }
+}
+
+/// How the answers of one kind of review are kept.
+struct Kind<K, V> {
+    /// What a served answer is called in the log.
+    what: &'static str,
+    cache: fn(&mut State) -> &mut Cache<K, V>,
+    /// How long an answer is kept, and whether it lets the scrape through.
+    ttl: fn(&V) -> (Duration, bool),
+    /// Logs an answer if a re-review took back what was served.
+    taken_back: fn(&K, &V),
+}
+
+/// Token hash → the user, or why not.
+static AUTHN: Kind<TokenKey, Result<User, String>> = Kind {
+    what: "token",
+    cache: |s| &mut s.authn,
+    ttl: |answer| match answer {
+        Ok(_) => (AUTHENTICATED_TTL, true),
+        Err(_) => (UNAUTHENTICATED_TTL, false),
+    },
+    taken_back: |_, answer| {
+        if let Err(why) = answer {
+            tracing::info!(%why, "a token served from the cache is no longer valid");
+        }
+    },
+};
+
+/// (user, path, verb) → allowed.
+static AUTHZ: Kind<Access, bool> = Kind {
+    what: "grant",
+    cache: |s| &mut s.authz,
+    ttl: |&allowed| (if allowed { ALLOWED_TTL } else { DENIED_TTL }, allowed),
+    taken_back: |(user, path, _), &allowed| {
+        if !allowed {
+            tracing::info!(user = %user.name, path = %path, "a grant served from the cache was withdrawn");
+        }
+    },
+};
+
+impl<K: std::hash::Hash + Eq + Clone + Send + 'static, V: Clone + Send + 'static> Kind<K, V> {
+    /// `k`'s answer: the cached one (re-reviewed by `ask` in the background
+    /// when due), else `ask`'s now, on `peer`'s budget; `Err` the verdict
+    /// when there is none.
+    async fn answer<F>(
+        &'static self,
+        inner: &Arc<Inner>,
+        peer: IpAddr,
+        k: K,
+        ask: impl FnOnce(Arc<Inner>) -> F + Send + 'static,
+    ) -> Result<V, Verdict>
+    where
+        F: Future<Output = Result<V, String>> + Send + 'static,
+    {
+        let now = Instant::now();
+        let cached = (self.cache)(&mut inner.lock()).get(&k, now, || inner.limits.revalidate());
+        if let Some((known, revalidate)) = cached {
             if revalidate {
-                Arc::clone(inner).reauthorize(access.clone());
+                tokio::spawn(self.rereview(Arc::clone(inner), k, ask));
             }
-            allowed
-        } else {
-            if let Err(limit) = inner.limits.admit(peer) {
-                return Verdict::Throttled(limit);
+            return Ok(known);
+        }
+        inner.limits.admit(peer).map_err(Verdict::Throttled)?;
+        let answer = ask(Arc::clone(inner)).await.map_err(Verdict::Unavailable)?;
+        self.remember(inner, k, answer.clone());
+        Ok(answer)
+    }
+
+    fn remember(&self, inner: &Inner, k: K, answer: V) {
+        let (ttl, valid) = (self.ttl)(&answer);
+        (self.cache)(&mut inner.lock()).put(k, answer, ttl, valid, Instant::now());
+    }
+
+    /// Reviews a served answer again in the background (holding a token only
+    /// for that review); what the API server says replaces the answer.
+    async fn rereview<F>(&self, inner: Arc<Inner>, k: K, ask: impl FnOnce(Arc<Inner>) -> F)
+    where
+        F: Future<Output = Result<V, String>>,
+    {
+        match ask(Arc::clone(&inner)).await {
+            Ok(answer) => {
+                (self.taken_back)(&k, &answer);
+                self.remember(&inner, k, answer);
             }
-            match inner.authorize(&access).await {
-                Ok(allowed) => {
-                    inner.remember_access(access.clone(), allowed);
-                    allowed
-                }
-                Err(e) => return Verdict::Unavailable(e),
+            Err(e) => {
+                let what = self.what;
+                tracing::warn!(error = %e, "could not review a cached {what} again; still serving it");
+                (self.cache)(&mut inner.lock()).retry(&k);
             }
-        };
-        let user = access.0.name;
-        if allowed {
-            Verdict::Allowed { user }
-        } else {
-            Verdict::Forbidden { user }
         }
     }
 }
@@ -208,74 +266,6 @@ impl Reviewer {
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         crate::inventory::lock(&self.state)
-    }
-
-    /// The answer in `cache` for `k`, and whether to re-review it now.
-    fn cached<K, V>(
-        &self,
-        cache: impl FnOnce(&mut State) -> &mut Cache<K, V>,
-        k: &K,
-    ) -> Option<(V, bool)>
-    where
-        K: std::hash::Hash + Eq + Clone,
-        V: Clone,
-    {
-        let mut state = self.lock();
-        cache(&mut state).get(k, Instant::now(), || self.limits.revalidate())
-    }
-
-    fn remember_user(&self, key: TokenKey, answer: &Result<User, String>) {
-        let (ttl, valid) = match answer {
-            Ok(_) => (AUTHENTICATED_TTL, true),
-            Err(_) => (UNAUTHENTICATED_TTL, false),
-        };
-        self.lock()
-            .authn
-            .put(key, answer.clone(), ttl, valid, Instant::now());
-    }
-
-    fn remember_access(&self, access: Access, allowed: bool) {
-        let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
-        self.lock()
-            .authz
-            .put(access, allowed, ttl, allowed, Instant::now());
-    }
-
-    /// Reviews a served token again in the background (holding the token only
-    /// for that review); what the API server says replaces the answer.
-    fn reauthenticate(self: Arc<Self>, key: TokenKey, token: String) {
-        tokio::spawn(async move {
-            match self.authenticate(&token).await {
-                Ok(answer) => {
-                    if let Err(why) = &answer {
-                        tracing::info!(%why, "a token served from the cache is no longer valid");
-                    }
-                    self.remember_user(key, &answer);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not review a cached token again; still serving it");
-                    self.lock().authn.retry(&key);
-                }
-            }
-        });
-    }
-
-    /// Reviews a served grant again in the background.
-    fn reauthorize(self: Arc<Self>, access: Access) {
-        tokio::spawn(async move {
-            match self.authorize(&access).await {
-                Ok(allowed) => {
-                    if !allowed {
-                        tracing::info!(user = %access.0.name, path = %access.1, "a grant served from the cache was withdrawn");
-                    }
-                    self.remember_access(access, allowed);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not review a cached grant again; still serving it");
-                    self.lock().authz.retry(&access);
-                }
-            }
-        });
     }
 
     /// The token's user, `Err(why)` when the API server does not know it (or
