@@ -98,6 +98,7 @@ pub fn with_status_addresses(
     n: &Node,
     problems: &mut Vec<Invalid>,
 ) -> NodeFacts {
+    let mut bad = reporter(problems, "nodes", &facts.name);
     let entries = n.status.as_ref().and_then(|s| s.addresses.as_ref());
     for a in entries.into_iter().flatten().take(ADDRESSES_MAX) {
         let kind = match a.type_.as_str() {
@@ -109,16 +110,13 @@ pub fn with_status_addresses(
             Some(ip) => facts
                 .addresses
                 .push(crate::inventory::NodeAddress { ip, kind }),
-            None => problems.push(Invalid {
-                resource: "nodes",
-                object: facts.name.clone(),
-                problem: format!(
-                    "status.addresses {kind} {} is not an IP address; ignored",
-                    quote(&a.address)
-                ),
-            }),
+            None => bad(format!(
+                "status.addresses {kind} {} is not an IP address; ignored",
+                quote(&a.address)
+            )),
         }
     }
+    drop(bad);
     facts.addresses.sort();
     facts.addresses.dedup();
     facts
