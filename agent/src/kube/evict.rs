@@ -87,16 +87,12 @@ pub async fn record(
         uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
         ..ObjectReference::default()
     };
-    recorder
-        .publish(
-            &Event {
-                type_: EventType::Normal,
-                reason: reason.into(),
-                note: Some(text),
-                action: "Remediate".into(),
-                secondary: None,
-            },
-            &reference,
-        )
-        .await
+    let event = Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(text),
+        action: "Remediate".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &reference).await
 }

@@ -64,16 +64,8 @@ impl Budget {
 
     /// Takes one token if there is one.
     pub fn take(&mut self) -> bool {
-        match self.limiter.check() {
-            Ok(()) => {
-                self.refused_until = None;
-                true
-            }
-            Err(not_until) => {
-                self.refused_until = Some(not_until.earliest_possible());
-                false
-            }
-        }
+        self.refused_until = self.limiter.check().err().map(|n| n.earliest_possible());
+        self.refused_until.is_none()
     }
 
     /// When a token comes back, if the last take was refused and it has not

@@ -79,15 +79,15 @@ fn annotated_ips(
 /// `annotation_keys` present (kube-ovn's `ovn.kubernetes.io/ip_address`,
 /// comma-separated for dual stack).
 pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) -> Pod {
+    let (meta, spec, status) = (&p.metadata, p.spec.as_ref(), p.status.as_ref());
     // Every name is made safe to show here, at the edge: they reach tables and notes.
-    let namespace = cleaned(p.metadata.namespace.as_deref().unwrap_or_default());
-    let name = cleaned(p.metadata.name.as_deref().unwrap_or_default());
+    let namespace = cleaned(meta.namespace.as_deref().unwrap_or_default());
+    let name = cleaned(meta.name.as_deref().unwrap_or_default());
     let object = format!("{namespace}/{name}");
     let mut bad = reporter(problems, "pods", &object);
-    let spec = p.spec.as_ref();
-    let status = p.status.as_ref();
     let mut ips = status.map(|s| status_ips(s, &mut bad)).unwrap_or_default();
-    let logical_switch = (p.metadata.annotations.as_ref())
+    let annotations = meta.annotations.as_ref();
+    let logical_switch = annotations
         .filter(|_| ips.is_empty())
         .and_then(|a| annotated_ips(a, annotation_keys, &mut ips, &mut bad));
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
@@ -98,14 +98,13 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
                 .to_owned(),
         );
     }
-    let annotations = p.metadata.annotations.as_ref();
     let secondary = annotations
         .map(|a| multus::secondary(a, &namespace, &mut bad))
         .unwrap_or_default();
     Pod {
         namespace,
         name,
-        uid: cleaned(p.metadata.uid.as_deref().unwrap_or_default()),
+        uid: cleaned(meta.uid.as_deref().unwrap_or_default()),
         node: spec
             .and_then(|s| s.node_name.as_deref())
             .filter(|n| !n.is_empty())
@@ -113,14 +112,10 @@ pub fn pod(p: &K8sPod, annotation_keys: &[String], problems: &mut Vec<Invalid>) 
         ips,
         host_network,
         phase,
-        created: p
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second()),
+        created: meta.creation_timestamp.as_ref().map(|t| t.0.as_second()),
         logical_switch,
-        terminating: p.metadata.deletion_timestamp.is_some(),
-        controller: controller(&p.metadata),
+        terminating: meta.deletion_timestamp.is_some(),
+        controller: controller(meta),
         default_network_elsewhere: annotations
             .is_some_and(|a| a.contains_key(multus::DEFAULT_NETWORK)),
         secondary,
