@@ -128,10 +128,11 @@ impl EventWriter {
                 stats.deferred += 1;
                 continue;
             }
-            let written = self.write(d, write, &mut stats).await;
+            let written = self.write(d, write).await;
             self.record(id, d, written, &mut stats);
         }
-        self.resolve_cleared(&ids, leaving, &mut stats).await;
+        self.end_cleared(&ids, leaving);
+        self.resolve_cleared(&mut stats).await;
         stats
     }
 
@@ -150,37 +151,25 @@ impl EventWriter {
     }
 
     /// Writes `d`'s Event as `write` says: the object and the series' count then.
-    async fn write(
-        &self,
-        d: &Desired,
-        write: Write,
-        stats: &mut SyncStats,
-    ) -> Result<(String, i32), kube::Error> {
-        let (name, count) = match write {
-            Write::Open => self.open(d).await?,
+    async fn write(&self, d: &Desired, write: Write) -> Result<(String, i32), kube::Error> {
+        match write {
+            Write::Open => self.open(d).await,
             Write::Bump(name, count) => match self.bump(d, &name, count).await {
-                Ok(()) => (name, count),
+                Ok(()) => Ok((name, count)),
                 // Deleted under a live series (the TTL, or by hand), or replaced
                 // by an object the agent may not update (the admission policy's
                 // 403): open it again, under a fresh name if need be.
                 Err(kube::Error::Api(e)) if matches!(e.code, 403 | 404) => {
                     tracing::info!(event = %name, code = e.code, "the Event of a live series is gone or no longer the agent's; writing it again");
-                    self.open(d).await?
+                    self.open(d).await
                 }
-                Err(e) => return Err(e),
+                Err(e) => Err(e),
             },
-        };
-        // A series starts at 1: any other count was written back.
-        if count == 1 {
-            stats.created += 1;
-        } else {
-            stats.patched += 1;
         }
-        Ok((name, count))
     }
 
-    /// Keeps series `id` at the count written, ends it after a permanent
-    /// error, or leaves it to be retried.
+    /// Counts and keeps series `id` at the count written, ends it after a
+    /// permanent error, or leaves it to be retried.
     fn record(
         &mut self,
         id: SeriesId,
@@ -190,6 +179,12 @@ impl EventWriter {
     ) {
         match written {
             Ok((name, count)) => {
+                // A series starts at 1: any other count was written back.
+                if count == 1 {
+                    stats.created += 1;
+                } else {
+                    stats.patched += 1;
+                }
                 self.series.insert(
                     id,
                     Series {
@@ -241,17 +236,10 @@ impl EventWriter {
         }
     }
 
-    /// Writes IPCollisionResolved for every series whose finding is gone (and
-    /// again for those that failed before).
-    async fn resolve_cleared(
-        &mut self,
-        ids: &BTreeSet<SeriesId>,
-        leaving: &BTreeSet<String>,
-        stats: &mut SyncStats,
-    ) {
-        self.end_cleared(ids, leaving);
-        let pending = std::mem::take(&mut self.unresolved);
-        for (id, resolved) in pending {
+    /// Writes IPCollisionResolved for every series [`Self::end_cleared`] ended
+    /// (and again for those that failed before).
+    async fn resolve_cleared(&mut self, stats: &mut SyncStats) {
+        for (id, resolved) in std::mem::take(&mut self.unresolved) {
             if !self.budget.take() {
                 stats.deferred += 1;
                 self.unresolved.insert(id, resolved);
