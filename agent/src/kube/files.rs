@@ -189,13 +189,10 @@ pub fn ip_pools(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<IpPool>>
 /// skipped silently (`kubectl get cm -A` prints them all).
 pub fn plan(path: &Path, problems: &mut Vec<Invalid>) -> Result<Vec<crate::inventory::Planned>> {
     #[derive(Default, serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    #[serde(default, rename_all = "camelCase")]
     struct Head {
-        #[serde(default)]
         api_version: String,
-        #[serde(default)]
         kind: String,
-        #[serde(default)]
         metadata: crate::cni::plan::Meta,
     }
     let mut out = Vec::new();

@@ -11,7 +11,7 @@ use super::{CalicoFiles, PlanFiles, SourceArgs, files};
 use crate::inventory::{AsRead, ClusterState, Invalid, SourceStatus};
 
 /// The input files and what was last read from them.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct FileSources {
     pods: PathBuf,
     ciliumnodes: Option<PathBuf>,
@@ -81,18 +81,13 @@ impl FileSources {
             events: args.events.clone(),
             cilium_config: args.cilium_config.clone(),
             services: args.services.clone(),
-            calico: [None, None],
             routes: [
                 args.endpointslices.clone(),
                 args.webhooks.clone(),
                 args.apiservices.clone(),
             ],
-            plan: Vec::new(),
             annotation_keys: annotation_keys.to_vec(),
-            read: ClusterState::default(),
-            state: ClusterState::default(),
-            invalid: Default::default(),
-            status: Vec::new(),
+            ..Self::default()
         })
     }
 
@@ -177,11 +172,10 @@ impl FileSources {
             (self.read.annotated_nodes, self.read.nodes) = read;
         }
         if let Some(path) = &self.cilium_config {
-            let mut config = self.read.cilium_config.clone();
-            out.read("cilium-config", &mut config, config_invalid, |bad| {
+            let config = &mut self.read.cilium_config;
+            out.read("cilium-config", config, config_invalid, |bad| {
                 files::cilium_config(path, bad).map(|c| Some(Arc::new(c)))
             });
-            self.read.cilium_config = config;
         }
     }
 

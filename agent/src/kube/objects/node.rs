@@ -36,24 +36,19 @@ pub fn node_facts(n: &Node, problems: &mut Vec<Invalid>) -> NodeFacts {
             )),
         }
     }
-    let allocatable_pods = n
-        .status
-        .as_ref()
-        .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| a.get("pods"))
-        .and_then(|q| {
-            let pods = q.0.trim().parse::<u64>().ok();
-            if pods.is_none() {
-                bad(format!(
-                    "status.allocatable.pods {} is not a whole number; ignored",
-                    quote(&q.0)
-                ));
-            }
-            pods
-        });
-    let shadowed = n
-        .status
-        .as_ref()
+    let status = n.status.as_ref();
+    let pods = status.and_then(|s| s.allocatable.as_ref()?.get("pods"));
+    let allocatable_pods = pods.and_then(|q| {
+        let pods = q.0.trim().parse::<u64>().ok();
+        if pods.is_none() {
+            bad(format!(
+                "status.allocatable.pods {} is not a whole number; ignored",
+                quote(&q.0)
+            ));
+        }
+        pods
+    });
+    let shadowed = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_TYPE))
         .map(|c| ConditionSeen {

@@ -12,6 +12,7 @@
 //! words a refusal is in, and so whose it is: [`crate::cni::refusal`].
 
 use crate::{
+    cni::read::bounded,
     inventory::{SandboxFailure, SandboxRefusal, text::cleaned},
     kube::cluster::lean::{LeanEvent, Shape, Text},
 };
@@ -54,10 +55,7 @@ pub fn sandbox_failure(event: &LeanEvent) -> Option<SandboxFailure> {
         uid: shown(&about.uid),
         refusal,
         count: count.and_then(|n| u64::try_from(n).ok()).unwrap_or(1),
-        message: crate::cni::read::bounded(
-            &cleaned(&normalize(message)),
-            SandboxFailure::MESSAGE_MAX,
-        ),
+        message: bounded(&cleaned(&normalize(message)), SandboxFailure::MESSAGE_MAX),
     })
 }
 

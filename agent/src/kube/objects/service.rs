@@ -64,13 +64,10 @@ struct Ingress {
 impl LeanService {
     /// The Service's `namespace/name`, made safe to show.
     pub fn service_ref(&self) -> ServiceRef {
-        let meta = self.metadata.as_ref();
+        let meta = self.metadata.clone().unwrap_or_default();
         ServiceRef {
-            namespace: cleaned(
-                meta.and_then(|m| m.namespace.as_deref())
-                    .unwrap_or_default(),
-            ),
-            name: cleaned(meta.and_then(|m| m.name.as_deref()).unwrap_or_default()),
+            namespace: cleaned(meta.namespace.as_deref().unwrap_or_default()),
+            name: cleaned(meta.name.as_deref().unwrap_or_default()),
         }
     }
 
