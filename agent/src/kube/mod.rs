@@ -134,13 +134,9 @@ fn dns_label(s: &str) -> Result<String, String> {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-');
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "{s:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
-        ))
-    }
+    ok.then(|| s.to_owned()).ok_or_else(|| {
+        format!("{s:?} is not a namespace name (lowercase letters, digits and '-', at most 63)")
+    })
 }
 
 /// No client for the API server could be made.

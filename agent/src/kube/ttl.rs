@@ -78,16 +78,13 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             }
         }
         let fresh_until = now + ttl;
+        let stale_until = fresh_until + if serve_stale { ttl } else { Duration::ZERO };
         self.entries.insert(
             k,
             Entry {
                 value: v,
                 fresh_until,
-                stale_until: if serve_stale {
-                    fresh_until + ttl
-                } else {
-                    fresh_until
-                },
+                stale_until,
                 revalidating: false,
             },
         );

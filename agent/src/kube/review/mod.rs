@@ -28,6 +28,7 @@ use kube::{Api, api::PostParams};
 pub mod limits;
 
 use super::ttl::Cache;
+use crate::inventory::lock;
 pub use limits::Limit;
 use limits::Limits;
 // Tokio's clock, so that tests can pause it and cross a TTL in no time.
@@ -95,12 +96,6 @@ type TokenKey = [u8; 32];
 /// (user, path, verb): what a SubjectAccessReview answers.
 type Access = (User, String, &'static str);
 
-#[derive(Debug)]
-struct State {
-    authn: Cache<TokenKey, Result<User, String>>,
-    authz: Cache<Access, bool>,
-}
-
 /// Checks scrapes with the API server; cheap to share.
 pub struct Reviewer {
     inner: Arc<Inner>,
@@ -110,7 +105,10 @@ struct Inner {
     client: kube::Client,
     /// What TokenReviews ask for; none: the API server's own.
     audiences: Vec<String>,
-    state: Mutex<State>,
+    /// Token hash → the user, or why not.
+    authn: Mutex<Cache<TokenKey, Result<User, String>>>,
+    /// (user, path, verb) → allowed.
+    authz: Mutex<Cache<Access, bool>>,
     limits: Limits,
 }
 
@@ -130,10 +128,8 @@ impl Reviewer {
             inner: Arc::new(Inner {
                 client,
                 audiences,
-                state: Mutex::new(State {
-                    authn: Cache::new(CACHE_ENTRIES),
-                    authz: Cache::new(CACHE_ENTRIES),
-                }),
+                authn: Mutex::new(Cache::new(CACHE_ENTRIES)),
+                authz: Mutex::new(Cache::new(CACHE_ENTRIES)),
                 limits: Limits::new(),
             }),
         }
@@ -176,17 +172,16 @@ impl Reviewer {
 struct Kind<K, V> {
     /// What a served answer is called in the log.
     what: &'static str,
-    cache: fn(&mut State) -> &mut Cache<K, V>,
+    cache: fn(&Inner) -> &Mutex<Cache<K, V>>,
     /// How long an answer is kept, and whether it lets the scrape through.
     ttl: fn(&V) -> (Duration, bool),
     /// Logs an answer if a re-review took back what was served.
     taken_back: fn(&K, &V),
 }
 
-/// Token hash → the user, or why not.
 static AUTHN: Kind<TokenKey, Result<User, String>> = Kind {
     what: "token",
-    cache: |s| &mut s.authn,
+    cache: |inner| &inner.authn,
     ttl: |answer| match answer {
         Ok(_) => (AUTHENTICATED_TTL, true),
         Err(_) => (UNAUTHENTICATED_TTL, false),
@@ -198,10 +193,9 @@ static AUTHN: Kind<TokenKey, Result<User, String>> = Kind {
     },
 };
 
-/// (user, path, verb) → allowed.
 static AUTHZ: Kind<Access, bool> = Kind {
     what: "grant",
-    cache: |s| &mut s.authz,
+    cache: |inner| &inner.authz,
     ttl: |&allowed| (if allowed { ALLOWED_TTL } else { DENIED_TTL }, allowed),
     taken_back: |(user, path, _), &allowed| {
         if !allowed {
@@ -225,7 +219,7 @@ impl<K: std::hash::Hash + Eq + Clone + Send + 'static, V: Clone + Send + 'static
         F: Future<Output = Result<V, String>> + Send + 'static,
     {
         let now = Instant::now();
-        let cached = (self.cache)(&mut inner.lock()).get(&k, now, || inner.limits.revalidate());
+        let cached = lock((self.cache)(inner)).get(&k, now, || inner.limits.revalidate());
         if let Some((known, revalidate)) = cached {
             if revalidate {
                 tokio::spawn(self.rereview(Arc::clone(inner), k, ask));
@@ -240,7 +234,7 @@ impl<K: std::hash::Hash + Eq + Clone + Send + 'static, V: Clone + Send + 'static
 
     fn remember(&self, inner: &Inner, k: K, answer: V) {
         let (ttl, valid) = (self.ttl)(&answer);
-        (self.cache)(&mut inner.lock()).put(k, answer, ttl, valid, Instant::now());
+        lock((self.cache)(inner)).put(k, answer, ttl, valid, Instant::now());
     }
 
     /// Reviews a served answer again in the background (holding a token only
@@ -257,17 +251,13 @@ impl<K: std::hash::Hash + Eq + Clone + Send + 'static, V: Clone + Send + 'static
             Err(e) => {
                 let what = self.what;
                 tracing::warn!(error = %e, "could not review a cached {what} again; still serving it");
-                (self.cache)(&mut inner.lock()).retry(&k);
+                lock((self.cache)(&inner)).retry(&k);
             }
         }
     }
 }
 
 impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        crate::inventory::lock(&self.state)
-    }
-
     /// The token's user, `Err(why)` when the API server does not know it (or
     /// not for our audiences); the outer error when it could not be asked.
     async fn authenticate(&self, token: &str) -> Result<Result<User, String>, String> {
