@@ -44,6 +44,7 @@ fn annotated_ips(
     let (key, value) = keys
         .iter()
         .find_map(|k| annotations.get(k).map(|v| (k, v)))?;
+    let field = format!("annotation {key}");
     let mut parts = value.split(',').filter(|s| !s.trim().is_empty());
     for part in parts.by_ref().take(caps::ANNOTATION_PARTS) {
         let family = parse_ip(part.trim()).map(|ip| ip.is_ipv6());
@@ -54,13 +55,7 @@ fn annotated_ips(
             ));
             continue;
         }
-        push_ip(
-            ips,
-            part.trim(),
-            IpSource::Annotation,
-            &format!("annotation {key}"),
-            bad,
-        );
+        push_ip(ips, part.trim(), IpSource::Annotation, &field, bad);
     }
     if parts.next().is_some() {
         bad(format!(
@@ -128,13 +123,8 @@ fn status_ips(status: &PodStatus, bad: &mut dyn FnMut(String)) -> Vec<PodIp> {
     let listed = status.pod_ips.as_deref().unwrap_or_default();
     let listed = capped(listed, caps::POD_IPS, "status.podIPs", bad);
     for (i, pip) in listed.iter().enumerate() {
-        push_ip(
-            &mut ips,
-            &pip.ip,
-            IpSource::Status,
-            &format!("status.podIPs[{i}].ip"),
-            bad,
-        );
+        let field = format!("status.podIPs[{i}].ip");
+        push_ip(&mut ips, &pip.ip, IpSource::Status, &field, bad);
     }
     if listed.is_empty()
         && let Some(single) = status.pod_ip.as_deref().filter(|s| !s.is_empty())

@@ -91,19 +91,14 @@ impl LeanService {
             .flatten()
             .filter_map(|i| i.ip.as_deref())
             .collect();
+        let external = list(spec.and_then(|s| s.external_ips.as_ref()));
+        let lb_ip: Vec<_> = spec
+            .and_then(|s| s.load_balancer_ip.as_deref())
+            .into_iter()
+            .collect();
         [
-            (
-                ServiceField::ExternalIps,
-                "spec.externalIPs",
-                list(spec.and_then(|s| s.external_ips.as_ref())),
-            ),
-            (
-                ServiceField::LoadBalancerIp,
-                "spec.loadBalancerIP",
-                spec.and_then(|s| s.load_balancer_ip.as_deref())
-                    .into_iter()
-                    .collect(),
-            ),
+            (ServiceField::ExternalIps, "spec.externalIPs", external),
+            (ServiceField::LoadBalancerIp, "spec.loadBalancerIP", lb_ip),
             (
                 ServiceField::LoadBalancerIngress,
                 "status.loadBalancer.ingress[].ip",
