@@ -2,7 +2,7 @@
 //! only the pod with the uid the finding named, and records what was done as
 //! an Event on the pod.
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::Status};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::detect::PodRef;
@@ -53,10 +53,7 @@ pub async fn evict(client: &kube::Client, pod: &PodRef) -> Eviction {
         Ok(r) => r,
         Err(e) => return Eviction::Failed(e.to_string()),
     };
-    match client
-        .request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>(request)
-        .await
-    {
+    match client.request::<Status>(request).await {
         Ok(_) => Eviction::Evicted,
         Err(kube::Error::Api(s)) if s.code == 429 => Eviction::Blocked(s.message),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Eviction::Gone,

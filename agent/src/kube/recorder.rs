@@ -271,10 +271,8 @@ impl EventWriter {
     async fn open(&self, d: &Desired) -> Result<(String, i32), kube::Error> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &d.namespace);
         let name = d.event_name();
-        match api
-            .create(&PostParams::default(), &object::event(d, &name, &self.node))
-            .await
-        {
+        let event = object::event(d, &name, &self.node);
+        match api.create(&PostParams::default(), &event).await {
             Ok(_) => {
                 tracing::info!(event = %name, reason = %d.reason, regarding = ?d.regarding.name, "Event created");
                 return Ok((name, 1));
@@ -284,22 +282,16 @@ impl EventWriter {
         }
         let existing = api.get(&name).await?;
         if object::is_series_of(&existing, d, &self.node) {
-            let count = existing
-                .series
-                .as_ref()
-                .map_or(1, |s| s.count.max(1))
-                .saturating_add(1);
+            let series = existing.series.as_ref();
+            let count = series.map_or(1, |s| s.count.max(1)).saturating_add(1);
             self.bump(d, &name, count).await?;
             tracing::info!(event = %name, count, "continuing an existing Event series");
             return Ok((name, count));
         }
         let fresh = format!("{name}.{}", object::unguessable_suffix());
         tracing::warn!(event = %name, namespace = %d.namespace, reporting_controller = ?existing.reporting_controller, fresh = %fresh, "an Event the agent did not write holds this series' name; writing the series under a fresh name");
-        api.create(
-            &PostParams::default(),
-            &object::event(d, &fresh, &self.node),
-        )
-        .await?;
+        let event = object::event(d, &fresh, &self.node);
+        api.create(&PostParams::default(), &event).await?;
         Ok((fresh, 1))
     }
 

@@ -44,10 +44,7 @@ pub(in crate::kube) fn endpoint_slice(v: &LeanSlice) -> EndpointSlice {
             name: owned(m.labels.as_map()?.service_name.as_ref())?,
         })
     });
-    let endpoints = v
-        .endpoints
-        .items()
-        .iter()
+    let endpoints = (v.endpoints.items().iter())
         .map(|e| {
             let Some(e) = e.as_map() else {
                 return (None, Vec::new());

@@ -9,7 +9,7 @@ use crate::inventory::{
     text::cleaned,
 };
 use crate::{
-    inventory::{ConditionSeen, Invalid, NodeFacts},
+    inventory::{ConditionSeen, Invalid, NodeAddress, NodeFacts},
     report::condition::CONDITION_TYPE,
 };
 
@@ -77,11 +77,9 @@ pub fn with_addresses(mut facts: NodeFacts, n: &Node, problems: &mut Vec<Invalid
     // calico-node's Kubernetes datastore writes its node's fields as
     // annotations (libcalico-go k8s/resources/node.go
     // `mergeCalicoNodeIntoK8sNode`); an etcd datastore writes none.
-    facts.calico_annotated = n
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.keys().any(|k| k.starts_with("projectcalico.org/")));
+    let annotations = n.metadata.annotations.as_ref();
+    facts.calico_annotated =
+        annotations.is_some_and(|a| a.keys().any(|k| k.starts_with("projectcalico.org/")));
     with_status_addresses(facts, n, problems)
 }
 
@@ -102,9 +100,7 @@ pub fn with_status_addresses(
             _ => continue,
         };
         match parse_ip(&a.address) {
-            Some(ip) => facts
-                .addresses
-                .push(crate::inventory::NodeAddress { ip, kind }),
+            Some(ip) => facts.addresses.push(NodeAddress { ip, kind }),
             None => bad(format!(
                 "status.addresses {kind} {} is not an IP address; ignored",
                 quote(&a.address)

@@ -82,11 +82,8 @@ impl LeanService {
         if cluster.is_empty() {
             cluster.extend(spec.and_then(|s| s.cluster_ip.as_deref()));
         }
-        let ingress = self
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|l| l.ingress.as_ref())
+        let ingress = (self.status.as_ref())
+            .and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref())
             .into_iter()
             .flatten()
             .filter_map(|i| i.ip.as_deref())

@@ -304,10 +304,8 @@ impl Inner {
             },
             ..SubjectAccessReview::default()
         };
-        let done = self.create("SubjectAccessReview", &review).await?;
-        Ok(done
-            .status
-            .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
+        let status = self.create("SubjectAccessReview", &review).await?.status;
+        Ok(status.is_some_and(|s| s.allowed && s.denied != Some(true)))
     }
 
     /// Creates `review`, a `kind`, within [`REVIEW_TIMEOUT`]: the API
