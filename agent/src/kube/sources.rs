@@ -143,12 +143,10 @@ impl FileSources {
             files::pods(&self.pods, keys, bad).map(Arc::new)
         });
         if let Some(path) = &self.ciliumnodes {
-            out.read(
-                "ciliumnodes",
-                &mut self.read.cilium_nodes,
-                cns_invalid,
-                |bad| files::cilium_nodes(path, bad).map(Arc::new),
-            );
+            let nodes = &mut self.read.cilium_nodes;
+            out.read("ciliumnodes", nodes, cns_invalid, |bad| {
+                files::cilium_nodes(path, bad).map(Arc::new)
+            });
         }
         if let Some(path) = &self.subnets {
             out.read("subnets", &mut self.read.subnets, subnets_invalid, |bad| {
@@ -215,14 +213,8 @@ impl FileSources {
             });
         }
         if self.routes.iter().any(Option::is_some) {
-            let [slices, webhooks, apiservices] = &self.routes;
             out.read("routes", &mut self.read.routes, &mut Vec::new(), |_| {
-                super::objects::impact::from_files(
-                    slices.as_deref(),
-                    webhooks.as_deref(),
-                    apiservices.as_deref(),
-                )
-                .map(Arc::new)
+                super::objects::impact::from_files(&self.routes).map(Arc::new)
             });
         }
     }

@@ -1,7 +1,7 @@
 //! EndpointSlices, admission webhook configurations and APIServices as
 //! [`Routes`]: only which Service holds which pod, and who calls which Service.
 
-use std::{net::IpAddr, path::Path};
+use std::{net::IpAddr, path::PathBuf};
 
 use crate::{
     inventory::text::cleaned,
@@ -90,11 +90,7 @@ pub(in crate::kube) fn callers(v: &LeanCaller, kind: &str) -> Vec<(Caller, Servi
 
 /// [`Routes`] from `kubectl get endpointslices -A -o json`, a List of both
 /// webhook configuration kinds, and `kubectl get apiservices -o json` files.
-pub fn from_files(
-    slices: Option<&Path>,
-    webhooks: Option<&Path>,
-    apiservices: Option<&Path>,
-) -> files::Result<Routes> {
+pub fn from_files([slices, webhooks, apiservices]: &[Option<PathBuf>; 3]) -> files::Result<Routes> {
     let mut routes = Routes::default();
     if let Some(p) = slices {
         files::for_each_item(p, "endpointslices", |_, v| {
