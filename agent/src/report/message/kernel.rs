@@ -108,11 +108,11 @@ fn evidence(k: &KernelTruth) -> String {
 }
 
 fn ifaces(holders: &[Holder]) -> String {
-    holders
-        .iter()
-        .map(|h| format!("{} (nsid {})", h.iface, h.nsid))
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::list(
+        holders
+            .iter()
+            .map(|h| format!("{} (nsid {})", h.iface, h.nsid)),
+    )
 }
 
 /// The one-sentence fix.

@@ -235,18 +235,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
              {node} get no address.",
             super::words(error, 120)
         ),
-        NodeProblem::MigrationStuck {
-            pod_cidrs,
-            pools,
-            operator_error,
-            pool_change,
-        } => super::ipam::migration_stuck(
-            node,
-            (pod_cidrs, pools),
-            operator_error.as_deref(),
-            *pool_change,
-            true,
-        ),
+        NodeProblem::MigrationStuck { .. } => super::ipam::migration_stuck(node, problem, true),
         NodeProblem::StaleBridge { .. } => super::ipam::stale_bridge(node, problem, true),
         NodeProblem::Calico(a) => super::calico::tunnel(f, a, true),
         NodeProblem::NodeAddressClaimed(c) => super::vip::note(c),
