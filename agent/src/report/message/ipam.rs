@@ -71,18 +71,30 @@ pub(super) fn excerpt(message: &str, max: usize) -> String {
     )
 }
 
-/// A refusal no node's address explains: another pod's address, or a stale endpoint.
+/// A refusal no node's address explains: another pod's address, or a stale
+/// endpoint; `short`: the Event note's prose.
 pub(super) fn refused(
     f: &Finding,
     kubelet: &KubeletReport,
     holder: Option<&PodRef>,
     reader: Reader<'_>,
+    short: bool,
 ) -> String {
     let ip = f.ip_text();
     let node = f.pod_node().unwrap_or(&f.owner.node);
-    let calico = super::calico::refused(f, holder, reader, true);
-    let what = calico.unwrap_or_else(|| match holder {
-        Some(h) => format!(
+    let calico = super::calico::refused(f, holder, reader, !short);
+    let what = calico.unwrap_or_else(|| match (holder, short) {
+        (Some(h), true) => format!(
+            "Cilium on {node} refused this pod's IP {ip} as in use: {} on node {} holds it too. \
+             The pod cannot start.",
+            reader.pod(h),
+            f.owner.node
+        ),
+        (None, true) => format!(
+            "Cilium on {node} refused this pod's IP {ip} as in use, but no pod holds it: a stale \
+             Cilium endpoint. The pod stays in ContainerCreating."
+        ),
+        (Some(h), false) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, and \
              {} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
              address.",
@@ -90,7 +102,7 @@ pub(super) fn refused(
             reader.pod(h),
             f.owner.node
         ),
-        None => format!(
+        (None, false) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, yet no \
              pod and no Cilium address of any node holds {ip}: Cilium keeps an endpoint for a pod \
              that is gone (a stale endpoint, cilium#38313), and the pod stays in \
@@ -98,6 +110,9 @@ pub(super) fn refused(
             pod_name(f)
         ),
     });
+    if short {
+        return what;
+    }
     format!(
         "{what} {} {}",
         kubelet_says(kubelet, reader),

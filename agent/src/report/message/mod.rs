@@ -101,7 +101,7 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Collision { .. } => collision::collision(f, reader),
         Cause::Refused {
             kubelet, holder, ..
-        } => ipam::refused(f, kubelet, holder.as_ref(), reader),
+        } => ipam::refused(f, kubelet, holder.as_ref(), reader, false),
         Cause::Leftover { .. } => leftover::render(f, reader),
         Cause::Duplicate {
             holder, network, ..

@@ -51,25 +51,9 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
             read_from(f),
             breaks(f, kubelet.as_ref().map(|k| k.count), held_behind.as_deref())
         ),
-        Cause::Refused { site, holder, .. } => super::calico::refused(
-            f,
-            holder.as_ref(),
-            reader,
-            false,
-        )
-        .unwrap_or_else(|| match holder {
-            Some(h) => format!(
-                "Cilium on {} refused this pod's IP {ip} as in use: {} on node {node} holds it \
-                 too. The pod cannot start.",
-                site.node,
-                reader.pod(h)
-            ),
-            None => format!(
-                "Cilium on {} refused this pod's IP {ip} as in use, but no pod holds it: a stale \
-                 Cilium endpoint. The pod stays in ContainerCreating.",
-                site.node
-            ),
-        }),
+        Cause::Refused {
+            kubelet, holder, ..
+        } => super::ipam::refused(f, kubelet, holder.as_ref(), reader, true),
         Cause::Leftover { .. } => super::leftover::what(f, reader),
         Cause::Duplicate {
             holder, network, ..
