@@ -164,7 +164,7 @@ fn document(audit: &Audit) -> JsonAudit<'_> {
 }
 
 /// The audit for people: a summary, then each node's table (as `-o wide`
-/// prints it, [`output::wide`], when `wide`), then what was not checked.
+/// prints it, when `wide`), then what was not checked.
 fn text(audit: &Audit, wide: bool) -> String {
     let mut out = String::new();
     let findings = audit.findings().count();
@@ -194,11 +194,7 @@ fn text(audit: &Audit, wide: bool) -> String {
             impacts: audit.impacts.clone(),
             ..Report::default()
         };
-        out.push_str(&if wide {
-            output::wide(&report)
-        } else {
-            output::table(&report)
-        });
+        out.push_str(&output::table(&report, wide));
     }
     plan_text(&mut out, audit);
     let _ = writeln!(

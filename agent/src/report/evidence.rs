@@ -96,10 +96,7 @@ impl Evidence {
         let ports = match self.destination_ports.as_slice() {
             [] => String::new(),
             [p] => format!(" (port {p})"),
-            ps => format!(
-                " (ports {})",
-                ps.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
-            ),
+            ps => format!(" (ports {})", super::message::list(ps)),
         };
         let mut s = format!(
             "Seen on {node}'s lo in {span}: {} packets from the host to {ip}{ports} delivered locally",

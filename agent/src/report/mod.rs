@@ -21,7 +21,7 @@ use std::{
 
 use self::evidence::Evidence;
 use crate::{
-    detect::Finding,
+    detect::{Finding, impact::Severity},
     inventory::{Invalid, NodeFacts},
 };
 
@@ -66,6 +66,13 @@ pub struct Published {
 
 /// What breaks behind each pod with a finding.
 pub type Impacts = std::collections::BTreeMap<crate::detect::PodRef, crate::detect::impact::Impact>;
+
+/// `critical`, `high` or `warning`: what breaks behind a pod, when known.
+fn severity(impact: Option<&crate::detect::impact::Impact>) -> &'static str {
+    impact
+        .map_or(Severity::Warning, crate::detect::impact::Impact::severity)
+        .as_str()
+}
 
 /// The plural ending of a noun counted `n`.
 fn plural(n: usize) -> &'static str {

@@ -12,13 +12,13 @@ use serde::Serialize;
 use self::cause::CauseFields;
 pub use self::{
     format::{EncodeError, OutputFormat, encode_json, encode_yaml},
-    table::{table, wide},
+    table::table,
 };
 use super::{Report, evidence::Evidence, message};
 use crate::{
     detect::{
         Finding, FindingKind, InfraAddress, KubeletReport, Owner, PodRef, Scope, Trust,
-        impact::{Impact, Severity},
+        impact::Impact,
     },
     inventory::IpSource,
 };
@@ -26,8 +26,8 @@ use crate::{
 /// The report in `format`.
 pub fn render(report: &Report, format: OutputFormat) -> Result<String, EncodeError> {
     match format {
-        OutputFormat::Table => Ok(table(report)),
-        OutputFormat::Wide => Ok(wide(report)),
+        OutputFormat::Table => Ok(table(report, false)),
+        OutputFormat::Wide => Ok(table(report, true)),
         OutputFormat::Json => encode_json(&document(report), "report"),
         OutputFormat::Yaml => encode_yaml(&document(report), "report"),
     }
@@ -168,17 +168,7 @@ pub(super) fn json_finding<'a>(
     node: &str,
     impact: Option<&Impact>,
 ) -> JsonFinding<'a> {
-    let CauseFields {
-        fib,
-        shadowed_route,
-        subnet,
-        cilium_range,
-        addresses,
-        kubelet,
-        holder,
-        service,
-        kernel,
-    } = CauseFields::of(&f.cause);
+    let c = CauseFields::of(&f.cause);
     JsonFinding {
         kind: f.kind,
         scope: f.scope,
@@ -188,19 +178,19 @@ pub(super) fn json_finding<'a>(
         message: message_with_impact(f, evidence, node, impact),
         pod_node: f.pod_node(),
         ip_source: f.site().map(|s| &s.ip_source),
-        fib,
-        shadowed_route,
-        subnet,
-        cilium_range,
-        addresses,
+        fib: c.fib,
+        shadowed_route: c.shadowed_route,
+        subnet: c.subnet,
+        cilium_range: c.cilium_range,
+        addresses: c.addresses,
         evidence,
-        kubelet,
-        holder,
-        severity: impact.map_or(Severity::Warning, Impact::severity).as_str(),
+        kubelet: c.kubelet,
+        holder: c.holder,
+        severity: super::severity(impact),
         impact: impact.map(json_impact),
         trust: f.trust,
-        service,
-        kernel,
+        service: c.service,
+        kernel: c.kernel,
     }
 }
 
@@ -355,7 +345,7 @@ mod tests {
             node: "n".into(),
             ..Report::default()
         };
-        assert_eq!(table(&r), "node n: no shadowed pod IPs\n");
+        assert_eq!(table(&r, false), "node n: no shadowed pod IPs\n");
         let v: serde_json::Value = serde_json::from_str(&json(&r).expect("json")).expect("parses");
         assert_eq!(v, serde_json::json!({"node": "n", "findings": []}));
     }

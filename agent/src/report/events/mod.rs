@@ -293,23 +293,14 @@ fn many(rest: &[Desired], max: usize, node: &str, node_uid: Option<&str>) -> Des
     for d in rest {
         *by_reason.entry(d.reason.as_str()).or_default() += 1;
     }
-    let counts = by_reason
-        .iter()
-        .map(|(r, n)| format!("{r} x{n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let examples = rest
-        .iter()
-        .take(5)
-        .map(|d| {
-            format!(
-                "{}/{}",
-                d.namespace,
-                d.regarding.name.as_deref().unwrap_or("")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let counts = message::list(by_reason.iter().map(|(r, n)| format!("{r} x{n}")));
+    let examples = message::list(rest.iter().take(5).map(|d| {
+        format!(
+            "{}/{}",
+            d.namespace,
+            d.regarding.name.as_deref().unwrap_or("")
+        )
+    }));
     Desired {
         regarding: object_ref("Node", node, None, node_uid),
         namespace: "default".to_owned(),

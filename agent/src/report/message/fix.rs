@@ -38,17 +38,6 @@ fn remedy(r: &Remedy, reader: Reader<'_>, short: bool) -> String {
             device,
         } => remove_service_address(*ip, service.as_ref(), device.as_deref(), reader, short),
         Remedy::CheckCalicoIpam { .. } | Remedy::Calico(_) => super::calico::fix(r, short),
-        Remedy::DisconnectEndpoint { .. }
-        | Remedy::ReallocateDuplicate { .. }
-        | Remedy::RecreateNewer { .. }
-        | Remedy::AddCapacity { .. }
-        | Remedy::FixOperatorAllocation { .. }
-        | Remedy::ClearPodCidrsAfterRollout { .. }
-        | Remedy::KeepOldPoolOrReallocate { .. }
-        | Remedy::CheckOperatorPool { .. }
-        | Remedy::GrowClusterPool { .. }
-        | Remedy::PoolInMasqueradedSubnet { .. }
-        | Remedy::ReleaseHostLocal { .. } => super::pool::remedy(r, reader, short),
         Remedy::Kernel(k) => super::kernel::fix(k, reader),
         Remedy::Plan(m) => super::plan::fix(m),
         Remedy::ClearCalicoRoute { .. } | Remedy::RecreateBridge { .. } => {
@@ -59,6 +48,8 @@ fn remedy(r: &Remedy, reader: Reader<'_>, short: bool) -> String {
         | Remedy::DeleteStaleRoute { .. }
         | Remedy::DeleteBridgeAddress { .. }
         | Remedy::ExcludeFromSubnet { .. } => route_fix(r, short),
+        // The loud failures' and the node allocator's.
+        _ => super::pool::remedy(r, reader, short),
     }
 }
 

@@ -71,18 +71,30 @@ pub(super) fn excerpt(message: &str, max: usize) -> String {
     )
 }
 
-/// A refusal no node's address explains: another pod's address, or a stale endpoint.
+/// A refusal no node's address explains: another pod's address, or a stale
+/// endpoint; `short`: the Event note's prose.
 pub(super) fn refused(
     f: &Finding,
     kubelet: &KubeletReport,
     holder: Option<&PodRef>,
     reader: Reader<'_>,
+    short: bool,
 ) -> String {
     let ip = f.ip_text();
     let node = f.pod_node().unwrap_or(&f.owner.node);
-    let calico = super::calico::refused(f, holder, reader, true);
-    let what = calico.unwrap_or_else(|| match holder {
-        Some(h) => format!(
+    let calico = super::calico::refused(f, holder, reader, !short);
+    let what = calico.unwrap_or_else(|| match (holder, short) {
+        (Some(h), true) => format!(
+            "Cilium on {node} refused this pod's IP {ip} as in use: {} on node {} holds it too. \
+             The pod cannot start.",
+            reader.pod(h),
+            f.owner.node
+        ),
+        (None, true) => format!(
+            "Cilium on {node} refused this pod's IP {ip} as in use, but no pod holds it: a stale \
+             Cilium endpoint. The pod stays in ContainerCreating."
+        ),
+        (Some(h), false) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, and \
              {} on node {} holds {ip} too (its status.podIPs): two live pods were given one \
              address.",
@@ -90,7 +102,7 @@ pub(super) fn refused(
             reader.pod(h),
             f.owner.node
         ),
-        None => format!(
+        (None, false) => format!(
             "{} cannot start: Cilium on {node} refused its address {ip} as already in use, yet no \
              pod and no Cilium address of any node holds {ip}: Cilium keeps an endpoint for a pod \
              that is gone (a stale endpoint, cilium#38313), and the pod stays in \
@@ -98,6 +110,9 @@ pub(super) fn refused(
             pod_name(f)
         ),
     });
+    if short {
+        return what;
+    }
     format!(
         "{what} {} {}",
         kubelet_says(kubelet, reader),
@@ -147,21 +162,7 @@ pub(super) fn duplicate(
 pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> String {
     let node = &f.owner.node;
     let what = match problem {
-        NodeProblem::Exhausted {
-            pods,
-            refused_pods,
-            kubelet,
-            ipam,
-        } => super::pool::exhausted(
-            node,
-            (
-                &super::and_more(pods.iter().map(ToString::to_string), *refused_pods),
-                *refused_pods,
-            ),
-            kubelet,
-            *ipam,
-            reader,
-        ),
+        NodeProblem::Exhausted { .. } => super::pool::exhausted(node, problem, reader),
         NodeProblem::Capacity {
             ranges,
             usable,
@@ -183,18 +184,7 @@ pub(super) fn node(f: &Finding, problem: &NodeProblem, reader: Reader<'_>) -> St
             super::pool::fit(fit),
             super::pool::consequence(fit)
         ),
-        NodeProblem::MigrationStuck {
-            pod_cidrs,
-            pools,
-            operator_error,
-            pool_change,
-        } => migration_stuck(
-            node,
-            (pod_cidrs, pools),
-            operator_error.as_deref(),
-            *pool_change,
-            false,
-        ),
+        NodeProblem::MigrationStuck { .. } => migration_stuck(node, problem, false),
         NodeProblem::NotMasqueraded { subnets } => not_masqueraded(f, subnets),
         NodeProblem::StaleBridge { .. } => stale_bridge(node, problem, false),
         NodeProblem::NodeAddressClaimed(c) => super::vip::message(c, reader),
@@ -245,11 +235,11 @@ pub(super) fn stale_bridge(node: &str, problem: &NodeProblem, short: bool) -> St
 /// An Ingress IP outside every Subnet kube-ovn masquerades.
 fn not_masqueraded(f: &Finding, subnets: &[(String, Vec<IpNet>)]) -> String {
     let node = &f.owner.node;
-    let names = subnets
-        .iter()
-        .map(|(name, cidrs)| format!("{name} ({})", list(cidrs)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let names = list(
+        subnets
+            .iter()
+            .map(|(name, cidrs)| format!("{name} ({})", list(cidrs))),
+    );
     format!(
         "Cilium's Ingress IP {} of node {node} lies outside every Subnet kube-ovn \
          masquerades host-originated traffic from ({names}): Envoy connects to backends \
@@ -261,18 +251,21 @@ fn not_masqueraded(f: &Finding, subnets: &[(String, Vec<IpNet>)]) -> String {
 
 /// A switch to cluster-pool (or a new pool CIDR) that never took on `node`;
 /// `short`: the Event note's prose.
-pub(super) fn migration_stuck(
-    node: &str,
-    (pod_cidrs, pools): (&[IpNet], &[IpNet]),
-    operator_error: Option<&str>,
-    pool_change: bool,
-    short: bool,
-) -> String {
+pub(super) fn migration_stuck(node: &str, problem: &NodeProblem, short: bool) -> String {
+    let NodeProblem::MigrationStuck {
+        pod_cidrs,
+        pools,
+        operator_error,
+        pool_change,
+    } = problem
+    else {
+        return String::new();
+    };
     if short {
-        let says = operator_error.map_or_else(String::new, |e| {
+        let says = operator_error.as_deref().map_or_else(String::new, |e| {
             format!(" (cilium-operator: \"{}\")", super::words(e, 60))
         });
-        let what = if pool_change {
+        let what = if *pool_change {
             "The cluster pool changed"
         } else {
             "Cilium switched to cluster-pool"
@@ -284,7 +277,7 @@ pub(super) fn migration_stuck(
             list(pools)
         );
     }
-    let before = if pool_change {
+    let before = if *pool_change {
         "from an earlier cluster pool (the pool changed, not the IPAM mode; cilium#27245: the new \
          CIDR \"is not used\")"
     } else {

@@ -108,11 +108,11 @@ fn evidence(k: &KernelTruth) -> String {
 }
 
 fn ifaces(holders: &[Holder]) -> String {
-    holders
-        .iter()
-        .map(|h| format!("{} (nsid {})", h.iface, h.nsid))
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::list(
+        holders
+            .iter()
+            .map(|h| format!("{} (nsid {})", h.iface, h.nsid)),
+    )
 }
 
 /// The one-sentence fix.
@@ -138,12 +138,10 @@ pub(super) fn fix(k: &KernelFix, reader: Reader<'_>) -> String {
             "Fix: on {node}, remove the sandbox behind {iface} (crictl rmp, or ip link del \
              {iface}) and free its address in the IPAM store."
         ),
-        KernelFix::RecreatePod { pod } => {
-            format!(
-                "Fix: delete {} so it gets a working sandbox.",
-                reader.pod(pod)
-            )
-        }
+        KernelFix::RecreatePod { pod } => format!(
+            "Fix: delete {} so it gets a working sandbox.",
+            reader.pod(pod)
+        ),
         KernelFix::RedoDad { node, pod, others } => redo_dad(node, pod, others, reader),
         KernelFix::RedoNodeDad {
             node,

@@ -34,11 +34,9 @@ pub(super) fn render(f: &Finding, reader: Reader<'_>) -> String {
                  (calico#2730)"
             ),
         };
-        let seen = if *seen {
-            format!(" The node's kernel shows the route: {ip} dev {iface}.")
-        } else {
-            String::new()
-        };
+        let seen = seen
+            .then(|| format!(" The node's kernel shows the route: {ip} dev {iface}."))
+            .unwrap_or_default();
         format!(
             "{} cannot start: Calico's IPAM gave it {ip}, but node {node}'s host already routes \
              {ip} through {iface}{held}.{seen}",

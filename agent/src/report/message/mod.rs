@@ -101,7 +101,7 @@ fn render_cause(f: &Finding, reader: Reader<'_>) -> String {
         Cause::Collision { .. } => collision::collision(f, reader),
         Cause::Refused {
             kubelet, holder, ..
-        } => ipam::refused(f, kubelet, holder.as_ref(), reader),
+        } => ipam::refused(f, kubelet, holder.as_ref(), reader, false),
         Cause::Leftover { .. } => leftover::render(f, reader),
         Cause::Duplicate {
             holder, network, ..
@@ -290,10 +290,10 @@ pub fn words(text: &str, max: usize) -> String {
 }
 
 /// `items` as "10.0.0.0/24, 10.0.1.0/24".
-fn list(items: &[impl ToString]) -> String {
+pub(super) fn list(items: impl IntoIterator<Item = impl ToString>) -> String {
     items
-        .iter()
-        .map(ToString::to_string)
+        .into_iter()
+        .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -51,25 +51,9 @@ fn what(f: &Finding, reader: Reader<'_>) -> String {
             read_from(f),
             breaks(f, kubelet.as_ref().map(|k| k.count), held_behind.as_deref())
         ),
-        Cause::Refused { site, holder, .. } => super::calico::refused(
-            f,
-            holder.as_ref(),
-            reader,
-            false,
-        )
-        .unwrap_or_else(|| match holder {
-            Some(h) => format!(
-                "Cilium on {} refused this pod's IP {ip} as in use: {} on node {node} holds it \
-                 too. The pod cannot start.",
-                site.node,
-                reader.pod(h)
-            ),
-            None => format!(
-                "Cilium on {} refused this pod's IP {ip} as in use, but no pod holds it: a stale \
-                 Cilium endpoint. The pod stays in ContainerCreating.",
-                site.node
-            ),
-        }),
+        Cause::Refused {
+            kubelet, holder, ..
+        } => super::ipam::refused(f, kubelet, holder.as_ref(), reader, true),
         Cause::Leftover { .. } => super::leftover::what(f, reader),
         Cause::Duplicate {
             holder, network, ..
@@ -235,18 +219,7 @@ fn node_problem(f: &Finding, problem: &NodeProblem) -> String {
              {node} get no address.",
             super::words(error, 120)
         ),
-        NodeProblem::MigrationStuck {
-            pod_cidrs,
-            pools,
-            operator_error,
-            pool_change,
-        } => super::ipam::migration_stuck(
-            node,
-            (pod_cidrs, pools),
-            operator_error.as_deref(),
-            *pool_change,
-            true,
-        ),
+        NodeProblem::MigrationStuck { .. } => super::ipam::migration_stuck(node, problem, true),
         NodeProblem::StaleBridge { .. } => super::ipam::stale_bridge(node, problem, true),
         NodeProblem::Calico(a) => super::calico::tunnel(f, a, true),
         NodeProblem::NodeAddressClaimed(c) => super::vip::note(c),

@@ -8,7 +8,7 @@ use std::{fmt::Write as _, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{NOT_DISJOINT, Reader, ipam::kubelet_says, list};
-use crate::detect::{IpamKind, KubeletReport, NodeProblem, PodRef, PoolFit, Remedy};
+use crate::detect::{IpamKind, NodeProblem, PodRef, PoolFit, Remedy};
 
 /// cilium-config's key for the cluster pool of `nets`' family.
 fn pool_key(nets: &[IpNet]) -> &'static str {
@@ -103,13 +103,17 @@ pub(super) fn note(node: &str, problem: &NodeProblem) -> String {
 }
 
 /// A node's allocator out of addresses, told by how it gets them.
-pub(super) fn exhausted(
-    node: &str,
-    (pods, refused_pods): (&str, usize),
-    kubelet: &KubeletReport,
-    ipam: IpamKind,
-    reader: Reader<'_>,
-) -> String {
+pub(super) fn exhausted(node: &str, problem: &NodeProblem, reader: Reader<'_>) -> String {
+    let NodeProblem::Exhausted {
+        pods,
+        refused_pods,
+        kubelet,
+        ipam,
+    } = problem
+    else {
+        return String::new();
+    };
+    let pods = super::and_more(pods.iter().map(ToString::to_string), *refused_pods);
     let (what, more) = match ipam {
         IpamKind::OperatorPool => (
             format!(

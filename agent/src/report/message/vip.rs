@@ -106,13 +106,12 @@ fn service_fix(
         }
         ServiceField::ClusterIps => "; give Services a range apart from the nodes' network",
     };
-    let more = if c.services.len() > 1 {
-        format!(
+    let more = match c.services.len() {
+        0 | 1 => String::new(),
+        n => format!(
             " {} more Service(s) claim it too: remove it there as well.",
-            c.services.len() - 1
-        )
-    } else {
-        String::new()
+            n - 1
+        ),
     };
     format!("{what}{why}.{more}")
 }

@@ -10,10 +10,9 @@ use prometheus_client::{
 };
 
 use super::{FindingsView, Names, traffic};
-use crate::detect::{
-    Finding, FindingKind, Scope,
-    impact::{Impact, Severity},
-    kind::Count,
+use crate::{
+    detect::{Finding, FindingKind, Scope, kind::Count},
+    report::severity,
 };
 
 // The derive takes no lifetimes: these own their strings (one scrape's worth).
@@ -142,11 +141,7 @@ fn info_labels(view: &FindingsView, f: &Finding, names: Names) -> FindingLabels 
         role: f.owner.role.as_str(),
         device: f.owner.device.clone().unwrap_or_default(),
         ip_source: f.site().map_or("", |s| s.ip_source.as_str()),
-        severity: f
-            .pod()
-            .and_then(|p| view.impacts.get(p))
-            .map_or(Severity::Warning, Impact::severity)
-            .as_str(),
+        severity: severity(f.pod().and_then(|p| view.impacts.get(p))),
         trust: f.trust.as_str(),
     }
 }

@@ -5,27 +5,16 @@ use std::fmt::Write as _;
 
 use super::{Report, cause::CauseFields, message_with_impact};
 use crate::{
-    detect::{
-        Finding,
-        impact::{Impact, Severity},
-    },
-    report::plural,
+    detect::{Finding, impact::Impact},
+    report::{plural, severity},
 };
 
 /// The report as a table for people, each row's message wrapped under it;
-/// nothing from outside reaches the terminal as a control sequence.
-pub fn table(report: &Report) -> String {
-    render(report, false)
-}
-
-/// [`table`] with the columns kubectl's `-o wide` would add: the severity,
-/// where the pod's address was read, the kernel's route for it, and who else
-/// holds or claims it (a pod, a Service, a kube-ovn Subnet).
-pub fn wide(report: &Report) -> String {
-    render(report, true)
-}
-
-fn render(report: &Report, wide: bool) -> String {
+/// nothing from outside reaches the terminal as a control sequence. `wide`:
+/// with the columns kubectl's `-o wide` would add: the severity, where the
+/// pod's address was read, the kernel's route for it, and who else holds or
+/// claims it (a pod, a Service, a kube-ovn Subnet).
+pub fn table(report: &Report, wide: bool) -> String {
     let mut text = table_text(report, wide);
     if let Some(t) = &report.truth {
         text.push_str(&super::truth::section(t));
@@ -111,10 +100,7 @@ fn wide_cells(f: &Finding, impact: Option<&Impact>) -> [String; WIDE.len()] {
         (None, None, None) => "-".to_owned(),
     };
     [
-        impact
-            .map_or(Severity::Warning, Impact::severity)
-            .as_str()
-            .to_owned(),
+        severity(impact).to_owned(),
         f.site()
             .map_or_else(|| "-".to_owned(), |s| s.ip_source.to_string()),
         cause.fib.unwrap_or_else(|| "-".to_owned()),
@@ -182,7 +168,7 @@ mod tests {
             ..Report::default()
         };
         let header = |t: &str| t.lines().nth(1).map(str::to_owned).unwrap_or_default();
-        let (narrow, wide) = (table(&report), wide(&report));
+        let (narrow, wide) = (table(&report, false), table(&report, true));
         assert!(header(&narrow).ends_with("TRUST"), "{narrow}");
         assert!(
             header(&wide).ends_with("SEVERITY  IP SOURCE  FIB           HELD OR CLAIMED BY"),
