@@ -58,6 +58,7 @@ impl Args {
 }
 
 /// What the Event writer follows.
+#[derive(Clone)]
 pub(crate) struct Follows {
     /// Each reconcile's findings.
     pub(crate) findings: watch::Receiver<Published>,
