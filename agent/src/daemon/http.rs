@@ -59,27 +59,28 @@ pub(crate) struct HttpMetrics {
 impl HttpMetrics {
     /// Both registered in `registry`, every listener's rejections at zero.
     pub(crate) fn register(registry: &mut Registry) -> Self {
-        let rejected = Family::<ListenerLabels, Counter>::default();
+        let m = Self::default();
         registry.register(
             "ipshadow_http_connections_rejected",
             "HTTP connections closed at accept because the listener, or the client's address, \
              held its maximum at once",
-            rejected.clone(),
+            m.rejected.clone(),
         );
         for (listener, limit) in [
             ("metrics", "listener"),
             ("metrics", "peer"),
             ("health", "listener"),
         ] {
-            let _ = rejected.get_or_create(&ListenerLabels { listener, limit });
+            let _ = m
+                .rejected
+                .get_or_create(&ListenerLabels { listener, limit });
         }
-        let auth = Family::<AuthLabels, Counter>::default();
         registry.register(
             "ipshadow_http_auth",
             "Requests to the metrics listener reviewed with --metrics-auth kubernetes, by result",
-            auth.clone(),
+            m.auth.clone(),
         );
-        Self { rejected, auth }
+        m
     }
 }
 
@@ -167,7 +168,6 @@ impl Http {
                 super::scrape_auth::authorize,
             ));
         }
-        let rejected = metrics.rejected;
         let mut listeners = vec![Listener {
             name: "metrics",
             socket: bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,
@@ -176,13 +176,10 @@ impl Http {
             per_peer: true,
         }];
         if args.health_listen != args.listen {
+            let flag = "--health-listen or IPSHADOW_HEALTH_LISTEN";
             listeners.push(Listener {
                 name: "health",
-                socket: bind(
-                    args.health_listen,
-                    "--health-listen or IPSHADOW_HEALTH_LISTEN",
-                )
-                .await?,
+                socket: bind(args.health_listen, flag).await?,
                 app: endpoints::health_router(state),
                 tls: None,
                 per_peer: false,
@@ -196,7 +193,7 @@ impl Http {
                 max_per_peer: count(args.http_max_connections_per_peer),
                 header_timeout: Duration::from_secs(args.http_header_timeout_seconds),
             },
-            rejected,
+            rejected: metrics.rejected,
         })
     }
 
@@ -244,11 +241,7 @@ fn scrape_auth(
     client: Option<&kube::Client>,
     results: Family<AuthLabels, Counter>,
 ) -> Result<Option<Arc<Auth>>, TlsError> {
-    let audiences = args
-        .metrics_auth_audiences
-        .clone()
-        .map(|a| a.0)
-        .unwrap_or_default();
+    let audiences = args.metrics_auth_audiences.clone().unwrap_or_default().0;
     match args.metrics_auth {
         MetricsAuth::Off if !audiences.is_empty() => Err(TlsError::AudiencesWithoutAuth),
         MetricsAuth::Off => Ok(None),
