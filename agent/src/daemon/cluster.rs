@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    Args, Published, Result,
+    Args, Result,
     condition::ConditionTask,
     events::{EventTask, Follows},
     host::Trigger,
@@ -78,7 +78,27 @@ impl Parts {
             ))
             .with_confirmations(published.clone())
             .with_lookups(channels.unexplained);
-        let (condition, remediation) = acting(args, &client, node, registry, &published).await?;
+        // Beside Events, the Node condition (unless turned off) and remediation (when asked for).
+        let condition = args.condition.node_condition.then(|| {
+            ConditionTask::new(
+                client.clone(),
+                node,
+                &args.condition,
+                registry,
+                published.clone(),
+            )
+        });
+        let remediation = if args.remediate.remediate == remediate::Mode::Off {
+            None
+        } else {
+            Some(remediate::RemediateTask::new(
+                kube::client_without_retries().await?,
+                node,
+                &args.remediate,
+                registry,
+                published.clone(),
+            ))
+        };
         let impact = ImpactTask::new(client.clone(), node, published, channels.impacts_tx);
         let events = EventTask::new(client, node, &args.events, registry, channels.follows);
         Ok(Self {
@@ -90,36 +110,4 @@ impl Parts {
             events,
         })
     }
-}
-
-/// What writes to the API server beside Events: the Node condition (unless
-/// turned off) and remediation (when asked for).
-async fn acting(
-    args: &Args,
-    client: &::kube::Client,
-    node: &str,
-    registry: &mut Registry,
-    published: &watch::Receiver<Published>,
-) -> Result<(Option<ConditionTask>, Option<remediate::RemediateTask>)> {
-    let condition = args.condition.node_condition.then(|| {
-        ConditionTask::new(
-            client.clone(),
-            node,
-            &args.condition,
-            registry,
-            published.clone(),
-        )
-    });
-    let remediation = if args.remediate.remediate == remediate::Mode::Off {
-        None
-    } else {
-        Some(remediate::RemediateTask::new(
-            kube::client_without_retries().await?,
-            node,
-            &args.remediate,
-            registry,
-            published.clone(),
-        ))
-    };
-    Ok((condition, remediation))
 }
