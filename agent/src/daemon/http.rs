@@ -97,12 +97,6 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_mins(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Peer(pub(crate) IpAddr);
 
-impl Peer {
-    fn of(addr: SocketAddr) -> Self {
-        Self(addr.ip().to_canonical())
-    }
-}
-
 /// Why a listener could not be bound.
 #[derive(Debug, thiserror::Error)]
 #[error("listening on {addr} failed: {}; pick another address with {flag}", Chain(.cause))]
@@ -286,7 +280,7 @@ async fn serve(
             a = listener.accept() => a,
         };
         let (stream, peer) = match accepted {
-            Ok((stream, addr)) => (stream, Peer::of(addr)),
+            Ok((stream, addr)) => (stream, Peer(addr.ip().to_canonical())),
             Err(e) => {
                 // Out of file descriptors or a connection reset before accept: not fatal.
                 tracing::debug!(error = %e, "accepting an HTTP connection failed");
