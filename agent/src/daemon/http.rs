@@ -256,19 +256,13 @@ fn scrape_auth(
 /// `rejected`: the connections closed at accept over the listener's limit,
 /// and over a peer's.
 async fn serve(
-    Listener {
-        socket: listener,
-        app,
-        tls,
-        per_peer,
-        ..
-    }: Listener,
+    listener: Listener,
     limits: Limits,
     rejected: [Counter; 2],
     token: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let peers = Peers::new(if per_peer {
+    let peers = Peers::new(if listener.per_peer {
         limits.max_per_peer
     } else {
         limits.max_connections
@@ -277,7 +271,7 @@ async fn serve(
     loop {
         let accepted = tokio::select! {
             () = token.cancelled() => break,
-            a = listener.accept() => a,
+            a = listener.socket.accept() => a,
         };
         let (stream, peer) = match accepted {
             Ok((stream, addr)) => (stream, Peer(addr.ip().to_canonical())),
@@ -292,9 +286,9 @@ async fn serve(
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(peer)));
+        let service = TowerToHyperService::new(listener.app.clone().layer(axum::Extension(peer)));
         let token = token.clone();
-        let acceptor = tls.as_ref().map(|t| t.acceptor());
+        let acceptor = listener.tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {
             let _held = held;
             let Some(acceptor) = acceptor else {
