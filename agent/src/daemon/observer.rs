@@ -209,10 +209,7 @@ impl ObserverTask {
         let mut current = BTreeMap::new();
         for ip in &watched {
             match self.observer.counters(*ip) {
-                Ok(Some(c)) => {
-                    current.insert(*ip, c);
-                }
-                Ok(None) => {}
+                Ok(c) => current.extend(c.map(|c| (*ip, c))),
                 Err(e) => tracing::warn!(error = %e, "reading eBPF counters failed"),
             }
         }
