@@ -106,11 +106,7 @@ fn needs_cap_bpf(observer: &mut dyn Attached, permitted: &CapsHashSet) -> Result
     let gate = [Capability::CAP_BPF, Capability::CAP_SYS_ADMIN];
     let mut without =
         caps::read(None, CapSet::Effective).map_err(caps_err("reading capabilities"))?;
-    let had: Vec<Capability> = gate
-        .iter()
-        .copied()
-        .filter(|c| without.contains(c))
-        .collect();
+    let had: Vec<Capability> = gate.into_iter().filter(|c| without.contains(c)).collect();
     if had.is_empty() {
         return Ok(false);
     }

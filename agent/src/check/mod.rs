@@ -156,13 +156,12 @@ async fn from_cluster(reconciler: &Reconciler, args: &Args) -> Result<Report> {
         .await
         .map_err(|_| Error::Sync(timeout))?
         .map_err(Error::Lookup)?;
-    let mut pods = read.pods.as_ref().clone();
+    let pods = Arc::make_mut(&mut read.pods);
     for p in found.into_iter().flatten() {
         if !pods.iter().any(|q| q.uid == p.uid && q.name == p.name) {
             pods.push(p);
         }
     }
-    read.pods = Arc::new(pods);
     state = ClusterState::assemble(read.clone());
     let mut done = reconciler.reconcile(&state).await?;
     // A local address that shadows a pod may be a Service's, which a tenant chose.

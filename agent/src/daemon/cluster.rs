@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    Args, Published, Result,
+    Args, Result,
     condition::ConditionTask,
     events::{EventTask, Follows},
     host::Trigger,
@@ -19,24 +19,18 @@ use crate::{
         self,
         cluster::{ClusterSource, ClusterView},
     },
-    report::{
-        metrics::Registry,
-        traffic::{Traffic, Unexplained},
-    },
+    report::{metrics::Registry, traffic::Unexplained},
 };
 
 /// What the cluster side reads and publishes.
 pub(super) struct Channels {
-    /// Each reconcile's findings.
-    pub(super) published: watch::Receiver<Published>,
-    /// Host traffic to shadowed pods.
-    pub(super) traffic: watch::Receiver<Arc<Traffic>>,
+    /// Each reconcile's findings (which every cluster-side task follows), the
+    /// traffic and the impacts: what the Event writer follows.
+    pub(super) follows: Follows,
     /// Traffic to this node's addresses no finding explains: pod lookups.
     pub(super) unexplained: watch::Receiver<Arc<Unexplained>>,
     /// Where the impact lookups publish.
     pub(super) impacts_tx: watch::Sender<Looked>,
-    /// What they published, for the Event writer.
-    pub(super) impacts: watch::Receiver<Looked>,
 }
 
 /// The cluster-side subsystems, not started yet.
@@ -65,13 +59,7 @@ impl Parts {
         registry: &mut Registry,
         channels: Channels,
     ) -> Result<Self> {
-        let Channels {
-            published,
-            traffic,
-            unexplained,
-            impacts_tx,
-            impacts,
-        } = channels;
+        let published = channels.follows.findings.clone();
         let tx = trigger_tx.clone();
         let on_change = Arc::new(move || {
             let _ = tx.try_send(Trigger::Kube);
@@ -89,20 +77,30 @@ impl Parts {
                 args.watches.owner_lookup_spread_seconds,
             ))
             .with_confirmations(published.clone())
-            .with_lookups(unexplained);
-        let (condition, remediation) = acting(args, &client, node, registry, &published).await?;
-        let impact = ImpactTask::new(client.clone(), node, published.clone(), impacts_tx);
-        let events = EventTask::new(
-            client,
-            node,
-            &args.events,
-            registry,
-            Follows {
-                findings: published,
-                traffic,
-                impacts,
-            },
-        );
+            .with_lookups(channels.unexplained);
+        // Beside Events, the Node condition (unless turned off) and remediation (when asked for).
+        let condition = args.condition.node_condition.then(|| {
+            ConditionTask::new(
+                client.clone(),
+                node,
+                &args.condition,
+                registry,
+                published.clone(),
+            )
+        });
+        let remediation = if args.remediate.remediate == remediate::Mode::Off {
+            None
+        } else {
+            Some(remediate::RemediateTask::new(
+                kube::client_without_retries().await?,
+                node,
+                &args.remediate,
+                registry,
+                published.clone(),
+            ))
+        };
+        let impact = ImpactTask::new(client.clone(), node, published, channels.impacts_tx);
+        let events = EventTask::new(client, node, &args.events, registry, channels.follows);
         Ok(Self {
             view,
             watches,
@@ -112,36 +110,4 @@ impl Parts {
             events,
         })
     }
-}
-
-/// What writes to the API server beside Events: the Node condition (unless
-/// turned off) and remediation (when asked for).
-async fn acting(
-    args: &Args,
-    client: &::kube::Client,
-    node: &str,
-    registry: &mut Registry,
-    published: &watch::Receiver<Published>,
-) -> Result<(Option<ConditionTask>, Option<remediate::RemediateTask>)> {
-    let condition = args.condition.node_condition.then(|| {
-        ConditionTask::new(
-            client.clone(),
-            node,
-            &args.condition,
-            registry,
-            published.clone(),
-        )
-    });
-    let remediation = if args.remediate.remediate == remediate::Mode::Off {
-        None
-    } else {
-        Some(remediate::RemediateTask::new(
-            kube::client_without_retries().await?,
-            node,
-            &args.remediate,
-            registry,
-            published.clone(),
-        ))
-    };
-    Ok((condition, remediation))
 }

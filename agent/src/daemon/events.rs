@@ -50,14 +50,8 @@ pub struct Args {
     pub event_series_max: u64,
 }
 
-impl Args {
-    /// The per-node write budget these flags describe.
-    fn budget(&self) -> Budget {
-        Budget::new(self.event_burst, self.event_writes_per_minute)
-    }
-}
-
 /// What the Event writer follows.
+#[derive(Clone)]
 pub(crate) struct Follows {
     /// Each reconcile's findings.
     pub(crate) findings: watch::Receiver<Published>,
@@ -109,8 +103,9 @@ impl EventTask {
             "Event series and resolutions not written yet (the API server refused or was away)",
             pending.clone(),
         );
+        let budget = Budget::new(args.event_burst, args.event_writes_per_minute);
         Self {
-            writer: EventWriter::new(client, node, refresh, args.budget()),
+            writer: EventWriter::new(client, node, refresh, budget),
             refresh,
             series_max: usize::try_from(args.event_series_max).unwrap_or(usize::MAX),
             writes,

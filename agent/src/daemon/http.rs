@@ -59,27 +59,28 @@ pub(crate) struct HttpMetrics {
 impl HttpMetrics {
     /// Both registered in `registry`, every listener's rejections at zero.
     pub(crate) fn register(registry: &mut Registry) -> Self {
-        let rejected = Family::<ListenerLabels, Counter>::default();
+        let m = Self::default();
         registry.register(
             "ipshadow_http_connections_rejected",
             "HTTP connections closed at accept because the listener, or the client's address, \
              held its maximum at once",
-            rejected.clone(),
+            m.rejected.clone(),
         );
         for (listener, limit) in [
             ("metrics", "listener"),
             ("metrics", "peer"),
             ("health", "listener"),
         ] {
-            let _ = rejected.get_or_create(&ListenerLabels { listener, limit });
+            let _ = m
+                .rejected
+                .get_or_create(&ListenerLabels { listener, limit });
         }
-        let auth = Family::<AuthLabels, Counter>::default();
         registry.register(
             "ipshadow_http_auth",
             "Requests to the metrics listener reviewed with --metrics-auth kubernetes, by result",
-            auth.clone(),
+            m.auth.clone(),
         );
-        Self { rejected, auth }
+        m
     }
 }
 
@@ -95,12 +96,6 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_mins(1);
 /// carries it as an extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Peer(pub(crate) IpAddr);
-
-impl Peer {
-    fn of(addr: SocketAddr) -> Self {
-        Self(addr.ip().to_canonical())
-    }
-}
 
 /// Why a listener could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +162,6 @@ impl Http {
                 super::scrape_auth::authorize,
             ));
         }
-        let rejected = metrics.rejected;
         let mut listeners = vec![Listener {
             name: "metrics",
             socket: bind(args.listen, "--listen or IPSHADOW_LISTEN").await?,
@@ -176,13 +170,10 @@ impl Http {
             per_peer: true,
         }];
         if args.health_listen != args.listen {
+            let flag = "--health-listen or IPSHADOW_HEALTH_LISTEN";
             listeners.push(Listener {
                 name: "health",
-                socket: bind(
-                    args.health_listen,
-                    "--health-listen or IPSHADOW_HEALTH_LISTEN",
-                )
-                .await?,
+                socket: bind(args.health_listen, flag).await?,
                 app: endpoints::health_router(state),
                 tls: None,
                 per_peer: false,
@@ -196,7 +187,7 @@ impl Http {
                 max_per_peer: count(args.http_max_connections_per_peer),
                 header_timeout: Duration::from_secs(args.http_header_timeout_seconds),
             },
-            rejected,
+            rejected: metrics.rejected,
         })
     }
 
@@ -244,11 +235,7 @@ fn scrape_auth(
     client: Option<&kube::Client>,
     results: Family<AuthLabels, Counter>,
 ) -> Result<Option<Arc<Auth>>, TlsError> {
-    let audiences = args
-        .metrics_auth_audiences
-        .clone()
-        .map(|a| a.0)
-        .unwrap_or_default();
+    let audiences = args.metrics_auth_audiences.clone().unwrap_or_default().0;
     match args.metrics_auth {
         MetricsAuth::Off if !audiences.is_empty() => Err(TlsError::AudiencesWithoutAuth),
         MetricsAuth::Off => Ok(None),
@@ -269,19 +256,13 @@ fn scrape_auth(
 /// `rejected`: the connections closed at accept over the listener's limit,
 /// and over a peer's.
 async fn serve(
-    Listener {
-        socket: listener,
-        app,
-        tls,
-        per_peer,
-        ..
-    }: Listener,
+    listener: Listener,
     limits: Limits,
     rejected: [Counter; 2],
     token: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let peers = Peers::new(if per_peer {
+    let peers = Peers::new(if listener.per_peer {
         limits.max_per_peer
     } else {
         limits.max_connections
@@ -290,10 +271,10 @@ async fn serve(
     loop {
         let accepted = tokio::select! {
             () = token.cancelled() => break,
-            a = listener.accept() => a,
+            a = listener.socket.accept() => a,
         };
         let (stream, peer) = match accepted {
-            Ok((stream, addr)) => (stream, Peer::of(addr)),
+            Ok((stream, addr)) => (stream, Peer(addr.ip().to_canonical())),
             Err(e) => {
                 // Out of file descriptors or a connection reset before accept: not fatal.
                 tracing::debug!(error = %e, "accepting an HTTP connection failed");
@@ -305,9 +286,9 @@ async fn serve(
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(peer)));
+        let service = TowerToHyperService::new(listener.app.clone().layer(axum::Extension(peer)));
         let token = token.clone();
-        let acceptor = tls.as_ref().map(|t| t.acceptor());
+        let acceptor = listener.tls.as_ref().map(|t| t.acceptor());
         connections.spawn(async move {
             let _held = held;
             let Some(acceptor) = acceptor else {

@@ -41,6 +41,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use self::supervise::Supervisor;
 
 use self::{
+    events::Follows,
     files::FileWatch,
     host::{HostSource, Trigger},
     http::{AppState, Http, HttpMetrics},
@@ -201,36 +202,52 @@ fn subscribe(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
     }
 }
 
+/// Where the reconcile loop and the observer publish (findings; traffic,
+/// unexplained traffic), and what the cluster side reads and publishes.
+type Senders = (
+    watch::Sender<Published>,
+    watch::Sender<Arc<Traffic>>,
+    watch::Sender<Arc<Unexplained>>,
+);
+
+/// The channels between the subsystems.
+fn channels() -> (Senders, cluster::Channels) {
+    let (published, findings) = watch::channel(Published::default());
+    let (traffic, traffic_rx) = watch::channel(Arc::<Traffic>::default());
+    let (unexplained, unexplained_rx) = watch::channel(Arc::<Unexplained>::default());
+    let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
+    let follows = Follows {
+        findings,
+        traffic: traffic_rx,
+        impacts,
+    };
+    let channels = cluster::Channels {
+        follows,
+        unexplained: unexplained_rx,
+        impacts_tx,
+    };
+    ((published, traffic, unexplained), channels)
+}
+
 /// Every subsystem, built and wired, none started; privileges dropped.
 async fn build(args: &Args, tasks: &Supervisor, registry: &mut Registry) -> Result<Built> {
-    let (published_tx, published) = watch::channel(Published::default());
-    let (traffic_tx, traffic) = watch::channel(Arc::<Traffic>::default());
-    let (unexplained_tx, unexplained) = watch::channel(Arc::<Unexplained>::default());
-    let (impacts_tx, impacts) = watch::channel(impact::Looked::default());
-    let view = view(&published, &traffic, &impacts);
+    let ((published_tx, traffic_tx, unexplained_tx), channels) = channels();
+    let view = view(channels.follows.clone());
+    let published = channels.follows.findings.clone();
     let reconciler = Reconciler::new(&args.node)?;
     let node = reconciler.node.clone();
     let (trigger_tx, triggers) = mpsc::channel(64);
     let host = HostSource::new(trigger_tx.clone()).map_err(subscribe("netlink notifications"))?;
     let source = Source::new(args).await?;
     let client = source.client().cloned();
-    let channels = cluster::Channels {
-        published: published.clone(),
-        traffic,
-        unexplained,
-        impacts_tx,
-        impacts,
-    };
     let side = side(args, source, &node, &trigger_tx, registry, channels).await?;
     let mut observer = ObserverTask::new(
         &args.observer,
         &node,
         registry,
         published,
-        observer::Outputs {
-            traffic: traffic_tx,
-            unexplained: unexplained_tx,
-        },
+        traffic_tx,
+        unexplained_tx,
     )?;
     let (ping, pings) = mpsc::channel(8);
     let ready = Arc::new(AtomicBool::new(false));
@@ -280,16 +297,11 @@ async fn listen(
 
 /// What `/metrics` shows at each scrape: the findings, traffic and impacts
 /// as last published, read where they are published.
-fn view(
-    published: &watch::Receiver<Published>,
-    traffic: &watch::Receiver<Arc<Traffic>>,
-    impacts: &watch::Receiver<impact::Looked>,
-) -> ViewSource {
-    let (published, traffic, impacts) = (published.clone(), traffic.clone(), impacts.clone());
+fn view(follows: Follows) -> ViewSource {
     Box::new(move || FindingsView {
-        findings: Arc::clone(&published.borrow().findings),
-        traffic: Arc::clone(&traffic.borrow()),
-        impacts: Arc::clone(&impacts.borrow().impacts),
+        findings: Arc::clone(&follows.findings.borrow().findings),
+        traffic: Arc::clone(&follows.traffic.borrow()),
+        impacts: Arc::clone(&follows.impacts.borrow().impacts),
     })
 }
 
@@ -304,12 +316,8 @@ async fn side(
 ) -> Result<Side> {
     Ok(match source {
         Source::Files(files) => {
-            let watch = FileWatch::new(&files.paths(), trigger_tx.clone()).map_err(|source| {
-                Error::Subscribe {
-                    what: "changes of the input files (inotify)",
-                    cause: source,
-                }
-            })?;
+            let watch = FileWatch::new(&files.paths(), trigger_tx.clone())
+                .map_err(subscribe("changes of the input files (inotify)"))?;
             tracing::info!("reading Kubernetes state from files; no Events are written");
             Side::Files(watch, files)
         }
@@ -349,46 +357,31 @@ fn spawn_all(
     built: Built,
     args: reconcile_loop::Args,
 ) {
-    let Built {
-        host,
-        observer,
-        http,
-        side,
-        reconciler,
-        wiring,
-    } = built;
     let run = || token.child_token();
-    tasks.spawn("netlink-notifier", host.run(run()));
-    if let Some(observer) = observer {
+    tasks.spawn("netlink-notifier", built.host.run(run()));
+    if let Some(observer) = built.observer {
         tasks.spawn("ebpf-observer", observer.run(run()));
     }
-    tasks.spawn("http", http.run(run()));
-    let input = match side {
+    tasks.spawn("http", built.http.run(run()));
+    let input = match built.side {
         Side::Files(watch, files) => {
             tasks.spawn("file-watch", watch.run(run()));
             Input::Files(Arc::new(std::sync::Mutex::new(*files)))
         }
         Side::Cluster(parts) => {
-            let cluster::Parts {
-                view,
-                watches,
-                condition,
-                remediation,
-                impact,
-                events,
-            } = *parts;
-            tasks.spawn("cluster-watches", watches.run(run()));
-            if let Some(condition) = condition {
+            let parts = *parts;
+            tasks.spawn("cluster-watches", parts.watches.run(run()));
+            if let Some(condition) = parts.condition {
                 tasks.spawn("node-condition", condition.run(run()));
             }
-            if let Some(remediation) = remediation {
+            if let Some(remediation) = parts.remediation {
                 tasks.spawn("remediation", remediation.run(run()));
             }
-            tasks.spawn("impact-lookups", impact.run(run()));
-            tasks.spawn("event-writer", events.run(run()));
-            Input::Cluster(view)
+            tasks.spawn("impact-lookups", parts.impact.run(run()));
+            tasks.spawn("event-writer", parts.events.run(run()));
+            Input::Cluster(parts.view)
         }
     };
-    let reconcile = ReconcileLoop::new(args, reconciler, input, wiring);
+    let reconcile = ReconcileLoop::new(args, built.reconciler, input, built.wiring);
     tasks.spawn("reconcile", reconcile.run(run()));
 }

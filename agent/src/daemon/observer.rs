@@ -34,14 +34,6 @@ pub struct Args {
     pub counters_seconds: u64,
 }
 
-/// Where the observer publishes.
-pub(crate) struct Outputs {
-    /// Host traffic to shadowed pods.
-    pub(crate) traffic: watch::Sender<Arc<Traffic>>,
-    /// Addresses of this node with traffic no finding explains.
-    pub(crate) unexplained: watch::Sender<Arc<Unexplained>>,
-}
-
 /// The attached observer and what it reads and writes.
 pub(crate) struct ObserverTask {
     observer: Box<Observer>,
@@ -69,16 +61,16 @@ impl privileges::Attached for ObserverTask {
 
 impl ObserverTask {
     /// Loads and attaches the program as `args` say: `None` when it is off or
-    /// unavailable (netlink-only), `Err` only when it is required.
+    /// unavailable (netlink-only), `Err` only when it is required. It publishes
+    /// host traffic to shadowed pods on `traffic`, and on `unexplained` the
+    /// addresses of this node with traffic no finding explains.
     pub(crate) fn new(
         args: &Args,
         node: &str,
         registry: &mut Registry,
         findings: watch::Receiver<Published>,
-        Outputs {
-            traffic,
-            unexplained,
-        }: Outputs,
+        traffic: watch::Sender<Arc<Traffic>>,
+        unexplained: watch::Sender<Arc<Unexplained>>,
     ) -> ebpf::Result<Option<Self>> {
         // Registered whatever happens: netlink-only agents export 0.
         let attached = Gauge::default();
@@ -217,10 +209,7 @@ impl ObserverTask {
         let mut current = BTreeMap::new();
         for ip in &watched {
             match self.observer.counters(*ip) {
-                Ok(Some(c)) => {
-                    current.insert(*ip, c);
-                }
-                Ok(None) => {}
+                Ok(c) => current.extend(c.map(|c| (*ip, c))),
                 Err(e) => tracing::warn!(error = %e, "reading eBPF counters failed"),
             }
         }

@@ -55,7 +55,7 @@ impl Supervisor {
         let gauge = self.up.get_or_create(&TaskLabels { task: name }).clone();
         gauge.set(1);
         let (token, stopped) = (self.token.clone(), Arc::clone(&self.stopped));
-        let task = test_hook::cut(name, task);
+        let task = cut(name, task);
         self.tracker.spawn(async move {
             let outcome = AssertUnwindSafe(task).catch_unwind().await;
             if token.is_cancelled() {
@@ -94,37 +94,26 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// In debug builds only: `IPSHADOW_TEST_END_TASK=<name>` cuts that task off
 /// after `IPSHADOW_TEST_END_AFTER_MS` (default 1000), as if it had ended, so
-/// the tests can prove a stopped task is noticed. Release builds run every
-/// task untouched.
-mod test_hook {
-    #[cfg(debug_assertions)]
-    pub(super) fn cut(
-        name: &'static str,
-        task: impl Future<Output = ()> + Send + 'static,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let end = std::env::var("IPSHADOW_TEST_END_TASK").is_ok_and(|t| t == name);
+/// the tests can prove a stopped task is noticed. Release builds read neither
+/// and cut no task.
+fn cut(
+    name: &'static str,
+    task: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    let end =
+        cfg!(debug_assertions) && std::env::var("IPSHADOW_TEST_END_TASK").is_ok_and(|t| t == name);
+    async move {
+        if !end {
+            return task.await;
+        }
         let after = std::env::var("IPSHADOW_TEST_END_AFTER_MS")
             .ok()
             .and_then(|ms| ms.parse().ok())
             .unwrap_or(1000);
-        async move {
-            if end {
-                tokio::select! {
-                    () = task => {}
-                    () = tokio::time::sleep(std::time::Duration::from_millis(after)) => {}
-                }
-            } else {
-                task.await;
-            }
+        tokio::select! {
+            () = task => {}
+            () = tokio::time::sleep(std::time::Duration::from_millis(after)) => {}
         }
-    }
-
-    #[cfg(not(debug_assertions))]
-    pub(super) fn cut(
-        _name: &'static str,
-        task: impl Future<Output = ()> + Send + 'static,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        task
     }
 }
 

@@ -85,7 +85,7 @@ fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// Token audiences, as `--metrics-auth-audiences` lists them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Audiences(pub Vec<String>);
 
 /// At most this many audiences.

@@ -4,7 +4,7 @@
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
 };
 
 /// The open connections of each peer of one listener. A peer is in the table
@@ -31,13 +31,9 @@ impl Peers {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, usize>> {
-        crate::inventory::lock(&self.open)
-    }
-
     /// A place for one more connection of `peer`, unless it holds its cap.
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
-        let mut open = self.lock();
+        let mut open = crate::inventory::lock(&self.open);
         let n = open.entry(peer).or_insert(0);
         if *n >= self.cap {
             return None;
@@ -51,13 +47,13 @@ impl Peers {
 
     #[cfg(test)]
     fn peers(&self) -> usize {
-        self.lock().len()
+        crate::inventory::lock(&self.open).len()
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self.peers.lock();
+        let mut open = crate::inventory::lock(&self.peers.open);
         if let Some(n) = open.get_mut(&self.peer) {
             *n = n.saturating_sub(1);
             if *n == 0 {

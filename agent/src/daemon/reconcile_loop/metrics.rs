@@ -39,9 +39,10 @@ pub(crate) struct LoopMetrics {
     host_reads: Counter,
 }
 
-impl Default for LoopMetrics {
-    fn default() -> Self {
-        Self {
+impl LoopMetrics {
+    /// Every one registered in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let m = Self {
             source_up: Family::default(),
             invalid_objects: Family::default(),
             reconciles: Family::default(),
@@ -54,14 +55,7 @@ impl Default for LoopMetrics {
             namespaces: Default::default(),
             namespace_reads: Counter::default(),
             host_reads: Counter::default(),
-        }
-    }
-}
-
-impl LoopMetrics {
-    /// Every one registered in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> Self {
-        let m = Self::default();
+        };
         registry.register(
             "ipshadow_source_up",
             "1 when the last read of a source (netlink, pods, ciliumnodes, subnets) worked",
