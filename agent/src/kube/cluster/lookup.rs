@@ -144,10 +144,9 @@ impl Holders {
     fn follow(&self, f: Followed, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
         let k = self.keys.clone();
         let stopped = stop.clone();
-        let name = f.name.clone();
         watch::run(
             Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-            selected(&format!("metadata.name={name}")),
+            selected(&format!("metadata.name={}", f.name)),
             // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
             "pods-elsewhere",
             self.sink.clone(),

@@ -95,20 +95,19 @@ impl Lookup for Refusals {
     /// The waiting pods; the refusals of pods no longer waiting are dropped.
     fn wanted(&mut self, (): &()) -> Vec<PodKey> {
         let now = crate::report::traffic::unix_now();
-        let mut st = lock(&self.1.state);
-        let waiting: Vec<PodKey> = (st.pods_here.values())
-            .filter(|p| waiting(p, now))
-            .map(PodKey::of)
-            .collect();
-        let before = st.sandbox.len() + st.sandbox_problems.len();
-        let keep = |uid: &String| waiting.iter().any(|k| k.uid == *uid);
-        st.sandbox.retain(|uid, _| keep(uid));
-        st.sandbox_problems.retain(|uid, _| keep(uid));
-        if st.sandbox.len() + st.sandbox_problems.len() != before {
-            drop(st);
-            (self.1.on_change)();
-        }
-        waiting
+        let mut wanted = Vec::new();
+        self.1.change(|st| {
+            wanted = (st.pods_here.values())
+                .filter(|p| waiting(p, now))
+                .map(PodKey::of)
+                .collect();
+            let before = st.sandbox.len() + st.sandbox_problems.len();
+            let keep = |uid: &String| wanted.iter().any(|k| k.uid == *uid);
+            st.sandbox.retain(|uid, _| keep(uid));
+            st.sandbox_problems.retain(|uid, _| keep(uid));
+            st.sandbox.len() + st.sandbox_problems.len() != before
+        });
+        wanted
     }
 
     /// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among the
