@@ -26,8 +26,9 @@ use super::{
     Sink,
     convert::convert_pod,
     follow::{Lookup, Pace},
+    initial::Scope,
     lean::LeanPod,
-    selected, watch,
+    watch,
 };
 use crate::{inventory::Pod, report::traffic::Unexplained};
 
@@ -146,7 +147,7 @@ impl Holders {
         let stopped = stop.clone();
         watch::run(
             Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-            selected(&format!("metadata.name={}", f.name)),
+            Scope::Selected(format!("metadata.name={}", f.name)),
             // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
             "pods-elsewhere",
             self.sink.clone(),

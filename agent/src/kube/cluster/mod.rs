@@ -136,11 +136,6 @@ impl Sink {
     }
 }
 
-/// What a field selector picks: one node's pods, one object by name.
-fn selected(fields: &str) -> Scope {
-    Scope::Selected(fields.to_owned())
-}
-
 /// The watches of one node; [`ClusterSource::run`] runs them.
 pub struct ClusterSource {
     client: Client,
@@ -268,7 +263,7 @@ impl ClusterSource {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
             Api::<K8sPod>::all(self.client.clone()),
-            selected(&format!("spec.nodeName={}", self.sink.node)),
+            Scope::Selected(format!("spec.nodeName={}", self.sink.node)),
             "pods",
             self.sink.clone(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
@@ -309,7 +304,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<LeanNode>::all(self.client.clone()),
-            selected(&format!("metadata.name={}", self.sink.node)),
+            Scope::Selected(format!("metadata.name={}", self.sink.node)),
             "nodes",
             self.sink.clone(),
             |st, ev| st.node.apply(ev, convert_node),
@@ -317,7 +312,7 @@ impl ClusterSource {
         ));
         tasks.spawn(watch::run(
             Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
-            selected(&format!("metadata.name={CILIUM_CONFIG}")),
+            Scope::Selected(format!("metadata.name={CILIUM_CONFIG}")),
             "cilium-config",
             self.sink.clone(),
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
