@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use super::{
     cluster::{
         lean::{LeanCiliumNode, LeanListedNode, LeanNodeMeta, LeanPod, LeanSubnet},
-        list_body::{each_item, list_request},
+        list_body::{Listed, each_item, list_request},
     },
     objects,
 };
@@ -97,23 +97,14 @@ impl<'a> Ask<'a> {
     }
 }
 
-/// What reading a list gave.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Paged {
-    /// Items handed on.
-    items: usize,
-    /// Stopped at [`Ask::most`]: there were more.
-    cut: bool,
-}
-
 /// Every page of `ask`, each item parsed as `K` and handed to `each` as it
-/// comes off the wire.
+/// comes off the wire; what the pages gave (`cut`: stopped at [`Ask::most`]).
 async fn pages<K>(
     client: &kube::Client,
     ask: Ask<'_>,
     progress: Progress<'_>,
     mut each: impl FnMut(K),
-) -> Result<Paged, ListError>
+) -> Result<Listed, ListError>
 where
     K: DeserializeOwned + Send + 'static,
 {
@@ -140,15 +131,16 @@ where
             Read::Pages => usize::MAX,
         };
         let request = list_request(ask.url, &lp, ask.metadata_only).map_err(failed)?;
-        let listed = each_item(client, request, most, &mut each)
+        let mut listed = each_item(client, request, most, &mut each)
             .await
             .map_err(failed)?;
         seen += listed.items;
-        next = listed.meta.continue_.filter(|c| !c.is_empty());
-        let cut = listed.cut || (next.is_some() && seen >= ask.most && ask.read == Read::Cache);
-        progress(ask.what, seen, next.is_none() || cut);
-        if cut || next.is_none() {
-            return Ok(Paged { items: seen, cut });
+        next = listed.meta.continue_.take().filter(|c| !c.is_empty());
+        listed.cut |= next.is_some() && seen >= ask.most && ask.read == Read::Cache;
+        progress(ask.what, seen, next.is_none() || listed.cut);
+        if listed.cut || next.is_none() {
+            listed.items = seen;
+            return Ok(listed);
         }
     }
 }
@@ -264,7 +256,7 @@ async fn pods(
         ..Ask::new("pods", &url, read, PODS_MOST)
     };
     let listed = pages(client, ask, progress, |p: LeanPod| {
-        pods.push(objects::pod(p.pod(), annotation_keys, invalid));
+        pods.push(objects::pod(&p.0, annotation_keys, invalid));
     })
     .await?;
     if listed.cut {
@@ -328,12 +320,12 @@ async fn nodes(
         ..Ask::new("nodes", &url, read, CLUSTER_MOST)
     };
     pages(client, ask, progress, |lean: LeanListedNode| {
-        let n = lean.node();
+        let n = &lean.node;
         let name = n.metadata.name.clone().unwrap_or_default();
         let annotations = n.metadata.annotations.clone().unwrap_or_default();
         annotated.extend(objects::node_annotations(&name, &annotations, invalid));
         let mut node = objects::with_addresses(objects::node_facts(n, invalid), n, invalid);
-        node.calico_annotated |= lean.calico_annotated();
+        node.calico_annotated |= lean.calico_annotated;
         facts.push(node);
     })
     .await?;

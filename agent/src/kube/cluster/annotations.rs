@@ -7,13 +7,8 @@ use kube::Api;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    ClusterSource,
-    cache::Cache,
-    convert::convert_node_annotations,
-    initial::Scope,
-    lean::LeanNodeMeta,
-    lock, wants_annotations,
-    watch::{self, Watched},
+    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope,
+    lean::LeanNodeMeta, lock, wants_annotations, watch,
 };
 
 impl ClusterSource {
@@ -37,11 +32,9 @@ impl ClusterSource {
                         );
                         let stop = token.child_token();
                         tasks.spawn(watch::run(
-                            Watched {
-                                api: Api::<LeanNodeMeta>::all(client.clone()),
-                                scope: Scope::Cluster,
-                                source: "node-annotations",
-                            },
+                            Api::<LeanNodeMeta>::all(client.clone()),
+                            Scope::Cluster,
+                            "node-annotations",
                             sink.clone(),
                             |st, ev| st.annotated.apply(ev, convert_node_annotations),
                             stop.clone(),
@@ -54,13 +47,12 @@ impl ClusterSource {
                         );
                         stop.cancel();
                         running = None;
-                        {
-                            let mut st = lock(&sink.state);
+                        sink.change(|st| {
                             st.annotated = Cache::default();
                             // Not read, so no series (a stale 1 or 0 would stay).
                             st.absent.insert("node-annotations");
-                        }
-                        (sink.on_change)();
+                            true
+                        });
                     }
                     _ => {}
                 }

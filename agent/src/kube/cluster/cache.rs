@@ -32,35 +32,13 @@ impl<T> Default for Entries<T> {
 impl<T: PartialEq> Entries<T> {
     /// Stores one converted object; whether anything detection reads changed.
     fn put(&mut self, (key, value, mut problems): Converted<T>) -> bool {
-        let value = match value {
-            Ok(v) => Some(v),
-            Err(e) => {
-                problems.push(e);
-                None
-            }
-        };
-        let same_value = self.ok.get(&key) == value.as_ref();
-        let same_problems = self
-            .problems
-            .get(&key)
-            .map_or(problems.is_empty(), |p| *p == problems);
-        if same_value && same_problems {
-            return false;
-        }
+        let value = value.map_err(|e| problems.push(e)).ok();
+        let changed = self.ok.get(&key) != value.as_ref();
         match value {
-            Some(v) => {
-                self.ok.insert(key.clone(), v);
-            }
-            None => {
-                self.ok.remove(&key);
-            }
-        }
-        if problems.is_empty() {
-            self.problems.remove(&key);
-        } else {
-            self.problems.insert(key, problems);
-        }
-        true
+            Some(v) => self.ok.insert(key.clone(), v),
+            None => self.ok.remove(&key),
+        };
+        replace(&mut self.problems, &key, problems) | changed
     }
 
     /// Forgets one object; whether it was there.
@@ -68,6 +46,21 @@ impl<T: PartialEq> Entries<T> {
         let had = self.ok.remove(key).is_some();
         self.problems.remove(key).is_some() || had
     }
+}
+
+/// Keeps `new` as `key`'s entry of `map` (none when empty); whether it changed.
+pub(super) fn replace<T: PartialEq>(
+    map: &mut BTreeMap<String, Vec<T>>,
+    key: &str,
+    new: Vec<T>,
+) -> bool {
+    let changed = map.get(key).map_or(!new.is_empty(), |o| *o != new);
+    if new.is_empty() {
+        map.remove(key);
+    } else {
+        map.insert(key.to_owned(), new);
+    }
+    changed
 }
 
 pub(crate) struct Cache<T> {

@@ -67,15 +67,10 @@ impl Lookup for Confirmations {
     /// Keeps what the record holds; a reconcile when that changed. Read again
     /// on the widening schedule whatever it holds.
     fn store(&mut self, pod: &PodKey, found: Vec<IpAddr>) -> bool {
-        let changed = {
-            let mut st = lock(&self.sink.state);
-            let changed = st.kube_ovn_ips.get(&pod.uid) != Some(&found);
-            st.kube_ovn_ips.insert(pod.uid.clone(), found);
-            changed
-        };
-        if changed {
-            (self.sink.on_change)();
-        }
+        self.sink.change(|st| {
+            let old = st.kube_ovn_ips.insert(pod.uid.clone(), found);
+            old.as_ref() != st.kube_ovn_ips.get(&pod.uid)
+        });
         false
     }
 

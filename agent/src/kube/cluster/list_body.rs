@@ -34,17 +34,6 @@ const METADATA_ONLY: &str =
 /// What the reader's error says when its consumer stopped it.
 const STOPPED: &str = "the list's reader stopped";
 
-/// Why a watch's list could not be used.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum BodyError {
-    /// Not the JSON of a list, or cut short.
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    /// The list has no `metadata.resourceVersion` to watch from.
-    #[error("the list has no metadata.resourceVersion")]
-    NoResourceVersion,
-}
-
 /// What a list says of itself: where a watch resumes, where the next page starts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -66,12 +55,10 @@ pub(super) struct BodyRead {
 }
 
 impl BodyRead {
-    /// The resourceVersion a watch resumes from.
-    pub(super) fn resource_version(self) -> Result<String, BodyError> {
-        self.meta
-            .resource_version
-            .filter(|v| !v.is_empty())
-            .ok_or(BodyError::NoResourceVersion)
+    /// The resourceVersion a watch resumes from (none: the list has no
+    /// `metadata.resourceVersion` to watch from).
+    pub(super) fn resource_version(self) -> Option<String> {
+        self.meta.resource_version.filter(|v| !v.is_empty())
     }
 }
 

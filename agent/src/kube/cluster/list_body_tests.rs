@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// Why a list could not be used.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// Not the JSON of a list, or cut short.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The list has no `metadata.resourceVersion` to watch from.
+    #[error("the list has no metadata.resourceVersion")]
+    NoResourceVersion,
+}
+
 #[derive(Debug, Deserialize, PartialEq)]
 struct Item {
     name: String,
@@ -44,9 +55,9 @@ fn each_item_is_handed_on_before_the_rest_of_the_body_is_read() {
         at.push((i.name, read.get()));
         true
     })
-    .map_err(BodyError::from)
-    .and_then(BodyRead::resource_version)
-    .expect("parses");
+    .expect("parses")
+    .resource_version()
+    .expect("a resourceVersion");
     assert_eq!(rv, "3");
     let end_of = |item: &str| {
         let needle = format!(r#"{{"name":"{item}"}}"#);
@@ -71,7 +82,8 @@ fn all(body: &[u8]) -> Result<(Vec<Item>, String), BodyError> {
         items.push(i);
         true
     })?
-    .resource_version()?;
+    .resource_version()
+    .ok_or(BodyError::NoResourceVersion)?;
     Ok((items, rv))
 }
 
@@ -135,7 +147,7 @@ proptest::proptest! {
         let body = doc.to_string();
         let mut got = Vec::new();
         let read = read_list::<serde_json::Value>(Trickle(body.as_bytes()), |v| { got.push(v); true });
-        proptest::prop_assert_eq!(read.ok().and_then(|r| r.resource_version().ok()), Some(rv));
+        proptest::prop_assert_eq!(read.ok().and_then(BodyRead::resource_version), Some(rv));
         proptest::prop_assert_eq!(got, items);
     }
 }

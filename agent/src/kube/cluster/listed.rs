@@ -19,12 +19,12 @@ use futures::{
 };
 use kube::{
     Api, Client, ResourceExt as _,
-    api::{ListParams, VersionMatch, WatchEvent, WatchParams},
+    api::{ListParams, WatchEvent, WatchParams},
     runtime::watcher::{Error, Event},
 };
 use serde::de::DeserializeOwned;
 
-use super::list_body::{self, BodyError};
+use super::list_body;
 
 /// A watch is dead when nothing, not even a bookmark, came for its timeout
 /// and this margin (kube-runtime's idle timeout).
@@ -160,8 +160,7 @@ where
     K: DeserializeOwned + Send + 'static,
 {
     let (tx, items) = tokio::sync::mpsc::channel(list_body::AHEAD);
-    let request =
-        request(url, fields).map_err(|e| Error::InitialListFailed(kube::Error::BuildRequest(e)))?;
+    let request = request(url, fields).map_err(Error::InitialListFailed)?;
     // A send fails only when the stream was dropped: the read stops.
     let parse = list_body::parse(client, request, move |o| tx.blocking_send(o).is_ok())
         .await
@@ -192,15 +191,9 @@ where
 
 /// The resourceVersion of a list read to its end.
 async fn finished(parse: list_body::Parse) -> Result<String, Error> {
-    parse
-        .finished()
-        .await
-        .map_err(Error::InitialListFailed)?
+    (parse.finished().await.map_err(Error::InitialListFailed)?)
         .resource_version()
-        .map_err(|e| match e {
-            BodyError::NoResourceVersion => Error::NoResourceVersion,
-            BodyError::Json(e) => Error::InitialListFailed(kube::Error::SerdeError(e)),
-        })
+        .ok_or(Error::NoResourceVersion)
 }
 
 /// A list that failed on the wire (not a body that is no list).
@@ -209,17 +202,12 @@ fn failed(e: std::io::Error) -> Error {
 }
 
 /// The list request kube's watcher sends with `any_semantic` and no pages.
-fn request(
-    url: &str,
-    fields: Option<&str>,
-) -> Result<http::Request<Vec<u8>>, kube::core::request::Error> {
+fn request(url: &str, fields: Option<&str>) -> kube::Result<http::Request<Vec<u8>>> {
     let lp = ListParams {
         field_selector: fields.map(str::to_owned),
-        resource_version: Some("0".into()),
-        version_match: Some(VersionMatch::NotOlderThan),
-        ..ListParams::default()
+        ..ListParams::default().match_any()
     };
-    kube::core::Request::new(url).list(&lp)
+    list_body::list_request(url, &lp, false)
 }
 
 #[cfg(test)]

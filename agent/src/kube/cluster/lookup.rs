@@ -26,9 +26,9 @@ use super::{
     Sink,
     convert::convert_pod,
     follow::{Lookup, Pace},
+    initial::Scope,
     lean::LeanPod,
-    selected,
-    watch::{self, Watched},
+    watch,
 };
 use crate::{inventory::Pod, report::traffic::Unexplained};
 
@@ -65,7 +65,7 @@ pub async fn pods_holding(
     let request = list_request(&K8sPod::url_path(&(), None), &params, false)?;
     let mut found = Vec::new();
     let listed = each_item(client, request, HOLDERS_MOST, |p: LeanPod| {
-        let p = p.pod();
+        let p = &p.0;
         if !p.name_any().is_empty() {
             found.extend(convert_pod(p, annotation_keys).1.ok());
         }
@@ -145,14 +145,11 @@ impl Holders {
     fn follow(&self, f: Followed, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
         let k = self.keys.clone();
         let stopped = stop.clone();
-        let name = f.name.clone();
         watch::run(
-            Watched {
-                api: Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-                scope: selected(&format!("metadata.name={name}")),
-                // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
-                source: "pods-elsewhere",
-            },
+            Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
+            Scope::Selected(format!("metadata.name={}", f.name)),
+            // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
+            "pods-elsewhere",
             self.sink.clone(),
             move |st, ev| {
                 // An event that raced the stop must not bring the cache back.

@@ -41,7 +41,6 @@ use self::{
     initial::{Initial, InitialList, Scope},
     lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanSubnet},
     lookup::Followed,
-    watch::Watched,
 };
 pub use self::{
     lookup::pods_holding,
@@ -117,25 +116,24 @@ struct Sink {
 }
 
 impl Sink {
-    /// Sets what `field` picks to `new`; a reconcile when that changed it.
-    fn set<T: PartialEq>(&self, field: impl FnOnce(&mut State) -> &mut T, new: T) {
-        let changed = {
-            let mut st = lock(&self.state);
-            let old = field(&mut st);
-            *old != new && {
-                *old = new;
-                true
-            }
-        };
+    /// Changes the state; a reconcile when `change` says it changed anything.
+    fn change(&self, change: impl FnOnce(&mut State) -> bool) {
+        let changed = change(&mut lock(&self.state));
         if changed {
             (self.on_change)();
         }
     }
-}
 
-/// What a field selector picks: one node's pods, one object by name.
-fn selected(fields: &str) -> Scope {
-    Scope::Selected(fields.to_owned())
+    /// Sets what `field` picks to `new`; a reconcile when that changed it.
+    fn set<T: PartialEq>(&self, field: impl FnOnce(&mut State) -> &mut T, new: T) {
+        self.change(|st| {
+            let old = field(st);
+            *old != new && {
+                *old = new;
+                true
+            }
+        });
+    }
 }
 
 /// The watches of one node; [`ClusterSource::run`] runs them.
@@ -264,11 +262,9 @@ impl ClusterSource {
     ) -> Arc<tokio::sync::Notify> {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
-            Watched {
-                api: Api::<K8sPod>::all(self.client.clone()),
-                scope: selected(&format!("spec.nodeName={}", self.sink.node)),
-                source: "pods",
-            },
+            Api::<K8sPod>::all(self.client.clone()),
+            Scope::Selected(format!("spec.nodeName={}", self.sink.node)),
+            "pods",
             self.sink.clone(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
             token.clone(),
@@ -277,11 +273,9 @@ impl ClusterSource {
         let moved = cilium_nodes_moved.clone();
         let on_change = self.sink.on_change.clone();
         tasks.spawn(watch::run(
-            Watched {
-                api: Api::<LeanCiliumNode>::all(self.client.clone()),
-                scope: Scope::Cluster,
-                source: "ciliumnodes",
-            },
+            Api::<LeanCiliumNode>::all(self.client.clone()),
+            Scope::Cluster,
+            "ciliumnodes",
             Sink {
                 on_change: Arc::new(move || {
                     on_change();
@@ -301,31 +295,25 @@ impl ClusterSource {
     /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
-            Watched {
-                api: Api::<LeanSubnet>::all(self.client.clone()),
-                scope: Scope::Cluster,
-                source: "subnets",
-            },
+            Api::<LeanSubnet>::all(self.client.clone()),
+            Scope::Cluster,
+            "subnets",
             self.sink.clone(),
             |st, ev| st.subnets.apply(ev, |o| by_name(o, objects::subnet)),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Watched {
-                api: Api::<LeanNode>::all(self.client.clone()),
-                scope: selected(&format!("metadata.name={}", self.sink.node)),
-                source: "nodes",
-            },
+            Api::<LeanNode>::all(self.client.clone()),
+            Scope::Selected(format!("metadata.name={}", self.sink.node)),
+            "nodes",
             self.sink.clone(),
             |st, ev| st.node.apply(ev, convert_node),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Watched {
-                api: Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
-                scope: selected(&format!("metadata.name={CILIUM_CONFIG}")),
-                source: "cilium-config",
-            },
+            Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
+            Scope::Selected(format!("metadata.name={CILIUM_CONFIG}")),
+            "cilium-config",
             self.sink.clone(),
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
@@ -379,12 +367,7 @@ impl ClusterSource {
             }
             let apply =
                 |st: &mut State, ev| st.ip_pools.apply(ev, |o| by_name(o, objects::ip_pool));
-            let pools = Watched {
-                api,
-                scope: Scope::Cluster,
-                source: "ippools",
-            };
-            watch::run(pools, sink, apply, token).await;
+            watch::run(api, Scope::Cluster, "ippools", sink, apply, token).await;
         }
     }
 }

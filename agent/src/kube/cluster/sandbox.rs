@@ -14,10 +14,11 @@
 //! ([`crate::kube::list::refusals`]): whoever may write Events in the pod's
 //! namespace cannot make the agent hold them whole.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use super::{
     Sink,
+    cache::replace,
     follow::{Lookup, Pace},
     lock,
 };
@@ -94,20 +95,19 @@ impl Lookup for Refusals {
     /// The waiting pods; the refusals of pods no longer waiting are dropped.
     fn wanted(&mut self, (): &()) -> Vec<PodKey> {
         let now = crate::report::traffic::unix_now();
-        let mut st = lock(&self.1.state);
-        let waiting: Vec<PodKey> = (st.pods_here.values())
-            .filter(|p| waiting(p, now))
-            .map(PodKey::of)
-            .collect();
-        let before = st.sandbox.len() + st.sandbox_problems.len();
-        let keep = |uid: &String| waiting.iter().any(|k| k.uid == *uid);
-        st.sandbox.retain(|uid, _| keep(uid));
-        st.sandbox_problems.retain(|uid, _| keep(uid));
-        if st.sandbox.len() + st.sandbox_problems.len() != before {
-            drop(st);
-            (self.1.on_change)();
-        }
-        waiting
+        let mut wanted = Vec::new();
+        self.1.change(|st| {
+            wanted = (st.pods_here.values())
+                .filter(|p| waiting(p, now))
+                .map(PodKey::of)
+                .collect();
+            let before = st.sandbox.len() + st.sandbox_problems.len();
+            let keep = |uid: &String| wanted.iter().any(|k| k.uid == *uid);
+            st.sandbox.retain(|uid, _| keep(uid));
+            st.sandbox_problems.retain(|uid, _| keep(uid));
+            st.sandbox.len() + st.sandbox_problems.len() != before
+        });
+        wanted
     }
 
     /// The `FailedCreatePodSandBox` refusals ipshadow diagnoses among the
@@ -126,14 +126,11 @@ impl Lookup for Refusals {
 
     /// Keeps the refusals read for the pod; a reconcile when they changed.
     fn store(&mut self, pod: &PodKey, (found, problems): Found) -> bool {
-        let mut st = lock(&self.1.state);
-        st.up.insert("events", true);
-        let changed = replace(&mut st.sandbox, &pod.uid, found)
-            | replace(&mut st.sandbox_problems, &pod.uid, problems);
-        drop(st);
-        if changed {
-            (self.1.on_change)();
-        }
+        self.1.change(|st| {
+            st.up.insert("events", true);
+            replace(&mut st.sandbox, &pod.uid, found)
+                | replace(&mut st.sandbox_problems, &pod.uid, problems)
+        });
         false
     }
 
@@ -142,17 +139,6 @@ impl Lookup for Refusals {
         lock(&self.1.state).up.insert("events", false);
         (self.1.on_change)();
     }
-}
-
-/// Keeps `new` as `uid`'s entry of `map` (none when empty); whether it changed.
-fn replace<T: PartialEq>(map: &mut BTreeMap<String, Vec<T>>, uid: &str, new: Vec<T>) -> bool {
-    let changed = map.get(uid).map_or(!new.is_empty(), |o| *o != new);
-    if new.is_empty() {
-        map.remove(uid);
-    } else {
-        map.insert(uid.to_owned(), new);
-    }
-    changed
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use super::{Ask, ListError, Paged, Progress, Read, cut_list, pages};
+use super::{Ask, ListError, Listed, Progress, Read, cut_list, pages};
 use crate::inventory::Invalid;
 
 pub(super) type Gvk = (&'static str, &'static str, &'static str, &'static str);
@@ -21,7 +21,7 @@ pub(super) async fn custom<L>(
     (read, most): (Read, usize),
     progress: Progress<'_>,
     each: impl FnMut(L),
-) -> Result<Paged, ListError>
+) -> Result<Listed, ListError>
 where
     L: DeserializeOwned + Send + 'static,
 {
@@ -33,7 +33,7 @@ where
         Err(ListError {
             cause: kube::Error::Api(s),
             ..
-        }) if s.code == 404 => Ok(Paged::default()),
+        }) if s.code == 404 => Ok(Listed::default()),
         other => other,
     }
 }

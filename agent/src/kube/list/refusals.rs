@@ -18,11 +18,7 @@ use crate::{
 
 /// Pods of a node whose sandbox refusals are read at most, and Events read
 /// of each, as the agent does.
-pub(in crate::kube) const REFUSALS_OF: usize = 50;
-/// The field selector of one pod's refusals.
-pub(in crate::kube) fn of_pod(uid: &str) -> String {
-    format!("involvedObject.uid={uid},reason=FailedCreatePodSandBox")
-}
+const REFUSALS_OF: usize = 50;
 
 /// kubelet's refusals as `scope` reads them; what is cut short goes to `invalid`.
 pub(super) async fn refusals(
@@ -77,7 +73,8 @@ pub(in crate::kube) async fn of_one_pod(
 ) -> kube::Result<(Vec<SandboxFailure>, bool)> {
     let url = Event::url_path(&(), Some(namespace));
     let limit = u32::try_from(REFUSALS_OF).unwrap_or(u32::MAX);
-    let params = ListParams::default().fields(&of_pod(uid)).limit(limit);
+    let fields = format!("involvedObject.uid={uid},reason=FailedCreatePodSandBox");
+    let params = ListParams::default().fields(&fields).limit(limit);
     let request = list_request(&url, &params, false)?;
     let mut found = Vec::new();
     let listed = each_item(client, request, REFUSALS_OF, |e: LeanEvent| {

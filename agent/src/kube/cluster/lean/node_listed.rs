@@ -16,23 +16,12 @@ use super::node::LeanNodeWire;
 /// pods, conditions and addresses.
 #[derive(Clone, Debug, Default)]
 pub(in crate::kube) struct LeanListedNode {
-    node: Node,
-    /// Whether any `projectcalico.org/` annotation was there (calico-node's
-    /// Kubernetes datastore writes them), read or not.
-    calico_annotated: bool,
-}
-
-impl LeanListedNode {
     /// The kept fields as a `Node`, for the converters.
-    pub(in crate::kube) fn node(&self) -> &Node {
-        &self.node
-    }
-
-    /// Whether calico-node annotated it (the converters see only the
-    /// annotations they read).
-    pub(in crate::kube) fn calico_annotated(&self) -> bool {
-        self.calico_annotated
-    }
+    pub(in crate::kube) node: Node,
+    /// Whether any `projectcalico.org/` annotation was there (calico-node's
+    /// Kubernetes datastore writes them), read or not: the converters see
+    /// only the annotations they read.
+    pub(in crate::kube) calico_annotated: bool,
 }
 
 impl<'de> Deserialize<'de> for LeanListedNode {
@@ -100,15 +89,10 @@ mod tests {
             let whole: Node = serde_json::from_value(item.clone()).expect("a Node");
             let bytes = serde_json::to_vec(&item).expect("bytes");
             let lean: LeanListedNode = serde_json::from_slice(&bytes).expect("lean");
-            assert!(lean.node().metadata.managed_fields.is_none());
-            assert!(
-                lean.node()
-                    .status
-                    .as_ref()
-                    .is_none_or(|s| s.images.is_none())
-            );
+            assert!(lean.node.metadata.managed_fields.is_none());
+            assert!(lean.node.status.as_ref().is_none_or(|s| s.images.is_none()));
             assert_eq!(
-                converted(lean.node(), lean.calico_annotated()),
+                converted(&lean.node, lean.calico_annotated),
                 converted(&whole, false),
                 "{item}"
             );

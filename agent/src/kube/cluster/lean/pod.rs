@@ -23,14 +23,7 @@ use serde::Deserialize;
 
 /// A pod cut to what the converter reads.
 #[derive(Clone, Debug, Default)]
-pub(in crate::kube) struct LeanPod(Pod);
-
-impl LeanPod {
-    /// The kept fields as a `Pod`, for the converter.
-    pub(in crate::kube) fn pod(&self) -> &Pod {
-        &self.0
-    }
-}
+pub(in crate::kube) struct LeanPod(pub(in crate::kube) Pod);
 
 impl<'de> Deserialize<'de> for LeanPod {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -126,7 +119,7 @@ mod tests {
             let lean: LeanPod = serde_json::from_slice(&bytes).expect("lean");
             let (mut p1, mut p2) = (Vec::new(), Vec::new());
             assert_eq!(
-                objects::pod(lean.pod(), &keys(), &mut p1),
+                objects::pod(&lean.0, &keys(), &mut p1),
                 objects::pod(&whole, &keys(), &mut p2),
                 "{name}"
             );
@@ -155,7 +148,7 @@ mod tests {
                        "conditions": [{"type": "Ready", "status": "True"}]}
         });
         let lean: LeanPod = serde_json::from_value(item.clone()).expect("lean");
-        let p = lean.pod();
+        let p = &lean.0;
         assert!(p.metadata.labels.is_none() && p.metadata.managed_fields.is_none());
         let spec = p.spec.as_ref().expect("spec");
         assert!(spec.containers.is_empty() && spec.volumes.is_none());
@@ -170,6 +163,6 @@ mod tests {
         // A pod of no fields at all still reads (and converts as empty).
         let empty: LeanPod =
             serde_json::from_value(Value::Object(serde_json::Map::new())).expect("lean");
-        assert!(empty.pod().spec.is_none());
+        assert!(empty.0.spec.is_none());
     }
 }
