@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 pub use crate::kube::ReadArgs;
 use crate::{
     detect::{Finding, detect_with_truth, lookups},
-    inventory::{ClusterState, HostNetwork, Inventory, TruthTable},
+    inventory::{ClusterState, HostNetwork, Inventory, TruthTable, link_local},
     netlink::{self, Netlink},
 };
 
@@ -156,16 +156,12 @@ impl Reconciler {
         let inventory = Inventory::new(node, device, Arc::clone(&host), facts, kube.clone());
         let run = move || {
             let (findings, truth) = detect_with_truth(&inventory);
-            let claimable = claimable(&inventory);
-            let leaving = leaving(&inventory);
-            let foreign_ranges = crate::detect::foreign_bridge_ranges(&inventory);
-            let calico = crate::cni::calico::runs_here(&inventory.host.links);
             Reconciled {
                 findings,
-                claimable,
-                leaving,
-                foreign_ranges,
-                calico,
+                claimable: claimable(&inventory),
+                leaving: leaving(&inventory),
+                foreign_ranges: crate::detect::foreign_bridge_ranges(&inventory),
+                calico: crate::cni::calico::runs_here(&inventory.host.links),
                 host,
                 truth,
             }
@@ -234,17 +230,13 @@ pub fn claimable(inv: &Inventory) -> BTreeSet<IpAddr> {
         crate::inventory::Role::of_device(device, &inv.router_device, &inv.node)
             != crate::inventory::Role::Local
     };
-    let link_local = |ip: &IpAddr| match ip {
-        IpAddr::V4(a) => a.is_link_local() || a.is_loopback(),
-        IpAddr::V6(a) => a.is_unicast_link_local() || a.is_loopback(),
-    };
     inv.host
         .addresses
         .iter()
         .filter(|a| {
             infra.contains(&a.ip)
                 || ranges.iter().any(|r| r.contains(&a.ip))
-                || (cni_device(&a.device) && !link_local(&a.ip))
+                || (cni_device(&a.device) && !link_local(a.ip) && !a.ip.is_loopback())
         })
         .map(|a| a.ip)
         .chain(vips_in_pod_ranges(inv))

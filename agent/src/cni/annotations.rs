@@ -2,6 +2,8 @@
 //! CNI's keys declared in its own file: Cilium's (`--annotate-k8s-node`),
 //! Calico's tunnel addresses, ovn-kubernetes' subnets and router ports.
 
+use std::{collections::BTreeMap, net::IpAddr};
+
 use serde_json::Value;
 
 use super::{
@@ -28,7 +30,7 @@ pub fn node_annotation_read(key: &str) -> bool {
 /// `problems` (resource `nodes`).
 pub fn node_annotations(
     name: &str,
-    annotations: &std::collections::BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
     problems: &mut Vec<Invalid>,
 ) -> Option<CniNode> {
     let mut node = CniNode {
@@ -38,32 +40,29 @@ pub fn node_annotations(
     let mut bad = reporter(problems, "nodes", name);
     for (prefix, source) in cilium::NODE_ANNOTATION_PREFIXES {
         for (suffix, role, v6) in cilium::NODE_ANNOTATIONS {
-            let key = format!("{prefix}{suffix}");
-            let Some(value) = annotations.get(&key) else {
-                continue;
-            };
-            let field = format!("annotation {key}");
-            if let Some(ip) = ip_field(
-                Some(&Value::from(value.as_str())),
-                &field,
-                Some(v6),
-                &mut bad,
-            ) {
+            if let Some(ip) = address(annotations, &format!("{prefix}{suffix}"), v6, &mut bad) {
                 node.add(ip, role, source);
             }
         }
     }
     for (key, v6) in calico::NODE_ANNOTATIONS {
-        let Some(value) = annotations.get(key) else {
-            continue;
-        };
-        let field = format!("annotation {key}");
-        let value = Some(&Value::from(value.as_str()));
-        if let Some(ip) = ip_field(value, &field, Some(v6), &mut bad) {
+        if let Some(ip) = address(annotations, key, v6, &mut bad) {
             node.add(ip, Role::Tunnel, Source::CalicoNodeAnnotation);
         }
     }
     ovn_kubernetes::add_node_subnets(annotations, &mut node, &mut bad);
     ovn_kubernetes::add_router_ports(annotations, &mut node, &mut bad);
     (!node.addresses.is_empty() || !node.ovn_internal.is_empty()).then_some(node)
+}
+
+/// The address of the family `v6` says in annotation `key`, if there; a bad
+/// one named through `bad`.
+fn address(
+    annotations: &BTreeMap<String, String>,
+    key: &str,
+    v6: bool,
+    bad: &mut dyn FnMut(String),
+) -> Option<IpAddr> {
+    let value = Value::from(annotations.get(key)?.as_str());
+    ip_field(Some(&value), &format!("annotation {key}"), Some(v6), bad)
 }

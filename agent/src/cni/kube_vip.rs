@@ -6,12 +6,9 @@
 //! address of it handed out, network and broadcast too, unless
 //! `skip-end-ips-in-cidr` is `true`. It checks its pools against nothing.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::plan::{Meta, Records, invalid, parse_entry};
+use super::plan::{Records, config_map, invalid, parse_entry};
 use crate::inventory::{Invalid, IpRange, Planned, Purpose};
 
 /// The cloud provider's pools: only its one ConfigMap, never the cluster's
@@ -33,26 +30,10 @@ const FIELD: &str = "data";
 /// `0.0.0.0/32` asks for an address by DHCP: no range of the plan.
 const DHCP: &str = "0.0.0.0/32";
 
-#[derive(Deserialize)]
-struct ConfigMap {
-    #[serde(default)]
-    metadata: Meta,
-    // Values, not strings: a hand-written map with YAML booleans reaches
-    // files unrefused.
-    data: Option<BTreeMap<String, Value>>,
-}
-
 fn read(json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let cm = match serde_json::from_str::<ConfigMap>(json) {
-        Ok(cm) => cm,
-        Err(e) => {
-            let problem = format!("skipped: {e}");
-            bad.push(invalid(&CONFIG, "(unreadable)".into(), problem));
-            return Vec::new();
-        }
+    let Some((object, data)) = config_map(&CONFIG, json, bad) else {
+        return Vec::new();
     };
-    let object = cm.metadata.object();
-    let data = cm.data.unwrap_or_default();
     let not_text: Vec<&str> = data
         .iter()
         .filter(|(_, v)| !v.is_string())

@@ -3,7 +3,10 @@
 //! plan. `audit` lists each kind that exists (or reads `--address-plan`
 //! files) and hands every object to its declaration's `read`.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::inventory::{
     Invalid, IpRange, PlanOwner, Planned, Purpose,
@@ -164,6 +167,31 @@ pub fn invalid(records: &Records, object: String, problem: String) -> Invalid {
         resource: records.plural,
         object,
         problem,
+    }
+}
+
+/// A ConfigMap as its readers parse it: its metadata and `data` (values, not
+/// strings: a hand-written map with YAML booleans reaches files unrefused).
+#[derive(Deserialize)]
+struct ConfigMap {
+    #[serde(default)]
+    metadata: Meta,
+    data: Option<BTreeMap<String, Value>>,
+}
+
+/// A ConfigMap's name and `data`; `None` (named in `bad`) when unreadable.
+pub fn config_map(
+    records: &Records,
+    json: &str,
+    bad: &mut Vec<Invalid>,
+) -> Option<(String, BTreeMap<String, Value>)> {
+    match serde_json::from_str::<ConfigMap>(json) {
+        Ok(cm) => Some((cm.metadata.object(), cm.data.unwrap_or_default())),
+        Err(e) => {
+            let problem = format!("skipped: {e}");
+            bad.push(invalid(records, "(unreadable)".into(), problem));
+            None
+        }
     }
 }
 

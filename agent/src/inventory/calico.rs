@@ -117,15 +117,7 @@ pub struct IpamBlock {
 impl IpamBlock {
     /// The address at `ordinal` (`cidr` base + ordinal).
     pub fn address(&self, ordinal: u32) -> Option<IpAddr> {
-        match self.cidr.network() {
-            IpAddr::V4(a) => u32::from(a)
-                .checked_add(ordinal)
-                .map(|n| IpAddr::V4(n.into())),
-            IpAddr::V6(a) => u128::from(a)
-                .checked_add(u128::from(ordinal))
-                .map(|n| IpAddr::V6(n.into())),
-        }
-        .filter(|ip| self.cidr.contains(ip))
+        super::nth(&self.cidr, ordinal)
     }
 
     /// The ordinal of `ip` in the block.

@@ -1,7 +1,7 @@
 //! The Kubernetes side of one snapshot, as the adapters hand it over, and the
 //! problems they found in objects from outside.
 
-use std::{fmt, marker::PhantomData, sync::Arc};
+use std::{marker::PhantomData, sync::Arc};
 
 use super::{CiliumConfig, CniNode, NodeFacts, Pod, SandboxFailure, Subnet};
 
@@ -102,7 +102,8 @@ impl ClusterState {
 }
 
 /// A problem with one object from outside, for a warning and a metric.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{resource} {object}: {problem}")]
 pub struct Invalid {
     /// `pods`, `ciliumnodes`, `subnets`, `nodes`.
     pub resource: &'static str,
@@ -110,12 +111,6 @@ pub struct Invalid {
     pub object: String,
     /// What is wrong, and what was done about it.
     pub problem: String,
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.resource, self.object, self.problem)
-    }
 }
 
 /// One source's name as metrics label it, and whether its last read worked.

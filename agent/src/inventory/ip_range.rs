@@ -59,6 +59,24 @@ pub fn step(ip: IpAddr, by: i8) -> Option<IpAddr> {
     }
 }
 
+/// The `n`th address of `net` (0 is the network's own), if `net` has it
+/// (ovn-kubernetes' ip_generator.go `GenerateIP`; a Calico block's ordinal).
+pub fn nth(net: &IpNet, n: u32) -> Option<IpAddr> {
+    let ip = match net.network() {
+        IpAddr::V4(a) => IpAddr::from(u32::from(a).checked_add(n)?.to_be_bytes()),
+        IpAddr::V6(a) => IpAddr::from(u128::from(a).checked_add(u128::from(n))?.to_be_bytes()),
+    };
+    net.contains(&ip).then_some(ip)
+}
+
+/// Whether `ip` is link-local (169.254/16, fe80::/10): no pod is given one.
+pub fn link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.is_unicast_link_local(),
+    }
+}
+
 impl fmt::Display for IpRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.first == self.last {

@@ -30,7 +30,7 @@ pub use host::{
     DeadEnd, FibResult, HostNetwork, Link, LocalAddress, Route, RouteKind, TABLE_LOCAL, TABLE_MAIN,
 };
 pub use impact::{Caller, EndpointSlice, Routes, ServiceRef};
-pub use ip_range::{IpRange, step};
+pub use ip_range::{IpRange, link_local, nth, step};
 pub use namespaces::{
     DAD_STUCK_AFTER, Holder, HostIface, Lower, NsAddress, NsLink, OperState, PeerNamespace,
     PlacedPod, PodNamespaces, PodRoute, TruthRow, TruthTable, Unread,

@@ -150,10 +150,7 @@ impl State {
         {
             for a in &mut m.attributes {
                 if let RouteAttribute::Destination(d) = a {
-                    *d = match ip {
-                        IpAddr::V4(v4) => RouteAddress::Inet(v4),
-                        IpAddr::V6(v6) => RouteAddress::Inet6(v6),
-                    };
+                    *d = RouteAddress::from(ip);
                 }
             }
         }

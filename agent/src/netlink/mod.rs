@@ -117,16 +117,9 @@ impl Netlink {
             .filter(|ip| matches!(ip, IpAddr::V6(v6) if !v6.is_unicast_link_local()))
             .collect();
         let mut routes = Vec::new();
-        for (what, msg) in [
-            (
-                "IPv4 routes",
-                RouteMessageBuilder::<Ipv4Addr>::new().build(),
-            ),
-            (
-                "IPv6 routes",
-                RouteMessageBuilder::<Ipv6Addr>::new().build(),
-            ),
-        ] {
+        let v4 = RouteMessageBuilder::<Ipv4Addr>::new().build();
+        let v6 = RouteMessageBuilder::<Ipv6Addr>::new().build();
+        for (what, msg) in [("IPv4 routes", v4), ("IPv6 routes", v6)] {
             let mut dump = self.handle.route().get(msg).execute();
             while let Some(m) = dump.try_next().await.map_err(dump_failed(what))? {
                 routes.extend(convert::route(&m));

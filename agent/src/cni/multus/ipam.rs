@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
-use super::{ATTACHMENTS, Entry, MAX_RANGES, Reader, str_at, text_at};
+use super::{ATTACHMENTS, MAX_RANGES, Reader, str_at, text_at};
 use crate::cni::plan::invalid;
 use crate::inventory::{
     IpRange,
@@ -93,16 +93,9 @@ fn whereabouts_entry(
     let mut exclude = excludes(e, field, r);
     exclude.extend(singles(&[whole.first, whole.last], first, last));
     let text = with_bounds(&written, e, "range_start", "range_end");
-    let range = IpRange { first, last };
-    let shared = share(&net);
-    r.push(Entry {
-        allocator: "whereabouts",
-        field,
-        range,
-        text,
-        exclude,
-        shared,
-    });
+    let p = r.push("whereabouts", field, IpRange { first, last }, text);
+    p.exclude = exclude;
+    p.shared = share(&net);
 }
 
 /// An entry's `exclude` CIDRs; a bad one is named and left out.
@@ -197,15 +190,8 @@ fn host_local_range(e: &Value, field: &'static str, r: &mut Reader<'_>) {
     }
     let exclude = singles(&never, first, last);
     let text = with_bounds(&written, e, "rangeStart", "rangeEnd");
-    let range = IpRange { first, last };
-    r.push(Entry {
-        allocator: "host-local",
-        field,
-        range,
-        text,
-        exclude,
-        shared: None,
-    });
+    r.push("host-local", field, IpRange { first, last }, text)
+        .exclude = exclude;
 }
 
 /// static: each of `addresses` is given to every pod of the attachment.
@@ -222,16 +208,7 @@ pub(super) fn static_addresses(ipam: &Value, r: &mut Reader<'_>) {
             r.bad(field, &written, "is no <ip>/<prefix>");
             continue;
         };
-        let range = IpRange::of(&c.ip.into());
-        let (exclude, shared) = (Vec::new(), None);
-        r.push(Entry {
-            allocator: "static",
-            field,
-            range,
-            text: written,
-            exclude,
-            shared,
-        });
+        r.push("static", field, IpRange::of(&c.ip.into()), written);
     }
 }
 

@@ -76,16 +76,6 @@ struct Reader<'a> {
     invalid: &'a mut Vec<Invalid>,
 }
 
-/// One range as an IPAM declares it.
-struct Entry {
-    allocator: &'static str,
-    field: &'static str,
-    range: IpRange,
-    text: String,
-    exclude: Vec<IpRange>,
-    shared: Option<String>,
-}
-
 impl Reader<'_> {
     /// Whether one more entry may be read; the first refused one is named.
     fn room(&mut self) -> bool {
@@ -101,19 +91,27 @@ impl Reader<'_> {
         self.seen <= MAX_RANGES
     }
 
-    fn push(&mut self, e: Entry) {
+    /// One range as the IPAM `allocator` declares it in `field`, on this
+    /// object's network: the caller sets what it excludes and shares.
+    fn push(
+        &mut self,
+        allocator: &'static str,
+        field: &'static str,
+        range: IpRange,
+        text: String,
+    ) -> &mut Planned {
         // The IPAM plugin named, and a namespace's admin may have written it.
         let owner = PlanOwner {
-            allocator: e.allocator,
+            allocator,
             tenant: true,
-            ..ATTACHMENTS.owner(&self.object, e.field)
+            ..ATTACHMENTS.owner(&self.object, field)
         };
-        let mut p = Planned::new(owner, Purpose::Secondary, e.range, e.text);
+        let mut p = Planned::new(owner, Purpose::Secondary, range, text);
         p.domain = Some(self.domain.clone());
         p.on_node_interface = self.on_node_interface;
-        p.exclude = e.exclude;
-        p.shared = e.shared;
         self.out.push(p);
+        let last = self.out.len() - 1;
+        &mut self.out[last]
     }
 
     /// An entry not read: the field, the value and why.

@@ -12,12 +12,8 @@
 //! default. Upstream's own manifests pass these as flags instead, so only
 //! what a ConfigMap holds is read, and each ConfigMap by name alone.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-
 use super::{Internal, JOIN, MASQUERADE, TRANSIT, shared};
-use crate::cni::plan::{Meta, Records, invalid, parse_entry};
+use crate::cni::plan::{Records, config_map, invalid, parse_entry};
 use crate::inventory::{Invalid, Planned, Purpose};
 
 /// The ConfigMap of ovn-kubernetes' README (namespace `ovn-kubernetes`).
@@ -62,28 +58,11 @@ pub fn fields_of(internal: &Internal) -> impl Iterator<Item = &'static str> + '_
         .map(|k| k.0)
 }
 
-#[derive(Deserialize)]
-struct ConfigMap {
-    #[serde(default)]
-    metadata: Meta,
-    data: Option<BTreeMap<String, serde_json::Value>>,
-}
-
 fn read(records: &'static Records, json: &str, bad: &mut Vec<Invalid>) -> Vec<Planned> {
-    let cm = match serde_json::from_str::<ConfigMap>(json) {
-        Ok(cm) => cm,
-        Err(e) => {
-            bad.push(invalid(
-                records,
-                "(unreadable)".into(),
-                format!("skipped: {e}"),
-            ));
-            return Vec::new();
-        }
+    let Some((object, files)) = config_map(records, json, bad) else {
+        return Vec::new();
     };
-    let object = cm.metadata.object();
     let mut out = Vec::new();
-    let files = cm.data.unwrap_or_default();
     for text in files
         .iter()
         .filter(|(k, _)| FILES.contains(&k.as_str()))

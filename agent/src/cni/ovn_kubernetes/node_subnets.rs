@@ -4,13 +4,12 @@
 //! go-controller/pkg/util/net.go, `GetNodeGatewayIfAddr` and
 //! `GetNodeManagementIfAddr`).
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::collections::BTreeMap;
 
-use ipnet::IpNet;
 use serde_json::Value;
 
 use crate::cni::read::quote;
-use crate::inventory::{CniNode, Role, Source, ip_text::parse_cidr};
+use crate::inventory::{CniNode, Role, Source, ip_text::parse_cidr, nth};
 
 use super::NODE_SUBNETS;
 
@@ -60,19 +59,10 @@ pub(crate) fn add_node_subnets(
     }
 }
 
-/// The `n`th address of `net` (0 is the network's own), if `net` has it
-/// (ovn-kubernetes' ip_generator.go `GenerateIP`).
-pub(super) fn nth(net: &IpNet, n: u32) -> Option<IpAddr> {
-    let ip = match net.network() {
-        IpAddr::V4(a) => IpAddr::from(u32::from(a).checked_add(n)?.to_be_bytes()),
-        IpAddr::V6(a) => IpAddr::from(u128::from(a).checked_add(u128::from(n))?.to_be_bytes()),
-    };
-    net.contains(&ip).then_some(ip)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipnet::IpNet;
 
     fn read(value: &str) -> (Vec<(String, Role)>, Vec<String>) {
         let annotations = BTreeMap::from([(NODE_SUBNETS.to_owned(), value.to_owned())]);

@@ -118,7 +118,7 @@ fn derive_join(
             .ovn_subnets
             .iter()
             .any(|s| s.contains(&join.network()) || join.contains(&s.network()));
-        if let Some(ip) = super::node_subnets::nth(&join, id).filter(|_| family && !moved) {
+        if let Some(ip) = crate::inventory::nth(&join, id).filter(|_| family && !moved) {
             node.add(ip, Role::OvnRouterPort, Source::OvnNodeId);
             node.ovn_internal.push((NODE_ID, join));
         }

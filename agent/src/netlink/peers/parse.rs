@@ -1,13 +1,13 @@
 //! The netlink messages of a peer-namespace read, turned into inventory data.
 
-use std::net::IpAddr;
-
 use netlink_packet_route::{
     address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage},
     link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State},
 };
 
-use crate::inventory::{DAD_STUCK_AFTER, HostIface, Lower, NsAddress, NsLink, OperState};
+use crate::inventory::{
+    DAD_STUCK_AFTER, HostIface, Lower, NsAddress, NsLink, OperState, link_local,
+};
 
 /// A host link whose peer is in another namespace (`IFLA_LINK_NETNSID` and `IFLA_LINK`).
 pub fn host_iface(msg: &LinkMessage) -> Option<HostIface> {
@@ -121,19 +121,9 @@ pub fn ns_addresses(msgs: &[AddressMessage]) -> Vec<NsAddress> {
 /// the kernel's hundredths of a second since boot, where known.
 pub fn ns_address(msg: &AddressMessage, since_boot: Option<u32>) -> Option<NsAddress> {
     let ip = crate::netlink::convert::local_ip(msg)?;
-    let carries = match ip {
-        // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
-        // pod's veth when it hands the pod address to the VM.
-        IpAddr::V4(v4) => {
-            !v4.is_loopback() && !v4.is_multicast() && !v4.is_unspecified() && !v4.is_link_local()
-        }
-        IpAddr::V6(v6) => {
-            !v6.is_loopback()
-                && !v6.is_multicast()
-                && !v6.is_unspecified()
-                && !v6.is_unicast_link_local()
-        }
-    };
+    // 169.254/16 too: KubeVirt's bridge binding leaves 169.254.75.10 on the
+    // pod's veth when it hands the pod address to the VM.
+    let carries = !(ip.is_loopback() || ip.is_multicast() || ip.is_unspecified() || link_local(ip));
     let dad_failed = flagged(msg, AddressFlags::Dadfailed, AddressHeaderFlags::Dadfailed);
     let tentative = flagged(msg, AddressFlags::Tentative, AddressHeaderFlags::Tentative);
     let made = msg.attributes.iter().find_map(|a| match a {
