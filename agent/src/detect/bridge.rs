@@ -9,11 +9,10 @@ use ipnet::IpNet;
 use super::{
     Cause, Finding, FindingKind, NodeProblem, Owner, PodRef, Remedy, Role, Scope, Trust,
     kind::{Alert, Count, Spec, rank},
-    leftover::link_local,
 };
 use crate::{
     cni::{self, Holds},
-    inventory::{Inventory, RouteKind, Source, TABLE_MAIN},
+    inventory::{Inventory, RouteKind, Source, TABLE_MAIN, link_local},
 };
 
 /// A bridge kept an address of a pod range that is no longer this node's.

@@ -35,7 +35,7 @@ pub(super) fn refused_outright(inv: &Inventory, pip: &PodIp) -> bool {
     let no_pod_address = ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
-        || super::leftover::link_local(ip)
+        || crate::inventory::link_local(ip)
         || matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
     let mut ranges = pod_ranges(inv)
         .filter(|r| r.addr().is_ipv4() == ip.is_ipv4())

@@ -29,6 +29,7 @@ use crate::{
     cni::{self, Holds},
     inventory::{
         Inventory, IpSource, Pod, RouteKind, SandboxFailure, SandboxRefusal, Source, TABLE_MAIN,
+        link_local,
     },
 };
 
@@ -224,11 +225,4 @@ fn other_address(inv: &Inventory, bridge: &str, wanted: Option<IpNet>) -> Option
             Some(w) => w.addr().is_ipv4() == held.addr().is_ipv4() && *held != w,
             None => true,
         })
-}
-
-pub(super) fn link_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(a) => a.is_link_local(),
-        IpAddr::V6(a) => a.is_unicast_link_local(),
-    }
 }
