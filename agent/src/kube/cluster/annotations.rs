@@ -7,8 +7,13 @@ use kube::Api;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
-    ClusterSource, cache::Cache, convert::convert_node_annotations, initial::Scope,
-    lean::LeanNodeMeta, lock, wants_annotations, watch,
+    ClusterSource,
+    cache::Cache,
+    convert::convert_node_annotations,
+    initial::Scope,
+    lean::LeanNodeMeta,
+    lock, wants_annotations,
+    watch::{self, Watched},
 };
 
 impl ClusterSource {
@@ -32,9 +37,11 @@ impl ClusterSource {
                         );
                         let stop = token.child_token();
                         tasks.spawn(watch::run(
-                            Api::<LeanNodeMeta>::all(client.clone()),
-                            Scope::Cluster,
-                            "node-annotations",
+                            Watched {
+                                api: Api::<LeanNodeMeta>::all(client.clone()),
+                                scope: Scope::Cluster,
+                                source: "node-annotations",
+                            },
                             sink.clone(),
                             |st, ev| st.annotated.apply(ev, convert_node_annotations),
                             stop.clone(),

@@ -28,7 +28,7 @@ use super::{
     follow::{Lookup, Pace},
     initial::Scope,
     lean::LeanPod,
-    watch,
+    watch::{self, Watched},
 };
 use crate::{inventory::Pod, report::traffic::Unexplained};
 
@@ -146,10 +146,12 @@ impl Holders {
         let k = self.keys.clone();
         let stopped = stop.clone();
         watch::run(
-            Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
-            Scope::Selected(format!("metadata.name={}", f.name)),
-            // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
-            "pods-elsewhere",
+            Watched {
+                api: Api::<K8sPod>::namespaced(self.client.clone(), &f.namespace),
+                scope: Scope::Selected(format!("metadata.name={}", f.name)),
+                // Its own label: a failing watch of a pod elsewhere is not this node's pods' source.
+                source: "pods-elsewhere",
+            },
             self.sink.clone(),
             move |st, ev| {
                 // An event that raced the stop must not bring the cache back.

@@ -41,6 +41,7 @@ use self::{
     initial::{Initial, InitialList, Scope},
     lean::{LeanCiliumNode, LeanIpPool, LeanNode, LeanSubnet},
     lookup::Followed,
+    watch::Watched,
 };
 pub use self::{
     lookup::pods_holding,
@@ -262,9 +263,11 @@ impl ClusterSource {
     ) -> Arc<tokio::sync::Notify> {
         let k = self.keys.clone();
         tasks.spawn(watch::run(
-            Api::<K8sPod>::all(self.client.clone()),
-            Scope::Selected(format!("spec.nodeName={}", self.sink.node)),
-            "pods",
+            Watched {
+                api: Api::<K8sPod>::all(self.client.clone()),
+                scope: Scope::Selected(format!("spec.nodeName={}", self.sink.node)),
+                source: "pods",
+            },
             self.sink.clone(),
             move |st, ev| st.pods_here.apply(ev, |p| convert_pod(p, &k)),
             token.clone(),
@@ -273,9 +276,11 @@ impl ClusterSource {
         let moved = cilium_nodes_moved.clone();
         let on_change = self.sink.on_change.clone();
         tasks.spawn(watch::run(
-            Api::<LeanCiliumNode>::all(self.client.clone()),
-            Scope::Cluster,
-            "ciliumnodes",
+            Watched {
+                api: Api::<LeanCiliumNode>::all(self.client.clone()),
+                scope: Scope::Cluster,
+                source: "ciliumnodes",
+            },
             Sink {
                 on_change: Arc::new(move || {
                     on_change();
@@ -295,25 +300,31 @@ impl ClusterSource {
     /// The watches of kube-ovn's Subnets, this node's Node and `cilium-config`.
     fn spawn_node_watches(&self, tasks: &TaskTracker, token: &CancellationToken) {
         tasks.spawn(watch::run(
-            Api::<LeanSubnet>::all(self.client.clone()),
-            Scope::Cluster,
-            "subnets",
+            Watched {
+                api: Api::<LeanSubnet>::all(self.client.clone()),
+                scope: Scope::Cluster,
+                source: "subnets",
+            },
             self.sink.clone(),
             |st, ev| st.subnets.apply(ev, |o| by_name(o, objects::subnet)),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<LeanNode>::all(self.client.clone()),
-            Scope::Selected(format!("metadata.name={}", self.sink.node)),
-            "nodes",
+            Watched {
+                api: Api::<LeanNode>::all(self.client.clone()),
+                scope: Scope::Selected(format!("metadata.name={}", self.sink.node)),
+                source: "nodes",
+            },
             self.sink.clone(),
             |st, ev| st.node.apply(ev, convert_node),
             token.clone(),
         ));
         tasks.spawn(watch::run(
-            Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
-            Scope::Selected(format!("metadata.name={CILIUM_CONFIG}")),
-            "cilium-config",
+            Watched {
+                api: Api::<ConfigMap>::namespaced(self.client.clone(), &self.cilium_namespace),
+                scope: Scope::Selected(format!("metadata.name={CILIUM_CONFIG}")),
+                source: "cilium-config",
+            },
             self.sink.clone(),
             |st, ev| st.cilium_config.apply(ev, convert_cilium_config),
             token.clone(),
@@ -367,7 +378,12 @@ impl ClusterSource {
             }
             let apply =
                 |st: &mut State, ev| st.ip_pools.apply(ev, |o| by_name(o, objects::ip_pool));
-            watch::run(api, Scope::Cluster, "ippools", sink, apply, token).await;
+            let pools = Watched {
+                api,
+                scope: Scope::Cluster,
+                source: "ippools",
+            };
+            watch::run(pools, sink, apply, token).await;
         }
     }
 }

@@ -79,19 +79,24 @@ where
     }
 }
 
-/// Runs one watcher of what `api` and `scope` pick until `token` is
-/// cancelled, applying its events to the sink's state and telling the sink
-/// when what detection reads changed; `source` names its failures and metrics.
+/// What one watch reads, and the name its failures and metrics carry.
+pub(super) struct Watched<K> {
+    pub(super) api: Api<K>,
+    pub(super) scope: Scope,
+    pub(super) source: &'static str,
+}
+
+/// Runs one watcher until `token` is cancelled, applying its events to the
+/// sink's state and telling the sink when what detection reads changed.
 pub(super) async fn run<K>(
-    api: Api<K>,
-    scope: Scope,
-    source: &'static str,
+    what: Watched<K>,
     sink: Sink,
     apply: impl Fn(&mut super::State, watcher::Event<K>) -> bool + Send + 'static,
     token: CancellationToken,
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    let Watched { api, scope, source } = what;
     let Sink {
         state, on_change, ..
     } = sink;
