@@ -157,8 +157,16 @@ fn status_ipam_used(
     match used {
         Shape::Absent => false,
         Shape::Map(used) => {
-            let entries: Vec<_> = used.iter().collect();
-            for (key, entry) in capped(&entries, caps::IPAM_USED, "status.ipam.used", bad) {
+            // Counted and cut on the map itself: a Vec of its entries would
+            // cost an allocation per CiliumNode event.
+            if used.len() > caps::IPAM_USED {
+                bad(format!(
+                    "status.ipam.used has {} entries; only the first {} are read",
+                    used.len(),
+                    caps::IPAM_USED
+                ));
+            }
+            for (key, entry) in used.iter().take(caps::IPAM_USED) {
                 let Some(role) = entry.as_map().and_then(Used::role) else {
                     continue;
                 };

@@ -64,10 +64,11 @@ struct Ingress {
 impl LeanService {
     /// The Service's `namespace/name`, made safe to show.
     pub fn service_ref(&self) -> ServiceRef {
-        let meta = self.metadata.clone().unwrap_or_default();
+        let meta = self.metadata.as_ref();
+        let text = |field: Option<&String>| cleaned(field.map_or("", String::as_str));
         ServiceRef {
-            namespace: cleaned(meta.namespace.as_deref().unwrap_or_default()),
-            name: cleaned(meta.name.as_deref().unwrap_or_default()),
+            namespace: text(meta.and_then(|m| m.namespace.as_ref())),
+            name: text(meta.and_then(|m| m.name.as_ref())),
         }
     }
 
